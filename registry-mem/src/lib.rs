@@ -1,0 +1,3 @@
+//! # shardcron-registry-mem
+//!
+//! A deterministic in-memory implementation of the shardcron registry contract.

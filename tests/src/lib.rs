@@ -1,0 +1,1 @@
+//! Cross-crate tests live in `tests/`; this library holds their shared helpers.
