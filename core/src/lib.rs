@@ -1,5 +1,17 @@
 //! # shardcron-core
 //!
-//! The heart of shardcron: the registry contract every backend implements, and (as the project
-//! grows) the job model, the Quartz cron schedule, the sharding strategies and the coordination
-//! services that run jobs across a cluster.
+//! The heart of shardcron, a framework for distributed, sharded, fault-tolerant cron jobs: the
+//! registry contract every backend implements, the injected time/randomness/spawning handles that
+//! let the same code run in production and in the simulator, and (as the project grows) the job
+//! model, the Quartz cron schedule, the sharding strategies and the coordination services.
+//!
+//! ## Layout
+//! - [`registry`]: the [`CoordinatorRegistry`](registry::CoordinatorRegistry) trait and its
+//!   contract, typed errors, paths, the latch and mutex recipes.
+//! - [`handles`]: clock, spawner and randomness handles (DESIGN section 6).
+//! - `testkit` (feature `testkit`): the registry behaviour suite every backend runs.
+
+pub mod handles;
+pub mod registry;
+#[cfg(feature = "testkit")]
+pub mod testkit;

@@ -1,0 +1,165 @@
+//! The injected handles through which shardcron reads time, draws random numbers and spawns tasks.
+//!
+//! The core never calls `SystemTime::now`, `Instant::now` or `thread_rng` itself (DESIGN section
+//! 6): it asks these handles. Production uses [`Handles::real`]; the simulator and tests use
+//! [`Handles::simulated`], whose clock follows tokio's clock, so a runtime with paused time
+//! (`#[tokio::test(start_paused = true)]`, or the simulator's single-threaded runtime) runs the
+//! unchanged core in virtual time, deterministically.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Wall-clock time in epoch milliseconds.
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// Now, in milliseconds since the Unix epoch.
+    fn now_ms(&self) -> i64;
+
+    /// Sleeps until the clock reads `deadline_ms` (returns at once if it already does).
+    fn sleep_until(&self, deadline_ms: i64) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        let wait = deadline_ms.saturating_sub(self.now_ms()).max(0);
+        Box::pin(tokio::time::sleep(Duration::from_millis(wait.unsigned_abs())))
+    }
+}
+
+/// The system's wall clock; the only place that reads it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+/// A clock that starts at a given epoch instant and advances with tokio's clock. Under paused
+/// tokio time it is virtual: it jumps exactly as far as the runtime auto-advances.
+#[derive(Debug)]
+pub struct TokioClock {
+    start_ms: i64,
+    origin: tokio::time::Instant,
+    skew_ms: Mutex<i64>,
+}
+
+impl TokioClock {
+    /// A clock reading `start_ms` now. Must be created inside a tokio runtime with the time
+    /// driver enabled.
+    pub fn starting_at(start_ms: i64) -> Self {
+        TokioClock { start_ms, origin: tokio::time::Instant::now(), skew_ms: Mutex::new(0) }
+    }
+
+    /// Shifts every later reading by `skew_ms` (the simulator's clock-skew fault).
+    pub fn set_skew(&self, skew_ms: i64) {
+        *self.skew_ms.lock() = skew_ms;
+    }
+}
+
+impl Clock for TokioClock {
+    fn now_ms(&self) -> i64 {
+        let elapsed = tokio::time::Instant::now().duration_since(self.origin).as_millis();
+        self.start_ms + i64::try_from(elapsed).unwrap_or(i64::MAX / 2) + *self.skew_ms.lock()
+    }
+}
+
+/// Task spawning. The simulator needs every task on its own runtime; production uses tokio's.
+pub trait Spawner: Send + Sync + fmt::Debug {
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>);
+}
+
+/// Spawns on the ambient tokio runtime.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TokioSpawner;
+
+impl Spawner for TokioSpawner {
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {
+        tokio::spawn(task);
+    }
+}
+
+/// A source of random numbers (jitter, tie-breaking). Seeded in the simulator.
+pub trait Random: Send + Sync + fmt::Debug {
+    fn next_u64(&self) -> u64;
+}
+
+/// A seeded ChaCha generator: the same seed gives the same numbers on every platform.
+#[derive(Debug)]
+pub struct SeededRandom(Mutex<ChaCha8Rng>);
+
+impl SeededRandom {
+    pub fn new(seed: u64) -> Self {
+        SeededRandom(Mutex::new(ChaCha8Rng::seed_from_u64(seed)))
+    }
+
+    /// Seeded from the operating system's entropy, for production.
+    pub fn from_entropy() -> Self {
+        SeededRandom(Mutex::new(ChaCha8Rng::from_entropy()))
+    }
+}
+
+impl Random for SeededRandom {
+    fn next_u64(&self) -> u64 {
+        self.0.lock().next_u64()
+    }
+}
+
+/// The bundle of handles a component receives.
+#[derive(Debug, Clone)]
+pub struct Handles {
+    pub clock: Arc<dyn Clock>,
+    pub spawner: Arc<dyn Spawner>,
+    pub random: Arc<dyn Random>,
+}
+
+impl Handles {
+    /// Wall clock, tokio's spawner, entropy-seeded randomness.
+    pub fn real() -> Self {
+        Handles {
+            clock: Arc::new(SystemClock),
+            spawner: Arc::new(TokioSpawner),
+            random: Arc::new(SeededRandom::from_entropy()),
+        }
+    }
+
+    /// A clock starting at `start_ms` that follows tokio's (possibly paused) clock, tokio's
+    /// spawner and randomness seeded with `seed`. Call inside a tokio runtime.
+    pub fn simulated(start_ms: i64, seed: u64) -> Self {
+        Handles {
+            clock: Arc::new(TokioClock::starting_at(start_ms)),
+            spawner: Arc::new(TokioSpawner),
+            random: Arc::new(SeededRandom::new(seed)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn tokio_clock_is_virtual_under_paused_time() {
+        let clock = TokioClock::starting_at(1_000_000);
+        assert_eq!(clock.now_ms(), 1_000_000);
+        clock.sleep_until(1_060_000).await;
+        assert_eq!(clock.now_ms(), 1_060_000);
+        clock.set_skew(-500);
+        assert_eq!(clock.now_ms(), 1_059_500);
+    }
+
+    #[test]
+    fn seeded_random_repeats() {
+        let a = SeededRandom::new(7);
+        let b = SeededRandom::new(7);
+        let xs: Vec<u64> = (0..4).map(|_| a.next_u64()).collect();
+        let ys: Vec<u64> = (0..4).map(|_| b.next_u64()).collect();
+        assert_eq!(xs, ys);
+    }
+}

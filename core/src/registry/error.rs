@@ -1,0 +1,213 @@
+//! The one error type of the registry contract.
+//!
+//! Every variant names the operation and the path it concerns, so a log line alone says what
+//! failed. [`RegistryError::is_retryable`] separates transient trouble (the link, a timeout) from
+//! final answers (the node is not there, the version moved on): callers retry the first kind and
+//! act on the second. Nothing in shardcron swallows these errors (DESIGN section 7, ElasticJob #2488).
+
+use std::fmt;
+use std::time::Duration;
+
+use super::Version;
+
+/// Shorthand for results of registry operations.
+pub type Result<T, E = RegistryError> = std::result::Result<T, E>;
+
+/// The registry operation an error comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Op {
+    Connect,
+    Create,
+    Get,
+    Set,
+    Delete,
+    Exists,
+    Children,
+    DeleteRecursive,
+    Transaction,
+    Check,
+    Watch,
+    Latch,
+    Lock,
+    Time,
+    Close,
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            Op::Connect => "connect",
+            Op::Create => "create",
+            Op::Get => "get",
+            Op::Set => "set",
+            Op::Delete => "delete",
+            Op::Exists => "exists",
+            Op::Children => "children",
+            Op::DeleteRecursive => "delete_recursive",
+            Op::Transaction => "transaction",
+            Op::Check => "check",
+            Op::Watch => "watch",
+            Op::Latch => "latch",
+            Op::Lock => "lock",
+            Op::Time => "registry_time",
+            Op::Close => "close",
+        };
+        f.write_str(name)
+    }
+}
+
+/// Everything that can go wrong talking to a coordination registry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// The node (or, for a create, its parent inside a transaction) does not exist.
+    #[error("{op} {path}: no such node")]
+    NoNode { op: Op, path: String },
+
+    /// A create found the node already there.
+    #[error("{op} {path}: node already exists")]
+    NodeExists { op: Op, path: String },
+
+    /// A conditional write or check found another version: someone changed the node since it was read.
+    #[error("{op} {path}: version conflict, expected version {expected}; re-read the node and retry")]
+    BadVersion { op: Op, path: String, expected: Version },
+
+    /// A plain delete of a node that still has children (use `delete_recursive`).
+    #[error("{op} {path}: node has children; delete them first or use delete_recursive")]
+    NotEmpty { op: Op, path: String },
+
+    /// A create under an ephemeral node: ephemeral nodes cannot have children.
+    #[error("{op} {path}: parent is ephemeral and ephemeral nodes cannot have children")]
+    EphemeralParent { op: Op, path: String },
+
+    /// The path breaks the path rules (see [`crate::registry::path`]).
+    #[error("invalid path {path:?}: {reason}")]
+    InvalidPath { path: String, reason: &'static str },
+
+    /// Node data above the contract's limit.
+    #[error("{op} {path}: data of {size} bytes exceeds the limit of {limit} bytes")]
+    DataTooLarge { op: Op, path: String, size: usize, limit: usize },
+
+    /// The session that issued the operation has expired; its ephemeral nodes are gone. The client
+    /// opens a new session by itself: re-register and retry.
+    #[error("{op} {path}: session expired; ephemeral nodes of the old session are gone")]
+    SessionExpired { op: Op, path: String },
+
+    /// The link to the registry is down; the operation may or may not have been applied.
+    #[error("{op} {path}: connection to the registry lost; the operation may or may not have applied")]
+    ConnectionLoss { op: Op, path: String },
+
+    /// The operation did not complete in time.
+    #[error("{op} {path}: timed out after {after:?}")]
+    Timeout { op: Op, path: String, after: Duration },
+
+    /// Authentication or authorisation failed.
+    #[error("{op} {path}: not authorised: {reason}; check the registry credentials and ACLs")]
+    Auth { op: Op, path: String, reason: String },
+
+    /// One operation of a transaction failed; nothing of the transaction was applied.
+    #[error("transaction op #{index} failed: {source}")]
+    Transaction {
+        index: usize,
+        #[source]
+        source: Box<RegistryError>,
+    },
+
+    /// The client was closed; open a new one.
+    #[error("{op} {path}: registry client is closed")]
+    Closed { op: Op, path: String },
+
+    /// A backend-specific failure not covered above.
+    #[error("{op} {path}: {backend} error: {message}")]
+    Backend {
+        backend: &'static str,
+        op: Op,
+        path: String,
+        message: String,
+        retryable: bool,
+    },
+}
+
+impl RegistryError {
+    /// Whether repeating the same operation later may succeed.
+    ///
+    /// Lost connections, timeouts and transient backend errors are retryable. An expired session
+    /// is not: the caller must first rebuild what the session owned (its ephemeral nodes).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            RegistryError::ConnectionLoss { .. } | RegistryError::Timeout { .. } => true,
+            RegistryError::Backend { retryable, .. } => *retryable,
+            RegistryError::Transaction { source, .. } => source.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// The path the error concerns, if any.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            RegistryError::NoNode { path, .. }
+            | RegistryError::NodeExists { path, .. }
+            | RegistryError::BadVersion { path, .. }
+            | RegistryError::NotEmpty { path, .. }
+            | RegistryError::EphemeralParent { path, .. }
+            | RegistryError::InvalidPath { path, .. }
+            | RegistryError::DataTooLarge { path, .. }
+            | RegistryError::SessionExpired { path, .. }
+            | RegistryError::ConnectionLoss { path, .. }
+            | RegistryError::Timeout { path, .. }
+            | RegistryError::Auth { path, .. }
+            | RegistryError::Closed { path, .. }
+            | RegistryError::Backend { path, .. } => Some(path),
+            RegistryError::Transaction { source, .. } => source.path(),
+        }
+    }
+
+    /// For a failed transaction, the failing op's index and cause; otherwise `None`.
+    pub fn transaction_failure(&self) -> Option<(usize, &RegistryError)> {
+        match self {
+            RegistryError::Transaction { index, source } => Some((*index, source)),
+            _ => None,
+        }
+    }
+
+    /// Convenience for `matches!(e, NoNode {..})`, the most common expected failure.
+    pub fn is_no_node(&self) -> bool {
+        matches!(self, RegistryError::NoNode { .. })
+    }
+
+    /// Convenience for `matches!(e, NodeExists {..})`.
+    pub fn is_node_exists(&self) -> bool {
+        matches!(self, RegistryError::NodeExists { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_operation_and_path() {
+        let e = RegistryError::BadVersion { op: Op::Set, path: "/job/config".into(), expected: 3 };
+        assert_eq!(
+            e.to_string(),
+            "set /job/config: version conflict, expected version 3; re-read the node and retry"
+        );
+        let t = RegistryError::Transaction { index: 2, source: Box::new(e) };
+        assert_eq!(t.path(), Some("/job/config"));
+        assert_eq!(t.transaction_failure().map(|(i, _)| i), Some(2));
+        assert!(t.to_string().starts_with("transaction op #2 failed: set /job/config"));
+    }
+
+    #[test]
+    fn retryable_split() {
+        let loss = RegistryError::ConnectionLoss { op: Op::Get, path: "/a".into() };
+        let gone = RegistryError::NoNode { op: Op::Get, path: "/a".into() };
+        let expired = RegistryError::SessionExpired { op: Op::Get, path: "/a".into() };
+        assert!(loss.is_retryable());
+        assert!(!gone.is_retryable());
+        assert!(!expired.is_retryable());
+        let wrapped = RegistryError::Transaction { index: 0, source: Box::new(loss) };
+        assert!(wrapped.is_retryable());
+    }
+}

@@ -1,0 +1,167 @@
+//! The coordination registry: the contract every backend (in-memory, ZooKeeper, etcd) implements.
+//!
+//! shardcron keeps all cluster state in a hierarchical store of small nodes. This module defines
+//! what shardcron needs from such a store, [`CoordinatorRegistry`], precisely enough that the same
+//! behaviour suite ([`crate::testkit`], feature `testkit`) can hold every backend to it.
+//!
+//! # Contract
+//!
+//! **Paths.** Absolute, `/`-separated, UTF-8; see [`path`] for the rules. Every path a client
+//! sees is relative to its namespace (chroot): two clients with different namespaces never see
+//! each other's nodes. Invalid paths fail with [`RegistryError::InvalidPath`] before any I/O.
+//!
+//! **Nodes.** A node has data (at most [`MAX_DATA_SIZE`] bytes, else
+//! [`RegistryError::DataTooLarge`]) and a [`Version`] that is 0 at creation and grows by exactly
+//! one with every successful `set`. Ephemeral nodes belong to the session that created them, are
+//! deleted when it ends (close or expiry) and cannot have children
+//! ([`RegistryError::EphemeralParent`]). Sequential creates append a 10-digit zero-padded number
+//! that strictly increases per parent, so the names sort in creation order.
+//!
+//! **Ordering.** Operations of one client apply in the order it awaits them. A client reads its
+//! own writes: once a write's future resolves, every later read of that client sees it.
+//!
+//! **Sessions.** A client holds one session at a time and reports its state on
+//! [`CoordinatorRegistry::session_events`]: `Connected`, then any of `Suspended` (link down,
+//! session possibly alive), `Reconnected` (same session back), `Expired` (ephemerals gone) followed
+//! by `Connected` with a new session. After an expiry the client opens the new session by itself;
+//! re-creating ephemeral nodes is the caller's job. While suspended, operations fail with
+//! [`RegistryError::ConnectionLoss`] (retryable) or [`RegistryError::Timeout`].
+//!
+//! **Watches.** [`CoordinatorRegistry::watch`] subscribes to a subtree (the node and everything
+//! below it). The stream opens with a [`WatchEvent::Resync`] snapshot, then delivers every change
+//! in the order the registry applied it, never dropping one while the session lives. After a gap
+//! (expiry, or a reconnect across which a backend may have lost events) it sends a new `Resync`
+//! instead of staying silent. A subscriber that applies events with [`WatchEvent::apply_to`] always
+//! holds the registry's state as of the last event. Watches survive session changes and end when
+//! the client is closed.
+//!
+//! **Transactions.** [`CoordinatorRegistry::transaction`] applies a list of [`TxnOp`]s all or
+//! nothing. On failure nothing is applied, and the error is [`RegistryError::Transaction`] with the
+//! index of the first failing op and its cause. Creates in a transaction do not create parents.
+//!
+//! **Latches.** [`CoordinatorRegistry::leader_latch`]: among the live sessions that joined the same
+//! path, at most one holds leadership, and a holder is told the moment it may have lost it
+//! (suspension or expiry of its session, or its node deleted). [`CoordinatorRegistry::lock`]: a
+//! mutex for short critical sections, released explicitly. Backends may implement both natively or
+//! use the recipes in [`recipes`].
+//!
+//! **Waits.** Every operation is bounded by the backend's operation timeout and fails with
+//! [`RegistryError::Timeout`] instead of hanging. Nothing is swallowed: every failure reaches the
+//! caller as a typed [`RegistryError`].
+
+pub mod error;
+pub mod ext;
+pub mod path;
+pub mod recipes;
+mod types;
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+pub use error::{Op, RegistryError, Result};
+pub use ext::RegistryExt;
+pub use types::{
+    Capability, CreateMode, Node, SessionEvent, SessionEvents, TxnOp, TxnResult, Version,
+    WatchEvent, WatchStream, MAX_DATA_SIZE,
+};
+
+/// A hierarchical coordination store with sessions, watches, transactions and latches.
+///
+/// See the [module documentation](self) for the contract. Handles are shared as
+/// `Arc<dyn CoordinatorRegistry>`; one handle is one client with one session at a time.
+#[async_trait]
+pub trait CoordinatorRegistry: Send + Sync + fmt::Debug + 'static {
+    /// What this backend offers where backends differ.
+    fn capability(&self) -> Capability;
+
+    /// Creates a node, creating missing parents as persistent nodes. Returns the created path,
+    /// which for sequential modes carries the sequence number.
+    ///
+    /// Errors: `NodeExists` (non-sequential path taken), `EphemeralParent`, `InvalidPath`,
+    /// `DataTooLarge`, connection errors.
+    async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> Result<String>;
+
+    /// Reads a node; `Ok(None)` if it does not exist.
+    async fn get(&self, path: &str) -> Result<Option<Node>>;
+
+    /// Replaces a node's data, if its version is `expected` when given. Returns the new version.
+    ///
+    /// Errors: `NoNode`, `BadVersion`, `DataTooLarge`.
+    async fn set(&self, path: &str, data: &[u8], expected: Option<Version>) -> Result<Version>;
+
+    /// Deletes a node without children, if its version is `expected` when given.
+    ///
+    /// Errors: `NoNode`, `BadVersion`, `NotEmpty`.
+    async fn delete(&self, path: &str, expected: Option<Version>) -> Result<()>;
+
+    /// Whether the node exists.
+    async fn exists(&self, path: &str) -> Result<bool>;
+
+    /// The names (last segments) of a node's children, sorted ascending by byte order.
+    ///
+    /// Errors: `NoNode` when the node itself does not exist.
+    async fn children(&self, path: &str) -> Result<Vec<String>>;
+
+    /// Deletes a node and everything below it; succeeds when the node does not exist. Nodes
+    /// created concurrently below it may survive or fail the call with `NotEmpty` (retry).
+    async fn delete_recursive(&self, path: &str) -> Result<()>;
+
+    /// Applies `ops` atomically; see the module documentation.
+    async fn transaction(&self, ops: Vec<TxnOp>) -> Result<Vec<TxnResult>>;
+
+    /// Subscribes to the subtree at `path` (which need not exist yet).
+    async fn watch(&self, path: &str) -> Result<WatchStream>;
+
+    /// A new stream of this client's session events, opening with the current state.
+    fn session_events(&self) -> SessionEvents;
+
+    /// Joins the leader election at `path` as `participant` (an id other members can read).
+    async fn leader_latch(&self, path: &str, participant: &str) -> Result<Box<dyn LeaderLatch>>;
+
+    /// Takes the mutex at `path`, waiting at most `timeout`.
+    async fn lock(&self, path: &str, timeout: Duration) -> Result<Box<dyn MutexGuard>>;
+
+    /// The registry server's clock, in epoch milliseconds (for the time-diff check).
+    async fn registry_time(&self) -> Result<i64>;
+
+    /// Ends the session (deleting its ephemeral nodes) and closes every stream of this client.
+    /// Further operations fail with `Closed`. Closing twice is not an error.
+    async fn close(&self) -> Result<()>;
+}
+
+/// A change of leadership reported by [`LeaderLatch::changed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leadership {
+    /// This participant is now the leader.
+    Acquired,
+    /// This participant is no longer (or may no longer be) the leader: stop acting as one.
+    Lost,
+}
+
+/// Membership in a leader election. The participant stays a candidate until [`leave`](Self::leave)
+/// or the client closes; after a session expiry it re-joins by itself on the new session.
+#[async_trait]
+pub trait LeaderLatch: Send + fmt::Debug {
+    /// Whether this participant holds leadership as far as it knows right now.
+    fn is_leader(&self) -> bool;
+
+    /// Waits for the next change of this participant's leadership. Cancel-safe: dropping the
+    /// future loses no change, the next call reports it.
+    async fn changed(&mut self) -> Result<Leadership>;
+
+    /// The participant id of the current leader, read from the registry.
+    async fn leader(&mut self) -> Result<Option<String>>;
+
+    /// Withdraws from the election, releasing leadership if held.
+    async fn leave(self: Box<Self>) -> Result<()>;
+}
+
+/// A held mutex. Release it with [`release`](Self::release); a guard dropped unreleased keeps
+/// the mutex until its session ends.
+#[async_trait]
+pub trait MutexGuard: Send + fmt::Debug {
+    /// Releases the mutex.
+    async fn release(self: Box<Self>) -> Result<()>;
+}

@@ -1,0 +1,162 @@
+//! Registry paths: `/a/b/c`, absolute, UTF-8, no empty segment.
+//!
+//! Every backend validates paths with [`validate`] before touching the server, so a bad path gets
+//! the same [`RegistryError::InvalidPath`] everywhere instead of a backend-specific surprise
+//! (ZooKeeper rejects some of these itself, etcd would happily store them as keys).
+//!
+//! The rules: a path starts with `/`; `/` alone is the root; otherwise it has no trailing `/`, no
+//! empty segment (`//`), no `.` or `..` segment, and no NUL or other control character.
+
+use super::error::RegistryError;
+
+/// The root of the client's namespace.
+pub const ROOT: &str = "/";
+
+/// Checks a path against the rules; the error names the path and the rule it breaks.
+pub fn validate(path: &str) -> Result<(), RegistryError> {
+    let invalid = |reason| Err(RegistryError::InvalidPath { path: path.to_owned(), reason });
+    if path.is_empty() {
+        return invalid("path is empty; paths are absolute, like /job/config");
+    }
+    if !path.starts_with('/') {
+        return invalid("path must start with '/'");
+    }
+    if path == ROOT {
+        return Ok(());
+    }
+    if path.ends_with('/') {
+        return invalid("path must not end with '/'");
+    }
+    if let Some(c) = path.chars().find(|c| c.is_control()) {
+        return if c == '\0' {
+            invalid("path contains a NUL character")
+        } else {
+            invalid("path contains a control character")
+        };
+    }
+    for segment in path[1..].split('/') {
+        match segment {
+            "" => return invalid("path has an empty segment ('//')"),
+            "." | ".." => return invalid("path has a '.' or '..' segment"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Checks a path that names a node to write: any valid path except the root.
+pub fn validate_node(path: &str) -> Result<(), RegistryError> {
+    validate(path)?;
+    if path == ROOT {
+        return Err(RegistryError::InvalidPath {
+            path: path.to_owned(),
+            reason: "the root cannot be created, changed or deleted",
+        });
+    }
+    Ok(())
+}
+
+/// Checks a single child name (a segment) as used by [`join`].
+pub fn validate_segment(segment: &str) -> Result<(), RegistryError> {
+    validate_node(&format!("/{segment}"))?;
+    if segment.contains('/') {
+        return Err(RegistryError::InvalidPath {
+            path: segment.to_owned(),
+            reason: "a node name must not contain '/'",
+        });
+    }
+    Ok(())
+}
+
+/// The parent of a valid path; `None` for the root.
+pub fn parent(path: &str) -> Option<&str> {
+    if path == ROOT {
+        return None;
+    }
+    match path.rfind('/') {
+        Some(0) => Some(ROOT),
+        Some(i) => Some(&path[..i]),
+        None => None,
+    }
+}
+
+/// The last segment of a valid path (empty for the root).
+pub fn name(path: &str) -> &str {
+    path.rfind('/').map_or(path, |i| &path[i + 1..])
+}
+
+/// `parent` + `/` + `child`, without doubling the slash at the root.
+pub fn join(parent: &str, child: &str) -> String {
+    if parent == ROOT {
+        format!("/{child}")
+    } else {
+        format!("{parent}/{child}")
+    }
+}
+
+/// Whether `path` is `root` or lies below it.
+pub fn is_within(path: &str, root: &str) -> bool {
+    root == ROOT
+        || path == root
+        || (path.len() > root.len() && path.starts_with(root) && path.as_bytes()[root.len()] == b'/')
+}
+
+/// The ancestors of a valid path from the top down, excluding the root and the path itself:
+/// `/a/b/c` gives `/a`, `/a/b`.
+pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/').skip(1).map(move |(i, _)| &path[..i])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_ordinary_paths() {
+        for p in ["/", "/a", "/a/b", "/job-1/sharding/0/instance", "/192.168.0.1@-@42", "/δ/ü"] {
+            assert!(validate(p).is_ok(), "{p}");
+        }
+    }
+
+    #[test]
+    fn rejects_each_rule_with_its_reason() {
+        let cases = [
+            ("", "empty"),
+            ("a/b", "start with '/'"),
+            ("/a/", "end with '/'"),
+            ("/a//b", "empty segment"),
+            ("/a/./b", "'.' or '..'"),
+            ("/a/..", "'.' or '..'"),
+            ("/a\0b", "NUL"),
+            ("/a\nb", "control character"),
+        ];
+        for (p, reason) in cases {
+            match validate(p) {
+                Err(RegistryError::InvalidPath { path, reason: r }) => {
+                    assert_eq!(path, p);
+                    assert!(r.contains(reason), "{p:?}: {r}");
+                }
+                other => panic!("{p:?} gave {other:?}"),
+            }
+        }
+        assert!(validate_node("/").is_err());
+        assert!(validate_segment("a/b").is_err());
+        assert!(validate_segment("..").is_err());
+    }
+
+    #[test]
+    fn navigation() {
+        assert_eq!(parent("/a/b"), Some("/a"));
+        assert_eq!(parent("/a"), Some("/"));
+        assert_eq!(parent("/"), None);
+        assert_eq!(name("/a/b"), "b");
+        assert_eq!(join("/", "a"), "/a");
+        assert_eq!(join("/a", "b"), "/a/b");
+        assert!(is_within("/a/b", "/a"));
+        assert!(is_within("/a", "/a"));
+        assert!(!is_within("/ab", "/a"));
+        assert!(is_within("/ab", "/"));
+        assert_eq!(ancestors("/a/b/c").collect::<Vec<_>>(), vec!["/a", "/a/b"]);
+        assert_eq!(ancestors("/a").count(), 0);
+    }
+}

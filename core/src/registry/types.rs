@@ -1,0 +1,239 @@
+//! The values that cross the registry contract: nodes, create modes, transaction ops, watch and
+//! session events.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::Stream;
+
+/// A node's data version: 0 when created, +1 on every successful `set`.
+pub type Version = u64;
+
+/// The largest node data the contract accepts (1 MiB). Larger data is rejected before it reaches
+/// the server with [`super::RegistryError::DataTooLarge`].
+pub const MAX_DATA_SIZE: usize = 1024 * 1024;
+
+/// How a node lives and how it is named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CreateMode {
+    /// Lives until deleted.
+    Persistent,
+    /// Deleted when the creating session ends (closed or expired). Cannot have children.
+    Ephemeral,
+    /// Persistent, with a 10-digit zero-padded sequence number appended to the name.
+    PersistentSequential,
+    /// Ephemeral, with a sequence number appended.
+    EphemeralSequential,
+}
+
+impl CreateMode {
+    /// Whether the node dies with its session.
+    pub fn is_ephemeral(self) -> bool {
+        matches!(self, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
+    }
+
+    /// Whether the backend appends a sequence number to the name.
+    pub fn is_sequential(self) -> bool {
+        matches!(self, CreateMode::PersistentSequential | CreateMode::EphemeralSequential)
+    }
+}
+
+/// A node as read: its data, its version, and whether it is ephemeral.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Node {
+    pub data: Vec<u8>,
+    pub version: Version,
+    pub ephemeral: bool,
+}
+
+impl Node {
+    /// The data as UTF-8 text, lossily (registry nodes of shardcron hold text).
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.data)
+    }
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("data", &self.text())
+            .field("version", &self.version)
+            .field("ephemeral", &self.ephemeral)
+            .finish()
+    }
+}
+
+/// One operation of a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnOp {
+    /// The node exists, and has `version` if one is given.
+    Check { path: String, version: Option<Version> },
+    /// Create a node. Unlike [`super::CoordinatorRegistry::create`] the parent must exist.
+    Create { path: String, data: Vec<u8>, mode: CreateMode },
+    /// Replace the data, if the version matches when one is given.
+    Set { path: String, data: Vec<u8>, version: Option<Version> },
+    /// Delete a node without children, if the version matches when one is given.
+    Delete { path: String, version: Option<Version> },
+}
+
+impl TxnOp {
+    pub fn check(path: impl Into<String>, version: Option<Version>) -> Self {
+        TxnOp::Check { path: path.into(), version }
+    }
+    pub fn create(path: impl Into<String>, data: impl Into<Vec<u8>>, mode: CreateMode) -> Self {
+        TxnOp::Create { path: path.into(), data: data.into(), mode }
+    }
+    pub fn set(path: impl Into<String>, data: impl Into<Vec<u8>>, version: Option<Version>) -> Self {
+        TxnOp::Set { path: path.into(), data: data.into(), version }
+    }
+    pub fn delete(path: impl Into<String>, version: Option<Version>) -> Self {
+        TxnOp::Delete { path: path.into(), version }
+    }
+
+    /// The path the op works on.
+    pub fn path(&self) -> &str {
+        match self {
+            TxnOp::Check { path, .. }
+            | TxnOp::Create { path, .. }
+            | TxnOp::Set { path, .. }
+            | TxnOp::Delete { path, .. } => path,
+        }
+    }
+}
+
+/// What one op of a committed transaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnResult {
+    Checked,
+    /// The created node's actual path (with its sequence number, for sequential modes).
+    Created { path: String },
+    /// The node's new version.
+    Set { version: Version },
+    Deleted,
+}
+
+/// A change in a watched subtree. Paths are absolute within the client's namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchEvent {
+    /// The whole subtree as it is now, replacing whatever the subscriber knew. Always the first
+    /// event of a stream, and sent again after any gap (session expiry, a reconnect that may have
+    /// lost events). Sorted by path; empty when the watched node does not exist.
+    Resync { nodes: BTreeMap<String, Node> },
+    Created { path: String, node: Node },
+    Changed { path: String, node: Node },
+    Deleted { path: String },
+}
+
+impl WatchEvent {
+    /// The path of a single-node event; `None` for a resync.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            WatchEvent::Resync { .. } => None,
+            WatchEvent::Created { path, .. }
+            | WatchEvent::Changed { path, .. }
+            | WatchEvent::Deleted { path } => Some(path),
+        }
+    }
+
+    /// Applies the event to a view of the subtree. Events are applied as upserts and removals, so
+    /// an event the view already reflects (which some backends may repeat right after a resync)
+    /// leaves the view as it is.
+    pub fn apply_to(&self, view: &mut BTreeMap<String, Node>) {
+        match self {
+            WatchEvent::Resync { nodes } => view.clone_from(nodes),
+            WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
+                view.insert(path.clone(), node.clone());
+            }
+            WatchEvent::Deleted { path } => {
+                view.remove(path);
+            }
+        }
+    }
+}
+
+/// The state of a client's link and session, as reported on its session stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SessionEvent {
+    /// A session is established; `session` identifies it (new after every expiry).
+    Connected { session: u64 },
+    /// The link is down; the session may still be alive on the server. Stop starting work that
+    /// depends on ephemeral nodes: they may vanish at any moment.
+    Suspended,
+    /// The link is back and the same session survived: ephemeral nodes are intact.
+    Reconnected,
+    /// The session is gone and its ephemeral nodes deleted. A `Connected` with a new session
+    /// follows once the registry is reachable.
+    Expired,
+    /// The client was closed; the stream ends after this.
+    Closed,
+}
+
+/// A boxed stream of watch events; ends when the client is closed.
+pub struct WatchStream(Pin<Box<dyn Stream<Item = WatchEvent> + Send>>);
+
+impl WatchStream {
+    pub fn new(inner: impl Stream<Item = WatchEvent> + Send + 'static) -> Self {
+        WatchStream(Box::pin(inner))
+    }
+}
+
+impl Stream for WatchStream {
+    type Item = WatchEvent;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<WatchEvent>> {
+        self.0.as_mut().poll_next(cx)
+    }
+}
+
+impl fmt::Debug for WatchStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WatchStream")
+    }
+}
+
+/// A boxed stream of session events; opens with the current state, ends after `Closed`.
+pub struct SessionEvents(Pin<Box<dyn Stream<Item = SessionEvent> + Send>>);
+
+impl SessionEvents {
+    pub fn new(inner: impl Stream<Item = SessionEvent> + Send + 'static) -> Self {
+        SessionEvents(Box::pin(inner))
+    }
+}
+
+impl Stream for SessionEvents {
+    type Item = SessionEvent;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<SessionEvent>> {
+        self.0.as_mut().poll_next(cx)
+    }
+}
+
+impl fmt::Debug for SessionEvents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SessionEvents")
+    }
+}
+
+/// What a backend offers where backends legitimately differ. The behaviour suite reads it to
+/// decide how strict a check may be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capability {
+    /// Short backend name for messages: `mem`, `zookeeper`, `etcd`.
+    pub backend: &'static str,
+    /// Watch events after a resync are exactly the changes made after it, each once. When false,
+    /// the first events after a resync may repeat changes the resync already showed (see
+    /// [`WatchEvent::apply_to`]).
+    pub exact_watch: bool,
+    /// Sequence numbers under one parent go up by exactly one per sequential create. When false
+    /// they only increase (ZooKeeper counts every child change).
+    pub contiguous_sequence: bool,
+    /// The backend enforces ACLs on the nodes it creates.
+    pub acl: bool,
+}
+
+impl Capability {
+    pub fn new(backend: &'static str) -> Self {
+        Capability { backend, exact_watch: true, contiguous_sequence: true, acl: false }
+    }
+}
