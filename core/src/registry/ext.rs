@@ -53,13 +53,17 @@ pub trait RegistryExt: CoordinatorRegistry {
     async fn get_text(&self, path: &str) -> Result<Option<String>> {
         match self.get(path).await? {
             None => Ok(None),
-            Some(node) => String::from_utf8(node.data).map(Some).map_err(|_| RegistryError::Backend {
-                backend: "shardcron",
-                op: Op::Get,
-                path: path.to_owned(),
-                message: "node data is not UTF-8 text".into(),
-                retryable: false,
-            }),
+            Some(node) => {
+                String::from_utf8(node.data)
+                    .map(Some)
+                    .map_err(|_| RegistryError::Backend {
+                        backend: "shardcron",
+                        op: Op::Get,
+                        path: path.to_owned(),
+                        message: "node data is not UTF-8 text".into(),
+                        retryable: false,
+                    })
+            }
         }
     }
 
@@ -83,7 +87,12 @@ pub trait RegistryExt: CoordinatorRegistry {
 
     /// The full paths of the children of `path` (empty if it does not exist).
     async fn child_paths(&self, path: &str) -> Result<Vec<String>> {
-        Ok(self.children_or_empty(path).await?.iter().map(|c| path::join(path, c)).collect())
+        Ok(self
+            .children_or_empty(path)
+            .await?
+            .iter()
+            .map(|c| path::join(path, c))
+            .collect())
     }
 }
 
@@ -103,6 +112,10 @@ pub async fn await_leadership(latch: &mut dyn LeaderLatch, timeout: Duration) ->
     };
     match tokio::time::timeout(timeout, wait).await {
         Ok(res) => res,
-        Err(_) => Err(RegistryError::Timeout { op: Op::Latch, path: String::new(), after: timeout }),
+        Err(_) => Err(RegistryError::Timeout {
+            op: Op::Latch,
+            path: String::new(),
+            after: timeout,
+        }),
     }
 }

@@ -27,7 +27,10 @@ impl SequentialLatch {
         participant: &str,
     ) -> Result<Self> {
         let queue = Queue::join(registry, dir, participant, "latch").await?;
-        Ok(SequentialLatch { queue, reported: false })
+        Ok(SequentialLatch {
+            queue,
+            reported: false,
+        })
     }
 }
 
@@ -42,7 +45,11 @@ impl LeaderLatch for SequentialLatch {
             let leading = self.queue.at_head();
             if leading != self.reported {
                 self.reported = leading;
-                return Ok(if leading { Leadership::Acquired } else { Leadership::Lost });
+                return Ok(if leading {
+                    Leadership::Acquired
+                } else {
+                    Leadership::Lost
+                });
             }
             self.queue.step().await?;
         }
@@ -58,14 +65,19 @@ impl LeaderLatch for SequentialLatch {
 }
 
 /// The participant id at the head of the queue under `dir`, read from the registry.
-async fn current_leader(registry: Arc<dyn CoordinatorRegistry>, dir: String) -> Result<Option<String>> {
+async fn current_leader(
+    registry: Arc<dyn CoordinatorRegistry>,
+    dir: String,
+) -> Result<Option<String>> {
     let names = match registry.children(&dir).await {
         Ok(names) => names,
         Err(e) if e.is_no_node() => return Ok(None),
         Err(e) => return Err(e),
     };
-    let mut members: Vec<(u64, &String)> =
-        names.iter().filter_map(|n| sequence(n).map(|s| (s, n))).collect();
+    let mut members: Vec<(u64, &String)> = names
+        .iter()
+        .filter_map(|n| sequence(n).map(|s| (s, n)))
+        .collect();
     members.sort();
     // The head may vanish between the two reads; the next one in line then leads.
     for (_, name) in members {

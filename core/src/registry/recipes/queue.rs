@@ -123,7 +123,12 @@ impl Queue {
     /// is dropped, and an in-flight create stays in `pending` for the next call.
     pub async fn step(&mut self) -> Result<()> {
         let step = {
-            let Queue { session, watch, pending, .. } = self;
+            let Queue {
+                session,
+                watch,
+                pending,
+                ..
+            } = self;
             tokio::select! {
                 biased;
                 ev = session.next() => Step::Session(ev),
@@ -168,7 +173,10 @@ impl Queue {
                 self.pending = None;
             }
             SessionEvent::Closed => {
-                return Err(RegistryError::Closed { op: Op::Latch, path: self.dir.clone() })
+                return Err(RegistryError::Closed {
+                    op: Op::Latch,
+                    path: self.dir.clone(),
+                })
             }
         }
         Ok(())
@@ -178,8 +186,11 @@ impl Queue {
         let direct_child = |p: &str| path::parent(p) == Some(self.dir.as_str());
         match &ev {
             WatchEvent::Resync { nodes } => {
-                self.view =
-                    nodes.iter().filter(|(p, _)| direct_child(p)).map(|(p, n)| (p.clone(), n.clone())).collect();
+                self.view = nodes
+                    .iter()
+                    .filter(|(p, _)| direct_child(p))
+                    .map(|(p, n)| (p.clone(), n.clone()))
+                    .collect();
             }
             other => {
                 if other.path().is_some_and(direct_child) {
@@ -227,7 +238,11 @@ impl Queue {
             Err(e) => return Err(e),
         };
         for name in names.iter().filter(|n| n.starts_with(&self.prefix)) {
-            match self.registry.delete(&path::join(&self.dir, name), None).await {
+            match self
+                .registry
+                .delete(&path::join(&self.dir, name), None)
+                .await
+            {
                 Ok(()) => {}
                 Err(e) if e.is_no_node() => {}
                 Err(e) => return Err(e),
@@ -269,8 +284,10 @@ async fn find_or_create(
 ) -> Result<String> {
     match registry.children(dir).await {
         Ok(names) => {
-            let mut mine: Vec<&String> =
-                names.iter().filter(|n| n.starts_with(prefix) && sequence(n).is_some()).collect();
+            let mut mine: Vec<&String> = names
+                .iter()
+                .filter(|n| n.starts_with(prefix) && sequence(n).is_some())
+                .collect();
             mine.sort_by_key(|n| sequence(n));
             if let Some((first, extra)) = mine.split_first() {
                 // Duplicates only arise from retried creates; keep the oldest place in the queue.
@@ -288,7 +305,11 @@ async fn find_or_create(
         Err(e) => return Err(e),
     }
     registry
-        .create(&path::join(dir, prefix), owner.as_bytes(), CreateMode::EphemeralSequential)
+        .create(
+            &path::join(dir, prefix),
+            owner.as_bytes(),
+            CreateMode::EphemeralSequential,
+        )
         .await
 }
 

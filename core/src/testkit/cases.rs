@@ -1,0 +1,1 @@
+//! The behaviour cases. Each is `pub async fn name(backend: &dyn Backend)`.

@@ -1,0 +1,53 @@
+//! The registry behaviour suite: one set of cases, written against the contract in
+//! [`crate::registry`], that every backend runs unchanged (STYLE practice 2).
+//!
+//! A backend's test file provides a [`Backend`] and expands [`registry_behaviour_suite!`]:
+//!
+//! ```ignore
+//! shardcron_core::registry_behaviour_suite! {
+//!     #[tokio::test(start_paused = true)]
+//!     backend = my_backend()
+//! }
+//! ```
+//!
+//! Every case gets its own namespace, so cases may run concurrently against one shared server.
+//! Where backends legitimately differ the cases consult [`Capability`](crate::registry::Capability).
+
+pub mod cases;
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::registry::CoordinatorRegistry;
+
+/// A client made for a test case, with the power to break its session.
+pub struct TestClient {
+    pub registry: Arc<dyn CoordinatorRegistry>,
+    pub control: Box<dyn SessionControl>,
+}
+
+impl fmt::Debug for TestClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TestClient")
+            .field("registry", &self.registry)
+            .finish()
+    }
+}
+
+/// Fault powers over one client's session, done for real on the backend's server.
+#[async_trait]
+pub trait SessionControl: Send + Sync {
+    /// Makes the server expire the client's session (its ephemerals are deleted), and waits
+    /// until the server has done so. The client then reports `Expired` and opens a new session.
+    async fn expire(&self);
+}
+
+/// What the suite needs from a backend under test.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// A new client, with its own session, in namespace `namespace` (a valid path segment,
+    /// unique per test case; every client of one case gets the same one).
+    async fn client(&self, namespace: &str) -> TestClient;
+}
