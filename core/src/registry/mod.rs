@@ -120,8 +120,10 @@ pub trait CoordinatorRegistry: Send + Sync + fmt::Debug + 'static {
     /// Joins the leader election at `path` as `participant` (an id other members can read).
     async fn leader_latch(&self, path: &str, participant: &str) -> Result<Box<dyn LeaderLatch>>;
 
-    /// Takes the mutex at `path`, waiting at most `timeout`.
-    async fn lock(&self, path: &str, timeout: Duration) -> Result<Box<dyn MutexGuard>>;
+    /// Takes the mutex at `path` for `owner` (an id unique among those locking `path`), waiting
+    /// at most `timeout`.
+    async fn lock(&self, path: &str, owner: &str, timeout: Duration)
+        -> Result<Box<dyn MutexGuard>>;
 
     /// The registry server's clock, in epoch milliseconds (for the time-diff check).
     async fn registry_time(&self) -> Result<i64>;
