@@ -24,9 +24,7 @@ pub trait Clock: Send + Sync + fmt::Debug {
     /// Sleeps until the clock reads `deadline_ms` (returns at once if it already does).
     fn sleep_until(&self, deadline_ms: i64) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
         let wait = deadline_ms.saturating_sub(self.now_ms()).max(0);
-        Box::pin(tokio::time::sleep(Duration::from_millis(
-            wait.unsigned_abs(),
-        )))
+        Box::pin(tokio::time::sleep(Duration::from_millis(wait.unsigned_abs())))
     }
 }
 
@@ -36,9 +34,8 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
-        let since_epoch = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
+        let since_epoch =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
     }
 }
@@ -56,11 +53,7 @@ impl TokioClock {
     /// A clock reading `start_ms` now. Must be created inside a tokio runtime with the time
     /// driver enabled.
     pub fn starting_at(start_ms: i64) -> Self {
-        TokioClock {
-            start_ms,
-            origin: tokio::time::Instant::now(),
-            skew_ms: Mutex::new(0),
-        }
+        TokioClock { start_ms, origin: tokio::time::Instant::now(), skew_ms: Mutex::new(0) }
     }
 
     /// Shifts every later reading by `skew_ms` (the simulator's clock-skew fault).
@@ -71,9 +64,7 @@ impl TokioClock {
 
 impl Clock for TokioClock {
     fn now_ms(&self) -> i64 {
-        let elapsed = tokio::time::Instant::now()
-            .duration_since(self.origin)
-            .as_millis();
+        let elapsed = tokio::time::Instant::now().duration_since(self.origin).as_millis();
         self.start_ms + i64::try_from(elapsed).unwrap_or(i64::MAX / 2) + *self.skew_ms.lock()
     }
 }

@@ -73,11 +73,7 @@ pub enum RegistryError {
     #[error(
         "{op} {path}: version conflict, expected version {expected}; re-read the node and retry"
     )]
-    BadVersion {
-        op: Op,
-        path: String,
-        expected: Version,
-    },
+    BadVersion { op: Op, path: String, expected: Version },
 
     /// A plain delete of a node that still has children (use `delete_recursive`).
     #[error("{op} {path}: node has children; delete them first or use delete_recursive")]
@@ -93,12 +89,7 @@ pub enum RegistryError {
 
     /// Node data above the contract's limit.
     #[error("{op} {path}: data of {size} bytes exceeds the limit of {limit} bytes")]
-    DataTooLarge {
-        op: Op,
-        path: String,
-        size: usize,
-        limit: usize,
-    },
+    DataTooLarge { op: Op, path: String, size: usize, limit: usize },
 
     /// The session that issued the operation has expired; its ephemeral nodes are gone. The client
     /// opens a new session by itself: re-register and retry.
@@ -113,19 +104,11 @@ pub enum RegistryError {
 
     /// The operation did not complete in time.
     #[error("{op} {path}: timed out after {after:?}")]
-    Timeout {
-        op: Op,
-        path: String,
-        after: Duration,
-    },
+    Timeout { op: Op, path: String, after: Duration },
 
     /// Authentication or authorisation failed.
     #[error("{op} {path}: not authorised: {reason}; check the registry credentials and ACLs")]
-    Auth {
-        op: Op,
-        path: String,
-        reason: String,
-    },
+    Auth { op: Op, path: String, reason: String },
 
     /// One operation of a transaction failed; nothing of the transaction was applied.
     #[error("transaction op #{index} failed: {source}")]
@@ -141,13 +124,7 @@ pub enum RegistryError {
 
     /// A backend-specific failure not covered above.
     #[error("{op} {path}: {backend} error: {message}")]
-    Backend {
-        backend: &'static str,
-        op: Op,
-        path: String,
-        message: String,
-        retryable: bool,
-    },
+    Backend { backend: &'static str, op: Op, path: String, message: String, retryable: bool },
 }
 
 impl RegistryError {
@@ -209,47 +186,26 @@ mod tests {
 
     #[test]
     fn messages_name_operation_and_path() {
-        let e = RegistryError::BadVersion {
-            op: Op::Set,
-            path: "/job/config".into(),
-            expected: 3,
-        };
+        let e = RegistryError::BadVersion { op: Op::Set, path: "/job/config".into(), expected: 3 };
         assert_eq!(
             e.to_string(),
             "set /job/config: version conflict, expected version 3; re-read the node and retry"
         );
-        let t = RegistryError::Transaction {
-            index: 2,
-            source: Box::new(e),
-        };
+        let t = RegistryError::Transaction { index: 2, source: Box::new(e) };
         assert_eq!(t.path(), Some("/job/config"));
         assert_eq!(t.transaction_failure().map(|(i, _)| i), Some(2));
-        assert!(t
-            .to_string()
-            .starts_with("transaction op #2 failed: set /job/config"));
+        assert!(t.to_string().starts_with("transaction op #2 failed: set /job/config"));
     }
 
     #[test]
     fn retryable_split() {
-        let loss = RegistryError::ConnectionLoss {
-            op: Op::Get,
-            path: "/a".into(),
-        };
-        let gone = RegistryError::NoNode {
-            op: Op::Get,
-            path: "/a".into(),
-        };
-        let expired = RegistryError::SessionExpired {
-            op: Op::Get,
-            path: "/a".into(),
-        };
+        let loss = RegistryError::ConnectionLoss { op: Op::Get, path: "/a".into() };
+        let gone = RegistryError::NoNode { op: Op::Get, path: "/a".into() };
+        let expired = RegistryError::SessionExpired { op: Op::Get, path: "/a".into() };
         assert!(loss.is_retryable());
         assert!(!gone.is_retryable());
         assert!(!expired.is_retryable());
-        let wrapped = RegistryError::Transaction {
-            index: 0,
-            source: Box::new(loss),
-        };
+        let wrapped = RegistryError::Transaction { index: 0, source: Box::new(loss) };
         assert!(wrapped.is_retryable());
     }
 }

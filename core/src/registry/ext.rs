@@ -54,15 +54,13 @@ pub trait RegistryExt: CoordinatorRegistry {
         match self.get(path).await? {
             None => Ok(None),
             Some(node) => {
-                String::from_utf8(node.data)
-                    .map(Some)
-                    .map_err(|_| RegistryError::Backend {
-                        backend: "shardcron",
-                        op: Op::Get,
-                        path: path.to_owned(),
-                        message: "node data is not UTF-8 text".into(),
-                        retryable: false,
-                    })
+                String::from_utf8(node.data).map(Some).map_err(|_| RegistryError::Backend {
+                    backend: "shardcron",
+                    op: Op::Get,
+                    path: path.to_owned(),
+                    message: "node data is not UTF-8 text".into(),
+                    retryable: false,
+                })
             }
         }
     }
@@ -87,12 +85,7 @@ pub trait RegistryExt: CoordinatorRegistry {
 
     /// The full paths of the children of `path` (empty if it does not exist).
     async fn child_paths(&self, path: &str) -> Result<Vec<String>> {
-        Ok(self
-            .children_or_empty(path)
-            .await?
-            .iter()
-            .map(|c| path::join(path, c))
-            .collect())
+        Ok(self.children_or_empty(path).await?.iter().map(|c| path::join(path, c)).collect())
     }
 }
 
@@ -112,10 +105,8 @@ pub async fn await_leadership(latch: &mut dyn LeaderLatch, timeout: Duration) ->
     };
     match tokio::time::timeout(timeout, wait).await {
         Ok(res) => res,
-        Err(_) => Err(RegistryError::Timeout {
-            op: Op::Latch,
-            path: String::new(),
-            after: timeout,
-        }),
+        Err(_) => {
+            Err(RegistryError::Timeout { op: Op::Latch, path: String::new(), after: timeout })
+        }
     }
 }

@@ -14,12 +14,7 @@ pub const ROOT: &str = "/";
 
 /// Checks a path against the rules; the error names the path and the rule it breaks.
 pub fn validate(path: &str) -> Result<(), RegistryError> {
-    let invalid = |reason| {
-        Err(RegistryError::InvalidPath {
-            path: path.to_owned(),
-            reason,
-        })
-    };
+    let invalid = |reason| Err(RegistryError::InvalidPath { path: path.to_owned(), reason });
     if path.is_empty() {
         return invalid("path is empty; paths are absolute, like /job/config");
     }
@@ -111,9 +106,7 @@ pub fn is_within(path: &str, root: &str) -> bool {
 /// The ancestors of a valid path from the top down, excluding the root and the path itself:
 /// `/a/b/c` gives `/a`, `/a/b`.
 pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
-    path.match_indices('/')
-        .skip(1)
-        .map(move |(i, _)| &path[..i])
+    path.match_indices('/').skip(1).map(move |(i, _)| &path[..i])
 }
 
 #[cfg(test)]
@@ -122,14 +115,7 @@ mod tests {
 
     #[test]
     fn accepts_ordinary_paths() {
-        for p in [
-            "/",
-            "/a",
-            "/a/b",
-            "/job-1/sharding/0/instance",
-            "/192.168.0.1@-@42",
-            "/δ/ü",
-        ] {
+        for p in ["/", "/a", "/a/b", "/job-1/sharding/0/instance", "/192.168.0.1@-@42", "/δ/ü"] {
             assert!(validate(p).is_ok(), "{p}");
         }
     }

@@ -31,18 +31,12 @@ pub enum CreateMode {
 impl CreateMode {
     /// Whether the node dies with its session.
     pub fn is_ephemeral(self) -> bool {
-        matches!(
-            self,
-            CreateMode::Ephemeral | CreateMode::EphemeralSequential
-        )
+        matches!(self, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
     }
 
     /// Whether the backend appends a sequence number to the name.
     pub fn is_sequential(self) -> bool {
-        matches!(
-            self,
-            CreateMode::PersistentSequential | CreateMode::EphemeralSequential
-        )
+        matches!(self, CreateMode::PersistentSequential | CreateMode::EphemeralSequential)
     }
 }
 
@@ -75,59 +69,31 @@ impl fmt::Debug for Node {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TxnOp {
     /// The node exists, and has `version` if one is given.
-    Check {
-        path: String,
-        version: Option<Version>,
-    },
+    Check { path: String, version: Option<Version> },
     /// Create a node. Unlike [`super::CoordinatorRegistry::create`] the parent must exist.
-    Create {
-        path: String,
-        data: Vec<u8>,
-        mode: CreateMode,
-    },
+    Create { path: String, data: Vec<u8>, mode: CreateMode },
     /// Replace the data, if the version matches when one is given.
-    Set {
-        path: String,
-        data: Vec<u8>,
-        version: Option<Version>,
-    },
+    Set { path: String, data: Vec<u8>, version: Option<Version> },
     /// Delete a node without children, if the version matches when one is given.
-    Delete {
-        path: String,
-        version: Option<Version>,
-    },
+    Delete { path: String, version: Option<Version> },
 }
 
 impl TxnOp {
     pub fn check(path: impl Into<String>, version: Option<Version>) -> Self {
-        TxnOp::Check {
-            path: path.into(),
-            version,
-        }
+        TxnOp::Check { path: path.into(), version }
     }
     pub fn create(path: impl Into<String>, data: impl Into<Vec<u8>>, mode: CreateMode) -> Self {
-        TxnOp::Create {
-            path: path.into(),
-            data: data.into(),
-            mode,
-        }
+        TxnOp::Create { path: path.into(), data: data.into(), mode }
     }
     pub fn set(
         path: impl Into<String>,
         data: impl Into<Vec<u8>>,
         version: Option<Version>,
     ) -> Self {
-        TxnOp::Set {
-            path: path.into(),
-            data: data.into(),
-            version,
-        }
+        TxnOp::Set { path: path.into(), data: data.into(), version }
     }
     pub fn delete(path: impl Into<String>, version: Option<Version>) -> Self {
-        TxnOp::Delete {
-            path: path.into(),
-            version,
-        }
+        TxnOp::Delete { path: path.into(), version }
     }
 
     /// The path the op works on.
@@ -286,11 +252,6 @@ pub struct Capability {
 
 impl Capability {
     pub fn new(backend: &'static str) -> Self {
-        Capability {
-            backend,
-            exact_watch: true,
-            contiguous_sequence: true,
-            acl: false,
-        }
+        Capability { backend, exact_watch: true, contiguous_sequence: true, acl: false }
     }
 }

@@ -13,7 +13,10 @@
 //! Every case gets its own namespace, so cases may run concurrently against one shared server.
 //! Where backends legitimately differ the cases consult [`Capability`](crate::registry::Capability).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 pub mod cases;
+mod support;
 
 use std::fmt;
 use std::sync::Arc;
@@ -30,9 +33,7 @@ pub struct TestClient {
 
 impl fmt::Debug for TestClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TestClient")
-            .field("registry", &self.registry)
-            .finish()
+        f.debug_struct("TestClient").field("registry", &self.registry).finish()
     }
 }
 

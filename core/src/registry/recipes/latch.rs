@@ -27,10 +27,7 @@ impl SequentialLatch {
         participant: &str,
     ) -> Result<Self> {
         let queue = Queue::join(registry, dir, participant, "latch").await?;
-        Ok(SequentialLatch {
-            queue,
-            reported: false,
-        })
+        Ok(SequentialLatch { queue, reported: false })
     }
 }
 
@@ -45,11 +42,7 @@ impl LeaderLatch for SequentialLatch {
             let leading = self.queue.at_head();
             if leading != self.reported {
                 self.reported = leading;
-                return Ok(if leading {
-                    Leadership::Acquired
-                } else {
-                    Leadership::Lost
-                });
+                return Ok(if leading { Leadership::Acquired } else { Leadership::Lost });
             }
             self.queue.step().await?;
         }
@@ -74,10 +67,8 @@ async fn current_leader(
         Err(e) if e.is_no_node() => return Ok(None),
         Err(e) => return Err(e),
     };
-    let mut members: Vec<(u64, &String)> = names
-        .iter()
-        .filter_map(|n| sequence(n).map(|s| (s, n)))
-        .collect();
+    let mut members: Vec<(u64, &String)> =
+        names.iter().filter_map(|n| sequence(n).map(|s| (s, n))).collect();
     members.sort();
     // The head may vanish between the two reads; the next one in line then leads.
     for (_, name) in members {

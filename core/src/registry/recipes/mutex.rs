@@ -34,11 +34,7 @@ impl SequentialMutex {
         let failure = match waited {
             Ok(Ok(())) => return Ok(SequentialMutex { queue }),
             Ok(Err(e)) => e,
-            Err(_) => RegistryError::Timeout {
-                op: Op::Lock,
-                path: dir.to_owned(),
-                after: timeout,
-            },
+            Err(_) => RegistryError::Timeout { op: Op::Lock, path: dir.to_owned(), after: timeout },
         };
         // Give up our place; the original failure is what the caller needs to see.
         if let Err(cleanup) = queue.leave().await {

@@ -123,12 +123,7 @@ impl Queue {
     /// is dropped, and an in-flight create stays in `pending` for the next call.
     pub async fn step(&mut self) -> Result<()> {
         let step = {
-            let Queue {
-                session,
-                watch,
-                pending,
-                ..
-            } = self;
+            let Queue { session, watch, pending, .. } = self;
             tokio::select! {
                 biased;
                 ev = session.next() => Step::Session(ev),
@@ -138,10 +133,9 @@ impl Queue {
         };
         match step {
             Step::Session(Some(ev)) => self.on_session(ev),
-            Step::Session(None) | Step::Watch(None) => Err(RegistryError::Closed {
-                op: Op::Latch,
-                path: self.dir.clone(),
-            }),
+            Step::Session(None) | Step::Watch(None) => {
+                Err(RegistryError::Closed { op: Op::Latch, path: self.dir.clone() })
+            }
             Step::Created(res) => {
                 self.pending = None;
                 match res {
@@ -173,10 +167,7 @@ impl Queue {
                 self.pending = None;
             }
             SessionEvent::Closed => {
-                return Err(RegistryError::Closed {
-                    op: Op::Latch,
-                    path: self.dir.clone(),
-                })
+                return Err(RegistryError::Closed { op: Op::Latch, path: self.dir.clone() })
             }
         }
         Ok(())
@@ -238,11 +229,7 @@ impl Queue {
             Err(e) => return Err(e),
         };
         for name in names.iter().filter(|n| n.starts_with(&self.prefix)) {
-            match self
-                .registry
-                .delete(&path::join(&self.dir, name), None)
-                .await
-            {
+            match self.registry.delete(&path::join(&self.dir, name), None).await {
                 Ok(()) => {}
                 Err(e) if e.is_no_node() => {}
                 Err(e) => return Err(e),
@@ -284,10 +271,8 @@ async fn find_or_create(
 ) -> Result<String> {
     match registry.children(dir).await {
         Ok(names) => {
-            let mut mine: Vec<&String> = names
-                .iter()
-                .filter(|n| n.starts_with(prefix) && sequence(n).is_some())
-                .collect();
+            let mut mine: Vec<&String> =
+                names.iter().filter(|n| n.starts_with(prefix) && sequence(n).is_some()).collect();
             mine.sort_by_key(|n| sequence(n));
             if let Some((first, extra)) = mine.split_first() {
                 // Duplicates only arise from retried creates; keep the oldest place in the queue.
@@ -305,11 +290,7 @@ async fn find_or_create(
         Err(e) => return Err(e),
     }
     registry
-        .create(
-            &path::join(dir, prefix),
-            owner.as_bytes(),
-            CreateMode::EphemeralSequential,
-        )
+        .create(&path::join(dir, prefix), owner.as_bytes(), CreateMode::EphemeralSequential)
         .await
 }
 
