@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs every check and test of shardcron, on a fresh machine as on a developer's:
+#   1. installs the system packages the tests need when they are missing,
+#   2. checks formatting and lints (warnings are errors),
+#   3. runs every test of the workspace.
+# Servers the tests need are started here on loopback ports with temp dirs and stopped on exit,
+# also on failure (see scripts/servers.sh once the ZooKeeper and etcd backends land).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n==> %s\n' "$*"; }
+
+# Debian packages the tests use:
+#   libquartz2-java    Quartz 2.3, the oracle of the cron differential test
+#   default-jdk-headless javac/java to run that oracle
+#   zookeeper, etcd-server, protobuf-compiler: the registry backends and their build
+REQUIRED_PACKAGES=(libquartz2-java default-jdk-headless zookeeper etcd-server protobuf-compiler)
+
+install_missing_packages() {
+  local missing=()
+  for pkg in "${REQUIRED_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  if ((${#missing[@]} == 0)); then
+    return
+  fi
+  log "installing ${missing[*]}"
+  local sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  $sudo apt-get update -qq
+  # Packages with services must not start them: the tests start their own on loopback ports.
+  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+install_missing_packages
+
+# The cron differential test must run against real Quartz here, not skip.
+export SHARDCRON_REQUIRE_QUARTZ=1
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets -- -D warnings
+
+log "cargo test"
+cargo test --workspace
