@@ -49,6 +49,7 @@
 //! [`RegistryError::Timeout`] instead of hanging. Nothing is swallowed: every failure reaches the
 //! caller as a typed [`RegistryError`].
 
+pub mod counting;
 pub mod error;
 pub mod ext;
 pub mod path;
