@@ -1,3 +1,71 @@
 //! # shardcron-registry-mem
 //!
-//! A deterministic in-memory implementation of the shardcron registry contract.
+//! A deterministic in-memory implementation of the shardcron registry contract
+//! ([`CoordinatorRegistry`](shardcron_core::registry::CoordinatorRegistry)), for tests and for
+//! the simulator (DESIGN sections 2 and 6).
+//!
+//! One [`MemServer`] holds the tree; any number of clients ([`MemRegistry`]) connect to it, each
+//! with its own session, namespace and streams. It behaves like a ZooKeeper ensemble seen through
+//! Curator, ephemeral nodes, sequential names, watches and transactions included, and it adds
+//! *fault hooks* that break one client at a time on purpose: expire its session, cut its link
+//! and heal it, delay or fail its operations, restart the registry.
+//!
+//! It is deterministic: time is the injected clock's, timers are tokio's (which paused-time
+//! runtimes advance virtually), tasks go through the injected spawner, and every change is applied
+//! and delivered in one total order under one lock. Run the same workload with the same seed on
+//! a paused current-thread runtime and you get the same events, byte for byte.
+//!
+//! ## Example
+//!
+//! ```
+//! use futures::StreamExt;
+//! use shardcron_core::handles::Handles;
+//! use shardcron_core::registry::{CoordinatorRegistry, CreateMode, WatchEvent};
+//! use shardcron_registry_mem::{ConnectOptions, MemServer};
+//!
+//! #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let server = MemServer::new(Handles::simulated(1_700_000_000_000, 42));
+//!     let worker = server.connect(ConnectOptions::default().namespace("/demo"))?;
+//!     let watcher = server.connect(ConnectOptions::default().namespace("/demo"))?;
+//!
+//!     let mut events = watcher.watch("/job").await?;
+//!     assert!(matches!(events.next().await, Some(WatchEvent::Resync { .. })));
+//!
+//!     worker.create("/job/instances/i1", b"", CreateMode::Ephemeral).await?;
+//!     // The worker's session ends: its ephemeral node goes with it.
+//!     server.expire_session(worker.client_id());
+//!     let mut seen = Vec::new();
+//!     for _ in 0..4 {
+//!         let ev = events.next().await.ok_or("stream ended")?;
+//!         seen.push(format!("{:?} {}", std::mem::discriminant(&ev), ev.path().unwrap_or("")));
+//!     }
+//!     assert!(seen[3].ends_with("/job/instances/i1"), "{seen:?}");
+//!     assert!(!watcher.exists("/job/instances/i1").await?);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! ## Layout
+//! - [`server`](MemServer): the server, its state and the one lock (`server.rs`).
+//! - `client.rs`: [`MemRegistry`], [`ConnectOptions`], [`ClientId`], and the path of an
+//!   operation from the client to the server (checks, latency, ordering).
+//! - `ops.rs`: the operations as the server applies them.
+//! - `tree.rs`: nodes, sequence counters, and batches that roll back unless committed.
+//! - `session.rs`: the client/session state machine (connected, cut, expired, closed).
+//! - `watch.rs`: subscriptions, snapshots, delivery and held events.
+//! - `faults.rs`: the fault hooks on [`MemServer`] and [`SessionInfo`].
+//! - `namespace.rs`: mapping client paths into a namespace.
+
+mod client;
+mod faults;
+mod namespace;
+mod ops;
+mod server;
+mod session;
+mod tree;
+mod watch;
+
+pub use client::{ClientId, ConnectOptions, MemRegistry};
+pub use faults::SessionInfo;
+pub use server::MemServer;

@@ -1,0 +1,376 @@
+//! The node tree the server keeps, and the batches that change it.
+//!
+//! Paths here are *server* paths (namespace included); the server translates to and from client
+//! paths. Every change goes through a [`Batch`]: it applies ops one by one, so later ops of a
+//! transaction see earlier ones, and it records how to undo each of them. Dropping a batch without
+//! [`Batch::commit`] rolls everything back, which is what makes transactions all-or-nothing even
+//! when a `?` leaves early.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use shardcron_core::registry::{path, Node, Version};
+
+/// A session's id, as reported in `SessionEvent::Connected`.
+pub(crate) type SessionId = u64;
+
+/// Width of the sequence suffix of sequential nodes (ZooKeeper's `%010d`).
+const SEQ_WIDTH: usize = 10;
+
+/// One stored node.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub data: Vec<u8>,
+    pub version: Version,
+    /// The session owning an ephemeral node; `None` for persistent nodes.
+    pub owner: Option<SessionId>,
+    /// Names of the direct children, kept sorted so `children` needs no sort.
+    pub children: BTreeSet<String>,
+    /// The next sequence number for sequential children: contiguous, never reused while this
+    /// node lives (a failed or rolled-back create gives its number back).
+    pub next_seq: u64,
+}
+
+impl Entry {
+    fn new(data: &[u8], owner: Option<SessionId>) -> Self {
+        Entry { data: data.to_vec(), version: 0, owner, children: BTreeSet::new(), next_seq: 0 }
+    }
+
+    /// The node as the contract shows it.
+    pub fn node(&self) -> Node {
+        Node { data: self.data.clone(), version: self.version, ephemeral: self.owner.is_some() }
+    }
+}
+
+/// Why the tree refused an op. The server adds the op and the client's path to make a
+/// `RegistryError` of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    NoNode,
+    NodeExists,
+    /// The caller expected this version and found another.
+    BadVersion(Version),
+    NotEmpty,
+    EphemeralParent,
+}
+
+/// One applied change, for watches. Carries the node as it is right after the change.
+#[derive(Debug, Clone)]
+pub(crate) enum Change {
+    Created(String, Node),
+    Changed(String, Node),
+    Deleted(String),
+}
+
+impl Change {
+    pub fn path(&self) -> &str {
+        match self {
+            Change::Created(p, _) | Change::Changed(p, _) | Change::Deleted(p) => p,
+        }
+    }
+}
+
+/// How to take one change back.
+#[derive(Debug)]
+enum Undo {
+    Created { path: String, sequential: bool },
+    Set { path: String, data: Vec<u8>, version: Version },
+    Deleted { path: String, entry: Entry },
+}
+
+/// All nodes by server path. The root `/` always exists.
+#[derive(Debug)]
+pub(crate) struct Tree {
+    nodes: BTreeMap<String, Entry>,
+}
+
+impl Default for Tree {
+    fn default() -> Self {
+        let mut nodes = BTreeMap::new();
+        nodes.insert(path::ROOT.to_owned(), Entry::new(b"", None));
+        Tree { nodes }
+    }
+}
+
+impl Tree {
+    pub fn get(&self, path: &str) -> Option<&Entry> {
+        self.nodes.get(path)
+    }
+
+    /// The sorted child names of `path`.
+    pub fn children(&self, path: &str) -> Result<Vec<String>, Fault> {
+        let entry = self.nodes.get(path).ok_or(Fault::NoNode)?;
+        Ok(entry.children.iter().cloned().collect())
+    }
+
+    /// The node at `root` and everything below it, in path order.
+    pub fn subtree<'a>(&'a self, root: &'a str) -> impl Iterator<Item = (&'a String, &'a Entry)> {
+        // A plain range from `root` would stop at siblings like `/a-b`, which sort between `/a`
+        // and `/a/b`; descendants are exactly the keys in [`root/`, `root0`) ('0' follows '/').
+        let (lo, hi) = if root == path::ROOT {
+            (String::from("/"), String::from("0"))
+        } else {
+            (format!("{root}/"), format!("{root}0"))
+        };
+        let own = if root == path::ROOT { None } else { self.nodes.get_key_value(root) };
+        own.into_iter().chain(self.nodes.range(lo..hi))
+    }
+
+    /// Paths of the ephemeral nodes `session` owns, in path order.
+    pub fn owned_by(&self, session: SessionId) -> Vec<String> {
+        self.nodes
+            .iter()
+            .filter(|(_, e)| e.owner == Some(session))
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// Every node, for dumps.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Entry)> {
+        self.nodes.iter()
+    }
+
+    /// Starts a batch of changes.
+    pub fn batch(&mut self) -> Batch<'_> {
+        Batch { tree: self, undo: Vec::new(), changes: Vec::new() }
+    }
+}
+
+/// Changes applied to the tree that are undone on drop unless committed.
+#[derive(Debug)]
+pub(crate) struct Batch<'a> {
+    tree: &'a mut Tree,
+    undo: Vec<Undo>,
+    changes: Vec<Change>,
+}
+
+impl Batch<'_> {
+    /// Fails if `path` does not exist or has another version than `expected`.
+    pub fn check(&self, path: &str, expected: Option<Version>) -> Result<(), Fault> {
+        let entry = self.tree.nodes.get(path).ok_or(Fault::NoNode)?;
+        match expected {
+            Some(v) if v != entry.version => Err(Fault::BadVersion(v)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Creates the missing ancestors of `path` as persistent nodes. Fails with
+    /// `EphemeralParent` (creating nothing) if an existing ancestor is ephemeral.
+    pub fn create_parents(&mut self, path: &str) -> Result<(), Fault> {
+        // Check first: an ephemeral ancestor must not leave half a chain of parents behind.
+        for ancestor in path::ancestors(path) {
+            match self.tree.nodes.get(ancestor) {
+                Some(e) if e.owner.is_some() => return Err(Fault::EphemeralParent),
+                Some(_) => {}
+                // Below a missing node everything is missing (and will be created persistent).
+                None => break,
+            }
+        }
+        for ancestor in path::ancestors(path) {
+            if !self.tree.nodes.contains_key(ancestor) {
+                self.create(ancestor, b"", None, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates `path` (with the next sequence number appended if `sequential`); its parent must
+    /// exist. Returns the created path.
+    pub fn create(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        owner: Option<SessionId>,
+        sequential: bool,
+    ) -> Result<String, Fault> {
+        let parent_path = path::parent(path).ok_or(Fault::NodeExists)?;
+        let parent = self.tree.nodes.get(parent_path).ok_or(Fault::NoNode)?;
+        if parent.owner.is_some() {
+            return Err(Fault::EphemeralParent);
+        }
+        let full = if sequential {
+            format!("{path}{:0width$}", parent.next_seq, width = SEQ_WIDTH)
+        } else {
+            path.to_owned()
+        };
+        if self.tree.nodes.contains_key(&full) {
+            return Err(Fault::NodeExists);
+        }
+        let name = path::name(&full).to_owned();
+        if let Some(parent) = self.tree.nodes.get_mut(parent_path) {
+            parent.children.insert(name);
+            if sequential {
+                parent.next_seq += 1;
+            }
+        }
+        let entry = Entry::new(data, owner);
+        self.changes.push(Change::Created(full.clone(), entry.node()));
+        self.tree.nodes.insert(full.clone(), entry);
+        self.undo.push(Undo::Created { path: full.clone(), sequential });
+        Ok(full)
+    }
+
+    /// Replaces the data of `path`, if its version is `expected` when given. Returns the new
+    /// version.
+    pub fn set(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        expected: Option<Version>,
+    ) -> Result<Version, Fault> {
+        self.check(path, expected)?;
+        let entry = self.tree.nodes.get_mut(path).ok_or(Fault::NoNode)?;
+        let old = std::mem::replace(&mut entry.data, data.to_vec());
+        self.undo.push(Undo::Set { path: path.to_owned(), data: old, version: entry.version });
+        entry.version += 1;
+        self.changes.push(Change::Changed(path.to_owned(), entry.node()));
+        Ok(entry.version)
+    }
+
+    /// Deletes `path`, if its version is `expected` when given and it has no children.
+    pub fn delete(&mut self, path: &str, expected: Option<Version>) -> Result<(), Fault> {
+        // Same order as ZooKeeper: existence, then version, then children.
+        self.check(path, expected)?;
+        if self.tree.nodes.get(path).is_some_and(|e| !e.children.is_empty()) {
+            return Err(Fault::NotEmpty);
+        }
+        self.remove(path);
+        Ok(())
+    }
+
+    /// Deletes `path` and everything below it, deepest first; nothing if it does not exist.
+    pub fn delete_subtree(&mut self, root: &str) {
+        // In path order a descendant always sorts after its ancestors (it has them as a
+        // prefix), so the reverse order deletes children before their parents.
+        let doomed: Vec<String> = self.tree.subtree(root).map(|(p, _)| p.clone()).collect();
+        for path in doomed.iter().rev() {
+            self.remove(path);
+        }
+    }
+
+    /// Removes a node without checks (its children, if any, must be gone already).
+    fn remove(&mut self, path: &str) {
+        let Some(entry) = self.tree.nodes.remove(path) else { return };
+        if let Some(parent) = path::parent(path).and_then(|p| self.tree.nodes.get_mut(p)) {
+            parent.children.remove(path::name(path));
+        }
+        self.changes.push(Change::Deleted(path.to_owned()));
+        self.undo.push(Undo::Deleted { path: path.to_owned(), entry });
+    }
+
+    /// Keeps the changes and returns them in the order they were applied.
+    pub fn commit(mut self) -> Vec<Change> {
+        self.undo.clear();
+        std::mem::take(&mut self.changes)
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        while let Some(undo) = self.undo.pop() {
+            match undo {
+                Undo::Created { path, sequential } => {
+                    self.tree.nodes.remove(&path);
+                    if let Some(parent) =
+                        path::parent(&path).and_then(|p| self.tree.nodes.get_mut(p))
+                    {
+                        parent.children.remove(path::name(&path));
+                        if sequential {
+                            parent.next_seq -= 1;
+                        }
+                    }
+                }
+                Undo::Set { path, data, version } => {
+                    if let Some(entry) = self.tree.nodes.get_mut(&path) {
+                        entry.data = data;
+                        entry.version = version;
+                    }
+                }
+                Undo::Deleted { path, entry } => {
+                    if let Some(parent) =
+                        path::parent(&path).and_then(|p| self.tree.nodes.get_mut(p))
+                    {
+                        parent.children.insert(path::name(&path).to_owned());
+                    }
+                    self.tree.nodes.insert(path, entry);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(tree: &Tree) -> Vec<String> {
+        tree.iter().map(|(p, _)| p.clone()).collect()
+    }
+
+    #[test]
+    fn subtree_skips_siblings_sharing_a_prefix() {
+        let mut tree = Tree::default();
+        let mut b = tree.batch();
+        for p in ["/a", "/a-b", "/a/b", "/a/b/c", "/ab"] {
+            b.create_parents(p).unwrap();
+            b.create(p, b"", None, false).unwrap();
+        }
+        b.commit();
+        let sub: Vec<&str> = tree.subtree("/a").map(|(p, _)| p.as_str()).collect();
+        assert_eq!(sub, vec!["/a", "/a/b", "/a/b/c"]);
+        assert_eq!(tree.subtree("/").count(), 6, "the root's subtree includes the root");
+        assert_eq!(tree.subtree("/none").count(), 0);
+    }
+
+    #[test]
+    fn dropped_batch_rolls_back_everything() {
+        let mut tree = Tree::default();
+        let mut b = tree.batch();
+        b.create("/p", b"x", None, false).unwrap();
+        b.create("/p/s-", b"", None, true).unwrap();
+        b.commit();
+        let before = paths(&tree);
+        {
+            let mut b = tree.batch();
+            assert_eq!(b.create("/p/s-", b"", Some(1), true).unwrap(), "/p/s-0000000001");
+            b.set("/p", b"y", Some(0)).unwrap();
+            b.delete("/p/s-0000000000", None).unwrap();
+            b.delete_subtree("/p");
+            assert_eq!(b.check("/p", None), Err(Fault::NoNode));
+        }
+        assert_eq!(paths(&tree), before);
+        let p = tree.get("/p").unwrap();
+        assert_eq!((p.data.as_slice(), p.version, p.next_seq), (&b"x"[..], 0, 1));
+        assert_eq!(p.children.iter().collect::<Vec<_>>(), vec!["s-0000000000"]);
+    }
+
+    #[test]
+    fn sequence_counter_is_per_parent_and_contiguous() {
+        let mut tree = Tree::default();
+        let mut b = tree.batch();
+        b.create_parents("/q/x").unwrap();
+        assert_eq!(b.create("/q/n-", b"", None, true).unwrap(), "/q/n-0000000000");
+        assert_eq!(b.create("/q/m-", b"", None, true).unwrap(), "/q/m-0000000001");
+        assert_eq!(b.create("/n-", b"", None, true).unwrap(), "/n-0000000000");
+        b.delete("/q/n-0000000000", None).unwrap();
+        assert_eq!(b.create("/q/n-", b"", None, true).unwrap(), "/q/n-0000000002");
+    }
+
+    #[test]
+    fn faults() {
+        let mut tree = Tree::default();
+        let mut b = tree.batch();
+        b.create("/e", b"", Some(7), false).unwrap();
+        assert_eq!(b.create("/e/c", b"", None, false), Err(Fault::EphemeralParent));
+        assert_eq!(b.create_parents("/e/c/d"), Err(Fault::EphemeralParent));
+        assert_eq!(b.create("/x/y", b"", None, false), Err(Fault::NoNode));
+        assert_eq!(b.create("/e", b"", None, false), Err(Fault::NodeExists));
+        assert_eq!(b.set("/e", b"", Some(3)), Err(Fault::BadVersion(3)));
+        b.create("/p/c", b"", None, false).unwrap_err();
+        b.create_parents("/p/c").unwrap();
+        b.create("/p/c", b"", None, false).unwrap();
+        assert_eq!(b.delete("/p", Some(1)), Err(Fault::BadVersion(1)));
+        assert_eq!(b.delete("/p", None), Err(Fault::NotEmpty));
+        b.commit();
+        assert_eq!(tree.owned_by(7), vec!["/e"]);
+    }
+}
