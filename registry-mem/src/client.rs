@@ -145,7 +145,7 @@ impl MemRegistry {
     }
 
     fn state(&self) -> parking_lot::MutexGuard<'_, State> {
-        self.inner.server.shared.state.lock()
+        self.inner.server.shared.lock()
     }
 
     /// Decides whether an operation goes out at all, and with which latency and session.

@@ -37,7 +37,7 @@ impl MemServer {
     /// `Expired`, then a new session (`Connected`) and a `Resync` on each of its watches; at
     /// once if it is connected, else when [healed](Self::heal). No-op without a live session.
     pub fn expire_session(&self, client: ClientId) {
-        self.shared.state.lock().expire(client);
+        self.shared.lock().expire(client);
     }
 
     /// Cuts the client's link. Its operations fail with `ConnectionLoss` without being applied,
@@ -45,7 +45,8 @@ impl MemServer {
     /// the session timeout the session expires at that moment (see
     /// [`expire_session`](Self::expire_session)). No-op if already cut.
     pub fn cut(&self, client: ClientId) {
-        let deadline = self.shared.state.lock().cut(client);
+        let now_ms = self.shared.handles.clock.now_ms();
+        let deadline = self.shared.lock().cut(client, now_ms);
         if let Some(deadline) = deadline {
             self.arm(deadline);
         }
@@ -55,14 +56,14 @@ impl MemServer {
     /// order and then `Reconnected`; if it expired meanwhile, a new session opens (`Connected`)
     /// and every watch gets a `Resync` instead. No-op if not cut.
     pub fn heal(&self, client: ClientId) {
-        self.shared.state.lock().heal(client);
+        self.shared.lock().heal(client);
     }
 
     /// Delays each later operation of the client by `latency` before it applies. Operations of
     /// one client still apply in the order issued. A latency of at least the operation timeout
     /// makes operations fail with `Timeout` (after that timeout, without being applied).
     pub fn set_latency(&self, client: ClientId, latency: Duration) {
-        if let Some(c) = self.shared.state.lock().clients.get_mut(&client) {
+        if let Some(c) = self.shared.lock().clients.get_mut(&client) {
             c.latency = latency;
         }
     }
@@ -74,7 +75,7 @@ impl MemServer {
         if count == 0 {
             return;
         }
-        if let Some(c) = self.shared.state.lock().clients.get_mut(&client) {
+        if let Some(c) = self.shared.lock().clients.get_mut(&client) {
             c.failures.push_back((count, error));
         }
     }
@@ -82,12 +83,12 @@ impl MemServer {
     /// Restarts the registry the way a ZooKeeper ensemble restarts: every connected client sees
     /// `Suspended` then `Reconnected`, and sessions, nodes and watches survive untouched.
     pub fn restart(&self) {
-        self.shared.state.lock().restart();
+        self.shared.lock().restart();
     }
 
     /// Every client the server knows (closed ones too, until every handle is dropped), by id.
     pub fn sessions(&self) -> Vec<SessionInfo> {
-        let state = self.shared.state.lock();
+        let state = self.shared.lock();
         state
             .clients
             .iter()
@@ -105,40 +106,47 @@ impl MemServer {
     /// How many operations the client has issued (a measure of registry load); `None` for an
     /// unknown client.
     pub fn operations(&self, client: ClientId) -> Option<u64> {
-        self.shared.state.lock().clients.get(&client).map(|c| c.operations)
+        self.shared.lock().clients.get(&client).map(|c| c.operations)
     }
 
     /// The client's live session, if any.
     pub fn session_of(&self, client: ClientId) -> Option<SessionId> {
-        self.shared.state.lock().clients.get(&client).and_then(|c| c.session)
+        self.shared.lock().clients.get(&client).and_then(|c| c.session)
     }
 
     /// Every handle of a client was dropped (see [`crate::MemRegistry`]).
     pub(crate) fn abandon(&self, client: ClientId) {
-        let deadline = self.shared.state.lock().abandon(client);
+        let now_ms = self.shared.handles.clock.now_ms();
+        let deadline = self.shared.lock().abandon(client, now_ms);
         let Some(deadline) = deadline else { return };
         // A handle may be dropped after its runtime is gone; nothing can wait for the deadline
         // then, and nobody is left to observe the difference, so expire at once.
         if tokio::runtime::Handle::try_current().is_ok() {
             self.arm(deadline);
         } else {
-            self.shared.state.lock().deadline(deadline.client, deadline.cut);
+            self.shared.lock().settle(deadline.at_ms);
         }
     }
 
-    /// Spawns the session-deadline task of a cut.
+    /// Spawns the task that enforces a session deadline even if nobody calls anything.
     fn arm(&self, deadline: Deadline) {
         let shared = Arc::downgrade(&self.shared);
-        let Deadline { client, cut, after, cancel } = deadline;
+        let clock = self.shared.handles.clock.clone();
+        let Deadline { client, cut, at_ms, mut cancel } = deadline;
         self.shared.handles.spawner.spawn(Box::pin(async move {
-            tokio::select! {
-                biased;
-                // Healed (or the session ended otherwise): the cancel sender was dropped.
-                _ = cancel => return,
-                () = tokio::time::sleep(after) => {}
-            }
-            if let Some(shared) = shared.upgrade() {
-                shared.state.lock().deadline(client, cut);
+            loop {
+                tokio::select! {
+                    biased;
+                    // Healed, or the session ended otherwise: the cancel sender was dropped.
+                    _ = &mut cancel => return,
+                    () = clock.sleep_until(at_ms) => {}
+                }
+                let Some(shared) = shared.upgrade() else { return };
+                // Taking the lock settles every due deadline. If this one is still pending,
+                // the clock was moved back (skew) while we slept: sleep again.
+                if !shared.lock().deadline_pending(client, cut) {
+                    return;
+                }
             }
         }));
     }

@@ -25,6 +25,17 @@ pub(crate) struct Shared {
     pub state: Mutex<State>,
 }
 
+impl Shared {
+    /// Takes the state lock, first expiring the sessions whose deadline has passed: every
+    /// observer then sees deadlines at the exact millisecond.
+    pub fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        let now_ms = self.handles.clock.now_ms();
+        let mut state = self.state.lock();
+        state.settle(now_ms);
+        state
+    }
+}
+
 /// The server's whole state.
 #[derive(Debug, Default)]
 pub(crate) struct State {
@@ -92,7 +103,7 @@ impl MemServer {
     /// stands where the namespace would go.
     pub fn connect(&self, options: ConnectOptions) -> Result<MemRegistry, RegistryError> {
         let ns = Namespace::parse(options.namespace.as_deref())?;
-        let mut guard = self.shared.state.lock();
+        let mut guard = self.shared.lock();
         let state = &mut *guard;
         if ns.root() != path::ROOT && state.tree.get(ns.root()).is_none() {
             let mut batch = state.tree.batch();
@@ -114,7 +125,7 @@ impl MemServer {
     /// Every node on the server by server path (namespaces included), as it is now. For
     /// invariant checks and dumps; clients read through their namespace instead.
     pub fn snapshot(&self) -> BTreeMap<String, Node> {
-        let state = self.shared.state.lock();
+        let state = self.shared.lock();
         state.tree.iter().map(|(p, e)| (p.clone(), e.node())).collect()
     }
 }

@@ -30,21 +30,21 @@ use crate::watch::{Channel, Watches};
 #[derive(Debug)]
 pub(crate) enum Link {
     Up,
-    /// Cut off since cut number `cut`. `timer` cancels the session-deadline task when dropped;
-    /// it is `None` once there is no live session left to expire.
+    /// Cut off since cut number `cut`. While the session lives, `deadline` holds when it expires
+    /// (clock milliseconds) and the sender whose drop cancels the deadline task.
     Down {
         cut: u64,
-        timer: Option<oneshot::Sender<()>>,
+        deadline: Option<(i64, oneshot::Sender<()>)>,
     },
 }
 
-/// A session-deadline timer that the caller spawns once the state lock is released: after
-/// `after`, unless `cancel` fires (its sender dropped) first, it calls [`State::deadline`].
+/// A session-deadline task that the caller spawns once the state lock is released: it sleeps
+/// until `at_ms` and settles the server, unless `cancel` fires (its sender dropped) first.
 #[derive(Debug)]
 pub(crate) struct Deadline {
     pub client: ClientId,
     pub cut: u64,
-    pub after: Duration,
+    pub at_ms: i64,
     pub cancel: oneshot::Receiver<()>,
 }
 
@@ -118,6 +118,18 @@ impl ClientState {
         SessionEvents::new(Channel(rx))
     }
 
+    /// Takes the link down; with a live session, its deadline starts now.
+    fn go_down(&mut self, id: ClientId, cut: u64, now_ms: i64) -> Option<Deadline> {
+        let Some(_) = self.session else {
+            self.link = Link::Down { cut, deadline: None };
+            return None;
+        };
+        let at_ms = now_ms.saturating_add(duration_ms(self.session_timeout));
+        let (tx, cancel) = oneshot::channel();
+        self.link = Link::Down { cut, deadline: Some((at_ms, tx)) };
+        Some(Deadline { client: id, cut, at_ms, cancel })
+    }
+
     /// Ends every stream of the client: session streams get `Closed`, watch streams just end.
     fn end_streams(&mut self) {
         self.notify(SessionEvent::Closed);
@@ -161,6 +173,12 @@ impl ClientState {
     }
 }
 
+/// A duration in whole milliseconds (the clock's unit), rounded up so a deadline is never early.
+fn duration_ms(d: Duration) -> i64 {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
 impl State {
     /// Opens a new session for a connected client: `Connected`, then a resync of every watch.
     fn open_session(&mut self, id: ClientId) {
@@ -178,8 +196,8 @@ impl State {
         let Some(session) = client.session.take() else { return };
         // Own watches skip the deletions: the resync of the new session covers them.
         client.watches.mark_gap();
-        if let Link::Down { timer, .. } = &mut client.link {
-            *timer = None;
+        if let Link::Down { deadline, .. } = &mut client.link {
+            *deadline = None;
         }
         client.notify(SessionEvent::Expired);
         let (up, closed) = (client.link_up(), client.closed);
@@ -202,18 +220,16 @@ impl State {
         self.publish(&changes);
     }
 
-    /// Cuts the client off. Returns the session deadline to arm, if its session is alive.
-    pub fn cut(&mut self, id: ClientId) -> Option<Deadline> {
+    /// Cuts the client off at `now_ms`. Returns the session deadline to arm, if its session is
+    /// alive.
+    pub fn cut(&mut self, id: ClientId, now_ms: i64) -> Option<Deadline> {
         let cut = self.new_cut_id();
         let client = self.clients.get_mut(&id)?;
         if client.closed || !client.link_up() {
             return None;
         }
         client.notify(SessionEvent::Suspended);
-        let (tx, cancel) = oneshot::channel();
-        client.link = Link::Down { cut, timer: Some(tx) };
-        client.session?;
-        Some(Deadline { client: id, cut, after: client.session_timeout, cancel })
+        client.go_down(id, cut, now_ms)
     }
 
     /// Reconnects a cut client: held events then `Reconnected` if the session lived, else a new
@@ -233,15 +249,28 @@ impl State {
         }
     }
 
-    /// The session deadline of cut number `cut` has passed.
-    pub fn deadline(&mut self, id: ClientId, cut: u64) {
-        let due = self
+    /// Expires every session whose deadline is `now_ms` or earlier, in client order. Called
+    /// whenever the lock is taken, so a deadline holds to the millisecond whichever task
+    /// happens to run first at that instant.
+    pub fn settle(&mut self, now_ms: i64) {
+        let due: Vec<ClientId> = self
             .clients
-            .get(&id)
-            .is_some_and(|c| matches!(c.link, Link::Down { cut: c2, .. } if c2 == cut));
-        if due {
+            .iter()
+            .filter(|(_, c)| {
+                matches!(c.link, Link::Down { deadline: Some((at, _)), .. } if at <= now_ms)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
             self.expire(id);
         }
+    }
+
+    /// Whether the deadline of cut number `cut` of the client is still pending.
+    pub fn deadline_pending(&self, id: ClientId, cut: u64) -> bool {
+        self.clients.get(&id).is_some_and(
+            |c| matches!(c.link, Link::Down { cut: c2, deadline: Some(_) } if c2 == cut),
+        )
     }
 
     /// `close()`: ends the client's streams and, if the server can hear it, its session. A client
@@ -264,7 +293,7 @@ impl State {
     /// Every handle of the client is gone, as if its process died: its streams end and its
     /// session lives until the session timeout, as a real server would keep it. Returns the
     /// deadline to arm, if one is not running already.
-    pub fn abandon(&mut self, id: ClientId) -> Option<Deadline> {
+    pub fn abandon(&mut self, id: ClientId, now_ms: i64) -> Option<Deadline> {
         let cut = self.new_cut_id();
         let client = self.clients.get_mut(&id)?;
         client.dropped = true;
@@ -272,15 +301,8 @@ impl State {
             client.closed = true;
             client.end_streams();
         }
-        let deadline = match (&client.link, client.session) {
-            (Link::Up, Some(_)) => {
-                let (tx, cancel) = oneshot::channel();
-                client.link = Link::Down { cut, timer: Some(tx) };
-                Some(Deadline { client: id, cut, after: client.session_timeout, cancel })
-            }
-            // Cut off with a live session: its deadline is already running.
-            _ => None,
-        };
+        // Cut off already: its deadline is running.
+        let deadline = if client.link_up() { client.go_down(id, cut, now_ms) } else { None };
         self.reap(id);
         deadline
     }

@@ -1,0 +1,528 @@
+//! The fault hooks of `MemServer`, one behaviour at a time, in virtual time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use shardcron_core::handles::{Clock, Handles};
+use shardcron_core::registry::{
+    CoordinatorRegistry, CreateMode, Op, RegistryError, SessionEvent, SessionEvents, TxnOp,
+    WatchEvent, WatchStream,
+};
+use shardcron_registry_mem::{ConnectOptions, MemRegistry, MemServer};
+
+const START_MS: i64 = 1_700_000_000_000;
+const SESSION: Duration = Duration::from_secs(10);
+const OP_TIMEOUT: Duration = Duration::from_secs(3);
+
+struct Setup {
+    server: MemServer,
+    clock: Arc<dyn Clock>,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let handles = Handles::simulated(START_MS, 1);
+        let clock = handles.clock.clone();
+        Setup { server: MemServer::new(handles), clock }
+    }
+
+    fn client(&self) -> MemRegistry {
+        let options = ConnectOptions::default()
+            .namespace("/t")
+            .session_timeout(SESSION)
+            .operation_timeout(OP_TIMEOUT);
+        self.server.connect(options).unwrap()
+    }
+
+    /// Virtual milliseconds since the start.
+    fn elapsed_ms(&self) -> i64 {
+        self.clock.now_ms() - START_MS
+    }
+}
+
+async fn next_watch(stream: &mut WatchStream) -> WatchEvent {
+    tokio::time::timeout(Duration::from_secs(600), stream.next())
+        .await
+        .expect("a watch event in time")
+        .expect("the watch stream is open")
+}
+
+async fn next_session(stream: &mut SessionEvents) -> SessionEvent {
+    tokio::time::timeout(Duration::from_secs(600), stream.next())
+        .await
+        .expect("a session event in time")
+        .expect("the session stream is open")
+}
+
+/// Nothing is delivered now (events are queued synchronously, so a poll tells).
+fn nothing_pending<S: futures::Stream + Unpin>(stream: &mut S) -> bool {
+    stream.next().now_or_never().is_none()
+}
+
+use futures::FutureExt;
+
+fn summary(ev: &WatchEvent) -> String {
+    match ev {
+        WatchEvent::Resync { nodes } => {
+            format!("resync {}", nodes.keys().cloned().collect::<Vec<_>>().join(","))
+        }
+        WatchEvent::Created { path, node } => format!("created {path} {}", node.text()),
+        WatchEvent::Changed { path, node } => {
+            format!("changed {path} {} v{}", node.text(), node.version)
+        }
+        WatchEvent::Deleted { path } => format!("deleted {path}"),
+    }
+}
+
+async fn connected(events: &mut SessionEvents) -> u64 {
+    match next_session(events).await {
+        SessionEvent::Connected { session } => session,
+        other => panic!("expected Connected, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------- cut and heal
+
+#[tokio::test(start_paused = true)]
+async fn cut_client_fails_with_connection_loss_and_applies_nothing() {
+    let s = Setup::new();
+    let a = s.client();
+    let b = s.client();
+    s.server.cut(a.client_id());
+    let err = a.create("/x", b"", CreateMode::Persistent).await.unwrap_err();
+    assert_eq!(err, RegistryError::ConnectionLoss { op: Op::Create, path: "/x".into() });
+    let err = a.get("/x").await.unwrap_err();
+    assert!(matches!(err, RegistryError::ConnectionLoss { op: Op::Get, .. }), "{err}");
+    assert!(!b.exists("/x").await.unwrap(), "not applied");
+    s.server.heal(a.client_id());
+    a.create("/x", b"", CreateMode::Persistent).await.unwrap();
+    assert!(b.exists("/x").await.unwrap());
+}
+
+#[tokio::test(start_paused = true)]
+async fn cut_suspends_and_heal_reconnects_with_held_events_in_order() {
+    let s = Setup::new();
+    let watcher = s.client();
+    let writer = s.client();
+    let mut session = watcher.session_events();
+    let id = connected(&mut session).await;
+    let mut stream = watcher.watch("/w").await.unwrap();
+    assert_eq!(summary(&next_watch(&mut stream).await), "resync ");
+
+    s.server.cut(watcher.client_id());
+    assert_eq!(next_session(&mut session).await, SessionEvent::Suspended);
+    writer.create("/w/a", b"1", CreateMode::Persistent).await.unwrap();
+    writer.set("/w/a", b"2", None).await.unwrap();
+    writer.delete("/w/a", None).await.unwrap();
+    tokio::time::sleep(SESSION / 2).await;
+    assert!(nothing_pending(&mut stream), "events are held while cut");
+
+    s.server.heal(watcher.client_id());
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        got.push(summary(&next_watch(&mut stream).await));
+    }
+    assert_eq!(got, ["created /w ", "created /w/a 1", "changed /w/a 2 v1", "deleted /w/a"]);
+    assert_eq!(next_session(&mut session).await, SessionEvent::Reconnected);
+    assert_eq!(s.server.session_of(watcher.client_id()), Some(id), "same session");
+    assert!(nothing_pending(&mut stream) && nothing_pending(&mut session));
+}
+
+#[tokio::test(start_paused = true)]
+async fn heal_before_the_deadline_keeps_the_session_and_its_ephemerals() {
+    let s = Setup::new();
+    let a = s.client();
+    let b = s.client();
+    a.create("/e", b"", CreateMode::Ephemeral).await.unwrap();
+    s.server.cut(a.client_id());
+    tokio::time::sleep(SESSION - Duration::from_millis(1)).await;
+    s.server.heal(a.client_id());
+    tokio::time::sleep(SESSION * 3).await;
+    assert!(b.exists("/e").await.unwrap(), "the session survived the short cut");
+    // A second cut gets a fresh deadline, not what was left of the first.
+    s.server.cut(a.client_id());
+    tokio::time::sleep(SESSION - Duration::from_millis(1)).await;
+    assert!(b.exists("/e").await.unwrap());
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(!b.exists("/e").await.unwrap());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_outlasting_the_session_timeout_expires_the_session_at_the_deadline() {
+    let s = Setup::new();
+    let a = s.client();
+    let observer = s.client();
+    let mut session = a.session_events();
+    let old = connected(&mut session).await;
+    a.create("/w/e", b"", CreateMode::Ephemeral).await.unwrap();
+    a.create("/w/p", b"", CreateMode::Persistent).await.unwrap();
+    let mut a_watch = a.watch("/w").await.unwrap();
+    next_watch(&mut a_watch).await;
+    let mut seen = observer.watch("/w").await.unwrap();
+    next_watch(&mut seen).await;
+
+    let cut_at = s.elapsed_ms();
+    s.server.cut(a.client_id());
+    assert_eq!(next_session(&mut session).await, SessionEvent::Suspended);
+    observer.set("/w/p", b"held", None).await.unwrap();
+
+    // Nobody calls anything: the deadline fires by itself, exactly one session timeout later.
+    assert_eq!(summary(&next_watch(&mut seen).await), "changed /w/p held v1");
+    assert_eq!(summary(&next_watch(&mut seen).await), "deleted /w/e");
+    assert_eq!(s.elapsed_ms() - cut_at, SESSION.as_millis() as i64);
+    assert_eq!(next_session(&mut session).await, SessionEvent::Expired);
+    assert_eq!(s.server.session_of(a.client_id()), None);
+
+    // Still cut: no new session, no events; operations fail.
+    tokio::time::sleep(SESSION).await;
+    assert!(nothing_pending(&mut session) && nothing_pending(&mut a_watch));
+    assert!(matches!(a.get("/w").await, Err(RegistryError::ConnectionLoss { .. })));
+
+    // Heal: a new session and a resync instead of the held events.
+    s.server.heal(a.client_id());
+    let new = connected(&mut session).await;
+    assert_ne!(new, old);
+    assert_eq!(summary(&next_watch(&mut a_watch).await), "resync /w,/w/p");
+    assert!(nothing_pending(&mut a_watch), "the held events were dropped for the resync");
+    assert!(nothing_pending(&mut session));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_stream_opened_while_cut_reports_the_state() {
+    let s = Setup::new();
+    let a = s.client();
+    s.server.cut(a.client_id());
+    let mut events = a.session_events();
+    connected(&mut events).await;
+    assert_eq!(next_session(&mut events).await, SessionEvent::Suspended);
+    tokio::time::sleep(SESSION).await;
+    let mut later = a.session_events();
+    assert_eq!(next_session(&mut later).await, SessionEvent::Expired);
+    assert!(nothing_pending(&mut later));
+}
+
+// ---------------------------------------------------------------- expiry
+
+#[tokio::test(start_paused = true)]
+async fn expiry_of_a_connected_client() {
+    let s = Setup::new();
+    let a = s.client();
+    let observer = s.client();
+    let mut session = a.session_events();
+    let old = connected(&mut session).await;
+    for p in ["/w/e2", "/w/e1"] {
+        a.create(p, b"", CreateMode::Ephemeral).await.unwrap();
+    }
+    a.create("/w/p", b"", CreateMode::Persistent).await.unwrap();
+    let mut mine = a.watch("/w").await.unwrap();
+    next_watch(&mut mine).await;
+    let mut theirs = observer.watch("/w").await.unwrap();
+    next_watch(&mut theirs).await;
+
+    s.server.expire_session(a.client_id());
+    // Others see the deletions, in path order.
+    assert_eq!(summary(&next_watch(&mut theirs).await), "deleted /w/e1");
+    assert_eq!(summary(&next_watch(&mut theirs).await), "deleted /w/e2");
+    // The client: Expired, a new session at once, and a resync of its watch.
+    assert_eq!(next_session(&mut session).await, SessionEvent::Expired);
+    assert_ne!(connected(&mut session).await, old);
+    assert_eq!(summary(&next_watch(&mut mine).await), "resync /w,/w/p");
+    assert!(nothing_pending(&mut mine) && nothing_pending(&mut theirs));
+    // The new session owns new ephemerals.
+    a.create("/w/e3", b"", CreateMode::Ephemeral).await.unwrap();
+    assert_eq!(summary(&next_watch(&mut mine).await), "created /w/e3 ");
+}
+
+#[tokio::test(start_paused = true)]
+async fn expiry_of_a_cut_client_reconnects_on_heal() {
+    let s = Setup::new();
+    let a = s.client();
+    let observer = s.client();
+    let mut session = a.session_events();
+    connected(&mut session).await;
+    a.create("/e", b"", CreateMode::Ephemeral).await.unwrap();
+    s.server.cut(a.client_id());
+    assert_eq!(next_session(&mut session).await, SessionEvent::Suspended);
+    s.server.expire_session(a.client_id());
+    assert_eq!(next_session(&mut session).await, SessionEvent::Expired);
+    assert!(!observer.exists("/e").await.unwrap());
+    tokio::time::sleep(SESSION * 2).await;
+    assert!(nothing_pending(&mut session), "no new session while cut");
+    s.server.heal(a.client_id());
+    connected(&mut session).await;
+    a.create("/e", b"", CreateMode::Ephemeral).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_operation_in_flight_across_an_expiry_fails_with_session_expired() {
+    let s = Setup::new();
+    let a = s.client();
+    let observer = s.client();
+    s.server.set_latency(a.client_id(), Duration::from_millis(100));
+    let pending = {
+        let a = a.clone();
+        tokio::spawn(async move { a.create("/e", b"", CreateMode::Ephemeral).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    s.server.expire_session(a.client_id());
+    let err = pending.await.unwrap().unwrap_err();
+    assert_eq!(err, RegistryError::SessionExpired { op: Op::Create, path: "/e".into() });
+    assert!(!observer.exists("/e").await.unwrap(), "never applied to the new session");
+    a.create("/e", b"", CreateMode::Ephemeral).await.unwrap();
+}
+
+// ---------------------------------------------------------------- latency
+
+#[tokio::test(start_paused = true)]
+async fn latency_delays_each_operation() {
+    let s = Setup::new();
+    let a = s.client();
+    let b = s.client();
+    s.server.set_latency(a.client_id(), Duration::from_millis(250));
+    let t0 = s.elapsed_ms();
+    a.create("/x", b"", CreateMode::Persistent).await.unwrap();
+    assert_eq!(s.elapsed_ms() - t0, 250);
+    a.get("/x").await.unwrap();
+    assert_eq!(s.elapsed_ms() - t0, 500);
+    let t1 = s.elapsed_ms();
+    b.get("/x").await.unwrap();
+    assert_eq!(s.elapsed_ms(), t1, "other clients are not delayed");
+    s.server.set_latency(a.client_id(), Duration::ZERO);
+    a.get("/x").await.unwrap();
+    assert_eq!(s.elapsed_ms(), t1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn delayed_operations_apply_in_issue_order_like_a_pipe() {
+    let s = Setup::new();
+    let a = s.client();
+    a.create("/n", b"0", CreateMode::Persistent).await.unwrap();
+    s.server.set_latency(a.client_id(), Duration::from_millis(100));
+    let t0 = s.elapsed_ms();
+    let (set, get, set2, get2) = tokio::join!(
+        a.set("/n", b"1", Some(0)),
+        a.get("/n"),
+        a.set("/n", b"2", Some(1)),
+        a.get("/n"),
+    );
+    assert_eq!((set.unwrap(), set2.unwrap()), (1, 2));
+    assert_eq!(get.unwrap().unwrap().data, b"1", "the read issued after the write sees it");
+    assert_eq!(get2.unwrap().unwrap().data, b"2");
+    assert_eq!(s.elapsed_ms() - t0, 100, "concurrent operations share one latency");
+}
+
+#[tokio::test(start_paused = true)]
+async fn latency_at_the_operation_timeout_fails_with_timeout_unapplied() {
+    let s = Setup::new();
+    let a = s.client();
+    let b = s.client();
+    s.server.set_latency(a.client_id(), OP_TIMEOUT);
+    let t0 = s.elapsed_ms();
+    let err = a.create("/x", b"", CreateMode::Persistent).await.unwrap_err();
+    assert_eq!(
+        err,
+        RegistryError::Timeout { op: Op::Create, path: "/x".into(), after: OP_TIMEOUT }
+    );
+    assert!(err.is_retryable());
+    assert_eq!(s.elapsed_ms() - t0, OP_TIMEOUT.as_millis() as i64);
+    assert!(!b.exists("/x").await.unwrap(), "not applied");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_during_the_latency_fails_the_operation() {
+    let s = Setup::new();
+    let a = s.client();
+    let b = s.client();
+    s.server.set_latency(a.client_id(), Duration::from_millis(100));
+    let pending = {
+        let a = a.clone();
+        tokio::spawn(async move { a.create("/x", b"", CreateMode::Persistent).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    s.server.cut(a.client_id());
+    let err = pending.await.unwrap().unwrap_err();
+    assert!(matches!(err, RegistryError::ConnectionLoss { .. }), "{err}");
+    assert!(!b.exists("/x").await.unwrap());
+}
+
+// ---------------------------------------------------------------- injected failures
+
+#[tokio::test(start_paused = true)]
+async fn fail_next_fails_exactly_k_operations_without_applying_them() {
+    let s = Setup::new();
+    let a = s.client();
+    let b = s.client();
+    let injected = RegistryError::ConnectionLoss { op: Op::Get, path: String::new() };
+    s.server.fail_next(a.client_id(), 2, injected);
+    let err = a.create("/x", b"", CreateMode::Persistent).await.unwrap_err();
+    assert_eq!(err, RegistryError::ConnectionLoss { op: Op::Create, path: "/x".into() });
+    let err = a.transaction(vec![TxnOp::create("/y", b"", CreateMode::Persistent)]).await;
+    assert_eq!(
+        err.unwrap_err(),
+        RegistryError::ConnectionLoss { op: Op::Transaction, path: "/y".into() }
+    );
+    assert!(!b.exists("/x").await.unwrap() && !b.exists("/y").await.unwrap());
+    a.create("/x", b"", CreateMode::Persistent).await.unwrap();
+
+    // Successive injections queue up, each with its own error.
+    s.server.fail_next(a.client_id(), 1, RegistryError::NoNode { op: Op::Get, path: "".into() });
+    s.server.fail_next(
+        a.client_id(),
+        1,
+        RegistryError::Backend {
+            backend: "mem",
+            op: Op::Get,
+            path: String::new(),
+            message: "injected".into(),
+            retryable: true,
+        },
+    );
+    assert!(matches!(a.get("/x").await, Err(RegistryError::NoNode { .. })));
+    assert!(matches!(
+        a.set("/x", b"", None).await,
+        Err(RegistryError::Backend { op: Op::Set, .. })
+    ));
+    assert!(a.get("/x").await.unwrap().is_some());
+}
+
+// ---------------------------------------------------------------- restart
+
+#[tokio::test(start_paused = true)]
+async fn restart_suspends_and_reconnects_everyone_losing_nothing() {
+    let s = Setup::new();
+    let a = s.client();
+    let b = s.client();
+    let cut_off = s.client();
+    a.create("/w/e", b"", CreateMode::Ephemeral).await.unwrap();
+    let mut sa = a.session_events();
+    let mut sb = b.session_events();
+    let mut sc = cut_off.session_events();
+    let ida = connected(&mut sa).await;
+    connected(&mut sb).await;
+    connected(&mut sc).await;
+    s.server.cut(cut_off.client_id());
+    assert_eq!(next_session(&mut sc).await, SessionEvent::Suspended);
+    let mut watch = b.watch("/w").await.unwrap();
+    next_watch(&mut watch).await;
+
+    s.server.restart();
+    for events in [&mut sa, &mut sb] {
+        assert_eq!(next_session(events).await, SessionEvent::Suspended);
+        assert_eq!(next_session(events).await, SessionEvent::Reconnected);
+    }
+    assert!(nothing_pending(&mut sc), "a cut client is already suspended");
+    assert_eq!(s.server.session_of(a.client_id()), Some(ida));
+    assert!(b.exists("/w/e").await.unwrap());
+    a.set("/w/e", b"x", None).await.unwrap();
+    assert_eq!(summary(&next_watch(&mut watch).await), "changed /w/e x v1", "no resync needed");
+}
+
+// ---------------------------------------------------------------- close and drop
+
+#[tokio::test(start_paused = true)]
+async fn close_ends_the_session_and_the_streams() {
+    let s = Setup::new();
+    let a = s.client();
+    let observer = s.client();
+    a.create("/e", b"", CreateMode::Ephemeral).await.unwrap();
+    let mut session = a.session_events();
+    connected(&mut session).await;
+    let mut watch = a.watch("/").await.unwrap();
+    next_watch(&mut watch).await;
+    a.close().await.unwrap();
+    assert!(!observer.exists("/e").await.unwrap());
+    assert_eq!(next_session(&mut session).await, SessionEvent::Closed);
+    assert_eq!(session.next().await, None);
+    assert_eq!(watch.next().await, None);
+    assert_eq!(
+        a.exists("/e").await.unwrap_err(),
+        RegistryError::Closed { op: Op::Exists, path: "/e".into() }
+    );
+    a.close().await.unwrap();
+    let mut late = a.session_events();
+    assert_eq!(late.next().await, Some(SessionEvent::Closed));
+    assert_eq!(late.next().await, None);
+    let info = s.server.sessions();
+    assert!(info.iter().any(|i| i.client == a.client_id() && i.closed && i.session.is_none()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn close_while_cut_leaves_the_session_to_its_deadline() {
+    let s = Setup::new();
+    let a = s.client();
+    let observer = s.client();
+    a.create("/e", b"", CreateMode::Ephemeral).await.unwrap();
+    s.server.cut(a.client_id());
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    a.close().await.unwrap();
+    assert!(observer.exists("/e").await.unwrap(), "the server never heard the close");
+    s.server.heal(a.client_id());
+    tokio::time::sleep(SESSION - Duration::from_secs(4) - Duration::from_millis(1)).await;
+    assert!(observer.exists("/e").await.unwrap());
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(!observer.exists("/e").await.unwrap(), "expired at the deadline of the cut");
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_every_handle_is_a_crash_the_session_outlives_by_its_timeout() {
+    let s = Setup::new();
+    let observer = s.client();
+    let a = s.client();
+    let id = a.client_id();
+    a.create("/e", b"", CreateMode::Ephemeral).await.unwrap();
+    let mut watch = a.watch("/").await.unwrap();
+    next_watch(&mut watch).await;
+    let clone = a.clone();
+    drop(a);
+    assert!(s.server.sessions().iter().any(|i| i.client == id && !i.closed), "a clone lives");
+    drop(clone);
+    assert_eq!(watch.next().await, None, "the crashed client's streams end");
+    tokio::time::sleep(SESSION - Duration::from_millis(1)).await;
+    assert!(observer.exists("/e").await.unwrap(), "the server still holds the session");
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(!observer.exists("/e").await.unwrap());
+    assert!(s.server.sessions().iter().all(|i| i.client != id), "the client is forgotten");
+}
+
+// ---------------------------------------------------------------- bookkeeping
+
+#[tokio::test(start_paused = true)]
+async fn sessions_and_operation_counts() {
+    let s = Setup::new();
+    let a = s.client();
+    let b = s.client();
+    a.create("/x", b"", CreateMode::Persistent).await.unwrap();
+    a.get("/x").await.unwrap();
+    let _w = b.watch("/").await.unwrap();
+    assert!(a.get("bad").await.is_err(), "rejected locally, not counted");
+    assert_eq!(s.server.operations(a.client_id()), Some(2));
+    assert_eq!(s.server.operations(b.client_id()), Some(1));
+    s.server.cut(b.client_id());
+    let info = s.server.sessions();
+    assert_eq!(info.len(), 2);
+    assert!(info[0].connected && info[0].session.is_some());
+    assert!(!info[1].connected && info[1].watches == 1);
+    assert!(info[0].session != info[1].session);
+}
+
+#[tokio::test(start_paused = true)]
+async fn namespaces_are_chroots() {
+    let s = Setup::new();
+    let root = s.server.connect(ConnectOptions::default()).unwrap();
+    let plain = s.server.connect(ConnectOptions::default().namespace("demo")).unwrap();
+    let slashed = s.server.connect(ConnectOptions::default().namespace("/demo")).unwrap();
+    plain.create("/job/config", b"c", CreateMode::Persistent).await.unwrap();
+    assert_eq!(slashed.get("/job/config").await.unwrap().unwrap().data, b"c");
+    assert!(root.exists("/demo/job/config").await.unwrap());
+    assert_eq!(plain.children("/").await.unwrap(), ["job"]);
+    let mut w = plain.watch("/").await.unwrap();
+    assert_eq!(summary(&next_watch(&mut w).await), "resync /,/job,/job/config");
+    assert!(matches!(
+        s.server.connect(ConnectOptions::default().namespace("a//b")),
+        Err(RegistryError::InvalidPath { .. })
+    ));
+    let seq = plain.create("/q/n-", b"", CreateMode::EphemeralSequential).await.unwrap();
+    assert_eq!(seq, "/q/n-0000000000", "sequential paths come back namespace-relative");
+    assert_eq!(s.server.snapshot().keys().filter(|k| k.starts_with("/demo")).count(), 5);
+}
