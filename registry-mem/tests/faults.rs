@@ -1,9 +1,12 @@
 //! The fault hooks of `MemServer`, one behaviour at a time, in virtual time.
 
+// Helpers outside `#[test]` fns are not covered by clippy.toml's allow-unwrap-in-tests.
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use shardcron_core::handles::{Clock, Handles};
 use shardcron_core::registry::{
     CoordinatorRegistry, CreateMode, Op, RegistryError, SessionEvent, SessionEvents, TxnOp,
@@ -59,8 +62,6 @@ async fn next_session(stream: &mut SessionEvents) -> SessionEvent {
 fn nothing_pending<S: futures::Stream + Unpin>(stream: &mut S) -> bool {
     stream.next().now_or_never().is_none()
 }
-
-use futures::FutureExt;
 
 fn summary(ev: &WatchEvent) -> String {
     match ev {
