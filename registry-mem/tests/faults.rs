@@ -58,9 +58,10 @@ async fn next_session(stream: &mut SessionEvents) -> SessionEvent {
         .expect("the session stream is open")
 }
 
-/// Nothing is delivered now (events are queued synchronously, so a poll tells).
+/// Nothing is delivered now (events are queued synchronously, so a poll tells). Unconstrained:
+/// tokio's cooperative budget could otherwise make a poll report `Pending` with events queued.
 fn nothing_pending<S: futures::Stream + Unpin>(stream: &mut S) -> bool {
-    stream.next().now_or_never().is_none()
+    tokio::task::unconstrained(stream.next()).now_or_never().is_none()
 }
 
 fn summary(ev: &WatchEvent) -> String {
