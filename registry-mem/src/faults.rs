@@ -37,6 +37,7 @@ impl MemServer {
     /// `Expired`, then a new session (`Connected`) and a `Resync` on each of its watches; at
     /// once if it is connected, else when [healed](Self::heal). No-op without a live session.
     pub fn expire_session(&self, client: ClientId) {
+        tracing::debug!(%client, "fault: expire session");
         self.shared.lock().expire(client);
     }
 
@@ -45,6 +46,7 @@ impl MemServer {
     /// the session timeout the session expires at that moment (see
     /// [`expire_session`](Self::expire_session)). No-op if already cut.
     pub fn cut(&self, client: ClientId) {
+        tracing::debug!(%client, "fault: cut");
         let now_ms = self.shared.handles.clock.now_ms();
         let deadline = self.shared.lock().cut(client, now_ms);
         if let Some(deadline) = deadline {
@@ -56,6 +58,7 @@ impl MemServer {
     /// order and then `Reconnected`; if it expired meanwhile, a new session opens (`Connected`)
     /// and every watch gets a `Resync` instead. No-op if not cut.
     pub fn heal(&self, client: ClientId) {
+        tracing::debug!(%client, "fault: heal");
         self.shared.lock().heal(client);
     }
 
@@ -63,6 +66,7 @@ impl MemServer {
     /// one client still apply in the order issued. A latency of at least the operation timeout
     /// makes operations fail with `Timeout` (after that timeout, without being applied).
     pub fn set_latency(&self, client: ClientId, latency: Duration) {
+        tracing::debug!(%client, ?latency, "fault: latency");
         if let Some(c) = self.shared.lock().clients.get_mut(&client) {
             c.latency = latency;
         }
@@ -75,6 +79,7 @@ impl MemServer {
         if count == 0 {
             return;
         }
+        tracing::debug!(%client, count, %error, "fault: fail next operations");
         if let Some(c) = self.shared.lock().clients.get_mut(&client) {
             c.failures.push_back((count, error));
         }
@@ -83,6 +88,7 @@ impl MemServer {
     /// Restarts the registry the way a ZooKeeper ensemble restarts: every connected client sees
     /// `Suspended` then `Reconnected`, and sessions, nodes and watches survive untouched.
     pub fn restart(&self) {
+        tracing::debug!("fault: registry restart");
         self.shared.lock().restart();
     }
 

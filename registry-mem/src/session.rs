@@ -262,6 +262,7 @@ impl State {
             .map(|(id, _)| *id)
             .collect();
         for id in due {
+            tracing::debug!(client = %id, "session deadline passed: expiring");
             self.expire(id);
         }
     }
