@@ -73,8 +73,8 @@ impl State {
 ///
 /// Cheap to clone: clones are the same server. Time, timers and tasks come from the [`Handles`]
 /// it is built with, so under paused tokio time (tests, the simulator) it runs in virtual time,
-/// deterministically. The fault hooks (in [`crate::faults`]) act on one client by its
-/// [`ClientId`].
+/// deterministically. The fault hooks ([`expire_session`](Self::expire_session),
+/// [`cut`](Self::cut), [`heal`](Self::heal), ...) act on one client by its [`ClientId`].
 #[derive(Clone)]
 pub struct MemServer {
     pub(crate) shared: Arc<Shared>,
