@@ -267,10 +267,3 @@ fn first_difference(a: &str, b: &str) -> String {
         b.lines().count()
     )
 }
-
-/// `cargo test -p shardcron-registry-mem --test determinism -- --ignored --nocapture` shows a run.
-#[test]
-#[ignore]
-fn print_log() {
-    println!("{}", run(1));
-}

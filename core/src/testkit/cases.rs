@@ -1044,13 +1044,15 @@ macro_rules! registry_behaviour_suite {
             registry_time_is_sane
         );
     };
-    (@cases [$(#[$attr:meta])*] ($backend:expr) $($case:ident)*) => {
-        $(
-            $(#[$attr])*
-            async fn $case() {
-                let backend = $backend;
-                $crate::testkit::cases::$case(&backend).await;
-            }
-        )*
+    // Two steps because the attributes repeat per case: `$attrs` travels as one token tree.
+    (@cases $attrs:tt ($backend:expr) $($case:ident)*) => {
+        $( $crate::registry_behaviour_suite!(@case $attrs ($backend) $case); )*
+    };
+    (@case [$(#[$attr:meta])*] ($backend:expr) $case:ident) => {
+        $(#[$attr])*
+        async fn $case() {
+            let backend = $backend;
+            $crate::testkit::cases::$case(&backend).await;
+        }
     };
 }
