@@ -8,10 +8,12 @@
 //! ## Layout
 //! - [`registry`]: the [`CoordinatorRegistry`](registry::CoordinatorRegistry) trait and its
 //!   contract, typed errors, paths, the latch and mutex recipes.
+//! - [`layout`]: the registry node layout of a job (DESIGN section 3), typed.
 //! - [`handles`]: clock, spawner and randomness handles (DESIGN section 6).
 //! - `testkit` (feature `testkit`): the registry behaviour suite every backend runs.
 
 pub mod handles;
+pub mod layout;
 pub mod registry;
 #[cfg(feature = "testkit")]
 pub mod testkit;

@@ -1,0 +1,260 @@
+//! The registry layout of a job (DESIGN section 3), shared with ElasticJob-Lite 3.x so that its
+//! operators and tools recognise it:
+//!
+//! ```text
+//! /{job}/config                         YAML job configuration
+//!       /instances/{ip}@-@{pid}      E  a live instance
+//!       /servers/{ip}                P  "" / ENABLED or DISABLED
+//!       /sharding/{n}/instance       P  owner instance id
+//!       /sharding/{n}/running        E  item n is running
+//!       /sharding/{n}/misfire        P  a fire was skipped while n ran
+//!       /sharding/{n}/disabled       P  item disabled by an operator
+//!       /sharding/{n}/failover       E  instance executing the failed-over item
+//!       /leader/election/instance    E  the leader's instance id
+//!       /leader/election/latch          the election's queue
+//!       /leader/sharding/necessary   P  reshard before the next fire
+//!       /leader/sharding/processing  E  the leader is resharding
+//!       /leader/failover/items/{n}   P  orphaned items waiting for a taker
+//!       /trigger/{instance}          P  one-shot manual trigger
+//!       /guarantee/{started,completed}/{n}
+//! ```
+//!
+//! Every path is built here ([`JobPaths`]) and every watched path is classified here
+//! ([`JobNode::parse`]): no module formats or string-matches registry paths by itself.
+
+use std::fmt;
+
+/// The paths of one job's nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobPaths {
+    root: String,
+}
+
+impl JobPaths {
+    /// The paths of job `job` (a name already validated as a path segment).
+    pub fn new(job: &str) -> Self {
+        JobPaths { root: format!("/{job}") }
+    }
+
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+    fn sub(&self, rest: impl fmt::Display) -> String {
+        format!("{}/{rest}", self.root)
+    }
+    pub fn config(&self) -> String {
+        self.sub("config")
+    }
+    pub fn instances(&self) -> String {
+        self.sub("instances")
+    }
+    pub fn instance(&self, instance: &str) -> String {
+        self.sub(format_args!("instances/{instance}"))
+    }
+    pub fn servers(&self) -> String {
+        self.sub("servers")
+    }
+    pub fn server(&self, ip: &str) -> String {
+        self.sub(format_args!("servers/{ip}"))
+    }
+    pub fn sharding(&self) -> String {
+        self.sub("sharding")
+    }
+    pub fn item(&self, item: u32) -> String {
+        self.sub(format_args!("sharding/{item}"))
+    }
+    pub fn item_node(&self, item: u32, node: ItemNode) -> String {
+        self.sub(format_args!("sharding/{item}/{}", node.name()))
+    }
+    pub fn leader_instance(&self) -> String {
+        self.sub("leader/election/instance")
+    }
+    pub fn election_latch(&self) -> String {
+        self.sub("leader/election/latch")
+    }
+    pub fn sharding_necessary(&self) -> String {
+        self.sub("leader/sharding/necessary")
+    }
+    pub fn sharding_processing(&self) -> String {
+        self.sub("leader/sharding/processing")
+    }
+    pub fn failover_items(&self) -> String {
+        self.sub("leader/failover/items")
+    }
+    pub fn failover_item(&self, item: u32) -> String {
+        self.sub(format_args!("leader/failover/items/{item}"))
+    }
+    pub fn triggers(&self) -> String {
+        self.sub("trigger")
+    }
+    pub fn trigger(&self, instance: &str) -> String {
+        self.sub(format_args!("trigger/{instance}"))
+    }
+    pub fn guarantee(&self, stage: GuaranteeStage, item: u32) -> String {
+        self.sub(format_args!("guarantee/{}/{item}", stage.name()))
+    }
+    pub fn guarantee_stage(&self, stage: GuaranteeStage) -> String {
+        self.sub(format_args!("guarantee/{}", stage.name()))
+    }
+}
+
+/// The per-item nodes under `sharding/{n}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ItemNode {
+    Instance,
+    Running,
+    Misfire,
+    Disabled,
+    Failover,
+}
+
+impl ItemNode {
+    pub const ALL: [ItemNode; 5] = [
+        ItemNode::Instance,
+        ItemNode::Running,
+        ItemNode::Misfire,
+        ItemNode::Disabled,
+        ItemNode::Failover,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ItemNode::Instance => "instance",
+            ItemNode::Running => "running",
+            ItemNode::Misfire => "misfire",
+            ItemNode::Disabled => "disabled",
+            ItemNode::Failover => "failover",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        ItemNode::ALL.into_iter().find(|n| n.name() == name)
+    }
+}
+
+/// The two stages of the distribute-once listeners.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GuaranteeStage {
+    Started,
+    Completed,
+}
+
+impl GuaranteeStage {
+    pub fn name(self) -> &'static str {
+        match self {
+            GuaranteeStage::Started => "started",
+            GuaranteeStage::Completed => "completed",
+        }
+    }
+}
+
+/// A classified node of a job's subtree.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum JobNode {
+    Root,
+    Config,
+    Instance(String),
+    Server(String),
+    Item(u32, ItemNode),
+    LeaderInstance,
+    ElectionLatch,
+    ShardingNecessary,
+    ShardingProcessing,
+    FailoverItem(u32),
+    Trigger(String),
+    Guarantee(GuaranteeStage, u32),
+    /// A directory node (`instances`, `sharding/3`, `leader/...`) or a node shardcron does not
+    /// use; carried so that callers can ignore it explicitly.
+    Other,
+}
+
+impl JobNode {
+    /// Splits a registry path into its job name and the classified node; `None` for the root.
+    pub fn parse(path: &str) -> Option<(&str, JobNode)> {
+        let rest = path.strip_prefix('/')?;
+        let mut parts = rest.split('/');
+        let job = parts.next().filter(|j| !j.is_empty())?;
+        let segments: Vec<&str> = parts.collect();
+        let item = |s: &str| s.parse::<u32>().ok().filter(|n| n.to_string() == s);
+        let node = match segments.as_slice() {
+            [] => JobNode::Root,
+            ["config"] => JobNode::Config,
+            ["instances", id] => JobNode::Instance((*id).to_owned()),
+            ["servers", ip] => JobNode::Server((*ip).to_owned()),
+            ["sharding", n, leaf] => match (item(n), ItemNode::parse(leaf)) {
+                (Some(n), Some(leaf)) => JobNode::Item(n, leaf),
+                _ => JobNode::Other,
+            },
+            ["leader", "election", "instance"] => JobNode::LeaderInstance,
+            ["leader", "election", "latch", ..] => JobNode::ElectionLatch,
+            ["leader", "sharding", "necessary"] => JobNode::ShardingNecessary,
+            ["leader", "sharding", "processing"] => JobNode::ShardingProcessing,
+            ["leader", "failover", "items", n] => {
+                item(n).map_or(JobNode::Other, JobNode::FailoverItem)
+            }
+            ["trigger", id] => JobNode::Trigger((*id).to_owned()),
+            ["guarantee", stage, n] => {
+                let stage = match *stage {
+                    "started" => Some(GuaranteeStage::Started),
+                    "completed" => Some(GuaranteeStage::Completed),
+                    _ => None,
+                };
+                match (stage, item(n)) {
+                    (Some(stage), Some(n)) => JobNode::Guarantee(stage, n),
+                    _ => JobNode::Other,
+                }
+            }
+            _ => JobNode::Other,
+        };
+        Some((job, node))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_path_parses_back() {
+        let p = JobPaths::new("billing");
+        let cases = [
+            (p.config(), JobNode::Config),
+            (p.instance("10.0.0.1@-@42"), JobNode::Instance("10.0.0.1@-@42".into())),
+            (p.server("10.0.0.1"), JobNode::Server("10.0.0.1".into())),
+            (p.item_node(7, ItemNode::Running), JobNode::Item(7, ItemNode::Running)),
+            (p.item_node(0, ItemNode::Failover), JobNode::Item(0, ItemNode::Failover)),
+            (p.leader_instance(), JobNode::LeaderInstance),
+            (p.sharding_necessary(), JobNode::ShardingNecessary),
+            (p.sharding_processing(), JobNode::ShardingProcessing),
+            (p.failover_item(3), JobNode::FailoverItem(3)),
+            (p.trigger("i1"), JobNode::Trigger("i1".into())),
+            (
+                p.guarantee(GuaranteeStage::Completed, 2),
+                JobNode::Guarantee(GuaranteeStage::Completed, 2),
+            ),
+            (p.root().to_owned(), JobNode::Root),
+        ];
+        for (path, node) in cases {
+            assert_eq!(JobNode::parse(&path), Some(("billing", node)), "{path}");
+        }
+        assert_eq!(p.instance("x"), "/billing/instances/x");
+        assert_eq!(p.item_node(1, ItemNode::Instance), "/billing/sharding/1/instance");
+    }
+
+    #[test]
+    fn unknown_and_directory_nodes_are_other() {
+        for path in [
+            "/j/sharding/1",
+            "/j/sharding/x/running",
+            "/j/sharding/01/running",
+            "/j/sharding/1/bogus",
+            "/j/leader",
+            "/j/instances",
+            "/j/guarantee/late/1",
+        ] {
+            assert_eq!(JobNode::parse(path), Some(("j", JobNode::Other)), "{path}");
+        }
+        assert_eq!(JobNode::parse("/"), None);
+        assert_eq!(JobNode::parse(""), None);
+    }
+}
