@@ -4,4 +4,5 @@
 //! grows) the job model, the Quartz cron schedule, the sharding strategies and the coordination
 //! services that run jobs across a cluster.
 
+pub mod config;
 pub mod sharding;
