@@ -132,13 +132,32 @@ impl Assignment {
     }
 }
 
-impl FromIterator<(String, Vec<u32>)> for Assignment {
-    fn from_iter<T: IntoIterator<Item = (String, Vec<u32>)>>(iter: T) -> Self {
-        let mut result = Self::new();
-        for (instance, items) in iter {
-            result.assign(&instance, items);
+/// Builds an assignment from `(instance, items)` pairs in any order; an instance listed twice
+/// gets the items of both entries. This is how the built-in strategies build their result: one
+/// sort of the ids and a bulk build of the map, instead of one tree insertion per instance.
+impl<S: Into<String>> FromIterator<(S, Vec<u32>)> for Assignment {
+    fn from_iter<T: IntoIterator<Item = (S, Vec<u32>)>>(iter: T) -> Self {
+        let mut pairs: Vec<(String, Vec<u32>)> = iter
+            .into_iter()
+            .map(|(id, items)| (id.into(), items))
+            .collect();
+        pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut merged: Vec<(String, Vec<u32>)> = Vec::with_capacity(pairs.len());
+        for (id, items) in pairs {
+            match merged.last_mut() {
+                Some((last, list)) if *last == id => list.extend(items),
+                _ => merged.push((id, items)),
+            }
         }
-        result
+        for (_, list) in &mut merged {
+            if !list.is_sorted() {
+                list.sort_unstable();
+            }
+        }
+        // Already sorted and unique: the map is built in one pass.
+        Self {
+            items: merged.into_iter().collect(),
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! [`ShardingStrategies`]: strategies by `jobShardingStrategyType`, built-ins plus custom ones.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use super::{
@@ -125,7 +125,8 @@ impl ShardingStrategies {
 
 /// Rejects empty and repeated instance ids, naming the first offender.
 pub fn check_instances(instances: &[&str]) -> Result<(), ShardingError> {
-    let mut seen = BTreeSet::new();
+    // Checked in input order, so the reported offender is deterministic whatever the hasher.
+    let mut seen = HashSet::with_capacity(instances.len());
     for (position, id) in instances.iter().enumerate() {
         if id.is_empty() {
             return Err(ShardingError::EmptyInstanceId { position });

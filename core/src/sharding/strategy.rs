@@ -147,9 +147,8 @@ fn average_allocation<'a>(
     count: usize,
     total_count: u32,
 ) -> Assignment {
-    let mut result = Assignment::new();
     if count == 0 {
-        return result;
+        return Assignment::new();
     }
     // u64 so `k * per` cannot overflow whatever the instance count; every value stays below
     // `total_count`, a u32, so the narrowing below is lossless.
@@ -157,10 +156,12 @@ fn average_allocation<'a>(
     let count = count as u64;
     let per = total / count;
     let remainder = total % count;
-    for (k, instance) in (0u64..).zip(ordered) {
-        let block = (k * per..(k + 1) * per).map(|item| item as u32);
-        let extra = (k < remainder).then_some((per * count + k) as u32);
-        result.assign(instance, block.chain(extra));
-    }
-    result
+    (0u64..)
+        .zip(ordered)
+        .map(|(k, instance)| {
+            let block = (k * per..(k + 1) * per).map(|item| item as u32);
+            let extra = (k < remainder).then_some((per * count + k) as u32);
+            (instance, block.chain(extra).collect::<Vec<u32>>())
+        })
+        .collect()
 }
