@@ -21,6 +21,10 @@ pub const DEFAULT_ERROR_HANDLER_TYPE: &str = "LOG";
 /// Fields not listed here (written by a newer ElasticJob or shardcron) are kept as they are and
 /// written back, so rewriting a config never loses them.
 ///
+/// Use [`from_yaml`](Self::from_yaml) and [`to_yaml`](Self::to_yaml) rather than the serde impls
+/// directly: those skip `jobExtraConfigurations` and unknown fields, which need the YAML-level
+/// handling in `yaml.rs`.
+///
 /// ```
 /// use shardcron_core::config::JobConfig;
 /// let mut config = JobConfig::new("orders", 3);
