@@ -1,0 +1,26 @@
+//! The subcommands, one module each. To add one: write `commands/<name>.rs` with an `Args`
+//! struct and a `run(&Args, &mut dyn Write) -> Result<(), CliError>`, then add a variant below.
+
+pub mod sharding;
+
+use std::io::Write;
+
+use clap::Subcommand;
+
+use crate::error::CliError;
+
+/// Every subcommand of `shardcron`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    #[command(about = sharding::ABOUT, long_about = sharding::LONG_ABOUT)]
+    Sharding(sharding::Args),
+}
+
+impl Command {
+    /// Runs the command, writing its result to `out`.
+    pub fn run(&self, out: &mut dyn Write) -> Result<(), CliError> {
+        match self {
+            Self::Sharding(args) => sharding::run(args, out),
+        }
+    }
+}
