@@ -71,7 +71,12 @@ impl Clock for TokioClock {
 
 /// Task spawning. The simulator needs every task on its own runtime; production uses tokio's.
 pub trait Spawner: Send + Sync + fmt::Debug {
+    /// Runs an async task to completion in the background.
     fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>);
+
+    /// Runs blocking code (a blocking job closure, a sync API) where it cannot stall the async
+    /// tasks. The simulator, which has no threads, may run it inline.
+    fn spawn_blocking(&self, task: Box<dyn FnOnce() + Send + 'static>);
 }
 
 /// Spawns on the ambient tokio runtime.
@@ -81,6 +86,10 @@ pub struct TokioSpawner;
 impl Spawner for TokioSpawner {
     fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {
         tokio::spawn(task);
+    }
+
+    fn spawn_blocking(&self, task: Box<dyn FnOnce() + Send + 'static>) {
+        tokio::task::spawn_blocking(task);
     }
 }
 
