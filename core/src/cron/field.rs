@@ -234,7 +234,7 @@ fn parse_field(field: CronField, text: &str) -> Result<Parsed, CronError> {
             kind,
         };
         let upper = element.to_ascii_uppercase();
-        match parse_element(field, &upper).map_err(fail)? {
+        match parse_element(field, &upper, element).map_err(fail)? {
             Element::Values(values) => {
                 for v in values {
                     set.insert(stored(field, v));
@@ -263,6 +263,8 @@ enum Element {
 /// A tiny cursor over the upper-cased ASCII bytes of one element.
 struct Cursor<'a> {
     bytes: &'a [u8],
+    /// The element as written, for naming an unexpected character in its original case.
+    original: &'a str,
     pos: usize,
 }
 
@@ -302,16 +304,17 @@ impl Cursor<'_> {
     }
 
     /// Fails on anything left over.
-    fn end(&self, text: &str) -> Result<(), FieldErrorKind> {
+    fn end(&self) -> Result<(), FieldErrorKind> {
         match self.peek() {
             None => Ok(()),
-            Some(_) => Err(self.unexpected(text)),
+            Some(_) => Err(self.unexpected()),
         }
     }
 
-    /// The error for the character at the cursor (which may be non-ASCII, hence `text`).
-    fn unexpected(&self, text: &str) -> FieldErrorKind {
-        let c = text
+    /// The error for the character at the cursor (which may be non-ASCII).
+    fn unexpected(&self) -> FieldErrorKind {
+        let c = self
+            .original
             .get(self.pos..)
             .and_then(|rest| rest.chars().next())
             .unwrap_or(' ');
@@ -368,9 +371,11 @@ fn step_value(field: CronField, cursor: &mut Cursor<'_>) -> Result<u32, FieldErr
         .ok_or(FieldErrorKind::StepTooLarge { step, max })
 }
 
-fn parse_element(field: CronField, text: &str) -> Result<Element, FieldErrorKind> {
+/// `upper` is the element upper-cased (ASCII only, so byte positions match `original`).
+fn parse_element(field: CronField, upper: &str, original: &str) -> Result<Element, FieldErrorKind> {
     let mut cursor = Cursor {
-        bytes: text.as_bytes(),
+        bytes: upper.as_bytes(),
+        original,
         pos: 0,
     };
     let is_dom = field == CronField::DayOfMonth;
@@ -383,7 +388,7 @@ fn parse_element(field: CronField, text: &str) -> Result<Element, FieldErrorKind
                 return Err(FieldErrorKind::NotAllowedInField('?'));
             }
             cursor.pos += 1;
-            cursor.end(text)?;
+            cursor.end()?;
             Ok(Element::Special(Parsed::Unspecified, '?'))
         }
         Some(b'*') | Some(b'/') => {
@@ -394,7 +399,7 @@ fn parse_element(field: CronField, text: &str) -> Result<Element, FieldErrorKind
             } else {
                 1
             };
-            cursor.end(text)?;
+            cursor.end()?;
             Ok(Element::Values(stepped(lo, hi, step)))
         }
         Some(b'L') if is_dom => {
@@ -408,7 +413,7 @@ fn parse_element(field: CronField, text: &str) -> Result<Element, FieldErrorKind
                 offset = n as u32; // <= 30
             }
             let weekday = cursor.eat(b'W');
-            cursor.end(text)?;
+            cursor.end()?;
             if weekday && offset >= 28 {
                 return Err(FieldErrorKind::LastOffsetWeekdayUnsupported(u64::from(
                     offset,
@@ -419,13 +424,13 @@ fn parse_element(field: CronField, text: &str) -> Result<Element, FieldErrorKind
         Some(b'L') if is_dow => {
             // `L` alone in day-of-week is Saturday, the last day of the week.
             cursor.pos += 1;
-            cursor.end(text)?;
+            cursor.end()?;
             Ok(Element::Special(Parsed::Set(single(7)), 'L'))
         }
         Some(b'L') => Err(FieldErrorKind::NotAllowedInField('L')),
         Some(b) if b.is_ascii_digit() => {
             let start = in_range(field, cursor.number().unwrap_or(0))?;
-            parse_after_start(field, text, &mut cursor, start, false)
+            parse_after_start(field, &mut cursor, start, false)
         }
         Some(b) if b.is_ascii_alphabetic() => {
             let word = cursor.word().to_owned();
@@ -433,25 +438,24 @@ fn parse_element(field: CronField, text: &str) -> Result<Element, FieldErrorKind
                 return Err(FieldErrorKind::NamesNotAllowed);
             }
             if let Some(v) = name_value(field, &word) {
-                return parse_after_start(field, text, &mut cursor, v, true);
+                return parse_after_start(field, &mut cursor, v, true);
             }
             // `FRIL`: a name run together with `L` (last Friday), as Quartz reads it.
             if is_dow && word.len() == 4 && word.ends_with('L') {
                 if let Some(v) = name_value(field, &word[..3]) {
-                    cursor.end(text)?;
+                    cursor.end()?;
                     return Ok(Element::Special(Parsed::LastOfWeekday(v), 'L'));
                 }
             }
             Err(FieldErrorKind::UnknownName(word))
         }
-        Some(_) => Err(cursor.unexpected(text)),
+        Some(_) => Err(cursor.unexpected()),
     }
 }
 
 /// What may follow the first value (number or name) of an element.
 fn parse_after_start(
     field: CronField,
-    text: &str,
     cursor: &mut Cursor<'_>,
     start: u32,
     is_name: bool,
@@ -492,7 +496,7 @@ fn parse_after_start(
             if cursor.peek() == Some(b'W') && field == CronField::DayOfMonth {
                 return Err(FieldErrorKind::WeekdayNeedsSingleDay);
             }
-            cursor.end(text)?;
+            cursor.end()?;
             range_values(field, start, end, step).map(Element::Values)
         }
         Some(b'/') => {
@@ -504,7 +508,7 @@ fn parse_after_start(
             if cursor.peek() == Some(b'W') && field == CronField::DayOfMonth {
                 return Err(FieldErrorKind::WeekdayNeedsSingleDay);
             }
-            cursor.end(text)?;
+            cursor.end()?;
             // `a/n`: from a up to the field's maximum.
             Ok(Element::Values(stepped(start, hi, step)))
         }
@@ -513,12 +517,12 @@ fn parse_after_start(
                 return Err(FieldErrorKind::NotAllowedInField('W'));
             }
             cursor.pos += 1;
-            cursor.end(text)?;
+            cursor.end()?;
             Ok(Element::Special(Parsed::NearestWeekday(start), 'W'))
         }
         Some(b'L') if field == CronField::DayOfWeek => {
             cursor.pos += 1;
-            cursor.end(text)?;
+            cursor.end()?;
             Ok(Element::Special(Parsed::LastOfWeekday(start), 'L'))
         }
         Some(b'#') => {
@@ -527,14 +531,14 @@ fn parse_after_start(
             }
             cursor.pos += 1;
             let nth = cursor.number().ok_or(FieldErrorKind::NthOutOfRange(0))?;
-            cursor.end(text)?;
+            cursor.end()?;
             if !(1..=5).contains(&nth) {
                 return Err(FieldErrorKind::NthOutOfRange(nth));
             }
             Ok(Element::Special(Parsed::Nth(start, nth as u32), '#'))
         }
         Some(b'L') if field != CronField::DayOfMonth => Err(FieldErrorKind::NotAllowedInField('L')),
-        Some(_) => Err(cursor.unexpected(text)),
+        Some(_) => Err(cursor.unexpected()),
     }
 }
 
