@@ -3,18 +3,20 @@
 //! The heart of shardcron, a framework for distributed, sharded, fault-tolerant cron jobs: the
 //! registry contract every backend implements, the injected time/randomness/spawning handles that
 //! let the same code run in production and in the simulator, the job configuration, the sharding
-//! strategies, and (as the project grows) the Quartz cron schedule and the coordination services.
+//! strategies, the Quartz cron schedule, and (as the project grows) the coordination services.
 //!
 //! ## Layout
 //! - [`registry`]: the [`CoordinatorRegistry`](registry::CoordinatorRegistry) trait and its
 //!   contract, typed errors, paths, the latch and mutex recipes.
 //! - [`layout`]: the registry node layout of a job (DESIGN section 3), typed.
 //! - [`config`]: [`JobConfig`](config::JobConfig), ElasticJob-compatible YAML, validation.
+//! - [`cron`]: Quartz-compatible cron schedules with time zones and DST as Quartz 2.3 does them.
 //! - [`sharding`]: the pure sharding strategies (AVG_ALLOCATION, ODEVITY, ROUND_ROBIN, custom).
 //! - [`handles`]: clock, spawner and randomness handles (DESIGN section 6).
 //! - `testkit` (feature `testkit`): the registry behaviour suite every backend runs.
 
 pub mod config;
+pub mod cron;
 pub mod handles;
 pub mod layout;
 pub mod registry;

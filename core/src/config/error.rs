@@ -111,12 +111,19 @@ pub enum ConfigError {
         known: String,
     },
     /// `cron` (with `timeZone`) is not a valid Quartz schedule.
-    // cron: produced once core::cron lands and JobConfig::validate calls CronSchedule::parse.
     #[error("cron: {expression:?} is not a valid Quartz cron expression: {reason}")]
     Cron {
         /// The configured expression.
         expression: String,
-        /// The cron parser's explanation (field and rule, or the bad time zone).
+        /// The cron parser's explanation (field and rule).
+        reason: String,
+    },
+    /// `timeZone` names no known zone.
+    #[error("timeZone: {reason}")]
+    TimeZone {
+        /// The configured zone id.
+        zone: String,
+        /// The zone parser's explanation, with the expected forms.
         reason: String,
     },
 }
@@ -137,6 +144,7 @@ impl ConfigError {
             Self::UnknownShardingStrategy { .. } => Some("jobShardingStrategyType"),
             Self::UnknownErrorHandler { .. } => Some("jobErrorHandlerType"),
             Self::Cron { .. } => Some("cron"),
+            Self::TimeZone { .. } => Some("timeZone"),
         }
     }
 }

@@ -391,14 +391,26 @@ fn custom_types_validate_when_known() {
 }
 
 #[test]
-fn cron_error_message_is_ready_for_core_cron() {
-    let err = ConfigError::Cron {
-        expression: "0 0 25 * * ?".into(),
-        reason: "hours: 25 is outside 0-23".into(),
-    };
-    assert_eq!(
-        err.to_string(),
-        "cron: \"0 0 25 * * ?\" is not a valid Quartz cron expression: hours: 25 is outside 0-23"
-    );
-    assert_eq!(err.field(), Some("cron"));
+fn bad_cron_and_time_zone_are_rejected_with_their_field() {
+    let mut config = JobConfig::new("job", 2);
+    config.cron = Some("0 0 25 * * ?".into());
+    let err = config.validate().unwrap_err();
+    assert_eq!(err.field(), Some("cron"), "{err}");
+    let message = err.to_string();
+    assert!(message.starts_with("cron: \"0 0 25 * * ?\" is not a valid Quartz cron expression: "));
+    assert!(message.contains("hour"), "the reason names the field: {message}");
+
+    config.cron = Some("0/5 * * * * ?".into());
+    config.time_zone = Some("Mars/Olympus".into());
+    let err = config.validate().unwrap_err();
+    assert_eq!(err.field(), Some("timeZone"), "{err}");
+    assert!(err.to_string().contains("Mars/Olympus"), "{err}");
+
+    // A one-off job (no cron) still gets its time zone checked.
+    config.cron = None;
+    assert_eq!(config.validate().unwrap_err().field(), Some("timeZone"));
+
+    config.time_zone = Some("GMT+08:00".into());
+    config.cron = Some("0 0 12 ? * WED".into());
+    config.validate().unwrap();
 }

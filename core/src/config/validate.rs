@@ -1,5 +1,6 @@
 //! Validation of a [`JobConfig`]: each rule names its field.
 
+use crate::cron::{CronSchedule, JobTimeZone};
 use std::collections::BTreeSet;
 
 use super::{ConfigError, JobConfig};
@@ -62,7 +63,7 @@ impl JobConfig {
 
     /// Checks every field, returning the first violation, in this order: `jobName`,
     /// `shardingTotalCount`, `shardingItemParameters`, `jobShardingStrategyType`,
-    /// `jobErrorHandlerType`, `cron`.
+    /// `jobErrorHandlerType`, `timeZone`, `cron`.
     ///
     /// A config without cron is a valid one-off job. `maxTimeDiffSeconds` and
     /// `reconcileIntervalMinutes` accept any value, as in ElasticJob (negative: check off,
@@ -85,10 +86,19 @@ impl JobConfig {
                 known: join(&known.error_handlers),
             });
         }
-        // cron: wired in when core::cron lands. For `Some(expression) = self.cron_expression()`,
-        // call `crate::cron::CronSchedule::parse(expression, time_zone)` and map its error to
-        // `ConfigError::Cron { expression, reason: err.to_string() }`. One-off jobs (no cron)
-        // skip the check.
+        let time_zone = self.time_zone.as_deref().unwrap_or("");
+        if !time_zone.is_empty() {
+            JobTimeZone::parse(time_zone).map_err(|e| ConfigError::TimeZone {
+                zone: time_zone.to_string(),
+                reason: e.to_string(),
+            })?;
+        }
+        if let Some(expression) = self.cron_expression() {
+            CronSchedule::parse(expression, time_zone).map_err(|e| ConfigError::Cron {
+                expression: expression.to_string(),
+                reason: e.to_string(),
+            })?;
+        }
         Ok(())
     }
 }
