@@ -66,7 +66,9 @@
 //! - `W` in a list or after a range (Quartz applies it to the first day only, or drops it);
 //! - out-of-range values Quartz lets through (`0W`, `9#3`), years outside 1970-2099;
 //! - `L-` without its number (Quartz reads `LW` for `L-W`), `LW` in day-of-week;
-//! - `L-28W` to `L-30W`, for which Quartz never returns from the search in February.
+//! - `L-28W` to `L-30W`, for which Quartz never returns from the search in February;
+//! - `L` in seconds, minutes, hours, month or year, which Quartz accepts and then throws on (or,
+//!   in the year field, never fires).
 //!
 //! Other differences:
 //! - The search ends after 2099. Quartz's end is 100 years after the current date, which would
