@@ -37,6 +37,7 @@ const DELIBERATE: &[&str] = &[
     "0 0 0 L-30W * ?",      // likewise
     "0 0 0 ? * 5L3",        // trailing characters after `5L`
     "0 0 12 ? * L-2",       // Quartz reads L (Saturday) and ignores `-2`
+    "0 0 0 1 1 ? L",        // `L` as a year: Quartz accepts it and never fires
 ];
 
 fn fixture() -> String {

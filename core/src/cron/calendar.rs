@@ -153,11 +153,7 @@ impl<'z> LenientCalendar<'z> {
         let month = (self.month - 1).rem_euclid(12) + 1;
         let days = days_from_civil(year, month, 1) + self.day - 1;
         let wall = days * SECONDS_PER_DAY + self.hour * 3600 + self.minute * 60 + self.second;
-        let resolved = self.zone.wall_to_instant(wall).and_then(|instant| {
-            let offset = self.zone.offset_at(instant)?;
-            Some((instant, instant + i64::from(offset)))
-        });
-        match resolved {
+        match self.zone.resolve_wall(wall) {
             Some((instant, local)) => {
                 self.instant = instant;
                 self.load_wall(local);

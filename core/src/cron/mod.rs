@@ -57,19 +57,31 @@
 //!
 //! # Where we differ from Quartz 2.3, on purpose
 //! Quartz's parser accepts some text by accident and gives it a meaning nobody would choose;
-//! these are rejected with an error instead (each is tested against real Quartz in
-//! `tests/cron_quartz_fixture.rs`):
-//! - characters after a value (`5-10x`, `MONDAY`, which Quartz reads as `MON`), empty list
-//!   elements (`1,,2`), more than 7 fields;
-//! - a step after a name (`MON/2`, `JAN-JUN/2`: Quartz ignores the step), a step of 0, a step
-//!   larger than the field in a range (`0-59/60`), `W` in a list or after a range;
+//! these are rejected with an error instead (each is recorded against real Quartz in
+//! `tests/quartz-oracle/fixture.tsv` and listed in `tests/cron_quartz_fixture.rs`):
+//! - characters after a value (`5-10x`; `MONDAY`, which Quartz reads as `MON`; `L-2` in
+//!   day-of-week, read as `L`; `?x`), empty list elements (`1,,2`), more than 7 fields;
+//! - a step after a name (`MON/2`, `JAN-JUN/2`: Quartz ignores the step), a step of 0 (Quartz:
+//!   `*/0` is `*`, `5/0` is `5`), a step larger than the field in a range (`0-59/60`);
+//! - `W` in a list or after a range (Quartz applies it to the first day only, or drops it);
 //! - out-of-range values Quartz lets through (`0W`, `9#3`), years outside 1970-2099;
-//! - `L-28W` to `L-30W`, for which Quartz never returns from the search in February.
+//! - `L-` without its number (Quartz reads `LW` for `L-W`), `LW` in day-of-week;
+//! - `L-28W` to `L-30W`, for which Quartz never returns from the search in February;
+//! - `L` in seconds, minutes, hours, month or year, which Quartz accepts and then throws on (or,
+//!   in the year field, never fires).
 //!
-//! Other differences: the search ends after 2099 (Quartz: 100 years after the current date,
-//! which would make answers depend on the clock); unknown zone ids are an error (Java silently
-//! uses GMT); a candidate `W` day in the very second the search starts counts as not yet past
-//! (Quartz decides that with the milliseconds of its own wall clock, see `schedule.rs`).
+//! Other differences:
+//! - The search ends after 2099. Quartz's end is 100 years after the current date, which would
+//!   make answers depend on the clock.
+//! - Unknown zone ids are an error; Java silently uses GMT.
+//! - Whether a candidate `W` day in the very second the search starts is already past: Quartz
+//!   decides it with the milliseconds of its own wall clock (only when `after` is not a whole
+//!   second); we say it is not, so that fire is not skipped (see `schedule.rs`).
+//! - Where Quartz loops for ever, we give up after a bounded search and answer `None`: the
+//!   only such case left after the parser's checks is a `W`/`LW` day that the zone skips
+//!   entirely (Pacific/Apia, 30 December 2011). A scheduler using Quartz would hang there.
+//! - A search starting before 1970 answers from 1970. Quartz, asked about an instant before
+//!   the year 99, answers in the year 99 (its set of years holds its `*` marker, 99).
 //!
 //! # Why our own parser and search
 //! The `cron` crate and `croner` implement cron, not Quartz: neither reproduces Quartz's

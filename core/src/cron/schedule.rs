@@ -21,7 +21,7 @@ use super::zone::JobTimeZone;
 /// A Quartz cron expression bound to a time zone: answers "when is the next fire after this
 /// instant?" exactly as Quartz 2.3 does (see the [module docs](super) for the rules and the few
 /// deliberate differences).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CronSchedule {
     expression: String,
     zone: JobTimeZone,

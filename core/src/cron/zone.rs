@@ -124,32 +124,41 @@ impl JobTimeZone {
     }
 
     /// The instant (epoch seconds) that a wall-clock time (seconds since 1970-01-01T00:00 on the
-    /// zone's local time line) stands for, resolved the way Java's `GregorianCalendar` does it,
+    /// zone's local time line) stands for, together with the wall time of that instant (which
+    /// differs from `wall` only in a gap). Resolved the way Java's `GregorianCalendar` does it,
     /// because that is what Quartz's search is built on:
     /// - a time that exists once maps to that instant;
     /// - a time repeated when clocks go back maps to its *later* instant (Java's ZoneInfo takes the
     ///   offset in force after the transition);
     /// - a time skipped when clocks go forward is read with the offset in force *before* the gap,
     ///   so 02:30 in a 02:00->03:00 gap becomes 03:30.
-    pub(crate) fn wall_to_instant(&self, wall: i64) -> Option<i64> {
+    ///
+    /// One zone lookup in the common case, which is what the search does most.
+    pub(crate) fn resolve_wall(&self, wall: i64) -> Option<(i64, i64)> {
         let tz = match self.rules {
-            Rules::Fixed(offset) => return Some(wall - i64::from(offset)),
+            Rules::Fixed(offset) => return Some((wall - i64::from(offset), wall)),
             Rules::Iana(tz) => tz,
         };
         let naive = naive_from_seconds(wall)?;
-        let offsets = tz.offset_from_local_datetime(&naive);
-        if let Some(offset) = later_offset(offsets) {
-            return Some(wall - offset);
+        if let Some(offset) = later_offset(tz.offset_from_local_datetime(&naive)) {
+            return Some((wall - offset, wall));
         }
         // In a gap: walk back in half-hour steps to the last wall time before the gap and take its
         // offset. Gaps are at most a day long (Pacific/Apia skipped 2011-12-30), hence 49 steps.
         for step in 1..=49_i64 {
             let before = naive_from_seconds(wall - step * 1800)?;
             if let Some(offset) = later_offset(tz.offset_from_local_datetime(&before)) {
-                return Some(wall - offset);
+                let instant = wall - offset;
+                return Some((instant, instant + i64::from(self.offset_at(instant)?)));
             }
         }
         None
+    }
+
+    /// Just the instant of [`JobTimeZone::resolve_wall`].
+    #[cfg(test)]
+    pub(crate) fn wall_to_instant(&self, wall: i64) -> Option<i64> {
+        self.resolve_wall(wall).map(|(instant, _)| instant)
     }
 }
 

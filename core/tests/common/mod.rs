@@ -28,6 +28,8 @@ pub enum Answer {
     Rejected,
     /// Quartz did not return within the oracle's time limit.
     Timeout,
+    /// Quartz accepted the expression, then threw from the search.
+    Crash,
 }
 
 /// Parses a five-column oracle output line; `None` for comments and blank lines.
@@ -52,6 +54,7 @@ fn parse_columns(line: &str) -> Result<(Case, Answer), String> {
     let answer = match answer {
         "error" => Answer::Rejected,
         "timeout" => Answer::Timeout,
+        "crash" => Answer::Crash,
         _ => {
             let list =
                 answer.strip_prefix("ok:").ok_or_else(|| format!("{line:?}: unknown answer"))?;
@@ -91,7 +94,8 @@ pub fn compare(case: &Case, answer: &Answer, deliberate: bool) -> Result<(), Str
         shardcron_core::cron::JobTimeZone::utc().format_rfc3339(case.after).unwrap_or_default()
     );
     match (answer, ours) {
-        (Answer::Rejected, Err(_)) => Ok(()),
+        (Answer::Rejected | Answer::Crash, Err(_)) => Ok(()),
+        (Answer::Crash, Ok(_)) => Err(format!("{head}: Quartz fails on it, we accept it")),
         (Answer::Rejected, Ok(_)) => Err(format!("{head}: Quartz rejects it, we accept it")),
         // Quartz never answered (it loops for ever on some inputs). We must not pretend to
         // know better: either the expression is rejected, or our chain of answers stops short

@@ -5,6 +5,7 @@ import java.nio.charset.StandardCharsets;
 import java.text.ParseException;
 import java.util.Date;
 import java.util.TimeZone;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -24,6 +25,7 @@ import org.quartz.CronExpression;
  *                    fewer when Quartz returns null (the schedule ended)
  *     error          Quartz rejected the expression (ParseException)
  *     timeout        Quartz did not answer within two seconds (it can loop for ever on some inputs)
+ *     crash          Quartz accepted the expression but threw while searching (e.g. `L` in month)
  *
  * An empty TIME_ZONE means UTC (shardcron's rule; Quartz itself would use the JVM default).
  * Build and run: javac -cp /usr/share/java/quartz2.jar -d OUT QuartzOracle.java
@@ -57,6 +59,8 @@ public final class QuartzOracle {
             String result;
             try {
                 result = answer.get(2, TimeUnit.SECONDS);
+            } catch (ExecutionException e) {
+                result = "crash";
             } catch (TimeoutException e) {
                 answer.cancel(true);
                 // The stuck thread cannot be stopped; replace the worker so later cases still run.
