@@ -1,7 +1,7 @@
 //! # shardcron
 //!
-//! The shardcron command-line tool. Today it answers "which instance runs which item?"
-//! (`shardcron sharding`); later commands inspect cron schedules and run workers.
+//! The shardcron command-line tool: "when does this cron fire?" (`shardcron cron next`) and
+//! "which instance runs which item?" (`shardcron sharding`); later commands run workers.
 //!
 //! # Layout
 //! - `commands/`: one module per subcommand, each with its clap `Args` and a `run` function;

@@ -1,6 +1,7 @@
 //! The subcommands, one module each. To add one: write `commands/<name>.rs` with an `Args`
 //! struct and a `run(&Args, &mut dyn Write) -> Result<(), CliError>`, then add a variant below.
 
+pub mod cron;
 pub mod sharding;
 
 use std::io::Write;
@@ -12,6 +13,8 @@ use crate::error::CliError;
 /// Every subcommand of `shardcron`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    #[command(about = cron::ABOUT)]
+    Cron(cron::Args),
     #[command(about = sharding::ABOUT, long_about = sharding::LONG_ABOUT)]
     Sharding(sharding::Args),
 }
@@ -20,6 +23,7 @@ impl Command {
     /// Runs the command, writing its result to `out`.
     pub fn run(&self, out: &mut dyn Write) -> Result<(), CliError> {
         match self {
+            Self::Cron(args) => cron::run(args, out),
             Self::Sharding(args) => sharding::run(args, out),
         }
     }
