@@ -167,7 +167,7 @@ fn invalid_input_exits_2_with_one_line() {
         ),
         (
             shardcron(&[]),
-            "'shardcron' requires a subcommand but one was not provided [subcommands: sharding, \
+            "'shardcron' requires a subcommand but one was not provided [subcommands: cron, sharding, \
              help]",
         ),
         (shardcron(&["bogus"]), "unrecognized subcommand 'bogus'"),
