@@ -12,10 +12,13 @@
 //! - [`config`]: [`JobConfig`](config::JobConfig), ElasticJob-compatible YAML, validation.
 //! - [`sharding`]: the pure sharding strategies (AVG_ALLOCATION, ODEVITY, ROUND_ROBIN, custom).
 //! - [`handles`]: clock, spawner and randomness handles (DESIGN section 6).
+//! - [`job`]: job kinds (simple, dataflow, script), the executor of one fire, listeners and
+//!   error handlers.
 //! - `testkit` (feature `testkit`): the registry behaviour suite every backend runs.
 
 pub mod config;
 pub mod handles;
+pub mod job;
 pub mod layout;
 pub mod registry;
 pub mod sharding;
