@@ -67,6 +67,9 @@ mod failure;
 mod kinds;
 mod listener;
 
+#[cfg(test)]
+mod tests;
+
 pub use context::{ExecutionSource, FireInfo, ShardingContext, TaskId};
 pub use error::JobError;
 pub use error_handler::{
