@@ -1,9 +1,17 @@
 //! What the module logs, captured with a minimal `tracing` subscriber.
+//!
+//! Scoped subscribers (`with_default`) race with other test threads on tracing's global
+//! per-callsite interest cache: a callsite first hit on a thread without a subscriber can stay
+//! disabled for the scoped one, and events go missing now and then. So one global subscriber is
+//! installed for the whole test binary, always interested, and records into a thread-local sink
+//! that only these tests set. They run on current-thread runtimes, so every event of the fire
+//! under test is emitted on the test's thread.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
@@ -20,15 +28,44 @@ struct Captured {
     fields: BTreeMap<String, String>,
 }
 
-#[derive(Clone, Default)]
+type Sink = Arc<Mutex<Vec<Captured>>>;
+
+thread_local! {
+    static SINK: RefCell<Option<Sink>> = const { RefCell::new(None) };
+}
+
+/// Captures the events of the current thread until dropped.
 struct Capture {
-    events: Arc<Mutex<Vec<Captured>>>,
-    next_span: Arc<AtomicU64>,
+    events: Sink,
 }
 
 impl Capture {
+    fn start() -> Self {
+        static INSTALL: Once = Once::new();
+        INSTALL.call_once(|| {
+            tracing::subscriber::set_global_default(GlobalCapture::default())
+                .expect("no other global subscriber in this test binary");
+            // A callsite that was registering on another thread while the subscriber was
+            // installed may have cached "never"; recompute every callsite's interest.
+            tracing::callsite::rebuild_interest_cache();
+        });
+        let events = Sink::default();
+        SINK.with(|sink| *sink.borrow_mut() = Some(Arc::clone(&events)));
+        Capture { events }
+    }
+
+    fn all(&self) -> Vec<Captured> {
+        self.events.lock().clone()
+    }
+
     fn at(&self, level: Level) -> Vec<Captured> {
-        self.events.lock().iter().filter(|event| event.level == level).cloned().collect()
+        self.all().into_iter().filter(|event| event.level == level).collect()
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        SINK.with(|sink| *sink.borrow_mut() = None);
     }
 }
 
@@ -44,13 +81,18 @@ impl Visit for Fields<'_> {
     }
 }
 
-impl Subscriber for Capture {
+#[derive(Default)]
+struct GlobalCapture {
+    next_span: AtomicU64,
+}
+
+impl Subscriber for GlobalCapture {
     fn enabled(&self, _: &Metadata<'_>) -> bool {
         true
     }
 
     fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(self.next_span.fetch_add(1, Ordering::SeqCst) + 1)
+        Id::from_u64(self.next_span.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
     fn record(&self, _: &Id, _: &Record<'_>) {}
@@ -58,9 +100,10 @@ impl Subscriber for Capture {
     fn record_follows_from(&self, _: &Id, _: &Id) {}
 
     fn event(&self, event: &Event<'_>) {
+        let Some(sink) = SINK.with(|sink| sink.borrow().clone()) else { return };
         let mut fields = BTreeMap::new();
         event.record(&mut Fields(&mut fields));
-        self.events.lock().push(Captured { level: *event.metadata().level(), fields });
+        sink.lock().push(Captured { level: *event.metadata().level(), fields });
     }
 
     fn enter(&self, _: &Id) {}
@@ -74,14 +117,12 @@ fn fields(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 #[test]
 fn log_logs_at_error_level_with_job_item_and_error() {
-    let capture = Capture::default();
+    let capture = Capture::start();
     let failure = JobFailure::Error("boom".into());
-    tracing::subscriber::with_default(capture.clone(), || {
-        LogErrorHandler.handle("orders", Some(3), &failure);
-        LogErrorHandler.handle("orders", None, &failure);
-    });
+    LogErrorHandler.handle("orders", Some(3), &failure);
+    LogErrorHandler.handle("orders", None, &failure);
     assert_eq!(
-        capture.events.lock().clone(),
+        capture.all(),
         [
             Captured {
                 level: Level::ERROR,
@@ -107,13 +148,11 @@ fn log_logs_at_error_level_with_job_item_and_error() {
 
 #[test]
 fn throw_and_ignore_log_nothing() {
-    let capture = Capture::default();
+    let capture = Capture::start();
     let failure = JobFailure::Panicked("x".into());
-    tracing::subscriber::with_default(capture.clone(), || {
-        ThrowErrorHandler.handle("orders", Some(1), &failure);
-        IgnoreErrorHandler.handle("orders", Some(1), &failure);
-    });
-    assert!(capture.events.lock().is_empty());
+    ThrowErrorHandler.handle("orders", Some(1), &failure);
+    IgnoreErrorHandler.handle("orders", Some(1), &failure);
+    assert!(capture.all().is_empty());
 }
 
 struct PanicsBefore;
@@ -127,8 +166,7 @@ impl JobListener for PanicsBefore {
 
 #[tokio::test(start_paused = true)]
 async fn a_fire_logs_failures_and_listener_panics_at_error_level() {
-    let capture = Capture::default();
-    let _guard = tracing::subscriber::set_default(capture.clone());
+    let capture = Capture::start();
     let job = Job::from_fn(|ctx: ShardingContext| async move {
         if ctx.item == 1 {
             return Err("bad row".into());
