@@ -13,11 +13,14 @@
 //! - [`cron`]: Quartz-compatible cron schedules with time zones and DST as Quartz 2.3 does them.
 //! - [`sharding`]: the pure sharding strategies (AVG_ALLOCATION, ODEVITY, ROUND_ROBIN, custom).
 //! - [`handles`]: clock, spawner and randomness handles (DESIGN section 6).
+//! - [`job`]: job kinds (simple, dataflow, script), the executor of one fire, listeners and
+//!   error handlers.
 //! - `testkit` (feature `testkit`): the registry behaviour suite every backend runs.
 
 pub mod config;
 pub mod cron;
 pub mod handles;
+pub mod job;
 pub mod layout;
 pub mod registry;
 pub mod sharding;

@@ -1,0 +1,314 @@
+//! What one item of one fire knows about itself: [`ShardingContext`], [`FireInfo`], [`TaskId`].
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::JobError;
+use crate::config::{ConfigError, JobConfig};
+
+/// The separator ElasticJob uses inside task ids and instance ids.
+const SEP: &str = "@-@";
+
+/// Why a fire happens. Shown in the [`TaskId`] and handed to listeners.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ExecutionSource {
+    /// A scheduled fire from the cron.
+    Normal,
+    /// The catch-up run of a fire that was skipped because items were still running.
+    Misfire,
+    /// Items of a crashed instance, taken over by this one.
+    Failover,
+    /// An operator's trigger (`trigger/{instance}`) or a one-off job's run.
+    Manual,
+}
+
+impl ExecutionSource {
+    /// Every source, in declaration order.
+    pub const ALL: [ExecutionSource; 4] =
+        [Self::Normal, Self::Misfire, Self::Failover, Self::Manual];
+
+    /// The execution type written in a [`TaskId`]: `READY` (ElasticJob's name for a normal
+    /// fire), `MISFIRE`, `FAILOVER` or `MANUAL`.
+    pub fn task_type(self) -> &'static str {
+        match self {
+            Self::Normal => "READY",
+            Self::Misfire => "MISFIRE",
+            Self::Failover => "FAILOVER",
+            Self::Manual => "MANUAL",
+        }
+    }
+
+    /// The source whose [`task_type`](Self::task_type) is `task_type`.
+    pub fn from_task_type(task_type: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|source| source.task_type() == task_type)
+    }
+}
+
+impl fmt::Display for ExecutionSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.task_type())
+    }
+}
+
+/// One fire of a job on this instance: what listeners see and what task ids are made of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FireInfo {
+    /// The job's name.
+    pub job_name: String,
+    /// This instance's id (`{ip}@-@{pid}`, plus a suffix in the simulator).
+    pub instance: String,
+    /// The scheduled fire time in epoch milliseconds; the same on every instance for one fire.
+    pub fire_time_ms: i64,
+    /// Why the job fires.
+    pub source: ExecutionSource,
+    /// The items this instance runs in this fire, ascending.
+    pub items: Vec<u32>,
+}
+
+impl FireInfo {
+    /// The task id every item of this fire carries; see [`TaskId`].
+    pub fn task_id(&self) -> TaskId {
+        let mut items = self.items.clone();
+        items.sort_unstable();
+        items.dedup();
+        TaskId {
+            job_name: self.job_name.clone(),
+            items,
+            source: self.source,
+            instance: self.instance.clone(),
+            fire_time_ms: self.fire_time_ms,
+        }
+    }
+
+    /// One context per item of this fire, with the job and item parameters of `config`, fencing
+    /// token 0 and fresh cancellation tokens (the runtime then sets both with
+    /// [`ShardingContext::with_fencing`]).
+    ///
+    /// Fails when `config`'s `shardingTotalCount` or `shardingItemParameters` is invalid; a
+    /// validated config never fails.
+    pub fn contexts(&self, config: &JobConfig) -> Result<Vec<ShardingContext>, ConfigError> {
+        let parameters = config.item_parameters()?;
+        // item_parameters() succeeded, so the count is at least 1 and fits a u32.
+        let total = u32::try_from(config.sharding_total_count).unwrap_or(0);
+        let job_parameter = config.job_parameter.as_deref().unwrap_or("");
+        let task_id = self.task_id();
+        let task_id_text = task_id.to_string();
+        Ok(task_id
+            .items
+            .into_iter()
+            .map(|item| {
+                let item_parameter = parameters.get(&item).map(String::as_str).unwrap_or("");
+                ShardingContext::with_task_id(
+                    self,
+                    task_id_text.clone(),
+                    total,
+                    job_parameter,
+                    item,
+                    item_parameter,
+                )
+            })
+            .collect())
+    }
+}
+
+/// What a job's code gets for one item of one fire.
+///
+/// Its JSON form (the last argument of a script job) keeps ElasticJob's field names, so scripts
+/// written for ElasticJob read it unchanged, and adds shardcron's fire time and fencing token:
+///
+/// ```json
+/// {"jobName":"orders","taskId":"orders@-@0,1@-@READY@-@10.0.0.1@-@42@-@1700000000000",
+///  "shardingTotalCount":3,"jobParameter":"p","shardingItem":1,"shardingParameter":"B",
+///  "fireTimeMs":1700000000000,"fencingToken":7}
+/// ```
+///
+/// The cancellation token is not part of it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardingContext {
+    /// The job's name.
+    pub job_name: String,
+    /// The fire's task id (the same for every item of one fire on one instance); see [`TaskId`].
+    pub task_id: String,
+    /// `shardingTotalCount` of the job's config.
+    pub sharding_total_count: u32,
+    /// `jobParameter` of the job's config; empty when unset.
+    pub job_parameter: String,
+    /// The item, in `0..sharding_total_count`. ElasticJob's `shardingItem`.
+    #[serde(rename = "shardingItem")]
+    pub item: u32,
+    /// The item's entry in `shardingItemParameters`; empty when none. ElasticJob's
+    /// `shardingParameter`.
+    #[serde(rename = "shardingParameter")]
+    pub item_parameter: String,
+    /// The scheduled fire time in epoch milliseconds; the same on every instance for one fire.
+    pub fire_time_ms: i64,
+    /// Grows every time the item changes owner. A job writing to an external system can pass it
+    /// along so that system rejects writes from an owner that has since been replaced (an
+    /// instance cut off from the registry may not know yet that it lost the item).
+    pub fencing_token: u64,
+    /// Fires when this instance may have lost the item (session suspended or expired, job
+    /// removed, shutdown deadline). Long-running jobs should check it and stop early; a job that
+    /// returns an error after it fired is reported as cancelled, not failed.
+    #[serde(skip)]
+    pub cancellation: CancellationToken,
+}
+
+impl ShardingContext {
+    /// The context of `item` in `fire`, with fencing token 0 and a fresh cancellation token.
+    pub fn new(
+        fire: &FireInfo,
+        sharding_total_count: u32,
+        job_parameter: impl Into<String>,
+        item: u32,
+        item_parameter: impl Into<String>,
+    ) -> Self {
+        let task_id = fire.task_id().to_string();
+        Self::with_task_id(fire, task_id, sharding_total_count, job_parameter, item, item_parameter)
+    }
+
+    fn with_task_id(
+        fire: &FireInfo,
+        task_id: String,
+        sharding_total_count: u32,
+        job_parameter: impl Into<String>,
+        item: u32,
+        item_parameter: impl Into<String>,
+    ) -> Self {
+        ShardingContext {
+            job_name: fire.job_name.clone(),
+            task_id,
+            sharding_total_count,
+            job_parameter: job_parameter.into(),
+            item,
+            item_parameter: item_parameter.into(),
+            fire_time_ms: fire.fire_time_ms,
+            fencing_token: 0,
+            cancellation: CancellationToken::new(),
+        }
+    }
+
+    /// Sets the item's fencing token and the token that cancels it.
+    pub fn with_fencing(mut self, fencing_token: u64, cancellation: CancellationToken) -> Self {
+        self.fencing_token = fencing_token;
+        self.cancellation = cancellation;
+        self
+    }
+
+    /// True once the runtime asked this item to stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancellation.is_cancelled()
+    }
+
+    /// The context as JSON (the form script jobs receive).
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+}
+
+/// A task id: which fire of which job ran which items where.
+///
+/// Format: `{job}@-@{items}@-@{type}@-@{instance}@-@{fire_ms}`, e.g.
+/// `orders@-@0,2@-@READY@-@10.0.0.1@-@4242@-@1700000000000`: items ascending and
+/// comma-separated, `type` one of [`ExecutionSource::task_type`], the instance id (itself
+/// `{ip}@-@{pid}`), and the scheduled fire time in epoch milliseconds. Up to the instance this is
+/// ElasticJob-Lite's task id (`{job}@-@{items}@-@READY@-@{ip}@-@{pid}`), so log searches that
+/// work there work here; the fire time makes it unique per fire.
+///
+/// ```
+/// use shardcron_core::job::{ExecutionSource, TaskId};
+/// let id: TaskId = "orders@-@0,2@-@FAILOVER@-@10.0.0.1@-@4242@-@1700000000000".parse()?;
+/// assert_eq!(id.items, [0, 2]);
+/// assert_eq!(id.source, ExecutionSource::Failover);
+/// assert_eq!(id.instance, "10.0.0.1@-@4242");
+/// assert_eq!(id.to_string(), "orders@-@0,2@-@FAILOVER@-@10.0.0.1@-@4242@-@1700000000000");
+/// # Ok::<(), shardcron_core::job::JobError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TaskId {
+    /// The job's name.
+    pub job_name: String,
+    /// The items of the fire on this instance, ascending.
+    pub items: Vec<u32>,
+    /// Why the job fired.
+    pub source: ExecutionSource,
+    /// The instance id.
+    pub instance: String,
+    /// The scheduled fire time in epoch milliseconds.
+    pub fire_time_ms: i64,
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{SEP}", self.job_name)?;
+        for (index, item) in self.items.iter().enumerate() {
+            if index > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{item}")?;
+        }
+        write!(
+            f,
+            "{SEP}{}{SEP}{}{SEP}{}",
+            self.source.task_type(),
+            self.instance,
+            self.fire_time_ms
+        )
+    }
+}
+
+impl FromStr for TaskId {
+    type Err = JobError;
+
+    /// Parses the format above. Job names and instance ids may themselves contain `@-@`; the
+    /// job name ends at the first `@-@{items}@-@{type}@-@` that follows it.
+    fn from_str(text: &str) -> Result<Self, JobError> {
+        let invalid = |reason: &str| JobError::InvalidTaskId {
+            task_id: text.to_string(),
+            reason: reason.to_string(),
+        };
+        let parts: Vec<&str> = text.split(SEP).collect();
+        let (fire, head) = parts.split_last().ok_or_else(|| invalid("it is empty"))?;
+        let fire_time_ms = fire
+            .parse::<i64>()
+            .map_err(|_| invalid("the last part is not a fire time in epoch milliseconds"))?;
+        // Find the items and type parts: the first position after a non-empty job name where an
+        // items list is followed by a known type and at least one instance part.
+        let split = (1..head.len().saturating_sub(2))
+            .find_map(|at| {
+                if at == 1 && head[0].is_empty() {
+                    return None; // an empty job name
+                }
+                let items = parse_items(head[at])?;
+                let source = ExecutionSource::from_task_type(head[at + 1])?;
+                Some((at, items, source))
+            })
+            .ok_or_else(|| {
+                invalid(
+                    "expected {job}@-@{items}@-@{READY|MISFIRE|FAILOVER|MANUAL}@-@{instance}@-@{fire_ms} \
+                     with items ascending and comma-separated",
+                )
+            })?;
+        let (at, items, source) = split;
+        Ok(TaskId {
+            job_name: head[..at].join(SEP),
+            items,
+            source,
+            instance: head[at + 2..].join(SEP),
+            fire_time_ms,
+        })
+    }
+}
+
+/// `0,1,5` → `[0, 1, 5]`, `` → `[]`; `None` unless a strictly ascending list of numbers.
+fn parse_items(text: &str) -> Option<Vec<u32>> {
+    if text.is_empty() {
+        return Some(Vec::new());
+    }
+    let items: Vec<u32> =
+        text.split(',').map(|item| item.parse::<u32>().ok()).collect::<Option<_>>()?;
+    items.windows(2).all(|pair| pair[0] < pair[1]).then_some(items)
+}

@@ -1,0 +1,361 @@
+//! [`Executor`]: runs one fire of a job on this instance: listeners, items in parallel, error
+//! handling, report.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+use super::failure::panic_message;
+use super::{
+    ErrorDisposition, FireInfo, Job, JobError, JobErrorHandler, JobFailure, JobListener,
+    LogErrorHandler, ShardingContext,
+};
+use crate::config::{ConfigError, JobConfig};
+use crate::handles::Handles;
+
+/// One fire to run on this instance.
+#[derive(Debug)]
+pub struct FireRequest {
+    /// The fire; its `items` should list the items of `contexts`.
+    pub info: FireInfo,
+    /// One context per item to run. Run in item order; a repeated item runs once.
+    pub contexts: Vec<ShardingContext>,
+    /// At most this many items run at once; `0` means no limit.
+    pub max_parallel_items: usize,
+}
+
+impl FireRequest {
+    /// A request with one context per item of `info`, built from `config` by
+    /// [`FireInfo::contexts`] (fencing tokens 0, fresh cancellation tokens).
+    pub fn from_config(
+        info: FireInfo,
+        config: &JobConfig,
+        max_parallel_items: usize,
+    ) -> Result<Self, ConfigError> {
+        let contexts = info.contexts(config)?;
+        Ok(FireRequest { info, contexts, max_parallel_items })
+    }
+}
+
+/// How one item of a fire ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ItemOutcome {
+    /// The job's code returned successfully.
+    Completed,
+    /// It failed or panicked; the job's error handler has seen it.
+    Failed(JobFailure),
+    /// Its cancellation fired before it started, or it stopped because of it.
+    Cancelled,
+}
+
+/// When an item ran, read from the injected clock (epoch milliseconds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ItemTiming {
+    /// When its task started.
+    pub started_ms: i64,
+    /// When its code ended.
+    pub finished_ms: i64,
+}
+
+/// What happened in one fire on this instance. Ordered by item, so equal runs give equal
+/// reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FireReport {
+    /// The job's name.
+    pub job_name: String,
+    /// When the fire started (before the listeners), from the injected clock.
+    pub started_ms: i64,
+    /// When it ended (after the last item, before the after-listeners).
+    pub finished_ms: i64,
+    /// How each item ended.
+    pub items: BTreeMap<u32, ItemOutcome>,
+    /// When each item that started ran. Items cancelled before starting, and items whose task
+    /// was lost, have none.
+    pub timings: BTreeMap<u32, ItemTiming>,
+    /// The failure of the lowest item whose failure the error handler raised.
+    pub raised: Option<JobFailure>,
+    /// Every item whose failure the error handler raised, ascending.
+    pub raised_items: Vec<u32>,
+}
+
+impl FireReport {
+    fn new(job_name: &str, started_ms: i64) -> Self {
+        FireReport {
+            job_name: job_name.to_string(),
+            started_ms,
+            finished_ms: started_ms,
+            items: BTreeMap::new(),
+            timings: BTreeMap::new(),
+            raised: None,
+            raised_items: Vec::new(),
+        }
+    }
+
+    /// True when every item completed.
+    pub fn all_completed(&self) -> bool {
+        self.items.values().all(|outcome| *outcome == ItemOutcome::Completed)
+    }
+
+    /// The items that completed, ascending.
+    pub fn completed_items(&self) -> Vec<u32> {
+        self.items_where(|outcome| matches!(outcome, ItemOutcome::Completed))
+    }
+
+    /// The items that failed or panicked, ascending.
+    pub fn failed_items(&self) -> Vec<u32> {
+        self.items_where(|outcome| matches!(outcome, ItemOutcome::Failed(_)))
+    }
+
+    /// The items that were cancelled, ascending.
+    pub fn cancelled_items(&self) -> Vec<u32> {
+        self.items_where(|outcome| matches!(outcome, ItemOutcome::Cancelled))
+    }
+
+    /// The raised failure as an error for the runtime to return, if the error handler raised one.
+    pub fn raised_error(&self) -> Option<JobError> {
+        let item = *self.raised_items.first()?;
+        let failure = self.raised.clone()?;
+        Some(JobError::Raised { job_name: self.job_name.clone(), item, failure })
+    }
+
+    fn items_where(&self, keep: impl Fn(&ItemOutcome) -> bool) -> Vec<u32> {
+        self.items.iter().filter(|(_, outcome)| keep(outcome)).map(|(item, _)| *item).collect()
+    }
+}
+
+/// Runs fires: listeners, items in parallel through the injected spawner, the error handler,
+/// the report.
+///
+/// One executor per job is the intended use (listeners and the error handler are per job, as in
+/// ElasticJob); it is cheap (a few `Arc`s) and cloning it shares them.
+///
+/// # A fire
+/// 1. Every listener's `before_job_executed`, in registration order.
+/// 2. The items, in item order, each on its own task ([`Spawner::spawn`]), at most
+///    `max_parallel_items` at a time. An item whose cancellation fired while it waited for a
+///    slot does not start and is reported cancelled. A panic in an item is caught and reported
+///    as [`JobFailure::Panicked`]; it never reaches the runtime.
+/// 3. Each failed item goes to the error handler as it ends; [`ErrorDisposition::Raise`] marks
+///    it raised in the report.
+/// 4. Every listener's `after_job_executed` with the report.
+///
+/// A request without contexts returns an empty report at once and calls no listener.
+///
+/// Dropping the future of [`run`](Self::run) does not stop items that already started (they
+/// are detached tasks); stop them through their cancellation tokens.
+///
+/// [`Spawner::spawn`]: crate::handles::Spawner::spawn
+#[derive(Clone)]
+pub struct Executor {
+    handles: Handles,
+    listeners: Vec<Arc<dyn JobListener>>,
+    error_handler: Arc<dyn JobErrorHandler>,
+}
+
+impl Executor {
+    /// An executor with no listeners and the `LOG` error handler.
+    pub fn new(handles: Handles) -> Self {
+        Executor { handles, listeners: Vec::new(), error_handler: Arc::new(LogErrorHandler) }
+    }
+
+    /// Adds a listener, called after the ones added before it.
+    pub fn with_listener(mut self, listener: Arc<dyn JobListener>) -> Self {
+        self.listeners.push(listener);
+        self
+    }
+
+    /// Replaces the error handler (e.g. with one from
+    /// [`ErrorHandlers::resolve`](super::ErrorHandlers::resolve)).
+    pub fn with_error_handler(mut self, handler: Arc<dyn JobErrorHandler>) -> Self {
+        self.error_handler = handler;
+        self
+    }
+
+    /// The handles items are spawned and timed with.
+    pub fn handles(&self) -> &Handles {
+        &self.handles
+    }
+
+    /// The error handler.
+    pub fn error_handler(&self) -> &Arc<dyn JobErrorHandler> {
+        &self.error_handler
+    }
+
+    /// Runs one fire of `job` and reports how each item ended. Never panics because of the job,
+    /// its listeners or its error handler.
+    pub async fn run(&self, job: &Job, request: FireRequest) -> FireReport {
+        let FireRequest { info, contexts, max_parallel_items } = request;
+        let span = tracing::info_span!(
+            "fire",
+            job = %info.job_name,
+            instance = %info.instance,
+            fire_ms = info.fire_time_ms,
+            source = %info.source,
+        );
+        self.run_fire(job, info, contexts, max_parallel_items).instrument(span).await
+    }
+
+    async fn run_fire(
+        &self,
+        job: &Job,
+        info: FireInfo,
+        contexts: Vec<ShardingContext>,
+        max_parallel_items: usize,
+    ) -> FireReport {
+        let mut report = FireReport::new(&info.job_name, self.handles.clock.now_ms());
+        let contexts = in_item_order(contexts);
+        if contexts.is_empty() {
+            return report;
+        }
+        self.notify_before(&info).await;
+
+        let limit = if max_parallel_items == 0 { contexts.len() } else { max_parallel_items };
+        let mut waiting = contexts.into_iter();
+        let mut running = FuturesUnordered::new();
+        loop {
+            while running.len() < limit {
+                let Some(ctx) = waiting.next() else { break };
+                if ctx.is_cancelled() {
+                    tracing::debug!(item = ctx.item, "item cancelled before it started");
+                    report.items.insert(ctx.item, ItemOutcome::Cancelled);
+                    continue;
+                }
+                running.push(self.spawn_item(job, ctx));
+            }
+            let Some((item, ended)) = running.next().await else { break };
+            let outcome = match ended {
+                Ok(ended) => {
+                    report.timings.insert(item, ended.timing);
+                    ended.outcome
+                }
+                Err(_) => ItemOutcome::Failed(JobFailure::Lost(
+                    "the item's task was dropped before it ran to its end".to_string(),
+                )),
+            };
+            tracing::debug!(item, outcome = ?outcome, "item ended");
+            if let ItemOutcome::Failed(failure) = &outcome {
+                if self.dispose(&info.job_name, item, failure) == ErrorDisposition::Raise {
+                    report.raised_items.push(item);
+                }
+            }
+            report.items.insert(item, outcome);
+        }
+        report.raised_items.sort_unstable();
+        report.raised = report.raised_items.first().and_then(|item| match report.items.get(item) {
+            Some(ItemOutcome::Failed(failure)) => Some(failure.clone()),
+            _ => None,
+        });
+        report.finished_ms = self.handles.clock.now_ms();
+
+        self.notify_after(&info, &report).await;
+        report
+    }
+
+    /// Starts `ctx`'s item on its own task; the returned future yields its end.
+    fn spawn_item(
+        &self,
+        job: &Job,
+        ctx: ShardingContext,
+    ) -> impl Future<Output = (u32, Result<ItemEnd, oneshot::error::RecvError>)> {
+        let item = ctx.item;
+        let (sender, receiver) = oneshot::channel();
+        let runner = Arc::clone(job.runner());
+        let handles = self.handles.clone();
+        let task = async move {
+            let started_ms = handles.clock.now_ms();
+            let outcome = match AssertUnwindSafe(runner.run(ctx, &handles)).catch_unwind().await {
+                Ok(outcome) => outcome,
+                Err(payload) => ItemOutcome::Failed(JobFailure::Panicked(panic_message(&*payload))),
+            };
+            let timing = ItemTiming { started_ms, finished_ms: handles.clock.now_ms() };
+            // The receiver is gone only if the fire itself was dropped; nobody is left to tell.
+            let _ = sender.send(ItemEnd { outcome, timing });
+        };
+        let span = tracing::info_span!("item", item);
+        self.handles.spawner.spawn(Box::pin(task.instrument(span)));
+        receiver.map(move |ended| (item, ended))
+    }
+
+    /// Hands a failure to the error handler. A panicking handler counts as `LOG`.
+    fn dispose(&self, job_name: &str, item: u32, failure: &JobFailure) -> ErrorDisposition {
+        let handle = || self.error_handler.handle(job_name, Some(item), failure);
+        match catch_unwind(AssertUnwindSafe(handle)) {
+            Ok(disposition) => disposition,
+            Err(payload) => {
+                tracing::error!(
+                    job = job_name,
+                    item,
+                    error = %failure,
+                    handler = self.error_handler.type_name(),
+                    panic = %panic_message(&*payload),
+                    "the error handler panicked; the failure is logged here instead",
+                );
+                ErrorDisposition::Continue
+            }
+        }
+    }
+
+    async fn notify_before(&self, info: &FireInfo) {
+        for (index, listener) in self.listeners.iter().enumerate() {
+            let call = AssertUnwindSafe(listener.before_job_executed(info));
+            if let Err(payload) = call.catch_unwind().await {
+                log_listener_panic(index, "before_job_executed", &*payload);
+            }
+        }
+    }
+
+    async fn notify_after(&self, info: &FireInfo, report: &FireReport) {
+        for (index, listener) in self.listeners.iter().enumerate() {
+            let call = AssertUnwindSafe(listener.after_job_executed(info, report));
+            if let Err(payload) = call.catch_unwind().await {
+                log_listener_panic(index, "after_job_executed", &*payload);
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Executor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Executor")
+            .field("handles", &self.handles)
+            .field("listeners", &self.listeners.len())
+            .field("error_handler", &self.error_handler)
+            .finish()
+    }
+}
+
+/// What an item's task sends back.
+struct ItemEnd {
+    outcome: ItemOutcome,
+    timing: ItemTiming,
+}
+
+/// The contexts sorted by item, repeated items dropped (the first kept).
+fn in_item_order(mut contexts: Vec<ShardingContext>) -> Vec<ShardingContext> {
+    contexts.sort_by_key(|ctx| ctx.item);
+    let mut seen = BTreeSet::new();
+    contexts.retain(|ctx| {
+        let first = seen.insert(ctx.item);
+        if !first {
+            tracing::warn!(item = ctx.item, "item listed twice in one fire; it runs once");
+        }
+        first
+    });
+    contexts
+}
+
+fn log_listener_panic(index: usize, method: &str, payload: &(dyn std::any::Any + Send)) {
+    tracing::error!(
+        listener = index,
+        method,
+        panic = %panic_message(payload),
+        "a job listener panicked; the fire goes on",
+    );
+}

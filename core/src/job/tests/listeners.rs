@@ -1,0 +1,131 @@
+//! Listeners: once per fire, around the items, isolated from each other's panics.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+
+use super::*;
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+struct Recording {
+    name: &'static str,
+    log: Log,
+}
+
+#[async_trait]
+impl JobListener for Recording {
+    async fn before_job_executed(&self, fire: &FireInfo) {
+        tokio::time::sleep(Duration::from_millis(1)).await; // listeners may wait
+        self.log.lock().push(format!(
+            "{} before {} {:?} {} {}",
+            self.name, fire.job_name, fire.items, fire.source, fire.instance
+        ));
+    }
+
+    async fn after_job_executed(&self, fire: &FireInfo, report: &FireReport) {
+        self.log.lock().push(format!(
+            "{} after {:?} completed {:?} failed {:?}",
+            self.name,
+            fire.items,
+            report.completed_items(),
+            report.failed_items()
+        ));
+    }
+}
+
+struct Panicking;
+
+#[async_trait]
+impl JobListener for Panicking {
+    async fn before_job_executed(&self, _fire: &FireInfo) {
+        panic!("before listener bug");
+    }
+
+    async fn after_job_executed(&self, _fire: &FireInfo, _report: &FireReport) {
+        tokio::task::yield_now().await;
+        panic!("after listener bug");
+    }
+}
+
+/// Uses neither hook: both default to doing nothing.
+struct Silent;
+
+impl JobListener for Silent {}
+
+fn logging_job(log: &Log) -> Job {
+    let log = Arc::clone(log);
+    Job::from_fn(move |ctx: ShardingContext| {
+        let log = Arc::clone(&log);
+        async move {
+            tokio::time::sleep(Duration::from_millis(u64::from(ctx.item) + 1)).await;
+            log.lock().push(format!("item {}", ctx.item));
+            if ctx.item == 2 {
+                return Err("no".into());
+            }
+            Ok(())
+        }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn listeners_run_once_per_fire_around_the_items_in_registration_order() {
+    let log = Log::default();
+    let executor = Executor::new(handles())
+        .with_listener(Arc::new(Recording { name: "a", log: Arc::clone(&log) }))
+        .with_listener(Arc::new(Silent))
+        .with_listener(Arc::new(Recording { name: "b", log: Arc::clone(&log) }));
+    let job = logging_job(&log);
+
+    executor.run(&job, request(&[0, 2], 3, 0)).await;
+    let mut second = request(&[1], 3, 0);
+    second.info.source = ExecutionSource::Misfire;
+    executor.run(&job, second).await;
+
+    assert_eq!(
+        log.lock().clone(),
+        [
+            "a before orders [0, 2] READY 10.0.0.1@-@4242",
+            "b before orders [0, 2] READY 10.0.0.1@-@4242",
+            "item 0",
+            "item 2",
+            "a after [0, 2] completed [0] failed [2]",
+            "b after [0, 2] completed [0] failed [2]",
+            "a before orders [1] MISFIRE 10.0.0.1@-@4242",
+            "b before orders [1] MISFIRE 10.0.0.1@-@4242",
+            "item 1",
+            "a after [1] completed [1] failed []",
+            "b after [1] completed [1] failed []",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_listener_breaks_neither_the_fire_nor_the_other_listeners() {
+    let log = Log::default();
+    let executor = Executor::new(handles())
+        .with_listener(Arc::new(Panicking))
+        .with_listener(Arc::new(Recording { name: "b", log: Arc::clone(&log) }));
+    let report = executor.run(&logging_job(&log), request(&[0, 1], 2, 0)).await;
+    assert_eq!(report.completed_items(), [0, 1]);
+    assert_eq!(
+        log.lock().clone(),
+        [
+            "b before orders [0, 1] READY 10.0.0.1@-@4242",
+            "item 0",
+            "item 1",
+            "b after [0, 1] completed [0, 1] failed []",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fire_without_items_calls_no_listener() {
+    let log = Log::default();
+    let executor = Executor::new(handles())
+        .with_listener(Arc::new(Recording { name: "a", log: Arc::clone(&log) }));
+    executor.run(&logging_job(&log), request(&[], 2, 0)).await;
+    assert!(log.lock().is_empty());
+}

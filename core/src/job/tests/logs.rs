@@ -1,0 +1,189 @@
+//! What the module logs, captured with a minimal `tracing` subscriber.
+//!
+//! Scoped subscribers (`with_default`) race with other test threads on tracing's global
+//! per-callsite interest cache: a callsite first hit on a thread without a subscriber can stay
+//! disabled for the scoped one, and events go missing now and then. So one global subscriber is
+//! installed for the whole test binary, always interested, and records into a thread-local sink
+//! that only these tests set. They run on current-thread runtimes, so every event of the fire
+//! under test is emitted on the test's thread.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Once};
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
+
+use super::*;
+
+/// One captured event: its level and its fields (Display and Debug values alike as text).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Captured {
+    level: Level,
+    fields: BTreeMap<String, String>,
+}
+
+type Sink = Arc<Mutex<Vec<Captured>>>;
+
+thread_local! {
+    static SINK: RefCell<Option<Sink>> = const { RefCell::new(None) };
+}
+
+/// Captures the events of the current thread until dropped.
+struct Capture {
+    events: Sink,
+}
+
+impl Capture {
+    fn start() -> Self {
+        static INSTALL: Once = Once::new();
+        INSTALL.call_once(|| {
+            tracing::subscriber::set_global_default(GlobalCapture::default())
+                .expect("no other global subscriber in this test binary");
+            // A callsite that was registering on another thread while the subscriber was
+            // installed may have cached "never"; recompute every callsite's interest.
+            tracing::callsite::rebuild_interest_cache();
+        });
+        let events = Sink::default();
+        SINK.with(|sink| *sink.borrow_mut() = Some(Arc::clone(&events)));
+        Capture { events }
+    }
+
+    fn all(&self) -> Vec<Captured> {
+        self.events.lock().clone()
+    }
+
+    fn at(&self, level: Level) -> Vec<Captured> {
+        self.all().into_iter().filter(|event| event.level == level).collect()
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        SINK.with(|sink| *sink.borrow_mut() = None);
+    }
+}
+
+struct Fields<'a>(&'a mut BTreeMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0.insert(field.name().to_string(), format!("{value:?}"));
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_string(), value.to_string());
+    }
+}
+
+#[derive(Default)]
+struct GlobalCapture {
+    next_span: AtomicU64,
+}
+
+impl Subscriber for GlobalCapture {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(self.next_span.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+
+    fn event(&self, event: &Event<'_>) {
+        let Some(sink) = SINK.with(|sink| sink.borrow().clone()) else { return };
+        let mut fields = BTreeMap::new();
+        event.record(&mut Fields(&mut fields));
+        sink.lock().push(Captured { level: *event.metadata().level(), fields });
+    }
+
+    fn enter(&self, _: &Id) {}
+
+    fn exit(&self, _: &Id) {}
+}
+
+fn fields(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+#[test]
+fn log_logs_at_error_level_with_job_item_and_error() {
+    let capture = Capture::start();
+    let failure = JobFailure::Error("boom".into());
+    LogErrorHandler.handle("orders", Some(3), &failure);
+    LogErrorHandler.handle("orders", None, &failure);
+    assert_eq!(
+        capture.all(),
+        [
+            Captured {
+                level: Level::ERROR,
+                fields: fields(&[
+                    ("error", "the job returned an error: boom"),
+                    ("item", "Some(3)"),
+                    ("job", "orders"),
+                    ("message", "job failed"),
+                ]),
+            },
+            Captured {
+                level: Level::ERROR,
+                fields: fields(&[
+                    ("error", "the job returned an error: boom"),
+                    ("item", "None"),
+                    ("job", "orders"),
+                    ("message", "job failed"),
+                ]),
+            },
+        ]
+    );
+}
+
+#[test]
+fn throw_and_ignore_log_nothing() {
+    let capture = Capture::start();
+    let failure = JobFailure::Panicked("x".into());
+    ThrowErrorHandler.handle("orders", Some(1), &failure);
+    IgnoreErrorHandler.handle("orders", Some(1), &failure);
+    assert!(capture.all().is_empty());
+}
+
+struct PanicsBefore;
+
+#[async_trait]
+impl JobListener for PanicsBefore {
+    async fn before_job_executed(&self, _fire: &FireInfo) {
+        panic!("listener bug");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fire_logs_failures_and_listener_panics_at_error_level() {
+    let capture = Capture::start();
+    let job = Job::from_fn(|ctx: ShardingContext| async move {
+        if ctx.item == 1 {
+            return Err("bad row".into());
+        }
+        Ok(())
+    });
+    Executor::new(handles())
+        .with_listener(Arc::new(PanicsBefore))
+        .run(&job, request(&[0, 1], 2, 0))
+        .await;
+
+    let errors = capture.at(Level::ERROR);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(errors[0].fields["method"], "before_job_executed");
+    assert_eq!(errors[0].fields["panic"], "listener bug");
+    assert_eq!(errors[0].fields["listener"], "0");
+    assert_eq!(errors[1].fields["job"], "orders");
+    assert_eq!(errors[1].fields["item"], "Some(1)");
+    assert_eq!(errors[1].fields["error"], "the job returned an error: bad row");
+}
