@@ -31,9 +31,7 @@ fn starts(count: usize) -> Vec<i64> {
     let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
     (0..count)
         .map(|_| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1);
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
             lo + ((state >> 11) % span as u64) as i64 / 1000 * 1000
         })
         .collect()
@@ -61,16 +59,10 @@ fn measure(budget: Duration, starts: &[i64], mut f: impl FnMut(i64)) -> f64 {
 
 fn main() {
     let budget = Duration::from_millis(
-        std::env::var("CRON_BENCH_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(400),
+        std::env::var("CRON_BENCH_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(400),
     );
     let starts = starts(1000);
-    println!(
-        "{:<28} {:<24} {:<20} {:>12}",
-        "case", "expression", "zone", "ns/next_after"
-    );
+    println!("{:<28} {:<24} {:<20} {:>12}", "case", "expression", "zone", "ns/next_after");
     for (name, expression, zone) in CASES {
         let Ok(schedule) = CronSchedule::parse(expression, zone) else {
             eprintln!("cannot parse {expression}");
@@ -95,11 +87,7 @@ fn main() {
     }
     let ns = measure(budget, &starts[..100], |_| {
         black_box(
-            CronSchedule::parse(
-                black_box("0 15 10 ? JAN-NOV 6#3 2020-2030"),
-                "Europe/Berlin",
-            )
-            .ok(),
+            CronSchedule::parse(black_box("0 15 10 ? JAN-NOV 6#3 2020-2030"), "Europe/Berlin").ok(),
         );
     });
     println!(

@@ -12,17 +12,29 @@
 //! - [`config`]: [`JobConfig`](config::JobConfig), ElasticJob-compatible YAML, validation.
 //! - [`cron`]: Quartz-compatible cron schedules with time zones and DST as Quartz 2.3 does them.
 //! - [`sharding`]: the pure sharding strategies (AVG_ALLOCATION, ODEVITY, ROUND_ROBIN, custom).
+//! - [`runtime`]: the [`Scheduler`](runtime::Scheduler): one driver task, one watch, one timer
+//!   heap for any number of jobs; one runner task per job.
+//! - [`election`], [`execution`], [`sharding::service`]: the coordination services, each owning
+//!   its registry nodes.
+//! - [`api`]: operations and statistics for consoles, over the registry alone.
 //! - [`handles`]: clock, spawner and randomness handles (DESIGN section 6).
 //! - [`job`]: job kinds (simple, dataflow, script), the executor of one fire, listeners and
 //!   error handlers.
 //! - `testkit` (feature `testkit`): the registry behaviour suite every backend runs.
 
+pub mod api;
 pub mod config;
 pub mod cron;
+pub mod election;
+mod error;
+pub mod execution;
 pub mod handles;
 pub mod job;
 pub mod layout;
 pub mod registry;
+pub mod runtime;
 pub mod sharding;
+
+pub use error::{Error, Result};
 #[cfg(feature = "testkit")]
 pub mod testkit;

@@ -129,12 +129,7 @@ fn days_in_month(date: NaiveDate) -> u32 {
 /// Quartz's `W`: the weekday nearest to `target` (1..=last) without leaving the month.
 fn nearest_weekday(date: NaiveDate, target: u32) -> u32 {
     let last = days_in_month(date);
-    let weekday = date
-        .with_day(target)
-        .unwrap()
-        .weekday()
-        .num_days_from_sunday()
-        + 1;
+    let weekday = date.with_day(target).unwrap().weekday().num_days_from_sunday() + 1;
     match weekday {
         7 if target == 1 => 3,
         7 => target - 1,
@@ -147,9 +142,7 @@ fn nearest_weekday(date: NaiveDate, target: u32) -> u32 {
 /// The earliest second after `after_ms` that matches, for a zone with a constant offset.
 fn brute_force(spec: &Spec, offset: i64, after_ms: i64) -> Option<i64> {
     let start = after_ms.div_euclid(1000) + 1;
-    let local = DateTime::from_timestamp(start + offset, 0)
-        .unwrap()
-        .naive_utc();
+    let local = DateTime::from_timestamp(start + offset, 0).unwrap().naive_utc();
     let mut date = local.date();
     let mut from = local.num_seconds_from_midnight();
     while date.year() <= 2099 {
@@ -159,11 +152,7 @@ fn brute_force(spec: &Spec, offset: i64, after_ms: i64) -> Option<i64> {
             continue;
         }
         if !spec.months.values.contains(&date.month()) {
-            date = date
-                .with_day(days_in_month(date))
-                .unwrap()
-                .succ_opt()
-                .unwrap();
+            date = date.with_day(days_in_month(date)).unwrap().succ_opt().unwrap();
             from = 0;
             continue;
         }
@@ -186,30 +175,17 @@ fn brute_force(spec: &Spec, offset: i64, after_ms: i64) -> Option<i64> {
 fn range(lo: u32, hi: u32, a: u32, b: u32, step: u32) -> BTreeSet<u32> {
     let span = hi - lo + 1;
     let end = if a <= b { b } else { b + span };
-    (a..=end)
-        .step_by(step as usize)
-        .map(|i| if i > hi { i - span } else { i })
-        .collect()
+    (a..=end).step_by(step as usize).map(|i| if i > hi { i - span } else { i }).collect()
 }
 
 fn element(lo: u32, hi: u32) -> impl Strategy<Value = Field> {
     let max_step = (hi - lo).clamp(1, 20);
     prop_oneof![
-        (lo..=hi).prop_map(|v| Field {
-            text: v.to_string(),
-            values: [v].into()
-        }),
+        (lo..=hi).prop_map(|v| Field { text: v.to_string(), values: [v].into() }),
         (lo..=hi, lo..=hi).prop_map(move |(a, b)| {
             // Years cannot wrap around.
-            let (a, b) = if lo == 1970 {
-                (a.min(b), a.max(b))
-            } else {
-                (a, b)
-            };
-            Field {
-                text: format!("{a}-{b}"),
-                values: range(lo, hi, a, b, 1),
-            }
+            let (a, b) = if lo == 1970 { (a.min(b), a.max(b)) } else { (a, b) };
+            Field { text: format!("{a}-{b}"), values: range(lo, hi, a, b, 1) }
         }),
         (lo..=hi, 1..=max_step).prop_map(move |(a, s)| Field {
             text: format!("{a}/{s}"),
@@ -220,15 +196,8 @@ fn element(lo: u32, hi: u32) -> impl Strategy<Value = Field> {
             values: (lo..=hi).step_by(s as usize).collect(),
         }),
         (lo..=hi, lo..=hi, 1..=max_step).prop_map(move |(a, b, s)| {
-            let (a, b) = if lo == 1970 {
-                (a.min(b), a.max(b))
-            } else {
-                (a, b)
-            };
-            Field {
-                text: format!("{a}-{b}/{s}"),
-                values: range(lo, hi, a, b, s),
-            }
+            let (a, b) = if lo == 1970 { (a.min(b), a.max(b)) } else { (a, b) };
+            Field { text: format!("{a}-{b}/{s}"), values: range(lo, hi, a, b, s) }
         }),
     ]
 }
@@ -263,30 +232,21 @@ fn spec() -> impl Strategy<Value = Spec> {
         4 => Just(None),
         1 => field(1970, 2099).prop_map(Some),
     ];
-    (
-        field(0, 59),
-        field(0, 59),
-        field(0, 23),
-        day(),
-        field(1, 12),
-        years,
-    )
-        .prop_map(|(seconds, minutes, hours, day, months, years)| Spec {
+    (field(0, 59), field(0, 59), field(0, 23), day(), field(1, 12), years).prop_map(
+        |(seconds, minutes, hours, day, months, years)| Spec {
             seconds,
             minutes,
             hours,
             day,
             months,
             years,
-        })
+        },
+    )
 }
 
 /// 1995-01-01 .. 2060-01-01, sometimes with milliseconds.
 fn instant() -> impl Strategy<Value = i64> {
-    (
-        788_918_400_i64..2_840_140_800,
-        prop_oneof![3 => Just(0_i64), 1 => 0..1000_i64],
-    )
+    (788_918_400_i64..2_840_140_800, prop_oneof![3 => Just(0_i64), 1 => 0..1000_i64])
         .prop_map(|(s, ms)| s * 1000 + ms)
 }
 
@@ -313,9 +273,7 @@ const ANY_ZONES: &[&str] = &[
 /// The wall-clock fields of an instant in a zone.
 fn local_fields(zone: &JobTimeZone, epoch_ms: i64) -> (NaiveDate, u32, u32, u32) {
     let offset = i64::from(zone.offset_seconds_at(epoch_ms).unwrap());
-    let local = DateTime::from_timestamp_millis(epoch_ms + offset * 1000)
-        .unwrap()
-        .naive_utc();
+    let local = DateTime::from_timestamp_millis(epoch_ms + offset * 1000).unwrap().naive_utc();
     (local.date(), local.hour(), local.minute(), local.second())
 }
 

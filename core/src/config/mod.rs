@@ -29,6 +29,7 @@ mod error;
 mod item_params;
 mod job;
 mod snakeyaml;
+pub mod store;
 mod validate;
 mod yaml;
 

@@ -30,6 +30,7 @@ mod assignment;
 mod error;
 mod java;
 mod order;
+pub mod service;
 mod strategies;
 mod strategy;
 

@@ -1,0 +1,54 @@
+//! The error of the scheduler and the operations API. Each component keeps its own precise error
+//! type ([`RegistryError`], [`ConfigError`], [`ShardingError`], [`CronError`]); this enum wraps
+//! them and adds what only the scheduler can get wrong.
+
+use crate::config::ConfigError;
+use crate::cron::CronError;
+use crate::job::JobError;
+use crate::registry::RegistryError;
+use crate::sharding::ShardingError;
+
+/// Shorthand for results of scheduler operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+
+    #[error("invalid job config: {0}")]
+    Config(#[from] ConfigError),
+
+    #[error(transparent)]
+    Cron(#[from] CronError),
+
+    #[error(transparent)]
+    Sharding(#[from] ShardingError),
+
+    #[error(transparent)]
+    Job(#[from] JobError),
+
+    /// The registry holds a config for the job that cannot be used and `overwrite` is off.
+    #[error(
+        "job {job}: the config stored in the registry is unusable ({reason}); fix it with the \
+         operations API, or start with overwrite: true to replace it with the local config"
+    )]
+    StoredConfigUnusable { job: String, reason: String },
+
+    /// A job of that name is already scheduled in this process.
+    #[error("job {job} is already scheduled in this scheduler")]
+    JobExists { job: String },
+
+    /// No job of that name is scheduled in this process (or known to the registry).
+    #[error("no job named {job}")]
+    NoSuchJob { job: String },
+
+    /// The scheduler has shut down; create a new one.
+    #[error("the scheduler has shut down")]
+    ShutDown,
+
+    /// An operation was refused because of the job's state in the registry.
+    #[error("job {job}: {reason}")]
+    Refused { job: String, reason: String },
+}

@@ -1,0 +1,219 @@
+//! The local cache of the namespace, fed by the process's one subtree watch.
+//!
+//! Every decision a fire takes reads this cache, not the registry (DESIGN section 8: zero reads
+//! per fire). ElasticJob's cache could miss a process's own write for a moment after it (#2194);
+//! here a successful write is recorded at once as *pending*, and reads see it until the watch
+//! delivers the change (or a later one) for the same path.
+
+use std::collections::BTreeMap;
+
+use crate::registry::{path, Node, Version, WatchEvent};
+
+/// What this process last wrote to a path, until the watch catches up.
+#[derive(Debug, Clone)]
+enum Pending {
+    Present(Node),
+    Absent,
+}
+
+/// The namespace as the watch shows it, overlaid with this process's unconfirmed writes.
+#[derive(Debug, Default)]
+pub struct Cache {
+    view: BTreeMap<String, Node>,
+    pending: BTreeMap<String, Pending>,
+    /// Bumped on every change; waiters compare it.
+    revision: u64,
+}
+
+impl Cache {
+    /// Applies a watch event.
+    pub fn apply(&mut self, event: &WatchEvent) {
+        event.apply_to(&mut self.view);
+        match event {
+            // A snapshot is the registry's word on everything.
+            WatchEvent::Resync { .. } => self.pending.clear(),
+            WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
+                let caught_up = match self.pending.get(path) {
+                    Some(Pending::Present(mine)) => node.version >= mine.version,
+                    Some(Pending::Absent) => true,
+                    None => false,
+                };
+                if caught_up {
+                    self.pending.remove(path);
+                }
+            }
+            WatchEvent::Deleted { path } => {
+                self.pending.remove(path);
+            }
+        }
+        self.revision += 1;
+    }
+
+    /// Records this process's successful create or set.
+    pub fn wrote(&mut self, path: &str, data: &[u8], version: Version, ephemeral: bool) {
+        let node = Node { data: data.to_vec(), version, ephemeral };
+        self.pending.insert(path.to_owned(), Pending::Present(node));
+        self.revision += 1;
+    }
+
+    /// Records this process's successful delete.
+    pub fn deleted(&mut self, path: &str) {
+        self.pending.insert(path.to_owned(), Pending::Absent);
+        self.revision += 1;
+    }
+
+    /// The node at `path` as this process knows it.
+    pub fn get(&self, path: &str) -> Option<&Node> {
+        match self.pending.get(path) {
+            Some(Pending::Present(node)) => Some(node),
+            Some(Pending::Absent) => None,
+            None => self.view.get(path),
+        }
+    }
+
+    pub fn exists(&self, path: &str) -> bool {
+        self.get(path).is_some()
+    }
+
+    /// The node's data as text, if it exists.
+    pub fn text(&self, path: &str) -> Option<String> {
+        self.get(path).map(|n| n.text().into_owned())
+    }
+
+    /// The names of the direct children of `parent`, sorted.
+    pub fn children(&self, parent: &str) -> Vec<String> {
+        let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };
+        let mut names: Vec<String> = self
+            .view
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+            .filter_map(|(p, _)| {
+                let rest = &p[prefix.len()..];
+                (!rest.contains('/')).then(|| rest.to_owned())
+            })
+            .filter(|name| {
+                !matches!(self.pending.get(&format!("{prefix}{name}")), Some(Pending::Absent))
+            })
+            .collect();
+        for (p, pending) in
+            self.pending.range(prefix.clone()..).take_while(|(p, _)| p.starts_with(&prefix))
+        {
+            let rest = &p[prefix.len()..];
+            if matches!(pending, Pending::Present(_))
+                && !rest.contains('/')
+                && !names.iter().any(|n| n == rest)
+            {
+                names.push(rest.to_owned());
+            }
+        }
+        names.sort();
+        names
+    }
+
+    /// Changes so far; grows with every event and every recorded write.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(data: &str, version: Version) -> Node {
+        Node { data: data.as_bytes().to_vec(), version, ephemeral: false }
+    }
+
+    #[test]
+    fn own_writes_are_visible_until_the_watch_catches_up() {
+        let mut c = Cache::default();
+        c.apply(&WatchEvent::Created { path: "/j/x".into(), node: node("a", 0) });
+        c.wrote("/j/x", b"mine", 2, false);
+        // An older change still in flight must not hide our write.
+        c.apply(&WatchEvent::Changed { path: "/j/x".into(), node: node("b", 1) });
+        assert_eq!(c.text("/j/x").as_deref(), Some("mine"));
+        c.apply(&WatchEvent::Changed { path: "/j/x".into(), node: node("mine", 2) });
+        assert_eq!(c.text("/j/x").as_deref(), Some("mine"));
+        c.apply(&WatchEvent::Changed { path: "/j/x".into(), node: node("later", 3) });
+        assert_eq!(c.text("/j/x").as_deref(), Some("later"));
+    }
+
+    #[test]
+    fn own_deletes_and_children() {
+        let mut c = Cache::default();
+        for p in ["/j", "/j/instances", "/j/instances/a", "/j/instances/b", "/j/instances/b/deep"] {
+            c.apply(&WatchEvent::Created { path: p.into(), node: node("", 0) });
+        }
+        assert_eq!(c.children("/j/instances"), vec!["a", "b"]);
+        c.deleted("/j/instances/a");
+        c.wrote("/j/instances/c", b"", 0, true);
+        assert_eq!(c.children("/j/instances"), vec!["b", "c"]);
+        assert!(!c.exists("/j/instances/a"));
+        c.apply(&WatchEvent::Deleted { path: "/j/instances/a".into() });
+        c.apply(&WatchEvent::Created { path: "/j/instances/c".into(), node: node("", 0) });
+        assert_eq!(c.children("/j/instances"), vec!["b", "c"]);
+        assert_eq!(c.children("/"), vec!["j"]);
+    }
+
+    #[test]
+    fn resync_replaces_everything() {
+        let mut c = Cache::default();
+        c.wrote("/j/x", b"mine", 0, false);
+        c.apply(&WatchEvent::Resync { nodes: [("/j/y".to_owned(), node("y", 4))].into() });
+        assert!(!c.exists("/j/x"));
+        assert_eq!(c.get("/j/y").map(|n| n.version), Some(4));
+    }
+}
+
+/// The cache shared by the driver (which feeds it) and the job runners (which read it), with a
+/// way to wait for a condition on it.
+#[derive(Debug, Clone)]
+pub struct SharedCache {
+    inner: std::sync::Arc<parking_lot::RwLock<Cache>>,
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for SharedCache {
+    fn default() -> Self {
+        SharedCache { inner: Default::default(), changed: tokio::sync::watch::Sender::new(0) }
+    }
+}
+
+impl SharedCache {
+    /// Reads the cache. Never hold the guard across an await.
+    pub fn read(&self) -> parking_lot::RwLockReadGuard<'_, Cache> {
+        self.inner.read()
+    }
+
+    /// Changes the cache and wakes the waiters.
+    pub fn update<R>(&self, f: impl FnOnce(&mut Cache) -> R) -> R {
+        let (result, revision) = {
+            let mut cache = self.inner.write();
+            let result = f(&mut cache);
+            (result, cache.revision())
+        };
+        self.changed.send_replace(revision);
+        result
+    }
+
+    /// Waits until `condition` holds on the cache; `false` if `timeout` passed first.
+    pub async fn wait_until(
+        &self,
+        timeout: std::time::Duration,
+        condition: impl Fn(&Cache) -> bool,
+    ) -> bool {
+        let mut changes = self.changed.subscribe();
+        let wait = async {
+            loop {
+                if condition(&self.inner.read()) {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    // The sender lives as long as `self`: unreachable, but never spin.
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.is_ok()
+    }
+}

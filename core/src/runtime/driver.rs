@@ -1,0 +1,118 @@
+//! The driver: one task per scheduler that owns the process's single subtree watch, its session
+//! stream and its timer heap, feeds the cache, and routes events to the job runners. It performs
+//! no registry I/O itself, so nothing a job does can stall the others' timers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use tokio::sync::mpsc;
+
+use super::events::SchedulerEvent;
+use super::runner::JobEvent;
+use super::timer::TimerHeap;
+use super::{Command, Shared};
+use crate::layout::JobNode;
+use crate::registry::{SessionEvent, SessionEvents, WatchEvent, WatchStream};
+
+pub(crate) struct Driver {
+    pub shared: Arc<Shared>,
+    pub commands: mpsc::UnboundedReceiver<Command>,
+    pub watch: WatchStream,
+    pub session: SessionEvents,
+    pub jobs: BTreeMap<String, mpsc::UnboundedSender<JobEvent>>,
+    pub timers: TimerHeap,
+}
+
+impl Driver {
+    pub async fn run(mut self) {
+        loop {
+            let next = self.timers.next_deadline();
+            let clock = self.shared.handles.clock.clone();
+            let timer = async move {
+                match next {
+                    Some(at) => clock.sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                command = self.commands.recv() => match command {
+                    Some(Command::Shutdown { reply }) => {
+                        let _ = reply.send(());
+                        return;
+                    }
+                    Some(command) => self.on_command(command),
+                    None => return,
+                },
+                event = self.session.next() => match event {
+                    Some(event) => self.on_session(event),
+                    None => return,
+                },
+                event = self.watch.next() => match event {
+                    Some(event) => self.on_watch(event),
+                    None => return,
+                },
+                () = timer => self.on_timer(),
+            }
+        }
+    }
+
+    fn on_command(&mut self, command: Command) {
+        match command {
+            Command::Register { job, mailbox } => {
+                self.jobs.insert(job, mailbox);
+            }
+            Command::Arm { job, at_ms } => {
+                if self.jobs.contains_key(&job) {
+                    self.timers.arm(&job, at_ms);
+                }
+            }
+            Command::Forget { job } => {
+                self.timers.arm(&job, None);
+                self.jobs.remove(&job);
+            }
+            Command::Shutdown { .. } => {}
+        }
+    }
+
+    fn on_session(&mut self, event: SessionEvent) {
+        self.shared.events.emit(SchedulerEvent::Session(event));
+        for mailbox in self.jobs.values() {
+            let _ = mailbox.send(JobEvent::Session(event));
+        }
+    }
+
+    fn on_watch(&mut self, event: WatchEvent) {
+        self.shared.cache.update(|c| c.apply(&event));
+        match &event {
+            // After a gap anything may have changed: let every job look at every node kind that
+            // matters to it.
+            WatchEvent::Resync { .. } => {
+                for mailbox in self.jobs.values() {
+                    for node in [JobNode::Config, JobNode::LeaderInstance] {
+                        let _ = mailbox.send(JobEvent::Changed(node));
+                    }
+                }
+            }
+            single => {
+                let Some((job, node)) = single.path().and_then(JobNode::parse) else { return };
+                if matches!(node, JobNode::Other | JobNode::Root) {
+                    return;
+                }
+                if let Some(mailbox) = self.jobs.get(job) {
+                    let _ = mailbox.send(JobEvent::Changed(node));
+                }
+            }
+        }
+    }
+
+    fn on_timer(&mut self) {
+        let now = self.shared.handles.clock.now_ms();
+        for (fire_ms, job) in self.timers.pop_due(now) {
+            if let Some(mailbox) = self.jobs.get(&job) {
+                let _ = mailbox.send(JobEvent::Fire { fire_ms });
+            }
+        }
+    }
+}

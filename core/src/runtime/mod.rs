@@ -1,0 +1,324 @@
+//! The scheduler runtime: any number of jobs in one process, on one registry session, one
+//! subtree watch and one timer heap (DESIGN sections 5, 7, 8).
+//!
+//! ```no_run
+//! # async fn demo(registry: std::sync::Arc<dyn shardcron_core::registry::CoordinatorRegistry>) -> shardcron_core::Result<()> {
+//! use shardcron_core::config::JobConfig;
+//! use shardcron_core::job::Job;
+//! use shardcron_core::runtime::SchedulerBuilder;
+//!
+//! let scheduler = SchedulerBuilder::new(registry).start().await?;
+//! let mut config = JobConfig::new("billing", 3);
+//! config.cron = Some("0/5 * * * * ?".into());
+//! scheduler
+//!     .add_job(config, Job::from_fn(|ctx| async move {
+//!         println!("item {} of {}", ctx.item, ctx.job_name);
+//!         Ok(())
+//!     }))
+//!     .await?;
+//! // ... later
+//! scheduler.shutdown().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Layout
+//! - `driver`: the one task that owns the watch, the session stream and the timers.
+//! - `runner`: one task per job, which fires it and reacts to its registry changes.
+//! - `cache`: the watch-fed view of the namespace that fires read instead of the registry.
+//! - `timer`, `instance`, `events`: the timer heap, this instance's id, the reported events.
+
+pub mod cache;
+mod driver;
+pub mod events;
+pub mod instance;
+mod runner;
+pub mod timer;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, oneshot};
+
+pub use events::{EventSink, FireKind, SchedulerEvent, SkipReason};
+pub use instance::InstanceId;
+
+use crate::config::{JobConfig, KnownTypes};
+use crate::error::{Error, Result};
+use crate::handles::Handles;
+use crate::job::{ErrorHandlers, Job, JobListener};
+use crate::registry::{CoordinatorRegistry, WatchEvent};
+use crate::sharding::ShardingStrategies;
+use cache::SharedCache;
+use driver::Driver;
+use events::Events;
+use runner::{JobEvent, JobRunner};
+
+/// Tunables of a scheduler.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// How many items of one fire run at once.
+    pub max_parallel_items: usize,
+    /// How long a fire waits for a reshard (followers) or for running items to end (leader).
+    pub sharding_timeout: Duration,
+    /// How long a stopping job waits for its running items before cancelling them.
+    pub shutdown_timeout: Duration,
+    pub strategies: ShardingStrategies,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_parallel_items: 16,
+            sharding_timeout: Duration::from_secs(30),
+            shutdown_timeout: Duration::from_secs(30),
+            strategies: ShardingStrategies::default(),
+        }
+    }
+}
+
+/// What the driver and the runners share.
+pub(crate) struct Shared {
+    pub registry: Arc<dyn CoordinatorRegistry>,
+    pub handles: Handles,
+    pub instance: InstanceId,
+    pub cache: SharedCache,
+    pub settings: Settings,
+    pub listeners: Vec<Arc<dyn JobListener>>,
+    pub error_handlers: ErrorHandlers,
+    /// The strategy and error-handler names configs may use here.
+    pub known: KnownTypes,
+    pub events: Events,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("instance", &self.instance)
+            .field("registry", &self.registry)
+            .finish()
+    }
+}
+
+impl Shared {
+    /// Sends a command to the driver (which outlives every runner of a live scheduler).
+    pub fn command(&self, command: Command) {
+        let _ = self.commands.send(command);
+    }
+}
+
+/// Requests to the driver.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Register { job: String, mailbox: mpsc::UnboundedSender<JobEvent> },
+    Arm { job: String, at_ms: Option<i64> },
+    Forget { job: String },
+    Shutdown { reply: oneshot::Sender<()> },
+}
+
+/// Configures and starts a [`Scheduler`].
+pub struct SchedulerBuilder {
+    registry: Arc<dyn CoordinatorRegistry>,
+    handles: Option<Handles>,
+    ip: String,
+    pid: u32,
+    suffix: Option<String>,
+    settings: Settings,
+    error_handlers: ErrorHandlers,
+    listeners: Vec<Arc<dyn JobListener>>,
+    sink: Option<EventSink>,
+}
+
+impl fmt::Debug for SchedulerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchedulerBuilder").field("ip", &self.ip).field("pid", &self.pid).finish()
+    }
+}
+
+impl SchedulerBuilder {
+    /// A scheduler on `registry`, with real time, this process's id and the loopback IP (set
+    /// [`ip`](Self::ip) to the address other instances know this one by).
+    pub fn new(registry: Arc<dyn CoordinatorRegistry>) -> Self {
+        SchedulerBuilder {
+            registry,
+            handles: None,
+            ip: "127.0.0.1".into(),
+            pid: std::process::id(),
+            suffix: None,
+            settings: Settings::default(),
+            error_handlers: ErrorHandlers::default(),
+            listeners: Vec::new(),
+            sink: None,
+        }
+    }
+    /// Time, spawning and randomness (default: [`Handles::real`]).
+    pub fn handles(mut self, handles: Handles) -> Self {
+        self.handles = Some(handles);
+        self
+    }
+    pub fn ip(mut self, ip: impl Into<String>) -> Self {
+        self.ip = ip.into();
+        self
+    }
+    pub fn pid(mut self, pid: u32) -> Self {
+        self.pid = pid;
+        self
+    }
+    /// Distinguishes several schedulers of one process (tests, the simulator, the demo).
+    pub fn instance_suffix(mut self, suffix: impl Into<String>) -> Self {
+        self.suffix = Some(suffix.into());
+        self
+    }
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+    pub fn error_handlers(mut self, handlers: ErrorHandlers) -> Self {
+        self.error_handlers = handlers;
+        self
+    }
+    pub fn listener(mut self, listener: Arc<dyn JobListener>) -> Self {
+        self.listeners.push(listener);
+        self
+    }
+    /// Receives every [`SchedulerEvent`].
+    pub fn events(mut self, sink: EventSink) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// Opens the watch, waits for its first snapshot, and starts the driver.
+    pub async fn start(self) -> Result<Scheduler> {
+        let handles = self.handles.unwrap_or_else(Handles::real);
+        let instance = InstanceId::new(&self.ip, self.pid, self.suffix.as_deref())?;
+        let mut watch = self.registry.watch("/").await?;
+        let session = self.registry.session_events();
+        let cache = SharedCache::default();
+        // Fires read the cache: it must hold the registry's state before any job starts.
+        match watch.next().await {
+            Some(first @ WatchEvent::Resync { .. }) => cache.update(|c| c.apply(&first)),
+            _ => {
+                return Err(Error::Registry(crate::registry::RegistryError::Closed {
+                    op: crate::registry::Op::Watch,
+                    path: "/".into(),
+                }))
+            }
+        }
+        let (commands_tx, commands) = mpsc::unbounded_channel();
+        let known = self.error_handlers.add_to(
+            self.settings
+                .strategies
+                .type_names()
+                .fold(KnownTypes::default(), KnownTypes::with_sharding_strategy),
+        );
+        let shared = Arc::new(Shared {
+            registry: self.registry,
+            events: Events::new(self.sink, instance.as_str().to_owned()),
+            instance,
+            cache,
+            settings: self.settings,
+            listeners: self.listeners,
+            error_handlers: self.error_handlers,
+            known,
+            handles,
+            commands: commands_tx,
+        });
+        let driver = Driver {
+            shared: shared.clone(),
+            commands,
+            watch,
+            session,
+            jobs: BTreeMap::new(),
+            timers: Default::default(),
+        };
+        shared.handles.spawner.spawn(Box::pin(driver.run()));
+        Ok(Scheduler { shared, jobs: Arc::default() })
+    }
+}
+
+/// A running scheduler. Cheap to clone; every clone drives the same jobs.
+#[derive(Clone)]
+pub struct Scheduler {
+    shared: Arc<Shared>,
+    jobs: Arc<Mutex<BTreeMap<String, mpsc::UnboundedSender<JobEvent>>>>,
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler").field("instance", &self.shared.instance).finish()
+    }
+}
+
+impl Scheduler {
+    /// This scheduler's instance id.
+    pub fn instance(&self) -> &InstanceId {
+        &self.shared.instance
+    }
+
+    /// The registry this scheduler works on.
+    pub fn registry(&self) -> &Arc<dyn CoordinatorRegistry> {
+        &self.shared.registry
+    }
+
+    /// The names of the jobs scheduled here.
+    pub fn jobs(&self) -> Vec<String> {
+        self.jobs.lock().keys().cloned().collect()
+    }
+
+    /// Schedules `job` with `config`: validates the config (an invalid one leaves the registry
+    /// untouched), publishes it by the overwrite rule, registers this instance, and arms the cron.
+    /// A config without cron is a one-off job: it runs when triggered.
+    pub async fn add_job(&self, config: JobConfig, job: Job) -> Result<()> {
+        let name = config.job_name.clone();
+        if self.jobs.lock().contains_key(&name) {
+            return Err(Error::JobExists { job: name });
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        // Route events before starting, so that nothing between registration and `run` is lost.
+        self.shared.command(Command::Register { job: name.clone(), mailbox: tx.clone() });
+        match JobRunner::start(self.shared.clone(), config, job, rx, tx.clone()).await {
+            Ok(runner) => {
+                self.jobs.lock().insert(name, tx);
+                self.shared.handles.spawner.spawn(Box::pin(runner.run()));
+                Ok(())
+            }
+            Err(e) => {
+                self.shared.command(Command::Forget { job: name });
+                Err(e)
+            }
+        }
+    }
+
+    /// Stops `job` on this instance gracefully (running items finish, up to the shutdown
+    /// timeout) and removes this instance's nodes of it. The job's config stays in the registry.
+    pub async fn remove_job(&self, name: &str) -> Result<()> {
+        let Some(mailbox) = self.jobs.lock().remove(name) else {
+            return Err(Error::NoSuchJob { job: name.to_owned() });
+        };
+        let (reply, done) = oneshot::channel();
+        let _ = mailbox.send(JobEvent::Stop {
+            reason: "removed from the scheduler".into(),
+            reply: Some(reply),
+        });
+        let _ = done.await;
+        self.shared.command(Command::Forget { job: name.to_owned() });
+        Ok(())
+    }
+
+    /// Stops every job gracefully, then the driver, and closes the registry session.
+    pub async fn shutdown(&self) -> Result<()> {
+        let names = self.jobs();
+        for name in names {
+            self.remove_job(&name).await?;
+        }
+        let (reply, done) = oneshot::channel();
+        self.shared.command(Command::Shutdown { reply });
+        let _ = done.await;
+        self.shared.registry.close().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,677 @@
+//! One job on one instance: a task that owns the job's state, reacts to the events the driver
+//! routes to it (fires, registry changes of the job's subtree, session changes) and performs the
+//! job's registry operations. Jobs are independent tasks, so a slow registry call of one job
+//! never delays another's fire; the driver stays free of I/O.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::events::{FireKind, SchedulerEvent, SkipReason};
+use super::{Command, Shared};
+use crate::config::{store, JobConfig};
+use crate::cron::CronSchedule;
+use crate::election;
+use crate::error::{Error, Result};
+use crate::execution::{self, Start};
+use crate::job::{
+    ExecutionSource, Executor, FireInfo, FireReport, FireRequest, ItemOutcome, Job, ShardingContext,
+};
+use crate::layout::{JobNode, JobPaths};
+use crate::registry::{CreateMode, RegistryError, RegistryExt, SessionEvent};
+use crate::sharding::service::{self as sharding, Reshard, DISABLED};
+
+/// What the driver (or the runner itself) tells a runner.
+#[derive(Debug)]
+pub(crate) enum JobEvent {
+    /// The schedule fell due.
+    Fire {
+        fire_ms: i64,
+    },
+    /// A node of the job's subtree changed; the cache already shows the change.
+    Changed(JobNode),
+    Session(SessionEvent),
+    /// The items of a fire finished.
+    Done(Box<Finished>),
+    /// Stop gracefully: finish running items (at most until the deadline), leave the registry.
+    Stop {
+        reason: String,
+        reply: Option<oneshot::Sender<()>>,
+    },
+}
+
+/// A fire in progress on this instance.
+#[derive(Debug)]
+struct InFlight {
+    fire_ms: i64,
+    items: Vec<u32>,
+    marked: bool,
+    cancel: CancellationToken,
+}
+
+#[derive(Debug)]
+pub(crate) struct Finished {
+    fire_ms: i64,
+    report: FireReport,
+}
+
+pub(crate) struct JobRunner {
+    shared: Arc<Shared>,
+    paths: JobPaths,
+    config: JobConfig,
+    schedule: Option<CronSchedule>,
+    job: Job,
+    /// Runs the items, with this job's error handler and the scheduler's listeners.
+    executor: Arc<Executor>,
+    mailbox: mpsc::UnboundedReceiver<JobEvent>,
+    me: mpsc::UnboundedSender<JobEvent>,
+    connected: bool,
+    in_flight: Option<InFlight>,
+    /// A manual trigger that came while a fire ran.
+    manual_pending: bool,
+    stopping: bool,
+    was_leader: bool,
+    /// The version of the `config` node last evaluated, so that each stored version is judged
+    /// once however many notifications point at it.
+    config_version: Option<u64>,
+    /// The instance's fencing counter per item (see `ShardingContext::fencing_token`).
+    tokens: BTreeMap<u32, u64>,
+}
+
+impl std::fmt::Debug for JobRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobRunner").field("job", &self.config.job_name).finish()
+    }
+}
+
+impl JobRunner {
+    /// Publishes the config and registers this instance for the job. On success the runner is
+    /// ready to [`run`](Self::run); the registry is untouched if the config is invalid.
+    pub async fn start(
+        shared: Arc<Shared>,
+        config: JobConfig,
+        job: Job,
+        mailbox: mpsc::UnboundedReceiver<JobEvent>,
+        me: mpsc::UnboundedSender<JobEvent>,
+    ) -> Result<Self> {
+        let registry = shared.registry.as_ref();
+        let config = store::publish(registry, &config, &shared.known).await?;
+        let schedule = schedule_of(&config)?;
+        let executor = Arc::new(executor_for(&shared, &config)?);
+        let paths = JobPaths::new(&config.job_name);
+        let mut runner = JobRunner {
+            shared,
+            paths,
+            config,
+            schedule,
+            job,
+            executor,
+            mailbox,
+            me,
+            connected: true,
+            in_flight: None,
+            manual_pending: false,
+            stopping: false,
+            was_leader: false,
+            config_version: None,
+            tokens: BTreeMap::new(),
+        };
+        runner.register().await?;
+        Ok(runner)
+    }
+
+    fn name(&self) -> &str {
+        &self.config.job_name
+    }
+
+    fn emit(&self, event: SchedulerEvent) {
+        self.shared.events.emit(event);
+    }
+
+    fn report_error(&self, e: &Error) {
+        self.emit(SchedulerEvent::Error { job: self.name().to_owned(), message: e.to_string() });
+    }
+
+    /// Server node, instance node, the reshard flag, and a bid for leadership.
+    async fn register(&mut self) -> Result<()> {
+        let registry = self.shared.registry.as_ref();
+        let instance = &self.shared.instance;
+        registry
+            .create_if_absent(&self.paths.server(instance.ip()), b"", CreateMode::Persistent)
+            .await?;
+        let node = self.paths.instance(instance.as_str());
+        let data = instance.node_data();
+        match registry.create(&node, data.as_bytes(), CreateMode::Ephemeral).await {
+            Ok(_) => {}
+            // Our own node from a session that is not gone yet, or a twin instance id.
+            Err(RegistryError::NodeExists { .. }) => {
+                registry.delete(&node, None).await?;
+                registry.create(&node, data.as_bytes(), CreateMode::Ephemeral).await?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.shared.cache.update(|c| c.wrote(&node, data.as_bytes(), 0, true));
+        sharding::set_necessary(registry, &self.shared.cache, &self.paths).await?;
+        self.bid_for_leadership().await?;
+        self.arm_after(self.shared.handles.clock.now_ms());
+        Ok(())
+    }
+
+    /// Processes events until the job stops.
+    pub async fn run(mut self) {
+        while let Some(event) = self.mailbox.recv().await {
+            let stop = matches!(event, JobEvent::Stop { .. });
+            if let Err(e) = self.handle(event).await {
+                self.report_error(&e);
+            }
+            if stop {
+                break;
+            }
+        }
+    }
+
+    async fn handle(&mut self, event: JobEvent) -> Result<()> {
+        match event {
+            JobEvent::Fire { fire_ms } => {
+                self.arm_after(fire_ms);
+                self.fire(fire_ms, FireKind::Scheduled, None).await
+            }
+            JobEvent::Changed(node) => self.on_change(node).await,
+            JobEvent::Session(ev) => self.on_session(ev).await,
+            JobEvent::Done(finished) => self.on_done(*finished).await,
+            JobEvent::Stop { reason, reply } => {
+                let result = self.stop(&reason).await;
+                if let Some(reply) = reply {
+                    let _ = reply.send(());
+                }
+                result
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ schedule
+
+    /// Arms the next fire strictly after `after_ms` (or after now, if we fell behind).
+    fn arm_after(&self, after_ms: i64) {
+        let now = self.shared.handles.clock.now_ms();
+        let next = self.schedule.as_ref().and_then(|s| s.next_after(after_ms.max(now)));
+        self.shared.command(Command::Arm { job: self.name().to_owned(), at_ms: next });
+        if let Some(next_fire_ms) = next {
+            self.emit(SchedulerEvent::Armed { job: self.name().to_owned(), next_fire_ms });
+        }
+    }
+
+    // ------------------------------------------------------------------ firing
+
+    async fn fire(&mut self, fire_ms: i64, kind: FireKind, only: Option<Vec<u32>>) -> Result<()> {
+        if self.stopping {
+            return Ok(());
+        }
+        if let Some(reason) = self.refusal() {
+            return self.skip(fire_ms, reason);
+        }
+        if let Some(running) = &self.in_flight {
+            if kind == FireKind::Manual {
+                self.manual_pending = true;
+                return Ok(());
+            }
+            let items = running.items.clone();
+            if self.config.misfire {
+                execution::mark_misfire(
+                    self.shared.registry.as_ref(),
+                    &self.shared.cache,
+                    &self.paths,
+                    &items,
+                )
+                .await?;
+            }
+            return self.skip(fire_ms, SkipReason::Misfire);
+        }
+        if let Some(diff_ms) = self.clock_skew().await? {
+            return self.skip(fire_ms, SkipReason::ClockSkew { diff_ms });
+        }
+        if !self.ensure_sharded().await? {
+            return self.skip(fire_ms, SkipReason::ShardingTimeout);
+        }
+        let total = self.config.checked_total_count()?;
+        let mut items = {
+            let cache = self.shared.cache.read();
+            sharding::items_of(&cache, &self.paths, self.shared.instance.as_str(), total)
+                .into_iter()
+                .filter(|&n| !execution::item_disabled(&cache, &self.paths, n))
+                .collect::<Vec<u32>>()
+        };
+        if let Some(only) = only {
+            items.retain(|n| only.contains(n));
+        }
+        if items.is_empty() {
+            return self.skip(fire_ms, SkipReason::NoItems);
+        }
+        let marked = self.config.monitor_execution;
+        if marked {
+            let registry = self.shared.registry.as_ref();
+            match execution::start(
+                registry,
+                &self.shared.cache,
+                &self.paths,
+                &items,
+                self.shared.instance.as_str(),
+            )
+            .await?
+            {
+                Start::Marked => {}
+                Start::AlreadyRunning(_) => {
+                    if self.config.misfire {
+                        execution::mark_misfire(registry, &self.shared.cache, &self.paths, &items)
+                            .await?;
+                    }
+                    return self.skip(fire_ms, SkipReason::Misfire);
+                }
+            }
+        }
+        self.launch(fire_ms, kind, items, marked);
+        Ok(())
+    }
+
+    /// Why no new work may start right now, if that is so.
+    fn refusal(&self) -> Option<SkipReason> {
+        if !self.connected {
+            return Some(SkipReason::Disconnected);
+        }
+        if self.config.disabled {
+            return Some(SkipReason::JobDisabled);
+        }
+        let cache = self.shared.cache.read();
+        if cache.text(&self.paths.server(self.shared.instance.ip())).as_deref() == Some(DISABLED) {
+            return Some(SkipReason::ServerDisabled);
+        }
+        None
+    }
+
+    fn skip(&self, fire_ms: i64, reason: SkipReason) -> Result<()> {
+        self.emit(SchedulerEvent::Skipped { job: self.name().to_owned(), fire_ms, reason });
+        Ok(())
+    }
+
+    /// `maxTimeDiffSeconds`: the difference between the local and the registry clock, when it
+    /// exceeds the allowed one.
+    async fn clock_skew(&self) -> Result<Option<i64>> {
+        let Some(max) = self.config.max_time_diff() else { return Ok(None) };
+        let registry_ms = self.shared.registry.registry_time().await?;
+        let diff_ms = self.shared.handles.clock.now_ms() - registry_ms;
+        let max_ms = i64::try_from(max.as_millis()).unwrap_or(i64::MAX);
+        Ok((diff_ms.abs() > max_ms).then_some(diff_ms))
+    }
+
+    /// Makes sure the assignment is current before a fire: the leader reshards when flagged,
+    /// the others wait for its commit on the watch. `false` when that took too long.
+    async fn ensure_sharded(&mut self) -> Result<bool> {
+        let timeout = self.shared.settings.sharding_timeout;
+        for _ in 0..RESHARD_ATTEMPTS {
+            if !sharding::pending(&self.shared.cache.read(), &self.paths) {
+                return Ok(true);
+            }
+            if !self.is_leader() {
+                let paths = self.paths.clone();
+                let leaderless = |c: &super::cache::Cache| election::leader(c, &paths).is_none();
+                let settled = self
+                    .shared
+                    .cache
+                    .wait_until(timeout, |c| !sharding::pending(c, &paths) || leaderless(c))
+                    .await;
+                if !settled {
+                    return Ok(false);
+                }
+                if leaderless(&self.shared.cache.read()) {
+                    self.bid_for_leadership().await?;
+                }
+                continue;
+            }
+            let paths = self.paths.clone();
+            if !self.shared.cache.wait_until(timeout, |c| !sharding::any_running(c, &paths)).await {
+                return Ok(false);
+            }
+            let total = self.config.checked_total_count()?;
+            let outcome = sharding::reshard(
+                self.shared.registry.as_ref(),
+                &self.shared.cache,
+                &self.paths,
+                self.name(),
+                self.config.job_sharding_strategy_type.as_deref(),
+                &self.shared.settings.strategies,
+                total,
+            )
+            .await?;
+            match outcome {
+                Reshard::Committed(assignment) => {
+                    let assignment = assignment
+                        .iter()
+                        .map(|(i, items)| (i.to_owned(), items.to_vec()))
+                        .collect();
+                    self.emit(SchedulerEvent::Sharded { job: self.name().to_owned(), assignment });
+                    return Ok(true);
+                }
+                Reshard::NotNeeded => return Ok(true),
+                // Let the watch catch up with whatever moved, then compute again.
+                Reshard::Raced => {
+                    let seen = self.shared.cache.read().revision();
+                    self.shared.cache.wait_until(RACE_PAUSE, |c| c.revision() > seen).await;
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    fn launch(&mut self, fire_ms: i64, kind: FireKind, items: Vec<u32>, marked: bool) {
+        let cancel = CancellationToken::new();
+        let item_parameters = self.config.item_parameters().unwrap_or_default();
+        let total = self.config.checked_total_count().unwrap_or(1);
+        let source = match kind {
+            FireKind::Scheduled => ExecutionSource::Normal,
+            FireKind::Misfire => ExecutionSource::Misfire,
+            FireKind::Manual => ExecutionSource::Manual,
+            FireKind::Failover => ExecutionSource::Failover,
+        };
+        let info = FireInfo {
+            job_name: self.name().to_owned(),
+            instance: self.shared.instance.as_str().to_owned(),
+            fire_time_ms: fire_ms,
+            source,
+            items: items.clone(),
+        };
+        let job_parameter = self.config.job_parameter.clone().unwrap_or_default();
+        let contexts: Vec<ShardingContext> = items
+            .iter()
+            .map(|&item| {
+                let token = *self.tokens.entry(item).and_modify(|t| *t += 1).or_insert(1);
+                self.emit(SchedulerEvent::ItemStarted {
+                    job: self.name().to_owned(),
+                    item,
+                    fire_ms,
+                    kind,
+                    token,
+                });
+                let parameter = item_parameters.get(&item).cloned().unwrap_or_default();
+                ShardingContext::new(&info, total, job_parameter.clone(), item, parameter)
+                    .with_fencing(token, cancel.child_token())
+            })
+            .collect();
+        let request = FireRequest {
+            info,
+            contexts,
+            max_parallel_items: self.shared.settings.max_parallel_items,
+        };
+        let executor = self.executor.clone();
+        let job = self.job.clone();
+        let me = self.me.clone();
+        self.in_flight = Some(InFlight { fire_ms, items, marked, cancel });
+        self.shared.handles.spawner.spawn(Box::pin(async move {
+            let report = executor.run(&job, request).await;
+            let _ = me.send(JobEvent::Done(Box::new(Finished { fire_ms, report })));
+        }));
+    }
+
+    async fn on_done(&mut self, finished: Finished) -> Result<()> {
+        let Some(flight) = self.in_flight.take() else { return Ok(()) };
+        debug_assert_eq!(flight.fire_ms, finished.fire_ms);
+        for (&item, outcome) in &finished.report.items {
+            let ok = matches!(outcome, ItemOutcome::Completed);
+            self.emit(SchedulerEvent::ItemFinished {
+                job: self.name().to_owned(),
+                item,
+                fire_ms: flight.fire_ms,
+                ok,
+            });
+        }
+        let registry = self.shared.registry.as_ref();
+        if flight.marked {
+            execution::finish(registry, &self.shared.cache, &self.paths, &flight.items).await?;
+        }
+        if self.stopping {
+            return Ok(());
+        }
+        // One catch-up run for the items whose fires were skipped while they ran.
+        if self.config.misfire {
+            let owed = execution::misfired(&self.shared.cache.read(), &self.paths, &flight.items);
+            if !owed.is_empty() {
+                execution::clear_misfire(registry, &self.shared.cache, &self.paths, &owed).await?;
+                let now = self.shared.handles.clock.now_ms();
+                return self.fire(now, FireKind::Misfire, Some(owed)).await;
+            }
+        }
+        if std::mem::take(&mut self.manual_pending) {
+            let now = self.shared.handles.clock.now_ms();
+            return self.fire(now, FireKind::Manual, None).await;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ registry changes
+
+    fn is_leader(&self) -> bool {
+        election::leader(&self.shared.cache.read(), &self.paths).as_deref()
+            == Some(self.shared.instance.as_str())
+    }
+
+    async fn bid_for_leadership(&mut self) -> Result<()> {
+        if !self.connected || self.stopping || self.refusal() == Some(SkipReason::ServerDisabled) {
+            return Ok(());
+        }
+        let registry = self.shared.registry.as_ref();
+        let lead = election::try_lead(
+            registry,
+            &self.shared.cache,
+            &self.paths,
+            self.shared.instance.as_str(),
+        )
+        .await?;
+        if lead && !self.was_leader {
+            self.emit(SchedulerEvent::LeaderElected { job: self.name().to_owned() });
+        }
+        self.was_leader = lead;
+        Ok(())
+    }
+
+    async fn on_change(&mut self, node: JobNode) -> Result<()> {
+        if self.stopping {
+            return Ok(());
+        }
+        let registry = self.shared.registry.as_ref();
+        let me = self.shared.instance.as_str();
+        match node {
+            JobNode::Config => self.on_config_change().await?,
+            JobNode::LeaderInstance => {
+                let leader = election::leader(&self.shared.cache.read(), &self.paths);
+                self.was_leader = leader.as_deref() == Some(me);
+                if leader.is_none() {
+                    self.bid_for_leadership().await?;
+                }
+            }
+            JobNode::Instance(id) if id == me => {
+                // Our node vanished while our session lives: an operator shut this instance down.
+                let gone = !self.shared.cache.read().exists(&self.paths.instance(me));
+                if gone && self.connected {
+                    self.stop("instance node removed by an operator").await?;
+                    self.shared.command(Command::Forget { job: self.name().to_owned() });
+                }
+            }
+            // Membership changed: the leader flags a reshard before the next fire.
+            JobNode::Instance(_) if self.is_leader() => {
+                sharding::set_necessary(registry, &self.shared.cache, &self.paths).await?;
+            }
+            JobNode::Server(ip) => {
+                let disabled = self.shared.cache.read().text(&self.paths.server(&ip)).as_deref()
+                    == Some(DISABLED);
+                if ip == self.shared.instance.ip() && disabled && self.is_leader() {
+                    // A leader on a disabled server abdicates; the survivors elect again.
+                    sharding::set_necessary(registry, &self.shared.cache, &self.paths).await?;
+                    election::abdicate(registry, &self.shared.cache, &self.paths, me).await?;
+                    self.was_leader = false;
+                } else if self.is_leader() {
+                    sharding::set_necessary(registry, &self.shared.cache, &self.paths).await?;
+                }
+            }
+            JobNode::Trigger(id) if id == me => {
+                let path = self.paths.trigger(me);
+                if self.shared.cache.read().exists(&path) {
+                    registry.delete_if_exists(&path).await?;
+                    self.shared.cache.update(|c| c.deleted(&path));
+                    let now = self.shared.handles.clock.now_ms();
+                    self.fire(now, FireKind::Manual, None).await?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    async fn on_config_change(&mut self) -> Result<()> {
+        let node = self.shared.cache.read().get(&self.paths.config()).cloned();
+        let Some(node) = node else { return Ok(()) };
+        if self.config_version.replace(node.version) == Some(node.version) {
+            return Ok(());
+        }
+        let data = node.data;
+        let parsed = store::parse_stored(self.name(), &data, &self.shared.known).and_then(|c| {
+            let schedule = schedule_of(&c).map_err(|e| e.to_string())?;
+            let executor = executor_for(&self.shared, &c).map_err(|e| e.to_string())?;
+            Ok((c, schedule, executor))
+        });
+        let (config, schedule, executor) = match parsed {
+            Ok(ok) => ok,
+            Err(reason) => {
+                self.emit(SchedulerEvent::ConfigRejected { job: self.name().to_owned(), reason });
+                return Ok(());
+            }
+        };
+        if config == self.config {
+            return Ok(());
+        }
+        let reschedule =
+            config.cron != self.config.cron || config.time_zone != self.config.time_zone;
+        let reshard = config.sharding_total_count != self.config.sharding_total_count
+            || config.job_sharding_strategy_type != self.config.job_sharding_strategy_type;
+        self.config = config;
+        self.schedule = schedule;
+        self.executor = Arc::new(executor);
+        self.emit(SchedulerEvent::ConfigApplied { job: self.name().to_owned() });
+        if reschedule {
+            self.arm_after(self.shared.handles.clock.now_ms());
+        }
+        if reshard {
+            sharding::set_necessary(self.shared.registry.as_ref(), &self.shared.cache, &self.paths)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn on_session(&mut self, event: SessionEvent) -> Result<()> {
+        match event {
+            SessionEvent::Suspended | SessionEvent::Expired | SessionEvent::Closed => {
+                self.connected = false;
+                self.was_leader = false;
+                if event == SessionEvent::Expired {
+                    // Our markers and ownership are gone with the session: running items may
+                    // now be taken over elsewhere, so tell them to stop.
+                    if let Some(flight) = &self.in_flight {
+                        flight.cancel.cancel();
+                    }
+                }
+            }
+            SessionEvent::Reconnected => self.connected = true,
+            SessionEvent::Connected { .. } => {
+                let was_connected = std::mem::replace(&mut self.connected, true);
+                if !was_connected && !self.stopping {
+                    // A new session after an expiry: register again (ElasticJob shut the job
+                    // down for good here, #1857).
+                    self.register().await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ stopping
+
+    async fn stop(&mut self, reason: &str) -> Result<()> {
+        if self.stopping {
+            return Ok(());
+        }
+        self.stopping = true;
+        self.shared.command(Command::Arm { job: self.name().to_owned(), at_ms: None });
+        // Let the running fire finish, up to the deadline; then cancel it.
+        if self.in_flight.is_some() {
+            let deadline = self.shared.settings.shutdown_timeout;
+            let waited = tokio::time::timeout(deadline, self.await_done()).await;
+            if waited.is_err() {
+                if let Some(flight) = &self.in_flight {
+                    flight.cancel.cancel();
+                }
+                let _ = tokio::time::timeout(CANCEL_GRACE, self.await_done()).await;
+            }
+        }
+        let registry = self.shared.registry.as_ref();
+        let me = self.shared.instance.as_str().to_owned();
+        if let Some(flight) = self.in_flight.take() {
+            if flight.marked {
+                execution::finish(registry, &self.shared.cache, &self.paths, &flight.items).await?;
+            }
+        }
+        if self.connected {
+            election::abdicate(registry, &self.shared.cache, &self.paths, &me).await?;
+            let node = self.paths.instance(&me);
+            registry.delete_if_exists(&node).await?;
+            self.shared.cache.update(|c| c.deleted(&node));
+        }
+        self.emit(SchedulerEvent::JobStopped {
+            job: self.name().to_owned(),
+            reason: reason.to_owned(),
+        });
+        Ok(())
+    }
+
+    /// Processes mailbox events until the fire in flight reports back (other events are
+    /// dropped: the job is stopping).
+    async fn await_done(&mut self) {
+        while self.in_flight.is_some() {
+            match self.mailbox.recv().await {
+                Some(JobEvent::Done(finished)) => {
+                    if let Err(e) = self.on_done(*finished).await {
+                        self.report_error(&e);
+                    }
+                }
+                Some(JobEvent::Stop { reply: Some(reply), .. }) => {
+                    let _ = reply.send(());
+                }
+                Some(_) => {}
+                None => return,
+            }
+        }
+    }
+}
+
+/// How often a leader retries a reshard that raced with a membership change before giving the
+/// fire up.
+const RESHARD_ATTEMPTS: usize = 8;
+/// How long a leader waits for the watch after a raced reshard.
+const RACE_PAUSE: Duration = Duration::from_millis(200);
+/// How long cancelled items get to return after the shutdown deadline.
+const CANCEL_GRACE: Duration = Duration::from_secs(1);
+
+fn executor_for(shared: &Shared, config: &JobConfig) -> Result<Executor> {
+    let handler = shared.error_handlers.resolve(config.job_error_handler_type.as_deref())?.clone();
+    let executor = Executor::new(shared.handles.clone()).with_error_handler(handler);
+    Ok(shared.listeners.iter().cloned().fold(executor, Executor::with_listener))
+}
+
+fn schedule_of(config: &JobConfig) -> Result<Option<CronSchedule>> {
+    match config.cron_expression() {
+        Some(cron) => {
+            Ok(Some(CronSchedule::parse(cron, config.time_zone.as_deref().unwrap_or(""))?))
+        }
+        None => Ok(None),
+    }
+}

@@ -1,0 +1,207 @@
+//! The resharding protocol (DESIGN section 5): the `necessary` flag, the leader's assignment
+//! commit, and each instance's view of its own items. Owns `leader/sharding/*` and
+//! `sharding/{n}/instance`.
+//!
+//! The leader commits the new assignment and the removal of both flags in ONE transaction, and
+//! that transaction also checks the version of `necessary` it started from: an instance that
+//! joined (and set the flag again) while the leader computed makes the commit fail, and the
+//! leader shards again instead of leaving the newcomer without items until the next membership
+//! change (the start-up race seen in ElasticJob 3.0.4).
+
+use std::collections::BTreeMap;
+
+use super::{sort_for_sharding, Assignment, ShardingStrategies};
+use crate::error::{Error, Result};
+use crate::layout::{ItemNode, JobPaths};
+use crate::registry::{CoordinatorRegistry, CreateMode, RegistryError, RegistryExt, TxnOp};
+use crate::runtime::cache::{Cache, SharedCache};
+use crate::runtime::instance::ip_of;
+
+/// The value of a disabled server node.
+pub const DISABLED: &str = "DISABLED";
+
+/// Asks for a reshard before the next fire. Setting (rather than creating) the flag bumps its
+/// version, which is what makes a concurrent leader's commit fail and retry.
+pub async fn set_necessary(
+    registry: &dyn CoordinatorRegistry,
+    cache: &SharedCache,
+    paths: &JobPaths,
+) -> Result<()> {
+    let path = paths.sharding_necessary();
+    let version = registry.put(&path, b"").await?;
+    cache.update(|c| c.wrote(&path, b"", version, false));
+    Ok(())
+}
+
+/// Whether a reshard is pending or running.
+pub fn pending(cache: &Cache, paths: &JobPaths) -> bool {
+    cache.exists(&paths.sharding_necessary()) || cache.exists(&paths.sharding_processing())
+}
+
+/// Whether any item of the job is running anywhere.
+pub fn any_running(cache: &Cache, paths: &JobPaths) -> bool {
+    cache.children(&paths.sharding()).iter().any(|n| {
+        n.parse::<u32>().is_ok_and(|item| cache.exists(&paths.item_node(item, ItemNode::Running)))
+    })
+}
+
+/// The live instances that may get items: registered, on a server that is not disabled, in the
+/// order ElasticJob feeds them to a strategy.
+pub fn eligible_instances(cache: &Cache, paths: &JobPaths) -> Vec<String> {
+    let mut instances: Vec<String> = cache
+        .children(&paths.instances())
+        .into_iter()
+        .filter(|id| cache.text(&paths.server(ip_of(id))).as_deref() != Some(DISABLED))
+        .collect();
+    sort_for_sharding(&mut instances);
+    instances
+}
+
+/// The items assigned to `instance`, below `total_count`, ascending.
+pub fn items_of(cache: &Cache, paths: &JobPaths, instance: &str, total_count: u32) -> Vec<u32> {
+    (0..total_count)
+        .filter(|&n| {
+            cache.text(&paths.item_node(n, ItemNode::Instance)).as_deref() == Some(instance)
+        })
+        .collect()
+}
+
+/// What a reshard attempt did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reshard {
+    /// The assignment was committed and both flags removed.
+    Committed(Assignment),
+    /// The flag changed while computing (an instance joined or left): try again.
+    Raced,
+    /// No reshard was pending.
+    NotNeeded,
+}
+
+/// The leader's reshard: computes the assignment over the eligible instances and commits it.
+/// The caller has made sure no item is running.
+pub async fn reshard(
+    registry: &dyn CoordinatorRegistry,
+    cache: &SharedCache,
+    paths: &JobPaths,
+    job: &str,
+    strategy: Option<&str>,
+    strategies: &ShardingStrategies,
+    total_count: u32,
+) -> Result<Reshard> {
+    let (necessary_version, instances, existing_items) = {
+        let c = cache.read();
+        let Some(flag) = c.get(&paths.sharding_necessary()) else { return Ok(Reshard::NotNeeded) };
+        let existing: BTreeMap<u32, bool> = c
+            .children(&paths.sharding())
+            .iter()
+            .filter_map(|n| n.parse().ok())
+            .map(|n| (n, c.exists(&paths.item_node(n, ItemNode::Instance))))
+            .collect();
+        (flag.version, eligible_instances(&c, paths), existing)
+    };
+    let processing = paths.sharding_processing();
+    match registry.create(&processing, b"", CreateMode::Ephemeral).await {
+        Ok(_) => {}
+        // A stale flag of a leader that died mid-reshard goes with its session; the caller retries.
+        Err(RegistryError::NodeExists { .. }) => return Ok(Reshard::Raced),
+        Err(e) => return Err(e.into()),
+    }
+    let result = commit(
+        registry,
+        paths,
+        job,
+        strategy,
+        strategies,
+        total_count,
+        necessary_version,
+        &instances,
+        &existing_items,
+    )
+    .await;
+    match result {
+        Ok(assignment) => {
+            cache.update(|c| {
+                for (instance, items) in assignment.iter() {
+                    for &n in items {
+                        c.wrote(
+                            &paths.item_node(n, ItemNode::Instance),
+                            instance.as_bytes(),
+                            0,
+                            false,
+                        );
+                    }
+                }
+                c.deleted(&paths.sharding_necessary());
+                c.deleted(&processing);
+            });
+            Ok(Reshard::Committed(assignment))
+        }
+        Err(e) => {
+            // Leave no processing flag behind, or followers would wait for nothing.
+            registry.delete_if_exists(&processing).await?;
+            match e {
+                Error::Registry(ref r) if is_flag_race(r) => Ok(Reshard::Raced),
+                other => Err(other),
+            }
+        }
+    }
+}
+
+/// A commit that failed because the registry moved on: the flag was set again (op 0), or the
+/// cache had not yet shown an item node that another leader created or an operator removed.
+fn is_flag_race(e: &RegistryError) -> bool {
+    matches!(
+        e.transaction_failure(),
+        Some((
+            _,
+            RegistryError::BadVersion { .. }
+                | RegistryError::NoNode { .. }
+                | RegistryError::NodeExists { .. }
+        ))
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn commit(
+    registry: &dyn CoordinatorRegistry,
+    paths: &JobPaths,
+    job: &str,
+    strategy: Option<&str>,
+    strategies: &ShardingStrategies,
+    total_count: u32,
+    necessary_version: u64,
+    instances: &[String],
+    existing_items: &BTreeMap<u32, bool>,
+) -> Result<Assignment> {
+    let refs: Vec<&str> = instances.iter().map(String::as_str).collect();
+    let assignment = if refs.is_empty() {
+        Assignment::new()
+    } else {
+        strategies.shard(strategy, job, &refs, total_count)?
+    };
+    // Items beyond a reduced count go first, outside the transaction: they may hold markers
+    // (misfire, disabled) that a transaction's plain delete could not remove.
+    for (&stale, _) in existing_items.range(total_count..) {
+        registry.delete_recursive(&paths.item(stale)).await?;
+    }
+    let mut ops = vec![TxnOp::check(paths.sharding_necessary(), Some(necessary_version))];
+    for (instance, items) in assignment.iter() {
+        for &n in items {
+            let owner = instance.as_bytes().to_vec();
+            let node = paths.item_node(n, ItemNode::Instance);
+            match existing_items.get(&n) {
+                Some(true) => ops.push(TxnOp::set(node, owner, None)),
+                Some(false) => ops.push(TxnOp::create(node, owner, CreateMode::Persistent)),
+                None => {
+                    ops.push(TxnOp::create(paths.item(n), Vec::new(), CreateMode::Persistent));
+                    ops.push(TxnOp::create(node, owner, CreateMode::Persistent));
+                }
+            }
+        }
+    }
+    ops.push(TxnOp::delete(paths.sharding_necessary(), None));
+    ops.push(TxnOp::delete(paths.sharding_processing(), None));
+    registry.ensure(&paths.sharding()).await?;
+    registry.transaction(ops).await?;
+    Ok(assignment)
+}
