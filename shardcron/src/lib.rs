@@ -1,0 +1,70 @@
+//! # shardcron
+//!
+//! Distributed, sharded, fault-tolerant cron jobs. A job is cut into sharding items; the live
+//! instances of a cluster divide the items among themselves, and every item of every fire runs
+//! exactly once, even while instances crash. Coordination state lives in a registry: ZooKeeper,
+//! etcd, or the embedded in-memory one.
+//!
+//! This is the crate applications depend on: it re-exports [`shardcron_core`] and opens a
+//! registry from a URL.
+//!
+//! ```no_run
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use shardcron::{config::JobConfig, job::Job, runtime::SchedulerBuilder};
+//!
+//! let registry = shardcron::connect("mem:").await?;
+//! let scheduler = SchedulerBuilder::new(registry).start().await?;
+//! let mut config = JobConfig::new("hello", 2);
+//! config.cron = Some("0/5 * * * * ?".into());
+//! scheduler
+//!     .add_job(config, Job::from_fn(|ctx| async move {
+//!         println!("hello from item {}", ctx.item);
+//!         Ok(())
+//!     }))
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Layout
+//! - [`connect`] and [`RegistryUrl`]: open a registry from `mem:`, `zk://...` or `etcd://...`.
+//! - everything else: re-exported from [`shardcron_core`] (`config`, `cron`, `job`, `runtime`,
+//!   `api`, `registry`, ...).
+
+mod url;
+
+use std::sync::Arc;
+
+pub use shardcron_core::*;
+pub use shardcron_registry_mem as mem;
+pub use url::{ConnectError, RegistryUrl};
+
+use shardcron_core::handles::Handles;
+use shardcron_core::registry::CoordinatorRegistry;
+
+/// Opens a registry from a URL:
+///
+/// - `mem:` or `mem:/namespace`: a new in-process registry (one client; for several clients on
+///   one in-memory server use [`mem::MemServer`] directly);
+/// - `zk://host:port[,host:port]/namespace[?session_timeout_ms=..&digest=user:password]`;
+/// - `etcd://host:port[,host:port]/namespace[?ttl_s=..&user=..&password=..]`.
+///
+/// ZooKeeper and etcd need this crate's `zookeeper` and `etcd` features.
+pub async fn connect(url: &str) -> Result<Arc<dyn CoordinatorRegistry>, ConnectError> {
+    match RegistryUrl::parse(url)? {
+        RegistryUrl::Mem { namespace } => {
+            let server = mem::MemServer::new(Handles::real());
+            let mut options = mem::ConnectOptions::default();
+            if let Some(ns) = namespace {
+                options = options.namespace(&ns);
+            }
+            let client = server.connect(options).map_err(ConnectError::Registry)?;
+            Ok(Arc::new(client))
+        }
+        RegistryUrl::ZooKeeper { .. } => {
+            Err(ConnectError::Unsupported { scheme: "zk", feature: "zookeeper" })
+        }
+        RegistryUrl::Etcd { .. } => {
+            Err(ConnectError::Unsupported { scheme: "etcd", feature: "etcd" })
+        }
+    }
+}

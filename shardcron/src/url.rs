@@ -1,0 +1,119 @@
+//! Registry URLs. Parsed here rather than by a URL crate because `zk://` connect strings list
+//! several `host:port` pairs in the authority, which general URL parsers reject.
+
+use shardcron_core::registry::RegistryError;
+
+/// A parsed registry URL; backend options stay as query text for the backend to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegistryUrl {
+    Mem { namespace: Option<String> },
+    ZooKeeper { hosts: Vec<String>, namespace: Option<String>, query: String },
+    Etcd { endpoints: Vec<String>, namespace: Option<String>, query: String },
+}
+
+/// Why a registry could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    #[error("malformed registry URL {url:?}: {reason}; expected one of: mem:[/namespace] | zk://host:port[,host:port]/namespace[?session_timeout_ms=..&digest=user:password] | etcd://host:port[,host:port]/namespace[?ttl_s=..&user=..&password=..]")]
+    Malformed { url: String, reason: String },
+
+    #[error("{scheme}:// registries need shardcron's `{feature}` cargo feature; rebuild with --features {feature}")]
+    Unsupported { scheme: &'static str, feature: &'static str },
+
+    #[error(transparent)]
+    Registry(RegistryError),
+}
+
+impl RegistryUrl {
+    pub fn parse(url: &str) -> Result<Self, ConnectError> {
+        let bad = |reason: &str| ConnectError::Malformed {
+            url: url.to_owned(),
+            reason: reason.to_owned(),
+        };
+        if let Some(rest) = url.strip_prefix("mem:") {
+            let namespace = namespace_of(rest.trim_start_matches("//")).map_err(&bad)?;
+            return Ok(RegistryUrl::Mem { namespace });
+        }
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no scheme"))?;
+        let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, path) = match location.find('/') {
+            Some(i) => (&location[..i], &location[i..]),
+            None => (location, ""),
+        };
+        let hosts: Vec<String> = authority.split(',').map(str::trim).map(str::to_owned).collect();
+        if hosts.iter().any(|h| !valid_host_port(h)) {
+            return Err(bad("every host must be host:port with a numeric port"));
+        }
+        let namespace = namespace_of(path).map_err(&bad)?;
+        let query = query.to_owned();
+        match scheme {
+            "zk" | "zookeeper" => Ok(RegistryUrl::ZooKeeper { hosts, namespace, query }),
+            "etcd" => Ok(RegistryUrl::Etcd { endpoints: hosts, namespace, query }),
+            _ => Err(bad("unknown scheme")),
+        }
+    }
+}
+
+fn valid_host_port(h: &str) -> bool {
+    match h.rsplit_once(':') {
+        Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok(),
+        None => false,
+    }
+}
+
+fn namespace_of(path: &str) -> Result<Option<String>, &'static str> {
+    let trimmed = path.trim_matches('/');
+    if trimmed.is_empty() {
+        return Ok(None);
+    }
+    let ns = format!("/{trimmed}");
+    shardcron_core::registry::path::validate(&ns)
+        .map_err(|_| "the namespace is not a valid registry path")?;
+    Ok(Some(ns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_form() {
+        assert_eq!(RegistryUrl::parse("mem:").unwrap(), RegistryUrl::Mem { namespace: None });
+        assert_eq!(
+            RegistryUrl::parse("mem:/demo").unwrap(),
+            RegistryUrl::Mem { namespace: Some("/demo".into()) }
+        );
+        assert_eq!(
+            RegistryUrl::parse(
+                "zk://127.0.0.1:2181,10.0.0.2:2181/prod/jobs?session_timeout_ms=4000"
+            )
+            .unwrap(),
+            RegistryUrl::ZooKeeper {
+                hosts: vec!["127.0.0.1:2181".into(), "10.0.0.2:2181".into()],
+                namespace: Some("/prod/jobs".into()),
+                query: "session_timeout_ms=4000".into()
+            }
+        );
+        assert!(matches!(
+            RegistryUrl::parse("etcd://h:2379/ns").unwrap(),
+            RegistryUrl::Etcd { .. }
+        ));
+    }
+
+    #[test]
+    fn malformed_urls_show_the_expected_form() {
+        for bad in [
+            "",
+            "zk://",
+            "zk://host/ns",
+            "zk://host:port/ns",
+            "redis://h:1/ns",
+            "zk://h:1/a//b",
+            "localhost:2181",
+        ] {
+            let err = RegistryUrl::parse(bad).unwrap_err().to_string();
+            assert!(err.contains("expected one of: mem:"), "{bad}: {err}");
+        }
+    }
+}
