@@ -3,7 +3,10 @@
 use std::process::{Command, Output};
 
 fn shardcron(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shardcron")).args(args).output().expect("the shardcron binary runs")
+    Command::new(env!("CARGO_BIN_EXE_shardcron"))
+        .args(args)
+        .output()
+        .expect("the shardcron binary runs")
 }
 
 fn text(bytes: &[u8]) -> &str {
@@ -21,12 +24,16 @@ fn assert_rejects(output: &Output, needle: &str) {
     assert_eq!(text(&output.stdout), "");
     let err = text(&output.stderr);
     assert_eq!(err.lines().count(), 1, "one line: {err:?}");
-    assert!(err.starts_with("error: ") && err.contains(needle), "{err:?} should mention {needle:?}");
+    assert!(
+        err.starts_with("error: ") && err.contains(needle),
+        "{err:?} should mention {needle:?}"
+    );
 }
 
 #[test]
 fn next_fire_times_in_utc_from_epoch_millis() {
-    let out = shardcron(&["cron", "next", "--after", "1700000000000", "--count", "3", "0/15 * * * * ?"]);
+    let out =
+        shardcron(&["cron", "next", "--after", "1700000000000", "--count", "3", "0/15 * * * * ?"]);
     assert_prints(
         &out,
         "1700000010000\t2023-11-14T22:13:30+00:00\n1700000025000\t2023-11-14T22:13:45+00:00\n1700000040000\t2023-11-14T22:14:00+00:00\n",
@@ -35,7 +42,15 @@ fn next_fire_times_in_utc_from_epoch_millis() {
 
 #[test]
 fn strictly_after_the_instant_and_in_the_zone() {
-    let out = shardcron(&["cron", "next", "--tz", "GMT+08:00", "--after", "2023-11-15T06:13:30+08:00", "0/15 * * * * ?"]);
+    let out = shardcron(&[
+        "cron",
+        "next",
+        "--tz",
+        "GMT+08:00",
+        "--after",
+        "2023-11-15T06:13:30+08:00",
+        "0/15 * * * * ?",
+    ]);
     assert_prints(&out, "1700000025000\t2023-11-15T06:13:45+08:00\n");
 }
 
@@ -43,22 +58,37 @@ fn strictly_after_the_instant_and_in_the_zone() {
 fn daylight_saving_gap_is_skipped_as_quartz_does() {
     // 02:30 does not exist in New York on 2024-03-10; Quartz skips that day.
     let out = shardcron(&[
-        "cron", "next", "--tz", "America/New_York", "--after", "2024-03-09T12:00:00-05:00", "--count", "2", "0 30 2 * * ?",
+        "cron",
+        "next",
+        "--tz",
+        "America/New_York",
+        "--after",
+        "2024-03-09T12:00:00-05:00",
+        "--count",
+        "2",
+        "0 30 2 * * ?",
     ]);
-    assert_prints(&out, "1710138600000\t2024-03-11T02:30:00-04:00\n1710225000000\t2024-03-12T02:30:00-04:00\n");
+    assert_prints(
+        &out,
+        "1710138600000\t2024-03-11T02:30:00-04:00\n1710225000000\t2024-03-12T02:30:00-04:00\n",
+    );
 }
 
 #[test]
 fn fewer_lines_when_the_schedule_ends() {
     let out = shardcron(&["cron", "next", "--after", "0", "--count", "5", "0 0 0 1 1 ? 2098-2099"]);
-    assert_prints(&out, "4039372800000\t2098-01-01T00:00:00+00:00\n4070908800000\t2099-01-01T00:00:00+00:00\n");
+    assert_prints(
+        &out,
+        "4039372800000\t2098-01-01T00:00:00+00:00\n4070908800000\t2099-01-01T00:00:00+00:00\n",
+    );
 }
 
 #[test]
 fn default_instant_is_now() {
     let out = shardcron(&["cron", "next", "--count", "2", "* * * * * ?"]);
     assert_eq!(out.status.code(), Some(0));
-    let lines: Vec<i64> = text(&out.stdout).lines().map(|l| l.split('\t').next().unwrap().parse().unwrap()).collect();
+    let lines: Vec<i64> =
+        text(&out.stdout).lines().map(|l| l.split('\t').next().unwrap().parse().unwrap()).collect();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[1] - lines[0], 1000, "every second");
 }
@@ -67,8 +97,14 @@ fn default_instant_is_now() {
 fn invalid_input_exits_2_with_one_line() {
     assert_rejects(&shardcron(&["cron", "next", "0 0 25 * * ?"]), "hours field `25`");
     assert_rejects(&shardcron(&["cron", "next", "0 0 12 * *"]), "5 field(s)");
-    assert_rejects(&shardcron(&["cron", "next", "--tz", "Mars/Base", "0 0 12 * * ?"]), "unknown time zone `Mars/Base`");
-    assert_rejects(&shardcron(&["cron", "next", "--after", "yesterday", "0 0 12 * * ?"]), "--after \"yesterday\"");
+    assert_rejects(
+        &shardcron(&["cron", "next", "--tz", "Mars/Base", "0 0 12 * * ?"]),
+        "unknown time zone `Mars/Base`",
+    );
+    assert_rejects(
+        &shardcron(&["cron", "next", "--after", "yesterday", "0 0 12 * * ?"]),
+        "--after \"yesterday\"",
+    );
     assert_rejects(&shardcron(&["cron", "next", "--count", "many", "0 0 12 * * ?"]), "--count");
     assert_rejects(&shardcron(&["cron", "next"]), "EXPR");
 }

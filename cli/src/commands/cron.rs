@@ -57,7 +57,9 @@ fn run_next(args: &NextArgs, out: &mut dyn Write) -> Result<(), CliError> {
     };
     let tz: &JobTimeZone = schedule.time_zone();
     for fire in schedule.iter_after(after).take(args.count) {
-        let local = tz.format_rfc3339(fire).ok_or_else(|| invalid(&format!("{fire} ms cannot be shown in {tz}")))?;
+        let local = tz
+            .format_rfc3339(fire)
+            .ok_or_else(|| invalid(&format!("{fire} ms cannot be shown in {tz}")))?;
         writeln!(out, "{fire}\t{local}")?;
     }
     Ok(())
