@@ -99,6 +99,19 @@ impl EtcdRegistry {
         let kv = client.kv_client().max_decoding_message_size(MAX_MESSAGE);
         let watch_client = client.watch_client().max_decoding_message_size(MAX_MESSAGE);
         let lease_client = client.lease_client();
+        // etcd authenticates at `Client::connect` only when credentials are given, and grants
+        // leases to anyone: a read of our namespace is what proves that this user may work
+        // here, so missing credentials or a role without this prefix fail now, not later.
+        let mut probing = kv.clone();
+        let probe =
+            probing.get(keys.subtree(path::ROOT), Some(GetOptions::new().with_count_only()));
+        match tokio::time::timeout(timeout, probe).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(explain_connect(map(e, Op::Connect, &at), &options)),
+            Err(_) => {
+                return Err(RegistryError::Timeout { op: Op::Connect, path: at, after: timeout })
+            }
+        }
         let ttl = options.ttl_secs();
         let mut granting = lease_client.clone();
         let lease = match tokio::time::timeout(timeout, granting.grant(ttl, None)).await {

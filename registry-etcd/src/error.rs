@@ -56,6 +56,13 @@ fn map_status(status: &tonic::Status, op: Op, path: String) -> RegistryError {
             reason: "etcd rejected the user name or password".into(),
         };
     }
+    if message.contains("permission denied") {
+        return RegistryError::Auth {
+            op,
+            path,
+            reason: format!("{message}: the user's roles do not cover this namespace's keys"),
+        };
+    }
     if message.contains("user name is empty")
         || message.contains("user name not found")
         || message.contains("invalid auth token")
@@ -90,6 +97,16 @@ fn map_status(status: &tonic::Status, op: Op, path: String) -> RegistryError {
             format!("{message}: raise the server's --max-txn-ops or split the transaction"),
             false,
         );
+    }
+    if status.code() == Code::Unavailable {
+        // tonic reports a failed TLS handshake as "unavailable"; retrying will not fix a
+        // certificate, so say what it is.
+        let detail = full_message(status);
+        if looks_like_tls(&detail) {
+            let shown = if looks_like_tls(message) { message.to_owned() } else { detail };
+            return backend(op, path, format!("TLS handshake failed: {shown}"), false);
+        }
+        tracing::debug!(%op, %path, %detail, "etcd unavailable");
     }
     match status.code() {
         Code::Unauthenticated | Code::PermissionDenied => {
