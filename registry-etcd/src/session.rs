@@ -179,6 +179,11 @@ pub(crate) async fn run(
             let mut client = lease_client.clone();
             let grant = tokio::time::timeout(interval, client.grant(ttl_secs, None));
             match grant.await {
+                Ok(Ok(granted)) if session.is_closed() => {
+                    // Closed while granting: give the lease back rather than leave it to its TTL.
+                    let _ = lease_client.clone().revoke(granted.id()).await;
+                    return;
+                }
                 Ok(Ok(granted)) => break granted.id(),
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "etcd: cannot grant a new session lease yet")

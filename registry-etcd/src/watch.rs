@@ -157,7 +157,12 @@ impl WatchTask {
     /// Runs one etcd watch stream from `next_rev` until it breaks.
     async fn stream(&mut self) -> Break {
         let prefix = self.keys.subtree(&self.path);
-        let options = WatchOptions::new().with_prefix().with_start_revision(self.next_rev);
+        // Progress notifications move `next_rev` on while the subtree is quiet, so that a
+        // re-open after a long quiet spell does not ask for history compacted meanwhile.
+        let options = WatchOptions::new()
+            .with_prefix()
+            .with_progress_notify()
+            .with_start_revision(self.next_rev);
         let mut client = self.watch.clone();
         let opened = tokio::select! {
             biased;
@@ -240,6 +245,14 @@ impl WatchTask {
             // last one delivered neither loses nor repeats an event.
             if let Some(rev) = last {
                 self.next_rev = rev + 1;
+            } else if !resp.created() {
+                // A progress notification: etcd sends those only to watchers that have caught
+                // up, so everything up to the header's revision has been delivered. (The header
+                // of the `created` answer is the store's revision, which a watcher starting in
+                // the past has not caught up with yet.)
+                if let Some(rev) = resp.header().map(|h| h.revision()) {
+                    self.next_rev = self.next_rev.max(rev + 1);
+                }
             }
         }
     }
