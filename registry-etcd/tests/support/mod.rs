@@ -34,10 +34,17 @@ pub fn endpoint() -> Option<String> {
                      with scripts/etcd.sh start and source target/test-servers/etcd.env"
                 );
             }
-            eprintln!(
-                "note: SHARDCRON_ETCD is not set; skipping this etcd test \
-                 (scripts/etcd.sh start, then source target/test-servers/etcd.env)"
-            );
+            // Once per test binary, and straight to stderr: the harness would swallow a
+            // captured `eprintln!` of a passing test.
+            static NOTED: std::sync::Once = std::sync::Once::new();
+            NOTED.call_once(|| {
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "note: SHARDCRON_ETCD is not set; skipping the etcd tests of this binary \
+                     (scripts/etcd.sh start, then source target/test-servers/etcd.env)"
+                );
+            });
             None
         }
     }
