@@ -3,8 +3,9 @@
 #   1. installs the system packages the tests need when they are missing,
 #   2. checks formatting and lints (warnings are errors),
 #   3. runs every test of the workspace.
-# Servers the tests need are started here on loopback ports with temp dirs and stopped on exit,
-# also on failure (see scripts/servers.sh once the ZooKeeper and etcd backends land).
+# Servers the tests need (etcd, ZooKeeper) are started here on free loopback ports with temp dirs
+# and stopped on exit, also on failure; the backend tests then must find them (they fail, not
+# skip, because SHARDCRON_REQUIRE_SERVERS=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,8 +14,9 @@ log() { printf '\n==> %s\n' "$*"; }
 # Debian packages the tests use:
 #   libquartz2-java    Quartz 2.3, the oracle of the cron differential test
 #   default-jdk-headless javac/java to run that oracle
-#   zookeeper, etcd-server, protobuf-compiler: the registry backends and their build
-REQUIRED_PACKAGES=(libquartz2-java default-jdk-headless zookeeper etcd-server protobuf-compiler)
+#   zookeeper, etcd-server: the registry servers the backend tests run against
+#   protobuf-compiler, libprotobuf-dev: protoc and its well-known .proto files, for etcd-client
+REQUIRED_PACKAGES=(libquartz2-java default-jdk-headless zookeeper etcd-server protobuf-compiler libprotobuf-dev)
 
 install_missing_packages() {
   local missing=()
@@ -36,6 +38,17 @@ install_missing_packages
 
 # The cron differential test must run against real Quartz here, not skip.
 export SHARDCRON_REQUIRE_QUARTZ=1
+
+stop_servers() {
+  scripts/etcd.sh stop || true
+}
+trap stop_servers EXIT
+
+log "starting test servers"
+scripts/etcd.sh start
+# shellcheck source=/dev/null
+source target/test-servers/etcd.env
+export SHARDCRON_REQUIRE_SERVERS=1
 
 log "cargo fmt --check"
 cargo fmt --all -- --check

@@ -1,0 +1,534 @@
+//! Every write of the contract, as one etcd transaction guarded by compares.
+//!
+//! etcd's `Txn` compares and writes keys; it cannot express the contract's semantics directly:
+//! a contract transaction's later ops see its earlier ones (create a parent, then its child),
+//! `create` makes missing parents, sequential names need the parent's counter, `delete` must
+//! see no children, and etcd rejects a transaction that writes one key twice. So each write is
+//! evaluated here, optimistically, in the style of etcd's own STM:
+//!
+//! 1. **Read** the keys the ops depend on, all at one revision `R` (a first read fixes `R`;
+//!    keys discovered later, such as a sequential node's name, are read *at* `R`).
+//! 2. **Evaluate** the ops in order on an overlay of that snapshot, exactly as the contract
+//!    says (existence, then version, then children; parents; ephemeral parents; counters). The
+//!    first failing op is the error, and since every read is as of `R`, the failure is what a
+//!    transaction at `R` would have found: nothing is written.
+//! 3. **Commit** the net writes (one put or delete per key, in first-touch order, so parents
+//!    precede children in the watch stream) in one etcd `Txn` whose compares require every key
+//!    read to be unchanged since `R` (`mod_revision == seen`, 0 for an absent key) and every
+//!    children range read to have no key modified after `R`. If a compare fails, someone wrote
+//!    in between: start over from 1.
+//!
+//! A transaction of checks only is answered from the snapshot and needs no commit. The retries
+//! are bounded by the operation timeout of the caller.
+
+use std::collections::{BTreeSet, HashMap};
+
+use etcd_client::{Compare, CompareOp, GetOptions, KvClient, PutOptions, Txn, TxnOp as EtcdOp};
+use etcd_client::{DeleteOptions, TxnOpResponse};
+use shardcron_core::registry::{path, CreateMode, Op, RegistryError, TxnResult, Version};
+
+use crate::error::{self, map};
+use crate::keys::{decode_counter, decode_value, encode_value, sequential_name, KeySpace};
+
+/// One op as the engine evaluates it.
+#[derive(Debug, Clone)]
+pub(crate) enum Step {
+    Check {
+        path: String,
+        version: Option<Version>,
+    },
+    /// `parents`: create missing ancestors (the plain `create`), not in a contract transaction.
+    Create {
+        path: String,
+        data: Vec<u8>,
+        mode: CreateMode,
+        parents: bool,
+    },
+    Set {
+        path: String,
+        data: Vec<u8>,
+        version: Option<Version>,
+    },
+    Delete {
+        path: String,
+        version: Option<Version>,
+    },
+}
+
+impl Step {
+    pub fn path(&self) -> &str {
+        match self {
+            Step::Check { path, .. }
+            | Step::Create { path, .. }
+            | Step::Set { path, .. }
+            | Step::Delete { path, .. } => path,
+        }
+    }
+
+    fn op(&self) -> Op {
+        match self {
+            Step::Check { .. } => Op::Check,
+            Step::Create { .. } => Op::Create,
+            Step::Set { .. } => Op::Set,
+            Step::Delete { .. } => Op::Delete,
+        }
+    }
+}
+
+/// How a run ended: applied with results, or refused at op `index`.
+pub(crate) type Outcome = Result<Vec<TxnResult>, (usize, RegistryError)>;
+
+/// A key as read at the snapshot revision.
+#[derive(Debug, Clone)]
+struct Seen {
+    value: Vec<u8>,
+    mod_rev: i64,
+    lease: i64,
+}
+
+/// Direct children of a node as the index showed them at `R`, at most `limit` of them.
+#[derive(Debug, Clone, Default)]
+struct ChildList {
+    names: BTreeSet<String>,
+    /// The index held more than the limit: the node cannot become empty in this transaction.
+    truncated: bool,
+}
+
+/// Everything read so far, at revision `rev`.
+#[derive(Debug, Default)]
+struct Reads {
+    rev: Option<i64>,
+    keys: HashMap<Vec<u8>, Option<Seen>>,
+    children: HashMap<String, ChildList>,
+}
+
+/// Something the evaluation needs that has not been read yet.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Need {
+    Key(Vec<u8>),
+    Children(String),
+}
+
+/// Why an evaluation stopped early.
+enum Stop {
+    Need(Need),
+    Fail(RegistryError),
+}
+
+/// A node's state in the evaluation.
+#[derive(Debug, Clone)]
+struct NodeState {
+    data: Vec<u8>,
+    version: Version,
+    lease: i64,
+}
+
+#[derive(Debug, Clone)]
+enum Write {
+    Put { value: Vec<u8>, lease: i64 },
+    Delete,
+}
+
+/// One evaluation of the steps over the reads.
+struct Eval<'a> {
+    keys: &'a KeySpace,
+    reads: &'a Reads,
+    lease: Option<i64>,
+    nodes: HashMap<String, Option<NodeState>>,
+    counters: HashMap<String, u64>,
+    writes: Vec<(Vec<u8>, Write)>,
+    slot: HashMap<Vec<u8>, usize>,
+}
+
+impl<'a> Eval<'a> {
+    fn new(keys: &'a KeySpace, reads: &'a Reads, lease: Option<i64>) -> Self {
+        Eval {
+            keys,
+            reads,
+            lease,
+            nodes: HashMap::new(),
+            counters: HashMap::new(),
+            writes: Vec::new(),
+            slot: HashMap::new(),
+        }
+    }
+
+    fn write(&mut self, key: Vec<u8>, write: Write) {
+        match self.slot.get(&key) {
+            Some(&i) => self.writes[i].1 = write,
+            None => {
+                self.slot.insert(key.clone(), self.writes.len());
+                self.writes.push((key, write));
+            }
+        }
+    }
+
+    fn seen(&self, key: Vec<u8>) -> Result<Option<&'a Seen>, Stop> {
+        match self.reads.keys.get(&key) {
+            Some(seen) => Ok(seen.as_ref()),
+            None => Err(Stop::Need(Need::Key(key))),
+        }
+    }
+
+    fn node(&self, p: &str) -> Result<Option<NodeState>, Stop> {
+        if p == path::ROOT {
+            return Ok(Some(NodeState { data: Vec::new(), version: 0, lease: 0 }));
+        }
+        if let Some(state) = self.nodes.get(p) {
+            return Ok(state.clone());
+        }
+        let key = self.keys.node(p);
+        match self.seen(key.clone())? {
+            None => Ok(None),
+            Some(seen) => match decode_value(&seen.value) {
+                Some((version, data)) => {
+                    Ok(Some(NodeState { data: data.to_vec(), version, lease: seen.lease }))
+                }
+                None => Err(Stop::Fail(foreign_value(p, &key))),
+            },
+        }
+    }
+
+    fn has_children(&self, p: &str) -> Result<bool, Stop> {
+        let Some(list) = self.reads.children.get(p) else {
+            return Err(Stop::Need(Need::Children(p.to_owned())));
+        };
+        if list.truncated {
+            return Ok(true);
+        }
+        for name in &list.names {
+            let child = path::join(p, name);
+            if !matches!(self.nodes.get(&child), Some(None)) {
+                return Ok(true);
+            }
+        }
+        Ok(self.nodes.iter().any(|(child, state)| {
+            state.is_some()
+                && path::parent(child) == Some(p)
+                && !list.names.contains(path::name(child))
+        }))
+    }
+
+    fn counter(&self, parent: &str) -> Result<u64, Stop> {
+        if let Some(&next) = self.counters.get(parent) {
+            return Ok(next);
+        }
+        Ok(self.seen(self.keys.counter(parent))?.map_or(0, |s| decode_counter(&s.value)))
+    }
+
+    fn put_node(&mut self, p: &str, state: NodeState, new: bool) {
+        let value = encode_value(state.version, &state.data);
+        self.write(self.keys.node(p), Write::Put { value, lease: state.lease });
+        if new {
+            self.write(self.keys.index(p), Write::Put { value: Vec::new(), lease: state.lease });
+        }
+        self.nodes.insert(p.to_owned(), Some(state));
+    }
+
+    fn remove_node(&mut self, p: &str) {
+        self.write(self.keys.node(p), Write::Delete);
+        self.write(self.keys.index(p), Write::Delete);
+        self.write(self.keys.counter(p), Write::Delete);
+        self.nodes.insert(p.to_owned(), None);
+        self.counters.insert(p.to_owned(), 0);
+    }
+
+    fn apply(&mut self, step: &Step) -> Result<TxnResult, Stop> {
+        let fail = |e: RegistryError| Err(Stop::Fail(e));
+        let op = step.op();
+        let at = |p: &str| p.to_owned();
+        match step {
+            Step::Check { path: p, version } => {
+                let Some(node) = self.node(p)? else {
+                    return fail(RegistryError::NoNode { op, path: at(p) });
+                };
+                if let Some(v) = version.filter(|v| *v != node.version) {
+                    return fail(RegistryError::BadVersion { op, path: at(p), expected: v });
+                }
+                Ok(TxnResult::Checked)
+            }
+            Step::Create { path: p, data, mode, parents } => {
+                if *parents {
+                    // Check first: an ephemeral ancestor must not leave half a chain behind.
+                    for ancestor in path::ancestors(p) {
+                        match self.node(ancestor)? {
+                            Some(n) if n.lease != 0 => {
+                                return fail(RegistryError::EphemeralParent { op, path: at(p) })
+                            }
+                            Some(_) => {}
+                            None => break,
+                        }
+                    }
+                    for ancestor in path::ancestors(p) {
+                        if self.node(ancestor)?.is_none() {
+                            let empty = NodeState { data: Vec::new(), version: 0, lease: 0 };
+                            self.put_node(ancestor, empty, true);
+                        }
+                    }
+                }
+                let parent = path::parent(p).unwrap_or(path::ROOT);
+                match self.node(parent)? {
+                    None => return fail(RegistryError::NoNode { op, path: at(p) }),
+                    Some(n) if n.lease != 0 => {
+                        return fail(RegistryError::EphemeralParent { op, path: at(p) })
+                    }
+                    Some(_) => {}
+                }
+                let full = if mode.is_sequential() {
+                    sequential_name(p, self.counter(parent)?)
+                } else {
+                    p.clone()
+                };
+                if self.node(&full)?.is_some() {
+                    return fail(RegistryError::NodeExists { op, path: at(p) });
+                }
+                let lease = if mode.is_ephemeral() {
+                    match self.lease {
+                        Some(lease) => lease,
+                        None => return fail(RegistryError::SessionExpired { op, path: at(p) }),
+                    }
+                } else {
+                    0
+                };
+                if mode.is_sequential() {
+                    let next = self.counter(parent)? + 1;
+                    self.counters.insert(parent.to_owned(), next);
+                    let value = next.to_string().into_bytes();
+                    self.write(self.keys.counter(parent), Write::Put { value, lease: 0 });
+                }
+                self.put_node(&full, NodeState { data: data.clone(), version: 0, lease }, true);
+                Ok(TxnResult::Created { path: full })
+            }
+            Step::Set { path: p, data, version } => {
+                let Some(node) = self.node(p)? else {
+                    return fail(RegistryError::NoNode { op, path: at(p) });
+                };
+                if let Some(v) = version.filter(|v| *v != node.version) {
+                    return fail(RegistryError::BadVersion { op, path: at(p), expected: v });
+                }
+                let new =
+                    NodeState { data: data.clone(), version: node.version + 1, lease: node.lease };
+                self.put_node(p, new, false);
+                Ok(TxnResult::Set { version: node.version + 1 })
+            }
+            Step::Delete { path: p, version } => {
+                // ZooKeeper's order: existence, then version, then children.
+                let Some(node) = self.node(p)? else {
+                    return fail(RegistryError::NoNode { op, path: at(p) });
+                };
+                if let Some(v) = version.filter(|v| *v != node.version) {
+                    return fail(RegistryError::BadVersion { op, path: at(p), expected: v });
+                }
+                if self.has_children(p)? {
+                    return fail(RegistryError::NotEmpty { op, path: at(p) });
+                }
+                self.remove_node(p);
+                Ok(TxnResult::Deleted)
+            }
+        }
+    }
+}
+
+/// A value in our key family that this crate did not write.
+fn foreign_value(p: &str, key: &[u8]) -> RegistryError {
+    error::backend(
+        Op::Get,
+        p.to_owned(),
+        format!(
+            "key {:?} does not hold a shardcron node value; is another program writing into \
+             this namespace?",
+            String::from_utf8_lossy(key)
+        ),
+        false,
+    )
+}
+
+/// The keys every step needs for sure, read in the first round.
+fn static_needs(keys: &KeySpace, steps: &[Step]) -> Vec<Need> {
+    let mut needs = Vec::new();
+    let node = |p: &str| Need::Key(keys.node(p));
+    for step in steps {
+        let p = step.path();
+        if p != path::ROOT {
+            needs.push(node(p));
+        }
+        match step {
+            Step::Create { parents, mode, .. } => {
+                let parent = path::parent(p).unwrap_or(path::ROOT);
+                if *parents {
+                    needs.extend(path::ancestors(p).map(node));
+                } else if parent != path::ROOT {
+                    needs.push(node(parent));
+                }
+                if mode.is_sequential() {
+                    needs.push(Need::Key(keys.counter(parent)));
+                }
+            }
+            Step::Delete { .. } => needs.push(Need::Children(p.to_owned())),
+            Step::Check { .. } | Step::Set { .. } => {}
+        }
+    }
+    let mut unique = BTreeSet::new();
+    needs.retain(|n| unique.insert(format!("{n:?}")));
+    needs
+}
+
+/// Runs `steps` to completion: evaluation, commit, retry on interference. Errors that are not
+/// the contract's answer (transport, auth) come back as the outer `Err`, tagged with `op`.
+pub(crate) async fn run(
+    kv: &KvClient,
+    keys: &KeySpace,
+    steps: &[Step],
+    lease: Option<i64>,
+    op: Op,
+    at: &str,
+) -> Result<Outcome, RegistryError> {
+    // A node loses at most one child per step, so this many index keys decide emptiness.
+    let child_limit = i64::try_from(steps.len() + 1).unwrap_or(i64::MAX);
+    'attempt: loop {
+        let mut reads = Reads::default();
+        let mut pending = static_needs(keys, steps);
+        loop {
+            if !pending.is_empty() {
+                match read(kv, keys, &mut reads, &pending, child_limit).await {
+                    Ok(()) => {}
+                    // `R` was compacted between two rounds: take a newer snapshot.
+                    Err(e) if error::is_compacted(&e) => continue 'attempt,
+                    Err(e) => return Err(map(e, op, at)),
+                }
+            }
+            let mut eval = Eval::new(keys, &reads, lease);
+            let mut results = Vec::with_capacity(steps.len());
+            let mut stopped = None;
+            for (index, step) in steps.iter().enumerate() {
+                match eval.apply(step) {
+                    Ok(result) => results.push(result),
+                    Err(stop) => {
+                        stopped = Some((index, stop));
+                        break;
+                    }
+                }
+            }
+            match stopped {
+                Some((_, Stop::Need(need))) => pending = vec![need],
+                Some((index, Stop::Fail(e))) => return Ok(Err((index, e))),
+                None => {
+                    if eval.writes.is_empty() {
+                        return Ok(Ok(results));
+                    }
+                    match commit(kv, keys, &reads, eval.writes).await {
+                        Ok(true) => return Ok(Ok(results)),
+                        Ok(false) => continue 'attempt,
+                        Err(e) if error::is_lease_gone(&e) => {
+                            // Our session lease vanished under an ephemeral create: report it at
+                            // the first op that needed it.
+                            let index = steps
+                                .iter()
+                                .position(|s| matches!(s, Step::Create { mode, .. } if mode.is_ephemeral()))
+                                .unwrap_or(0);
+                            let path = steps.get(index).map_or(at, Step::path).to_owned();
+                            let op = steps.get(index).map_or(op, Step::op);
+                            return Ok(Err((index, RegistryError::SessionExpired { op, path })));
+                        }
+                        Err(e) => return Err(map(e, op, at)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads `needs` into `reads`, at `reads.rev` once that is fixed.
+async fn read(
+    kv: &KvClient,
+    keys: &KeySpace,
+    reads: &mut Reads,
+    needs: &[Need],
+    child_limit: i64,
+) -> Result<(), etcd_client::Error> {
+    let rev = reads.rev.unwrap_or(0);
+    let ops: Vec<EtcdOp> = needs
+        .iter()
+        .map(|need| match need {
+            Need::Key(key) => EtcdOp::get(key.clone(), Some(GetOptions::new().with_revision(rev))),
+            Need::Children(p) => EtcdOp::get(
+                keys.children(p),
+                Some(
+                    GetOptions::new()
+                        .with_prefix()
+                        .with_keys_only()
+                        .with_limit(child_limit)
+                        .with_revision(rev),
+                ),
+            ),
+        })
+        .collect();
+    let mut client = kv.clone();
+    let resp = client.txn(Txn::new().and_then(ops)).await?;
+    if reads.rev.is_none() {
+        reads.rev = resp.header().map(|h| h.revision());
+    }
+    for (need, answer) in needs.iter().zip(resp.op_responses()) {
+        let TxnOpResponse::Get(got) = answer else { continue };
+        match need {
+            Need::Key(key) => {
+                let seen = got.kvs().first().map(|kv| Seen {
+                    value: kv.value().to_vec(),
+                    mod_rev: kv.mod_revision(),
+                    lease: kv.lease(),
+                });
+                reads.keys.insert(key.clone(), seen);
+            }
+            Need::Children(p) => {
+                let names = got
+                    .kvs()
+                    .iter()
+                    .filter_map(|kv| keys.child_name(p, kv.key()).map(str::to_owned))
+                    .collect();
+                reads.children.insert(p.clone(), ChildList { names, truncated: got.more() });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Commits `writes` if nothing read has changed since `reads.rev`. Returns whether it did.
+async fn commit(
+    kv: &KvClient,
+    keys: &KeySpace,
+    reads: &Reads,
+    writes: Vec<(Vec<u8>, Write)>,
+) -> Result<bool, etcd_client::Error> {
+    let rev = reads.rev.unwrap_or(0);
+    let mut compares: Vec<Compare> = reads
+        .keys
+        .iter()
+        .map(|(key, seen)| {
+            Compare::mod_revision(
+                key.clone(),
+                CompareOp::Equal,
+                seen.as_ref().map_or(0, |s| s.mod_rev),
+            )
+        })
+        .collect();
+    // No child appeared (or changed) under a node whose children decided the outcome. A child
+    // that vanished needs no guard: it is either one of ours to delete (guarded by its node
+    // key) or made a delete fail, which commits nothing.
+    compares.extend(
+        reads.children.keys().map(|p| {
+            Compare::mod_revision(keys.children(p), CompareOp::Less, rev + 1).with_prefix()
+        }),
+    );
+    let ops: Vec<EtcdOp> = writes
+        .into_iter()
+        .map(|(key, write)| match write {
+            Write::Put { value, lease } => {
+                EtcdOp::put(key, value, Some(PutOptions::new().with_lease(lease)))
+            }
+            Write::Delete => EtcdOp::delete(key, None::<DeleteOptions>),
+        })
+        .collect();
+    let mut client = kv.clone();
+    let resp = client.txn(Txn::new().when(compares).and_then(ops)).await?;
+    Ok(resp.succeeded())
+}
