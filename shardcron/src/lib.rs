@@ -36,6 +36,10 @@ use std::sync::Arc;
 
 pub use shardcron_core::*;
 pub use shardcron_registry_mem as mem;
+
+/// The etcd backend (feature `etcd`).
+#[cfg(feature = "etcd")]
+pub use shardcron_registry_etcd as etcd;
 pub use url::{ConnectError, RegistryUrl};
 
 use shardcron_core::handles::Handles;

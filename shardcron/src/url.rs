@@ -49,7 +49,7 @@ impl RegistryUrl {
         let query = query.to_owned();
         match scheme {
             "zk" | "zookeeper" => Ok(RegistryUrl::ZooKeeper { hosts, namespace, query }),
-            "etcd" => Ok(RegistryUrl::Etcd { endpoints: hosts, namespace, query }),
+            "etcd" | "etcds" => Ok(RegistryUrl::Etcd { endpoints: hosts, namespace, query }),
             _ => Err(bad("unknown scheme")),
         }
     }

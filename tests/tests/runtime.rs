@@ -456,3 +456,101 @@ async fn jobs_added_and_removed_at_run_time() {
     assert_eq!(node.scheduler.jobs(), vec!["y".to_owned()]);
     assert!(matches!(node.scheduler.remove_job("x").await, Err(Error::NoSuchJob { .. })));
 }
+
+/// A listener counting fires, for the test below.
+#[derive(Default)]
+struct Counting {
+    before: AtomicUsize,
+    after: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl shardcron_core::job::JobListener for Counting {
+    async fn before_job_executed(&self, _fire: &shardcron_core::job::FireInfo) {
+        self.before.fetch_add(1, Ordering::SeqCst);
+    }
+    async fn after_job_executed(
+        &self,
+        _fire: &shardcron_core::job::FireInfo,
+        _report: &shardcron_core::job::FireReport,
+    ) {
+        self.after.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+struct Batches {
+    left: parking_lot::Mutex<Vec<u32>>,
+    processed: Arc<AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl shardcron_core::job::DataflowJob for Batches {
+    type Data = u32;
+    async fn fetch(
+        &self,
+        _ctx: &shardcron_core::job::ShardingContext,
+    ) -> Result<Vec<u32>, shardcron_core::job::BoxError> {
+        Ok(self.left.lock().pop().into_iter().collect())
+    }
+    async fn process(
+        &self,
+        _ctx: &shardcron_core::job::ShardingContext,
+        data: Vec<u32>,
+    ) -> shardcron_core::job::JobResult {
+        self.processed.fetch_add(data.len(), Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn listeners_dataflow_jobs_and_the_throw_handler_through_the_scheduler() {
+    let cluster = TestCluster::new(18);
+    let listener = Arc::new(Counting::default());
+    let client = cluster.client();
+    let scheduler = shardcron_core::runtime::SchedulerBuilder::new(Arc::new(client))
+        .handles(cluster.handles.clone())
+        .ip("10.0.0.1")
+        .pid(1)
+        .listener(listener.clone())
+        .events({
+            let log = cluster.log.clone();
+            let clock = cluster.handles.clock.clone();
+            Arc::new(move |event: &SchedulerEvent| {
+                log.lock().push(shardcron_tests::Recorded {
+                    instance: "i".into(),
+                    at_ms: clock.now_ms(),
+                    event: event.clone(),
+                })
+            })
+        })
+        .start()
+        .await
+        .unwrap();
+    // Streaming dataflow: one fire drains every batch.
+    let processed = Arc::new(AtomicUsize::new(0));
+    let batches =
+        Batches { left: parking_lot::Mutex::new(vec![1, 2, 3]), processed: processed.clone() };
+    scheduler.add_job(every(10, "flow", 1), Job::dataflow(batches, true)).await.unwrap();
+    // THROW: a failing item is surfaced as an event.
+    let mut strict = every(10, "strict", 1);
+    strict.job_error_handler_type = Some("THROW".into());
+    scheduler.add_job(strict, Job::from_fn(|_| async { Err("disk full".into()) })).await.unwrap();
+    until(&cluster, 10).await;
+    assert_eq!(processed.load(Ordering::SeqCst), 3, "streaming fetched until empty");
+    assert_eq!(
+        listener.before.load(Ordering::SeqCst),
+        2,
+        "before-listener once per fire of each job"
+    );
+    assert_eq!(listener.after.load(Ordering::SeqCst), 2);
+    let failed: Vec<String> = cluster
+        .events()
+        .into_iter()
+        .filter_map(|r| match r.event {
+            SchedulerEvent::FireFailed { job, error, .. } => Some(format!("{job}: {error}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].starts_with("strict: ") && failed[0].contains("disk full"), "{failed:?}");
+}

@@ -49,6 +49,8 @@ pub enum SchedulerEvent {
     ItemStarted { job: String, item: u32, fire_ms: i64, kind: FireKind, token: u64 },
     /// An item ended; `ok` is false for a failure or a panic.
     ItemFinished { job: String, item: u32, fire_ms: i64, ok: bool },
+    /// The job's error handler raised a failure (`jobErrorHandlerType: THROW`).
+    FireFailed { job: String, fire_ms: i64, item: u32, error: String },
     /// This instance became the job's leader.
     LeaderElected { job: String },
     /// The leader committed an assignment.
@@ -90,6 +92,9 @@ impl Events {
         match &event {
             SchedulerEvent::Error { job, message } => {
                 tracing::warn!(instance = %self.instance, job, message, "registry operation failed")
+            }
+            SchedulerEvent::FireFailed { job, item, error, .. } => {
+                tracing::error!(instance = %self.instance, job, item, error, "job failed")
             }
             SchedulerEvent::ConfigRejected { job, reason } => {
                 tracing::error!(instance = %self.instance, job, reason, "config in the registry rejected")

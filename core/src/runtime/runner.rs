@@ -426,6 +426,13 @@ impl JobRunner {
                 ok,
             });
         }
+        if let (Some(failure), Some(&item)) =
+            (&finished.report.raised, finished.report.raised_items.first())
+        {
+            let (job, fire_ms, error) =
+                (self.name().to_owned(), flight.fire_ms, failure.to_string());
+            self.emit(SchedulerEvent::FireFailed { job, fire_ms, item, error });
+        }
         let registry = self.shared.registry.as_ref();
         if flight.marked {
             execution::finish(registry, &self.shared.cache, &self.paths, &flight.items).await?;

@@ -1,0 +1,87 @@
+//! The scheduler end to end on the real registry servers the test script starts, opened through
+//! `shardcron::connect` as an application would. Real time: a job every second, a few seconds.
+//!
+//! Without a server address the tests print a note and pass, unless `SHARDCRON_REQUIRE_SERVERS=1`
+//! (set by `scripts/test.sh`), in which case a missing server fails them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use shardcron::config::JobConfig;
+use shardcron::job::Job;
+use shardcron::registry::RegistryExt;
+use shardcron::runtime::{SchedulerBuilder, SchedulerEvent};
+
+/// The etcd URL of the test server, or `None` (after checking that is allowed).
+fn etcd_url(namespace: &str) -> Option<String> {
+    match std::env::var("SHARDCRON_ETCD") {
+        Ok(endpoint) => {
+            let hostport = endpoint.trim_start_matches("http://").trim_end_matches('/');
+            Some(format!("etcd://{hostport}/{namespace}?ttl_s=5"))
+        }
+        Err(_) if std::env::var("SHARDCRON_REQUIRE_SERVERS").as_deref() == Ok("1") => {
+            panic!("SHARDCRON_REQUIRE_SERVERS=1 but SHARDCRON_ETCD is not set: start one with scripts/etcd.sh")
+        }
+        Err(_) => {
+            eprintln!("note: SHARDCRON_ETCD not set; skipping the etcd end-to-end test");
+            None
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_fires_on_etcd_and_leaves_no_ephemeral_node() {
+    let Some(url) = etcd_url("e2e-scheduler") else { return };
+    let registry = shardcron::connect(&url).await.expect("connect to the test etcd");
+    // A clean namespace (an earlier run may have left its config).
+    registry.delete_recursive("/ticker").await.expect("clean the namespace");
+    let seen: Arc<Mutex<Vec<(i64, u32)>>> = Arc::default();
+    let log = seen.clone();
+    let scheduler = SchedulerBuilder::new(registry.clone())
+        .pid(7)
+        .events(Arc::new(move |event: &SchedulerEvent| {
+            if let SchedulerEvent::ItemStarted { job, item, fire_ms, .. } = event {
+                if job == "ticker" {
+                    log.lock().push((*fire_ms, *item));
+                }
+            }
+        }))
+        .start()
+        .await
+        .expect("start the scheduler on etcd");
+    let mut config = JobConfig::new("ticker", 3);
+    config.cron = Some("* * * * * ?".into());
+    scheduler.add_job(config, Job::from_fn(|_| async { Ok(()) })).await.expect("add the job");
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+
+    let starts = seen.lock().clone();
+    let fires: std::collections::BTreeSet<i64> = starts.iter().map(|s| s.0).collect();
+    assert!(fires.len() >= 2, "at least two fires in 3.5 s: {starts:?}");
+    for fire in &fires {
+        let items: std::collections::BTreeSet<u32> =
+            starts.iter().filter(|s| s.0 == *fire).map(|s| s.1).collect();
+        assert_eq!(items.len(), 3, "every item of the fire at {fire} ran once: {starts:?}");
+        assert_eq!(starts.iter().filter(|s| s.0 == *fire).count(), 3, "no item twice");
+    }
+    assert!(fires.iter().all(|f| f % 1000 == 0), "fires on whole seconds");
+
+    let instance = format!("/ticker/instances/{}", scheduler.instance());
+    assert!(registry.exists(&instance).await.unwrap(), "registered while running");
+    scheduler.shutdown().await.expect("graceful shutdown");
+    let observer = shardcron::connect(&url).await.expect("reconnect");
+    assert!(!observer.exists(&instance).await.unwrap(), "instance node removed on shutdown");
+    assert!(
+        !observer.exists("/ticker/leader/election/instance").await.unwrap(),
+        "leadership released"
+    );
+    let running = observer.child_paths("/ticker/sharding").await.unwrap();
+    for item in running {
+        assert!(
+            !observer.exists(&format!("{item}/running")).await.unwrap(),
+            "{item} still marked running"
+        );
+    }
+    assert!(observer.exists("/ticker/config").await.unwrap(), "the config stays");
+    observer.close().await.unwrap();
+}
