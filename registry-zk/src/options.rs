@@ -161,7 +161,7 @@ impl ZkOptions {
         Ok(options)
     }
 
-    /// Checks what `ZkRegistry::connect` relies on; the message says what to fix.
+    /// Checks what [`crate::ZkRegistry::connect`] relies on; the message says what to fix.
     pub fn validate(&self) -> Result<(), InvalidOptions> {
         if self.hosts.is_empty() {
             return Err(InvalidOptions("no host given".into()));
@@ -224,7 +224,7 @@ impl fmt::Debug for ZkOptions {
 }
 
 /// Exponential backoff between attempts to open a session: `base`, `2 × base`, ... capped at
-/// `max`. At start-up `ZkRegistry::connect` gives up after `attempts` tries; after an
+/// `max`. At start-up [`crate::ZkRegistry::connect`] gives up after `attempts` tries; after an
 /// expiry the client keeps trying (at `max` intervals) until it gets a session or is closed,
 /// because giving up there would leave a running scheduler without a registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
