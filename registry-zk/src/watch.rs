@@ -23,10 +23,11 @@
 //! a write when the write returns (read-your-writes, DESIGN section 7, ElasticJob #2194).
 //!
 //! **Gaps become resyncs.** Persistent watches lose the events of a connection loss
-//! (ZOOKEEPER-4698), and an expired session loses its watches. After the link comes back the
-//! task re-reads the subtree and sends a `Resync`; after an expiry it subscribes again on the new
-//! session and does the same. A read that fails for another reason (a timeout) also ends in a
-//! resync, retried with backoff.
+//! (ZOOKEEPER-4698), `zookeeper-client` 0.11.2 does not register them again after a reconnect,
+//! and an expired session loses its watches. So after the link comes back the task registers
+//! its watch again, re-reads the subtree and sends a `Resync`; after an expiry it subscribes
+//! again on the new session and does the same. A read that fails for another reason (a timeout)
+//! also ends in a resync, retried with backoff.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -324,7 +325,7 @@ impl WatchTask {
                 event = watcher.changed() => self.catch_up(&session, &mut watcher, Some(event)).await,
                 () = sleep_until(retry_at), if retry_at.is_some() => {
                     self.retry_at = None;
-                    self.resync(&session).await
+                    self.resync(&session, &mut watcher).await
                 }
             };
             if let Some(next) = step {
@@ -375,7 +376,7 @@ impl WatchTask {
             return Some(next);
         }
         if self.need_resync && !self.link_lost && self.retry_at.is_none() {
-            return self.resync(session).await;
+            return self.resync(session, watcher).await;
         }
         None
     }
@@ -478,10 +479,27 @@ impl WatchTask {
         }
     }
 
-    /// Re-reads the subtree and sends it as a resync; on failure, schedules another try.
-    async fn resync(&mut self, session: &Session) -> Option<Next> {
-        match tokio::time::timeout(self.limit, snapshot(&session.ns, &self.root)).await {
-            Ok(Ok(nodes)) => {
+    /// Registers the watch again, re-reads the subtree and sends it as a resync; on failure,
+    /// schedules another try.
+    ///
+    /// Registering again is not redundant: `zookeeper-client` 0.11.2 does not restore persistent
+    /// watches when it reconnects (its `resend_watches` never sends the persistent kinds), so
+    /// after a reconnect the server knows no watch for us. The new watcher replaces the old one
+    /// before the snapshot is read, so no change falls between the two.
+    async fn resync(
+        &mut self,
+        session: &Session,
+        watcher: &mut zk::PersistentWatcher,
+    ) -> Option<Next> {
+        let attempt = async {
+            let fresh = session.ns.watch(&self.root, zk::AddWatchMode::PersistentRecursive).await?;
+            let nodes = snapshot(&session.ns, &self.root).await?;
+            Ok::<_, zk::Error>((fresh, nodes))
+        };
+        match tokio::time::timeout(self.limit, attempt).await {
+            Ok(Ok((fresh, nodes))) => {
+                // Events still queued in the old watcher predate the snapshot.
+                *watcher = fresh;
                 self.need_resync = false;
                 self.failures = 0;
                 self.install(nodes);
