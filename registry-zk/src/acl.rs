@@ -9,6 +9,10 @@
 //! - **Without credentials**: `world:anyone:cdrwa` (`OPEN_ACL_UNSAFE`), ZooKeeper's default:
 //!   access control is then the network's job.
 //!
+//! The namespace node and any parents it needs get the same ACL, so with credentials a
+//! multi-segment namespace (`/prod/jobs`) claims its parents (`/prod`) too: give each deployment
+//! its own top-level node, or create shared parents beforehand with the ACL you want.
+//!
 //! ACLs are not inherited in ZooKeeper: each node carries its own. Nodes created by other tools
 //! keep whatever ACL those tools gave them.
 

@@ -54,6 +54,13 @@ pub fn namespace(name: &str) -> String {
     format!("{}/{name}", run_prefix())
 }
 
+/// A top-level namespace `{run prefix}-{name}`, for clients with digest credentials: the
+/// parents of a namespace get the creating client's ACL, so a namespace with credentials must
+/// not share its parent with the other tests.
+pub fn top_namespace(name: &str) -> String {
+    format!("{}-{name}", run_prefix())
+}
+
 /// Options for tests: short, but not flaky on a loaded 2-core machine.
 pub fn options(hosts: &str, namespace: &str) -> ZkOptions {
     ZkOptions::new(hosts, namespace)
