@@ -87,8 +87,11 @@ start() {
   command -v "$java" >/dev/null || die "java not found: install default-jdk-headless (apt-get install default-jdk-headless)"
   [[ -f "${classpath%%:*}" ]] || die "$classpath not found: install the zookeeper package (apt-get install zookeeper) or set ZOOKEEPER_CLASSPATH"
   if running_pid >/dev/null; then
-    die "already running (state in $state); stop it first"
+    # Left over from an interrupted run in the same STATE_DIR: it is ours and throw-away.
+    echo "zookeeper.sh: stopping the server left running in $state" >&2
+    stop
   fi
+  [[ -f "$state/datadir" ]] && rm -rf "$(cat "$state/datadir")"
   rm -rf "$state"
   mkdir -p "$state"
   local data attempt port
