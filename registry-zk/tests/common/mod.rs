@@ -8,6 +8,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -28,10 +29,16 @@ pub fn server(test: &str) -> Option<String> {
              `scripts/zookeeper.sh start` and `source target/zookeeper/env`"
         ),
         _ => {
-            eprintln!(
-                "note: skipping {test}: SHARDCRON_ZK is not set (scripts/zookeeper.sh start; \
-                 source target/zookeeper/env)"
-            );
+            // Once per test binary, and past libtest's capture (which hides what passing tests
+            // print with `eprintln!`), so the skip is seen.
+            static NOTED: AtomicBool = AtomicBool::new(false);
+            if !NOTED.swap(true, Ordering::SeqCst) {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "note: SHARDCRON_ZK is not set: skipping the ZooKeeper tests here, {test} \
+                     first (scripts/zookeeper.sh start; source target/zookeeper/env)"
+                );
+            }
             None
         }
     }
