@@ -390,7 +390,7 @@ impl CoordinatorRegistry for ZkRegistry {
 
     /// The server's clock: the mtime ZooKeeper stamps on a write of the namespace node (the
     /// leader's clock when it proposed the write). One write per call, invisible to the
-    /// contract's readers (see [`node::node`]).
+    /// contract's readers (see the crate docs, "Registry time").
     async fn registry_time(&self) -> Result<i64> {
         let s = self.session(Op::Time, path::ROOT)?;
         let namespace = self.shared.namespace.as_str();
