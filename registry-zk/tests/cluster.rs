@@ -134,8 +134,9 @@ async fn several_instances_share_one_server() {
 async fn connects_by_url() {
     let Some(hosts) = server("connects_by_url") else { return };
     let ns = common::top_namespace("url");
+    // Several hosts, one of them dead: the client finds the live one.
     let url = format!(
-        "zk://{hosts},{hosts}{ns}?session_timeout_ms=3000&connect_timeout_ms=5000\
+        "zk://127.0.0.1:1,{hosts}{ns}?session_timeout_ms=3000&connect_timeout_ms=5000\
          &operation_timeout_ms=5000&digest=carol:p%40ss"
     );
     let registry = ZkRegistry::connect_url(&url).await.unwrap();
