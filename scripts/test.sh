@@ -41,13 +41,17 @@ export SHARDCRON_REQUIRE_QUARTZ=1
 
 stop_servers() {
   scripts/etcd.sh stop || true
+  scripts/zookeeper.sh stop || true
 }
 trap stop_servers EXIT
 
 log "starting test servers"
 scripts/etcd.sh start
+scripts/zookeeper.sh start
 # shellcheck source=/dev/null
-source target/test-servers/etcd.env
+source target/test-servers/etcd.env   # SHARDCRON_ETCD
+# shellcheck source=/dev/null
+source target/zookeeper/env           # SHARDCRON_ZK
 export SHARDCRON_REQUIRE_SERVERS=1
 
 log "cargo fmt --check"

@@ -40,6 +40,9 @@ pub use shardcron_registry_mem as mem;
 /// The etcd backend (feature `etcd`).
 #[cfg(feature = "etcd")]
 pub use shardcron_registry_etcd as etcd;
+/// The ZooKeeper backend (feature `zookeeper`).
+#[cfg(feature = "zookeeper")]
+pub use shardcron_registry_zk as zk;
 pub use url::{ConnectError, RegistryUrl};
 
 use shardcron_core::handles::Handles;
@@ -64,9 +67,25 @@ pub async fn connect(url: &str) -> Result<Arc<dyn CoordinatorRegistry>, ConnectE
             let client = server.connect(options).map_err(ConnectError::Registry)?;
             Ok(Arc::new(client))
         }
+        #[cfg(feature = "zookeeper")]
+        RegistryUrl::ZooKeeper { .. } => {
+            let client = zk::ZkRegistry::connect_url(url).await.map_err(ConnectError::Registry)?;
+            Ok(Arc::new(client))
+        }
+        #[cfg(not(feature = "zookeeper"))]
         RegistryUrl::ZooKeeper { .. } => {
             Err(ConnectError::Unsupported { scheme: "zk", feature: "zookeeper" })
         }
+        #[cfg(feature = "etcd")]
+        RegistryUrl::Etcd { .. } => {
+            let options = etcd::EtcdOptions::from_url(url).map_err(|e| {
+                ConnectError::Malformed { url: url.to_owned(), reason: e.to_string() }
+            })?;
+            let client =
+                etcd::EtcdRegistry::connect(options).await.map_err(ConnectError::Registry)?;
+            Ok(Arc::new(client))
+        }
+        #[cfg(not(feature = "etcd"))]
         RegistryUrl::Etcd { .. } => {
             Err(ConnectError::Unsupported { scheme: "etcd", feature: "etcd" })
         }

@@ -1,3 +1,5 @@
+#![allow(clippy::unwrap_used)]
+
 //! The scheduler end to end on the real registry servers the test script starts, opened through
 //! `shardcron::connect` as an application would. Real time: a job every second, a few seconds.
 //!
@@ -13,27 +15,41 @@ use shardcron::job::Job;
 use shardcron::registry::RegistryExt;
 use shardcron::runtime::{SchedulerBuilder, SchedulerEvent};
 
-/// The etcd URL of the test server, or `None` (after checking that is allowed).
-fn etcd_url(namespace: &str) -> Option<String> {
-    match std::env::var("SHARDCRON_ETCD") {
-        Ok(endpoint) => {
-            let hostport = endpoint.trim_start_matches("http://").trim_end_matches('/');
-            Some(format!("etcd://{hostport}/{namespace}?ttl_s=5"))
-        }
+/// The URL of a test server from `var` (its address), or `None` (after checking that is allowed).
+fn server_url(var: &str, make: impl FnOnce(&str) -> String) -> Option<String> {
+    match std::env::var(var) {
+        Ok(address) => Some(make(address.trim_start_matches("http://").trim_end_matches('/'))),
         Err(_) if std::env::var("SHARDCRON_REQUIRE_SERVERS").as_deref() == Ok("1") => {
-            panic!("SHARDCRON_REQUIRE_SERVERS=1 but SHARDCRON_ETCD is not set: start one with scripts/etcd.sh")
+            panic!("SHARDCRON_REQUIRE_SERVERS=1 but {var} is not set: start the server (scripts/etcd.sh, scripts/zookeeper.sh)")
         }
         Err(_) => {
-            eprintln!("note: SHARDCRON_ETCD not set; skipping the etcd end-to-end test");
+            eprintln!("note: {var} not set; skipping this end-to-end test");
             None
         }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scheduler_fires_on_etcd_and_leaves_no_ephemeral_node() {
-    let Some(url) = etcd_url("e2e-scheduler") else { return };
-    let registry = shardcron::connect(&url).await.expect("connect to the test etcd");
+async fn scheduler_end_to_end_on_etcd() {
+    if let Some(url) = server_url("SHARDCRON_ETCD", |a| format!("etcd://{a}/e2e-scheduler?ttl_s=5"))
+    {
+        scheduler_end_to_end(&url).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_end_to_end_on_zookeeper() {
+    if let Some(url) =
+        server_url("SHARDCRON_ZK", |a| format!("zk://{a}/e2e-scheduler?session_timeout_ms=4000"))
+    {
+        scheduler_end_to_end(&url).await;
+    }
+}
+
+/// A 3-item job every second for 3.5 s: every fire runs each item once, on whole seconds; a
+/// graceful shutdown leaves no instance, leader or running node behind.
+async fn scheduler_end_to_end(url: &str) {
+    let registry = shardcron::connect(url).await.expect("connect to the test server");
     // A clean namespace (an earlier run may have left its config).
     registry.delete_recursive("/ticker").await.expect("clean the namespace");
     let seen: Arc<Mutex<Vec<(i64, u32)>>> = Arc::default();
@@ -69,7 +85,7 @@ async fn scheduler_fires_on_etcd_and_leaves_no_ephemeral_node() {
     let instance = format!("/ticker/instances/{}", scheduler.instance());
     assert!(registry.exists(&instance).await.unwrap(), "registered while running");
     scheduler.shutdown().await.expect("graceful shutdown");
-    let observer = shardcron::connect(&url).await.expect("reconnect");
+    let observer = shardcron::connect(url).await.expect("reconnect");
     assert!(!observer.exists(&instance).await.unwrap(), "instance node removed on shutdown");
     assert!(
         !observer.exists("/ticker/leader/election/instance").await.unwrap(),

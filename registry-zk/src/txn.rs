@@ -1,0 +1,128 @@
+//! Transactions as ZooKeeper `multi`: all ops commit together or none does, and ZooKeeper
+//! answers with the error of the first op that failed, which becomes the contract's
+//! `Transaction { index, source }`.
+//!
+//! The whole request travels as one packet, so its total size (data of every op plus paths and
+//! headers) must fit in the server's `jute.maxbuffer` (see the crate docs, "Data size").
+
+use shardcron_core::registry::{path, Op, RegistryError, Result, TxnOp, TxnResult};
+use zookeeper_client as zk;
+
+use crate::client::ZkRegistry;
+use crate::error::At;
+use crate::node::{self, check_size};
+use crate::session::Session;
+
+/// Local checks of every op (path rules, data size, reachable versions), before any I/O; the
+/// first failure is reported with its index.
+pub(crate) fn check(ops: &[TxnOp]) -> Result<()> {
+    for (index, op) in ops.iter().enumerate() {
+        check_one(op).map_err(|e| RegistryError::Transaction { index, source: Box::new(e) })?;
+    }
+    Ok(())
+}
+
+fn check_one(op: &TxnOp) -> Result<()> {
+    match op {
+        TxnOp::Check { path: at, version } => {
+            path::validate(at)?;
+            node::expected(Op::Check, at, *version).map(drop)
+        }
+        TxnOp::Create { path: at, data, .. } => {
+            path::validate_node(at)?;
+            check_size(Op::Create, at, data)
+        }
+        TxnOp::Set { path: at, data, version } => {
+            path::validate_node(at)?;
+            check_size(Op::Set, at, data)?;
+            node::expected(Op::Set, at, *version).map(drop)
+        }
+        TxnOp::Delete { path: at, version } => {
+            path::validate_node(at)?;
+            node::expected(Op::Delete, at, *version).map(drop)
+        }
+    }
+}
+
+/// Where a failing op's error points: its operation, path and expected version.
+fn at(op: &TxnOp) -> At<'_> {
+    match op {
+        TxnOp::Check { path, version } => At::new(Op::Check, path).expecting(*version),
+        TxnOp::Create { path, .. } => At::new(Op::Create, path),
+        TxnOp::Set { path, version, .. } => At::new(Op::Set, path).expecting(*version),
+        TxnOp::Delete { path, version } => At::new(Op::Delete, path).expecting(*version),
+    }
+}
+
+/// Sends the checked ops as one `multi` and maps the answer.
+pub(crate) async fn commit(
+    registry: &ZkRegistry,
+    session: &Session,
+    ops: &[TxnOp],
+    acls: zk::Acls<'static>,
+) -> Result<Vec<TxnResult>> {
+    if ops.is_empty() {
+        return Ok(Vec::new());
+    }
+    let whole = At::new(Op::Transaction, ops[0].path());
+    let mut writer = session.ns.new_multi_writer();
+    for op in ops {
+        // `check` ran first, so versions convert; the client's own path checks mirror ours.
+        let added = match op {
+            TxnOp::Check { path, version } => {
+                let v = version.and_then(node::version_to_zk).unwrap_or(-1);
+                writer.add_check_version(path, v)
+            }
+            TxnOp::Create { path, data, mode } => {
+                writer.add_create(path, data, &node::mode(*mode).with_acls(acls))
+            }
+            TxnOp::Set { path, data, version } => {
+                writer.add_set_data(path, data, version.and_then(node::version_to_zk))
+            }
+            TxnOp::Delete { path, version } => {
+                writer.add_delete(path, version.and_then(node::version_to_zk))
+            }
+        };
+        added.map_err(|e| registry.map_err(e, at(op)))?;
+    }
+    let limit = registry.options().operation_timeout;
+    let answer = match tokio::time::timeout(limit, writer.commit()).await {
+        Ok(answer) => answer,
+        Err(_) => return Err(crate::error::timeout(Op::Transaction, whole.path, limit)),
+    };
+    match answer {
+        Ok(results) => results.into_iter().map(|r| result(r, whole)).collect(),
+        Err(zk::MultiWriteError::OperationFailed { index, source }) => {
+            let cause = match ops.get(index) {
+                Some(op) => registry.map_err(source, at(op)),
+                None => registry.map_err(source, whole),
+            };
+            // A lost link or an expired session is not one op's fault, but the contract reports
+            // every transaction failure with an index; the cause keeps it retryable.
+            Err(RegistryError::Transaction { index, source: Box::new(cause) })
+        }
+        Err(zk::MultiWriteError::RequestFailed { source }) => Err(registry.map_err(source, whole)),
+    }
+}
+
+fn result(r: zk::MultiWriteResult, whole: At<'_>) -> Result<TxnResult> {
+    Ok(match r {
+        zk::MultiWriteResult::Check => TxnResult::Checked,
+        zk::MultiWriteResult::Delete => TxnResult::Deleted,
+        zk::MultiWriteResult::Create { path, .. } => TxnResult::Created { path },
+        zk::MultiWriteResult::SetData { stat } => {
+            TxnResult::Set { version: node::version_from_zk(stat.version) }
+        }
+        // The enum is non-exhaustive; a kind of result this code does not know means the
+        // client library changed under us.
+        other => {
+            return Err(RegistryError::Backend {
+                backend: crate::error::BACKEND,
+                op: Op::Transaction,
+                path: whole.path.to_owned(),
+                message: format!("the transaction committed with an unknown result {other:?}"),
+                retryable: false,
+            })
+        }
+    })
+}
