@@ -3,13 +3,40 @@
 //! still ran. Owns those two nodes.
 //!
 //! Starting and finishing the items of one fire are one transaction each, whatever the number of
-//! items (DESIGN section 8). `running` nodes are ephemeral and hold the runner's instance id, so a
+//! items (DESIGN section 8). `running` nodes are ephemeral and hold `{fire_ms} {instance}`, so a
 //! crashed runner's markers vanish with its session (ElasticJob #467, #1754) and a survivor can
-//! still tell whose they were from its cache.
+//! still tell from its cache whose they were and which fire they belonged to.
 
 use crate::layout::{ItemNode, JobPaths};
-use crate::registry::{CoordinatorRegistry, CreateMode, RegistryError, RegistryExt, Result, TxnOp};
+use crate::registry::{
+    CoordinatorRegistry, CreateMode, RegistryError, RegistryExt, Result, TxnOp, TxnResult,
+};
 use crate::runtime::cache::{Cache, SharedCache};
+
+/// The content of a `running` marker: which instance runs the item, for which scheduled fire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningMark {
+    pub fire_ms: i64,
+    /// The instance's run number of this launch; the instance node records the last completed
+    /// one, which is how failover tells finished runs from interrupted ones.
+    pub run: u64,
+    pub instance: String,
+}
+
+impl RunningMark {
+    pub fn encode(&self) -> Vec<u8> {
+        format!("{} {} {}", self.fire_ms, self.run, self.instance).into_bytes()
+    }
+
+    /// `None` for data that is not a mark (an ElasticJob instance writes an empty one).
+    pub fn decode(data: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(data).ok()?;
+        let mut parts = text.splitn(3, ' ');
+        let fire_ms = parts.next()?.parse().ok()?;
+        let run = parts.next()?.parse().ok()?;
+        Some(RunningMark { fire_ms, run, instance: parts.next()?.to_owned() })
+    }
+}
 
 /// How marking the start of a fire went.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,20 +46,21 @@ pub enum Start {
     AlreadyRunning(u32),
 }
 
-/// Marks `items` running for `me`, all or none.
+/// Marks `items` running for `mark`, all or none.
 pub async fn start(
     registry: &dyn CoordinatorRegistry,
     cache: &SharedCache,
     paths: &JobPaths,
     items: &[u32],
-    me: &str,
+    mark: &RunningMark,
 ) -> Result<Start> {
+    let data = mark.encode();
     let ops: Vec<TxnOp> = items
         .iter()
         .map(|&n| {
             TxnOp::create(
                 paths.item_node(n, ItemNode::Running),
-                me.as_bytes().to_vec(),
+                data.clone(),
                 CreateMode::Ephemeral,
             )
         })
@@ -41,7 +69,7 @@ pub async fn start(
         Ok(_) => {
             cache.update(|c| {
                 for &n in items {
-                    c.wrote(&paths.item_node(n, ItemNode::Running), me.as_bytes(), 0, true);
+                    c.wrote(&paths.item_node(n, ItemNode::Running), &data, 0, true);
                 }
             });
             Ok(Start::Marked)
@@ -53,18 +81,44 @@ pub async fn start(
     }
 }
 
-/// Removes the running markers of `items`. One transaction; if some markers are already gone
-/// (our session expired meanwhile), the rest are removed one by one.
+/// The instance node update that records a completed run, written in the same transaction as
+/// the removal of the run's markers.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub instance_path: String,
+    pub instance_data: Vec<u8>,
+}
+
+/// Removes the running markers of `items` and the failover markers of `failed_over` (items this
+/// instance ran as a failover taker), recording `completion` in the same transaction. If some
+/// markers are already gone (our session expired meanwhile), the rest are removed one by one.
 pub async fn finish(
     registry: &dyn CoordinatorRegistry,
     cache: &SharedCache,
     paths: &JobPaths,
     items: &[u32],
+    failed_over: &[u32],
+    completion: Option<&Completion>,
 ) -> Result<()> {
-    let nodes: Vec<String> = items.iter().map(|&n| paths.item_node(n, ItemNode::Running)).collect();
-    let ops = nodes.iter().map(|p| TxnOp::delete(p.clone(), None)).collect();
+    let nodes: Vec<String> = items
+        .iter()
+        .map(|&n| paths.item_node(n, ItemNode::Running))
+        .chain(failed_over.iter().map(|&n| paths.item_node(n, ItemNode::Failover)))
+        .collect();
+    // The completion goes first: a watcher that sees the markers go has seen it already.
+    let mut ops: Vec<TxnOp> = completion
+        .map(|c| TxnOp::set(c.instance_path.clone(), c.instance_data.clone(), None))
+        .into_iter()
+        .collect();
+    ops.extend(nodes.iter().map(|p| TxnOp::delete(p.clone(), None)));
     match registry.transaction(ops).await {
-        Ok(_) => {}
+        Ok(results) => {
+            if let (Some(c), Some(TxnResult::Set { version })) = (completion, results.first()) {
+                cache.update(|cache| {
+                    cache.wrote(&c.instance_path, &c.instance_data, *version, true)
+                });
+            }
+        }
         Err(e) if matches!(e.transaction_failure(), Some((_, RegistryError::NoNode { .. }))) => {
             for p in &nodes {
                 registry.delete_if_exists(p).await?;
@@ -76,32 +130,45 @@ pub async fn finish(
     Ok(())
 }
 
+/// The `running` mark of item `n`, if it is marked.
+pub fn running_mark(cache: &Cache, paths: &JobPaths, n: u32) -> Option<RunningMark> {
+    cache
+        .get(&paths.item_node(n, ItemNode::Running))
+        .and_then(|node| RunningMark::decode(&node.data))
+}
+
 /// Whether any of `items` is marked running (by anyone).
 pub fn any_running(cache: &Cache, paths: &JobPaths, items: &[u32]) -> bool {
     items.iter().any(|&n| cache.exists(&paths.item_node(n, ItemNode::Running)))
 }
 
-/// Marks `items` misfired: a fire came while they ran, so one catch-up run is owed.
+/// Marks `items` misfired: the fire at `fire_ms` came while this instance was still running, so
+/// one catch-up run is owed. A later misfire replaces the time: the catch-up runs once, for the
+/// latest missed fire (earlier ones are reported skipped).
 pub async fn mark_misfire(
     registry: &dyn CoordinatorRegistry,
     cache: &SharedCache,
     paths: &JobPaths,
     items: &[u32],
+    fire_ms: i64,
 ) -> Result<()> {
+    let data = fire_ms.to_string();
     for &n in items {
         let p = paths.item_node(n, ItemNode::Misfire);
-        registry.create_if_absent(&p, b"", CreateMode::Persistent).await?;
-        cache.update(|c| c.wrote(&p, b"", 0, false));
+        let version = registry.put(&p, data.as_bytes()).await?;
+        cache.update(|c| c.wrote(&p, data.as_bytes(), version, false));
     }
     Ok(())
 }
 
-/// The misfired items among `items`, as the cache shows them.
-pub fn misfired(cache: &Cache, paths: &JobPaths, items: &[u32]) -> Vec<u32> {
+/// The misfired items among `items` with the fire each one owes, as the cache shows them.
+pub fn misfired(cache: &Cache, paths: &JobPaths, items: &[u32]) -> Vec<(u32, i64)> {
     items
         .iter()
-        .copied()
-        .filter(|&n| cache.exists(&paths.item_node(n, ItemNode::Misfire)))
+        .filter_map(|&n| {
+            let node = cache.get(&paths.item_node(n, ItemNode::Misfire))?;
+            Some((n, node.text().parse().unwrap_or(0)))
+        })
         .collect()
 }
 
@@ -123,4 +190,19 @@ pub async fn clear_misfire(
 /// Whether an operator disabled item `n`.
 pub fn item_disabled(cache: &Cache, paths: &JobPaths, n: u32) -> bool {
     cache.exists(&paths.item_node(n, ItemNode::Disabled))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunningMark;
+
+    #[test]
+    fn marks_round_trip_and_reject_foreign_data() {
+        let mark =
+            RunningMark { fire_ms: 1_700_000_010_000, run: 3, instance: "10.0.0.1@-@7".into() };
+        assert_eq!(mark.encode(), b"1700000010000 3 10.0.0.1@-@7");
+        assert_eq!(RunningMark::decode(&mark.encode()), Some(mark));
+        assert_eq!(RunningMark::decode(b""), None);
+        assert_eq!(RunningMark::decode(b"soon 10.0.0.1"), None);
+    }
 }

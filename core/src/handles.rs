@@ -93,6 +93,50 @@ impl Spawner for TokioSpawner {
     }
 }
 
+/// Spawns on the ambient tokio runtime and remembers every task, so that [`kill`](Self::kill)
+/// can abort them all at once: an in-process `kill -9` of one scheduler, for the simulator, the
+/// demo and crash tests. Blocking tasks cannot be aborted; they run to their end unobserved.
+#[derive(Debug, Default)]
+pub struct KillableSpawner {
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    killed: std::sync::atomic::AtomicBool,
+}
+
+impl KillableSpawner {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Aborts every task spawned so far, and every task spawned from now on.
+    pub fn kill(&self) {
+        self.killed.store(true, std::sync::atomic::Ordering::SeqCst);
+        for task in self.tasks.lock().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl Spawner for KillableSpawner {
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {
+        if self.killed.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let handle = tokio::spawn(task).abort_handle();
+        let mut tasks = self.tasks.lock();
+        // Forget finished tasks now and then, so a long-lived scheduler does not grow the list.
+        if tasks.len() >= 1024 {
+            tasks.retain(|t| !t.is_finished());
+        }
+        tasks.push(handle);
+    }
+
+    fn spawn_blocking(&self, task: Box<dyn FnOnce() + Send + 'static>) {
+        if !self.killed.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::task::spawn_blocking(task);
+        }
+    }
+}
+
 /// A source of random numbers (jitter, tie-breaking). Seeded in the simulator.
 pub trait Random: Send + Sync + fmt::Debug {
     fn next_u64(&self) -> u64;
@@ -160,6 +204,24 @@ mod tests {
         assert_eq!(clock.now_ms(), 1_060_000);
         clock.set_skew(-500);
         assert_eq!(clock.now_ms(), 1_059_500);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn killing_aborts_every_task() {
+        let spawner = KillableSpawner::new();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
+        for i in 0..3 {
+            let tx = tx.clone();
+            spawner.spawn(Box::pin(async move {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                let _ = tx.send(i);
+            }));
+        }
+        drop(tx);
+        spawner.kill();
+        spawner.spawn(Box::pin(async {}));
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        assert_eq!(rx.recv().await, None, "no task survived the kill");
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! - [`sharding`]: the pure sharding strategies (AVG_ALLOCATION, ODEVITY, ROUND_ROBIN, custom).
 //! - [`runtime`]: the [`Scheduler`](runtime::Scheduler): one driver task, one watch, one timer
 //!   heap for any number of jobs; one runner task per job.
-//! - [`election`], [`execution`], [`sharding::service`]: the coordination services, each owning
+//! - [`election`], [`execution`], [`failover`], [`sharding::service`]: the coordination services, each owning
 //!   its registry nodes.
 //! - [`api`]: operations and statistics for consoles, over the registry alone.
 //! - [`handles`]: clock, spawner and randomness handles (DESIGN section 6).
@@ -28,6 +28,7 @@ pub mod cron;
 pub mod election;
 mod error;
 pub mod execution;
+pub mod failover;
 pub mod handles;
 pub mod job;
 pub mod layout;

@@ -226,7 +226,11 @@ async fn a_count_change_reshards_before_the_next_fire() {
     let third: Vec<u32> =
         cluster.starts("c").iter().filter(|s| s.2 == EPOCH_MS + 30_000).map(|s| s.1).collect();
     assert_eq!(third, vec![0]);
-    assert!(!client.exists("/c/sharding/3").await.unwrap(), "items beyond the count are removed");
+    // Items beyond the count lose their owner but keep the node: its version is the item's
+    // fencing token, which must keep growing if the count grows again.
+    let beyond = client.get("/c/sharding/3/instance").await.unwrap().expect("owner node kept");
+    assert!(beyond.data.is_empty(), "no owner beyond the count");
+    assert!(beyond.version > 0);
 }
 
 #[tokio::test(start_paused = true)]

@@ -4,6 +4,9 @@
 //! per fire). ElasticJob's cache could miss a process's own write for a moment after it (#2194);
 //! here a successful write is recorded at once as *pending*, and reads see it until the watch
 //! delivers the change (or a later one) for the same path.
+//!
+//! The cache also remembers the last state of deleted ephemeral nodes (*tombstones*): failover
+//! reads the `running` markers and the instance node a dead instance left behind.
 
 use std::collections::BTreeMap;
 
@@ -21,6 +24,9 @@ enum Pending {
 pub struct Cache {
     view: BTreeMap<String, Node>,
     pending: BTreeMap<String, Pending>,
+    /// Deleted ephemeral nodes and their last state. Dropped when the path is created again, so
+    /// it never outgrows the set of ephemeral paths.
+    tombstones: BTreeMap<String, Node>,
     /// Bumped on every change; waiters compare it.
     revision: u64,
 }
@@ -28,6 +34,7 @@ pub struct Cache {
 impl Cache {
     /// Applies a watch event.
     pub fn apply(&mut self, event: &WatchEvent) {
+        self.record_tombstones(event);
         event.apply_to(&mut self.view);
         match event {
             // A snapshot is the registry's word on everything.
@@ -47,6 +54,33 @@ impl Cache {
             }
         }
         self.revision += 1;
+    }
+
+    fn record_tombstones(&mut self, event: &WatchEvent) {
+        match event {
+            WatchEvent::Deleted { path } => {
+                if let Some(node) = self.view.get(path).filter(|n| n.ephemeral) {
+                    self.tombstones.insert(path.clone(), node.clone());
+                }
+            }
+            WatchEvent::Created { path, .. } => {
+                self.tombstones.remove(path);
+            }
+            WatchEvent::Changed { .. } => {}
+            WatchEvent::Resync { nodes } => {
+                for (path, node) in &self.view {
+                    if node.ephemeral && !nodes.contains_key(path) {
+                        self.tombstones.insert(path.clone(), node.clone());
+                    }
+                }
+                self.tombstones.retain(|path, _| !nodes.contains_key(path));
+            }
+        }
+    }
+
+    /// The last state of a deleted ephemeral node.
+    pub fn tombstone(&self, path: &str) -> Option<&Node> {
+        self.tombstones.get(path)
     }
 
     /// Records this process's successful create or set.
@@ -153,6 +187,20 @@ mod tests {
         c.apply(&WatchEvent::Created { path: "/j/instances/c".into(), node: node("", 0) });
         assert_eq!(c.children("/j/instances"), vec!["b", "c"]);
         assert_eq!(c.children("/"), vec!["j"]);
+    }
+
+    #[test]
+    fn tombstones_keep_deleted_ephemerals() {
+        let mut c = Cache::default();
+        let eph = Node { data: b"owner".to_vec(), version: 0, ephemeral: true };
+        c.apply(&WatchEvent::Created { path: "/j/running".into(), node: eph.clone() });
+        c.apply(&WatchEvent::Created { path: "/j/persistent".into(), node: node("p", 0) });
+        c.apply(&WatchEvent::Deleted { path: "/j/running".into() });
+        c.apply(&WatchEvent::Deleted { path: "/j/persistent".into() });
+        assert_eq!(c.tombstone("/j/running").map(|n| n.text().into_owned()), Some("owner".into()));
+        assert!(c.tombstone("/j/persistent").is_none(), "only ephemerals leave tombstones");
+        c.apply(&WatchEvent::Created { path: "/j/running".into(), node: eph });
+        assert!(c.tombstone("/j/running").is_none(), "re-created: the tombstone goes");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 
 use super::events::SchedulerEvent;
@@ -50,7 +50,15 @@ impl Driver {
                     None => return,
                 },
                 event = self.watch.next() => match event {
-                    Some(event) => self.on_watch(event),
+                    Some(event) => {
+                        // Take everything the watch has ready: the effects of one transaction
+                        // then reach the cache together, and no runner sees half of them.
+                        let mut batch = vec![event];
+                        while let Some(Some(more)) = tokio::task::unconstrained(self.watch.next()).now_or_never() {
+                            batch.push(more);
+                        }
+                        self.on_watch(batch);
+                    }
                     None => return,
                 },
                 () = timer => self.on_timer(),
@@ -83,25 +91,29 @@ impl Driver {
         }
     }
 
-    fn on_watch(&mut self, event: WatchEvent) {
-        self.shared.cache.update(|c| c.apply(&event));
-        match &event {
-            // After a gap anything may have changed: let every job look at every node kind that
-            // matters to it.
-            WatchEvent::Resync { .. } => {
-                for mailbox in self.jobs.values() {
-                    for node in [JobNode::Config, JobNode::LeaderInstance] {
-                        let _ = mailbox.send(JobEvent::Changed(node));
+    fn on_watch(&mut self, batch: Vec<WatchEvent>) {
+        self.shared.cache.update(|c| batch.iter().for_each(|event| c.apply(event)));
+        for event in &batch {
+            match event {
+                // After a gap anything may have changed: let every job look again at what
+                // matters to it.
+                WatchEvent::Resync { .. } => {
+                    for mailbox in self.jobs.values() {
+                        for node in [JobNode::Config, JobNode::LeaderInstance] {
+                            let _ = mailbox.send(JobEvent::Changed(node));
+                        }
                     }
                 }
-            }
-            single => {
-                let Some((job, node)) = single.path().and_then(JobNode::parse) else { return };
-                if matches!(node, JobNode::Other | JobNode::Root) {
-                    return;
-                }
-                if let Some(mailbox) = self.jobs.get(job) {
-                    let _ = mailbox.send(JobEvent::Changed(node));
+                single => {
+                    let Some((job, node)) = single.path().and_then(JobNode::parse) else {
+                        continue;
+                    };
+                    if matches!(node, JobNode::Other | JobNode::Root) {
+                        continue;
+                    }
+                    if let Some(mailbox) = self.jobs.get(job) {
+                        let _ = mailbox.send(JobEvent::Changed(node));
+                    }
                 }
             }
         }

@@ -51,6 +51,8 @@ pub enum SchedulerEvent {
     ItemFinished { job: String, item: u32, fire_ms: i64, ok: bool },
     /// The job's error handler raised a failure (`jobErrorHandlerType: THROW`).
     FireFailed { job: String, fire_ms: i64, item: u32, error: String },
+    /// This instance claimed an orphaned item of `fire_ms` to run it again.
+    FailoverClaimed { job: String, item: u32, fire_ms: i64 },
     /// This instance became the job's leader.
     LeaderElected { job: String },
     /// The leader committed an assignment.

@@ -38,10 +38,24 @@ impl InstanceId {
         &self.id
     }
 
-    /// The data of this instance's `instances/{id}` node, in ElasticJob's YAML shape.
-    pub fn node_data(&self) -> String {
-        format!("jobInstanceId: {}\nserverIp: {}\n", self.id, self.ip)
+    /// The data of this instance's `instances/{id}` node: ElasticJob's YAML fields, plus the
+    /// last run of the job this instance completed (see [`crate::failover`]).
+    pub fn node_data(&self, completed_run: u64) -> String {
+        format!(
+            "jobInstanceId: {}\nserverIp: {}\ncompletedRun: {completed_run}\n",
+            self.id, self.ip
+        )
     }
+}
+
+/// The last completed run recorded in an instance node's data (0 when absent, as in a node
+/// written by ElasticJob).
+pub fn completed_run(data: &[u8]) -> u64 {
+    String::from_utf8_lossy(data)
+        .lines()
+        .find_map(|line| line.strip_prefix("completedRun:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// The server IP of an instance id (the part before the first delimiter).
@@ -63,7 +77,10 @@ mod tests {
     fn ids_follow_elasticjob() {
         let i = InstanceId::new("10.0.0.7", 4242, None).unwrap();
         assert_eq!(i.as_str(), "10.0.0.7@-@4242");
-        assert_eq!(i.node_data(), "jobInstanceId: 10.0.0.7@-@4242\nserverIp: 10.0.0.7\n");
+        let data = i.node_data(42);
+        assert_eq!(data, "jobInstanceId: 10.0.0.7@-@4242\nserverIp: 10.0.0.7\ncompletedRun: 42\n");
+        assert_eq!(completed_run(data.as_bytes()), 42);
+        assert_eq!(completed_run(b"jobInstanceId: x\nserverIp: y\n"), 0);
         let s = InstanceId::new("10.0.0.7", 1, Some("b")).unwrap();
         assert_eq!(s.as_str(), "10.0.0.7@-@1@-@b");
         assert_eq!(ip_of(s.as_str()), "10.0.0.7");

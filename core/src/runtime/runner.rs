@@ -3,7 +3,7 @@
 //! job's registry operations. Jobs are independent tasks, so a slow registry call of one job
 //! never delays another's fire; the driver stays free of I/O.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,11 +16,12 @@ use crate::config::{store, JobConfig};
 use crate::cron::CronSchedule;
 use crate::election;
 use crate::error::{Error, Result};
-use crate::execution::{self, Start};
+use crate::execution::{self, Completion, RunningMark, Start};
+use crate::failover;
 use crate::job::{
     ExecutionSource, Executor, FireInfo, FireReport, FireRequest, ItemOutcome, Job, ShardingContext,
 };
-use crate::layout::{JobNode, JobPaths};
+use crate::layout::{ItemNode, JobNode, JobPaths};
 use crate::registry::{CreateMode, RegistryError, RegistryExt, SessionEvent};
 use crate::sharding::service::{self as sharding, Reshard, DISABLED};
 
@@ -47,14 +48,25 @@ pub(crate) enum JobEvent {
 #[derive(Debug)]
 struct InFlight {
     fire_ms: i64,
+    /// This launch's run number (see [`crate::failover`]).
+    run: u64,
     items: Vec<u32>,
+    /// The items this instance runs as a failover taker (their `failover` markers go at the end).
+    failed_over: Vec<u32>,
     marked: bool,
     cancel: CancellationToken,
 }
 
+/// The markers of a finished run still to remove.
+#[derive(Debug, Clone)]
+struct Unfinished {
+    items: Vec<u32>,
+    failed_over: Vec<u32>,
+    completion: Option<Completion>,
+}
+
 #[derive(Debug)]
 pub(crate) struct Finished {
-    fire_ms: i64,
     report: FireReport,
 }
 
@@ -72,13 +84,28 @@ pub(crate) struct JobRunner {
     in_flight: Option<InFlight>,
     /// A manual trigger that came while a fire ran.
     manual_pending: bool,
+    /// The last run number handed out, and the last one recorded as completed in our instance
+    /// node. Both start from the registration time in microseconds-like units, so that a new
+    /// registration (restart, new session) always counts above everything before it.
+    runs: u64,
+    completed_run: u64,
+    /// Work a lost connection interrupted, redone on reconnection and before the next fire: a
+    /// registration (after a new session), and the removal of a finished run's markers (stale
+    /// markers would block every later fire of those items).
+    registered: bool,
+    unfinished: Option<Unfinished>,
+    /// The instances of the job as last seen, to tell joins and departures from data changes
+    /// (every completed run rewrites an instance node).
+    members: BTreeSet<String>,
+    /// Claimed failover items not yet run, by the fire they missed.
+    failover_backlog: BTreeMap<i64, Vec<u32>>,
     stopping: bool,
     was_leader: bool,
+    /// A fire that ended while the job was stopping (see `stop`).
+    finished_while_stopping: Option<Finished>,
     /// The version of the `config` node last evaluated, so that each stored version is judged
     /// once however many notifications point at it.
     config_version: Option<u64>,
-    /// The instance's fencing counter per item (see `ShardingContext::fencing_token`).
-    tokens: BTreeMap<u32, u64>,
 }
 
 impl std::fmt::Debug for JobRunner {
@@ -114,10 +141,16 @@ impl JobRunner {
             connected: true,
             in_flight: None,
             manual_pending: false,
+            failover_backlog: BTreeMap::new(),
+            members: BTreeSet::new(),
+            registered: false,
+            unfinished: None,
+            runs: 0,
+            completed_run: 0,
             stopping: false,
             was_leader: false,
             config_version: None,
-            tokens: BTreeMap::new(),
+            finished_while_stopping: None,
         };
         runner.register().await?;
         Ok(runner)
@@ -137,13 +170,18 @@ impl JobRunner {
 
     /// Server node, instance node, the reshard flag, and a bid for leadership.
     async fn register(&mut self) -> Result<()> {
-        let registry = self.shared.registry.as_ref();
+        let shared = self.shared.clone();
+        let registry = shared.registry.as_ref();
         let instance = &self.shared.instance;
         registry
             .create_if_absent(&self.paths.server(instance.ip()), b"", CreateMode::Persistent)
             .await?;
         let node = self.paths.instance(instance.as_str());
-        let data = instance.node_data();
+        let base =
+            u64::try_from(self.shared.handles.clock.now_ms()).unwrap_or(0).saturating_mul(1000);
+        self.runs = self.runs.max(base);
+        self.completed_run = self.runs;
+        let data = instance.node_data(self.completed_run);
         match registry.create(&node, data.as_bytes(), CreateMode::Ephemeral).await {
             Ok(_) => {}
             // Our own node from a session that is not gone yet, or a twin instance id.
@@ -154,9 +192,35 @@ impl JobRunner {
             Err(e) => return Err(e.into()),
         }
         self.shared.cache.update(|c| c.wrote(&node, data.as_bytes(), 0, true));
+        self.members =
+            self.shared.cache.read().children(&self.paths.instances()).into_iter().collect();
         sharding::set_necessary(registry, &self.shared.cache, &self.paths).await?;
         self.bid_for_leadership().await?;
+        self.registered = true;
         self.arm_after(self.shared.handles.clock.now_ms());
+        Ok(())
+    }
+
+    /// Redoes what a lost connection interrupted (see `registered` and `unfinished`).
+    async fn settle(&mut self) -> Result<()> {
+        if !self.registered {
+            self.register().await?;
+        }
+        if let Some(work) = self.unfinished.clone() {
+            let shared = self.shared.clone();
+            let registry = shared.registry.as_ref();
+            let completion = work.completion.as_ref();
+            execution::finish(
+                registry,
+                &shared.cache,
+                &self.paths,
+                &work.items,
+                &work.failed_over,
+                completion,
+            )
+            .await?;
+            self.unfinished = None;
+        }
         Ok(())
     }
 
@@ -213,22 +277,16 @@ impl JobRunner {
         if let Some(reason) = self.refusal() {
             return self.skip(fire_ms, reason);
         }
-        if let Some(running) = &self.in_flight {
+        if let Err(e) = self.settle().await {
+            return self.skip(fire_ms, SkipReason::RegistryError(e.to_string()));
+        }
+        if self.in_flight.is_some() {
             if kind == FireKind::Manual {
                 self.manual_pending = true;
                 return Ok(());
             }
-            let items = running.items.clone();
-            if self.config.misfire {
-                execution::mark_misfire(
-                    self.shared.registry.as_ref(),
-                    &self.shared.cache,
-                    &self.paths,
-                    &items,
-                )
-                .await?;
-            }
-            return self.skip(fire_ms, SkipReason::Misfire);
+            // As ElasticJob: every item this instance owns owes the skipped fire one catch-up.
+            return self.misfire(fire_ms).await;
         }
         if let Some(diff_ms) = self.clock_skew().await? {
             return self.skip(fire_ms, SkipReason::ClockSkew { diff_ms });
@@ -236,14 +294,7 @@ impl JobRunner {
         if !self.ensure_sharded().await? {
             return self.skip(fire_ms, SkipReason::ShardingTimeout);
         }
-        let total = self.config.checked_total_count()?;
-        let mut items = {
-            let cache = self.shared.cache.read();
-            sharding::items_of(&cache, &self.paths, self.shared.instance.as_str(), total)
-                .into_iter()
-                .filter(|&n| !execution::item_disabled(&cache, &self.paths, n))
-                .collect::<Vec<u32>>()
-        };
+        let mut items = self.my_items()?;
         if let Some(only) = only {
             items.retain(|n| only.contains(n));
         }
@@ -252,28 +303,68 @@ impl JobRunner {
         }
         let marked = self.config.monitor_execution;
         if marked {
-            let registry = self.shared.registry.as_ref();
-            match execution::start(
-                registry,
-                &self.shared.cache,
-                &self.paths,
-                &items,
-                self.shared.instance.as_str(),
-            )
-            .await?
+            let shared = self.shared.clone();
+            let registry = shared.registry.as_ref();
+            let mark = self.mark(fire_ms);
+            match execution::start(registry, &self.shared.cache, &self.paths, &items, &mark).await?
             {
                 Start::Marked => {}
-                Start::AlreadyRunning(_) => {
-                    if self.config.misfire {
-                        execution::mark_misfire(registry, &self.shared.cache, &self.paths, &items)
-                            .await?;
-                    }
-                    return self.skip(fire_ms, SkipReason::Misfire);
-                }
+                // A failover taker still runs one of our items: it is a misfire here too.
+                Start::AlreadyRunning(_) => return self.misfire(fire_ms).await,
             }
         }
-        self.launch(fire_ms, kind, items, marked);
+        self.launch(fire_ms, kind, items, Vec::new(), marked);
         Ok(())
+    }
+
+    /// The enabled items this instance owns, ascending.
+    fn my_items(&self) -> Result<Vec<u32>> {
+        let total = self.config.checked_total_count()?;
+        let cache = self.shared.cache.read();
+        Ok(sharding::items_of(&cache, &self.paths, self.shared.instance.as_str(), total)
+            .into_iter()
+            .filter(|&n| !execution::item_disabled(&cache, &self.paths, n))
+            .collect())
+    }
+
+    /// Skips the fire at `fire_ms` because this instance still runs; with `misfire` on, its items
+    /// owe one catch-up run for it.
+    async fn misfire(&mut self, fire_ms: i64) -> Result<()> {
+        if self.config.misfire {
+            let items = self.my_items()?;
+            let shared = self.shared.clone();
+            execution::mark_misfire(
+                shared.registry.as_ref(),
+                &shared.cache,
+                &self.paths,
+                &items,
+                fire_ms,
+            )
+            .await?;
+        }
+        self.skip(fire_ms, SkipReason::Misfire)
+    }
+
+    /// Whether any item of the job owes a catch-up run.
+    fn misfire_owed(&self) -> bool {
+        let total = self.config.checked_total_count().unwrap_or(0);
+        let all: Vec<u32> = (0..total).collect();
+        !execution::misfired(&self.shared.cache.read(), &self.paths, &all).is_empty()
+    }
+
+    /// A `running` mark for a new run of the fire at `fire_ms`.
+    fn mark(&mut self, fire_ms: i64) -> RunningMark {
+        self.runs += 1;
+        RunningMark { fire_ms, run: self.runs, instance: self.shared.instance.as_str().to_owned() }
+    }
+
+    /// The instance-node update that records run `run` as completed.
+    fn completion(&mut self, run: u64) -> Completion {
+        self.completed_run = self.completed_run.max(run);
+        Completion {
+            instance_path: self.paths.instance(self.shared.instance.as_str()),
+            instance_data: self.shared.instance.node_data(self.completed_run).into_bytes(),
+        }
     }
 
     /// Why no new work may start right now, if that is so.
@@ -365,7 +456,14 @@ impl JobRunner {
         Ok(false)
     }
 
-    fn launch(&mut self, fire_ms: i64, kind: FireKind, items: Vec<u32>, marked: bool) {
+    fn launch(
+        &mut self,
+        fire_ms: i64,
+        kind: FireKind,
+        items: Vec<u32>,
+        failed_over: Vec<u32>,
+        marked: bool,
+    ) {
         let cancel = CancellationToken::new();
         let item_parameters = self.config.item_parameters().unwrap_or_default();
         let total = self.config.checked_total_count().unwrap_or(1);
@@ -386,7 +484,7 @@ impl JobRunner {
         let contexts: Vec<ShardingContext> = items
             .iter()
             .map(|&item| {
-                let token = *self.tokens.entry(item).and_modify(|t| *t += 1).or_insert(1);
+                let token = self.fencing_token(item);
                 self.emit(SchedulerEvent::ItemStarted {
                     job: self.name().to_owned(),
                     item,
@@ -407,16 +505,63 @@ impl JobRunner {
         let executor = self.executor.clone();
         let job = self.job.clone();
         let me = self.me.clone();
-        self.in_flight = Some(InFlight { fire_ms, items, marked, cancel });
+        let run = self.runs;
+        self.in_flight = Some(InFlight { fire_ms, run, items, failed_over, marked, cancel });
         self.shared.handles.spawner.spawn(Box::pin(async move {
             let report = executor.run(&job, request).await;
-            let _ = me.send(JobEvent::Done(Box::new(Finished { fire_ms, report })));
+            let _ = me.send(JobEvent::Done(Box::new(Finished { report })));
         }));
     }
 
     async fn on_done(&mut self, finished: Finished) -> Result<()> {
+        if self.stopping {
+            // `stop` removes the markers itself, in the order that lets cancelled items fail over.
+            self.finished_while_stopping = Some(finished);
+            return Ok(());
+        }
         let Some(flight) = self.in_flight.take() else { return Ok(()) };
-        debug_assert_eq!(flight.fire_ms, finished.fire_ms);
+        self.report(&flight, &finished);
+        if flight.marked {
+            let completion = self.completion(flight.run);
+            self.unfinished = Some(Unfinished {
+                items: flight.items.clone(),
+                failed_over: flight.failed_over.clone(),
+                completion: Some(completion),
+            });
+            self.settle().await?;
+        }
+        // One catch-up run for the items whose fires were skipped while they ran.
+        // Only once the assignment is current (a skipped fire may have flagged a reshard): the
+        // markers follow the items to their new owners.
+        if self.config.misfire && self.misfire_owed() && self.ensure_sharded().await? {
+            let owed =
+                execution::misfired(&self.shared.cache.read(), &self.paths, &self.my_items()?);
+            if let Some(fire_ms) = owed.iter().map(|&(_, fire)| fire).max() {
+                let items: Vec<u32> = owed.iter().map(|&(n, _)| n).collect();
+                let shared = self.shared.clone();
+                execution::clear_misfire(
+                    shared.registry.as_ref(),
+                    &shared.cache,
+                    &self.paths,
+                    &items,
+                )
+                .await?;
+                return self.fire(fire_ms, FireKind::Misfire, Some(items)).await;
+            }
+        }
+        // Busy survivors take their share of the failover queue after their own run.
+        if self.take_failover().await? {
+            return Ok(());
+        }
+        if std::mem::take(&mut self.manual_pending) {
+            let now = self.shared.handles.clock.now_ms();
+            return self.fire(now, FireKind::Manual, None).await;
+        }
+        Ok(())
+    }
+
+    /// Reports the end of every item of a fire, and a failure the error handler raised.
+    fn report(&self, flight: &InFlight, finished: &Finished) {
         for (&item, outcome) in &finished.report.items {
             let ok = matches!(outcome, ItemOutcome::Completed);
             self.emit(SchedulerEvent::ItemFinished {
@@ -433,27 +578,95 @@ impl JobRunner {
                 (self.name().to_owned(), flight.fire_ms, failure.to_string());
             self.emit(SchedulerEvent::FireFailed { job, fire_ms, item, error });
         }
-        let registry = self.shared.registry.as_ref();
-        if flight.marked {
-            execution::finish(registry, &self.shared.cache, &self.paths, &flight.items).await?;
+    }
+
+    /// The fencing token of `item`: the version of its owner node, which every change of owner
+    /// (a reshard commit, a failover claim) advances.
+    fn fencing_token(&self, item: u32) -> u64 {
+        let owner = self.paths.item_node(item, ItemNode::Instance);
+        self.shared.cache.read().get(&owner).map_or(0, |n| n.version)
+    }
+
+    // ------------------------------------------------------------------ failover
+
+    fn failover_enabled(&self) -> bool {
+        self.config.failover && self.config.monitor_execution
+    }
+
+    /// Queues the items `dead` was running (see [`crate::failover`]).
+    async fn queue_orphans_of(&mut self, dead: &str) -> Result<()> {
+        let total = self.config.checked_total_count()?;
+        let orphans = failover::orphans_of(&self.shared.cache.read(), &self.paths, dead, total);
+        let shared = self.shared.clone();
+        let registry = shared.registry.as_ref();
+        failover::queue(registry, &self.shared.cache, &self.paths, dead, &orphans).await?;
+        Ok(())
+    }
+
+    /// When idle: claims this instance's share of the failover queue and runs it at once.
+    /// Returns whether a failover run started.
+    async fn take_failover(&mut self) -> Result<bool> {
+        if !self.failover_enabled()
+            || self.in_flight.is_some()
+            || self.stopping
+            || self.refusal().is_some()
+        {
+            return Ok(false);
         }
-        if self.stopping {
-            return Ok(());
-        }
-        // One catch-up run for the items whose fires were skipped while they ran.
-        if self.config.misfire {
-            let owed = execution::misfired(&self.shared.cache.read(), &self.paths, &flight.items);
-            if !owed.is_empty() {
-                execution::clear_misfire(registry, &self.shared.cache, &self.paths, &owed).await?;
-                let now = self.shared.handles.clock.now_ms();
-                return self.fire(now, FireKind::Misfire, Some(owed)).await;
+        let me = self.shared.instance.as_str().to_owned();
+        let share = {
+            let cache = self.shared.cache.read();
+            let queue = failover::queued(&cache, &self.paths);
+            failover::share_of(&queue, &sharding::eligible_instances(&cache, &self.paths), &me)
+        };
+        let shared = self.shared.clone();
+        let registry = shared.registry.as_ref();
+        for orphan in share {
+            if failover::claim(registry, &self.shared.cache, &self.paths, orphan.item, &me)
+                .await?
+                .is_some()
+            {
+                self.emit(SchedulerEvent::FailoverClaimed {
+                    job: self.name().to_owned(),
+                    item: orphan.item,
+                    fire_ms: orphan.fire_ms,
+                });
+                self.failover_backlog.entry(orphan.fire_ms).or_default().push(orphan.item);
             }
         }
-        if std::mem::take(&mut self.manual_pending) {
-            let now = self.shared.handles.clock.now_ms();
-            return self.fire(now, FireKind::Manual, None).await;
+        self.run_failover_backlog().await
+    }
+
+    /// Runs the earliest fire of claimed failover items, once their old markers are gone.
+    async fn run_failover_backlog(&mut self) -> Result<bool> {
+        let Some((fire_ms, items)) = self.failover_backlog.pop_first() else { return Ok(false) };
+        let paths = self.paths.clone();
+        let waiting = items.clone();
+        let released = self
+            .shared
+            .cache
+            .wait_until(self.shared.settings.sharding_timeout, |c| {
+                !execution::any_running(c, &paths, &waiting)
+            })
+            .await;
+        if !released {
+            // The old owner still holds the markers: try again after the next change.
+            self.failover_backlog.insert(fire_ms, items);
+            return Ok(false);
         }
-        Ok(())
+        let mark = self.mark(fire_ms);
+        let shared = self.shared.clone();
+        let registry = shared.registry.as_ref();
+        match execution::start(registry, &self.shared.cache, &self.paths, &items, &mark).await? {
+            Start::Marked => {
+                self.launch(fire_ms, FireKind::Failover, items.clone(), items, true);
+                Ok(true)
+            }
+            Start::AlreadyRunning(_) => {
+                self.failover_backlog.insert(fire_ms, items);
+                Ok(false)
+            }
+        }
     }
 
     // ------------------------------------------------------------------ registry changes
@@ -467,7 +680,8 @@ impl JobRunner {
         if !self.connected || self.stopping || self.refusal() == Some(SkipReason::ServerDisabled) {
             return Ok(());
         }
-        let registry = self.shared.registry.as_ref();
+        let shared = self.shared.clone();
+        let registry = shared.registry.as_ref();
         let lead = election::try_lead(
             registry,
             &self.shared.cache,
@@ -486,7 +700,8 @@ impl JobRunner {
         if self.stopping {
             return Ok(());
         }
-        let registry = self.shared.registry.as_ref();
+        let shared = self.shared.clone();
+        let registry = shared.registry.as_ref();
         let me = self.shared.instance.as_str();
         match node {
             JobNode::Config => self.on_config_change().await?,
@@ -501,13 +716,33 @@ impl JobRunner {
                 // Our node vanished while our session lives: an operator shut this instance down.
                 let gone = !self.shared.cache.read().exists(&self.paths.instance(me));
                 if gone && self.connected {
+                    // The survivors take our running items over at once: cancel them now.
+                    self.cancel_running();
                     self.stop("instance node removed by an operator").await?;
                     self.shared.command(Command::Forget { job: self.name().to_owned() });
                 }
             }
-            // Membership changed: the leader flags a reshard before the next fire.
-            JobNode::Instance(_) if self.is_leader() => {
-                sharding::set_necessary(registry, &self.shared.cache, &self.paths).await?;
+            JobNode::Instance(id) => {
+                let gone = !self.shared.cache.read().exists(&self.paths.instance(&id));
+                let changed =
+                    if gone { self.members.remove(&id) } else { self.members.insert(id.clone()) };
+                if !changed {
+                    return Ok(());
+                }
+                if gone && self.failover_enabled() {
+                    self.queue_orphans_of(&id).await?;
+                }
+                // Membership changed: the leader flags a reshard before the next fire.
+                if self.is_leader() {
+                    let shared = self.shared.clone();
+                    let registry = shared.registry.as_ref();
+                    sharding::set_necessary(registry, &self.shared.cache, &self.paths).await?;
+                }
+                // A departure changes the shares of the failover queue.
+                self.take_failover().await?;
+            }
+            JobNode::FailoverItem(_) => {
+                self.take_failover().await?;
             }
             JobNode::Server(ip) => {
                 let disabled = self.shared.cache.read().text(&self.paths.server(&ip)).as_deref()
@@ -561,6 +796,7 @@ impl JobRunner {
             config.cron != self.config.cron || config.time_zone != self.config.time_zone;
         let reshard = config.sharding_total_count != self.config.sharding_total_count
             || config.job_sharding_strategy_type != self.config.job_sharding_strategy_type;
+        let failover_off = self.config.failover && !config.failover;
         self.config = config;
         self.schedule = schedule;
         self.executor = Arc::new(executor);
@@ -571,6 +807,12 @@ impl JobRunner {
         if reshard {
             sharding::set_necessary(self.shared.registry.as_ref(), &self.shared.cache, &self.paths)
                 .await?;
+        }
+        // Failover turned off: orphans waiting for a taker will not get one; the leader clears
+        // the queue so that no stale entry is taken if it is turned on again.
+        if failover_off && self.is_leader() {
+            failover::clear_queue(self.shared.registry.as_ref(), &self.shared.cache, &self.paths).await?;
+            self.failover_backlog.clear();
         }
         Ok(())
     }
@@ -588,13 +830,19 @@ impl JobRunner {
                     }
                 }
             }
-            SessionEvent::Reconnected => self.connected = true,
+            SessionEvent::Reconnected => {
+                self.connected = true;
+                if !self.stopping {
+                    self.settle().await?;
+                }
+            }
             SessionEvent::Connected { .. } => {
                 let was_connected = std::mem::replace(&mut self.connected, true);
                 if !was_connected && !self.stopping {
                     // A new session after an expiry: register again (ElasticJob shut the job
-                    // down for good here, #1857).
-                    self.register().await?;
+                    // down for good here, #1857). The old session's markers are gone with it.
+                    self.registered = false;
+                    self.settle().await?;
                 }
             }
         }
@@ -603,35 +851,89 @@ impl JobRunner {
 
     // ------------------------------------------------------------------ stopping
 
+    /// Tells the items in flight to stop: this instance may have lost them.
+    fn cancel_running(&self) {
+        if let Some(flight) = &self.in_flight {
+            flight.cancel.cancel();
+        }
+    }
+
+    /// Stops the job here: no new fires; the fire in flight may finish until the shutdown
+    /// deadline, then it is cancelled; this instance's nodes leave the registry.
+    ///
+    /// The order of the last writes matters to failover. Items that completed lose their
+    /// `running` markers before the instance node goes: nothing to take over. Items that did not
+    /// complete keep their markers until after the instance node is gone, so the survivors see
+    /// them as orphans and run them again (DESIGN section 8: failover after a graceful stop).
     async fn stop(&mut self, reason: &str) -> Result<()> {
         if self.stopping {
             return Ok(());
         }
         self.stopping = true;
         self.shared.command(Command::Arm { job: self.name().to_owned(), at_ms: None });
-        // Let the running fire finish, up to the deadline; then cancel it.
         if self.in_flight.is_some() {
             let deadline = self.shared.settings.shutdown_timeout;
-            let waited = tokio::time::timeout(deadline, self.await_done()).await;
-            if waited.is_err() {
-                if let Some(flight) = &self.in_flight {
-                    flight.cancel.cancel();
-                }
+            if tokio::time::timeout(deadline, self.await_done()).await.is_err() {
+                self.cancel_running();
                 let _ = tokio::time::timeout(CANCEL_GRACE, self.await_done()).await;
             }
         }
-        let registry = self.shared.registry.as_ref();
-        let me = self.shared.instance.as_str().to_owned();
-        if let Some(flight) = self.in_flight.take() {
-            if flight.marked {
-                execution::finish(registry, &self.shared.cache, &self.paths, &flight.items).await?;
-            }
+        let flight = self.in_flight.take();
+        let finished = self.finished_while_stopping.take();
+        if let (Some(flight), Some(finished)) = (&flight, &finished) {
+            self.report(flight, finished);
         }
+        let complete = match (&flight, &finished) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(_), Some(f)) => {
+                f.report.items.values().all(|o| !matches!(o, ItemOutcome::Cancelled))
+            }
+        };
+        if flight.is_some() && finished.is_none() {
+            tracing::warn!(
+                job = self.name(),
+                "items did not return within the cancel grace; their takers may overlap them"
+            );
+        }
+        let shared = self.shared.clone();
+        let registry = shared.registry.as_ref();
+        let me = self.shared.instance.as_str().to_owned();
         if self.connected {
             election::abdicate(registry, &self.shared.cache, &self.paths, &me).await?;
             let node = self.paths.instance(&me);
+            if let Some(flight) = flight.as_ref().filter(|f| f.marked && complete) {
+                let completion = self.completion(flight.run);
+                let shared = self.shared.clone();
+                let registry = shared.registry.as_ref();
+                execution::finish(
+                    registry,
+                    &self.shared.cache,
+                    &self.paths,
+                    &flight.items,
+                    &flight.failed_over,
+                    Some(&completion),
+                )
+                .await?;
+                // Let watchers read the recorded completion before the node that holds it goes
+                // (a ZooKeeper watcher reads data after the event, and would miss it).
+                tokio::time::sleep(STOP_PAUSE).await;
+            }
+            let shared = self.shared.clone();
+            let registry = shared.registry.as_ref();
             registry.delete_if_exists(&node).await?;
             self.shared.cache.update(|c| c.deleted(&node));
+            if let Some(flight) = flight.as_ref().filter(|f| f.marked && !complete) {
+                execution::finish(
+                    registry,
+                    &self.shared.cache,
+                    &self.paths,
+                    &flight.items,
+                    &flight.failed_over,
+                    None,
+                )
+                .await?;
+            }
         }
         self.emit(SchedulerEvent::JobStopped {
             job: self.name().to_owned(),
@@ -643,13 +945,9 @@ impl JobRunner {
     /// Processes mailbox events until the fire in flight reports back (other events are
     /// dropped: the job is stopping).
     async fn await_done(&mut self) {
-        while self.in_flight.is_some() {
+        while self.finished_while_stopping.is_none() {
             match self.mailbox.recv().await {
-                Some(JobEvent::Done(finished)) => {
-                    if let Err(e) = self.on_done(*finished).await {
-                        self.report_error(&e);
-                    }
-                }
+                Some(JobEvent::Done(finished)) => self.finished_while_stopping = Some(*finished),
                 Some(JobEvent::Stop { reply: Some(reply), .. }) => {
                     let _ = reply.send(());
                 }
@@ -665,6 +963,8 @@ impl JobRunner {
 const RESHARD_ATTEMPTS: usize = 8;
 /// How long a leader waits for the watch after a raced reshard.
 const RACE_PAUSE: Duration = Duration::from_millis(200);
+/// The pause between recording the last completed run and removing the instance node on stop.
+const STOP_PAUSE: Duration = Duration::from_millis(100);
 /// How long cancelled items get to return after the shutdown deadline.
 const CANCEL_GRACE: Duration = Duration::from_secs(1);
 

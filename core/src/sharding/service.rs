@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use super::{sort_for_sharding, Assignment, ShardingStrategies};
 use crate::error::{Error, Result};
 use crate::layout::{ItemNode, JobPaths};
-use crate::registry::{CoordinatorRegistry, CreateMode, RegistryError, RegistryExt, TxnOp};
+use crate::registry::{
+    CoordinatorRegistry, CreateMode, RegistryError, RegistryExt, TxnOp, TxnResult,
+};
 use crate::runtime::cache::{Cache, SharedCache};
 use crate::runtime::instance::ip_of;
 
@@ -119,17 +121,10 @@ pub async fn reshard(
     )
     .await;
     match result {
-        Ok(assignment) => {
+        Ok((assignment, written)) => {
             cache.update(|c| {
-                for (instance, items) in assignment.iter() {
-                    for &n in items {
-                        c.wrote(
-                            &paths.item_node(n, ItemNode::Instance),
-                            instance.as_bytes(),
-                            0,
-                            false,
-                        );
-                    }
+                for (path, data, version) in &written {
+                    c.wrote(path, data, *version, false);
                 }
                 c.deleted(&paths.sharding_necessary());
                 c.deleted(&processing);
@@ -172,36 +167,61 @@ async fn commit(
     necessary_version: u64,
     instances: &[String],
     existing_items: &BTreeMap<u32, bool>,
-) -> Result<Assignment> {
+) -> Result<(Assignment, Vec<(String, Vec<u8>, u64)>)> {
     let refs: Vec<&str> = instances.iter().map(String::as_str).collect();
     let assignment = if refs.is_empty() {
         Assignment::new()
     } else {
         strategies.shard(strategy, job, &refs, total_count)?
     };
-    // Items beyond a reduced count go first, outside the transaction: they may hold markers
-    // (misfire, disabled) that a transaction's plain delete could not remove.
+    // Items beyond a reduced count keep their owner node, emptied, rather than being deleted: the
+    // node's version is the item's fencing token, and it must keep growing if the count grows
+    // again. Their markers go first, outside the transaction.
     for (&stale, _) in existing_items.range(total_count..) {
-        registry.delete_recursive(&paths.item(stale)).await?;
+        for marker in [ItemNode::Misfire, ItemNode::Disabled, ItemNode::Failover] {
+            registry.delete_if_exists(&paths.item_node(stale, marker)).await?;
+        }
     }
     let mut ops = vec![TxnOp::check(paths.sharding_necessary(), Some(necessary_version))];
+    // What each op writes, by op index, to record in the cache with the version it got.
+    let mut writes: Vec<(usize, String, Vec<u8>)> = Vec::new();
+    let mut push_owner = |ops: &mut Vec<TxnOp>, n: u32, owner: &[u8]| {
+        let node = paths.item_node(n, ItemNode::Instance);
+        match existing_items.get(&n) {
+            Some(true) => ops.push(TxnOp::set(node.clone(), owner.to_vec(), None)),
+            Some(false) => {
+                ops.push(TxnOp::create(node.clone(), owner.to_vec(), CreateMode::Persistent))
+            }
+            None => {
+                ops.push(TxnOp::create(paths.item(n), Vec::new(), CreateMode::Persistent));
+                ops.push(TxnOp::create(node.clone(), owner.to_vec(), CreateMode::Persistent));
+            }
+        }
+        writes.push((ops.len() - 1, node, owner.to_vec()));
+    };
     for (instance, items) in assignment.iter() {
         for &n in items {
-            let owner = instance.as_bytes().to_vec();
-            let node = paths.item_node(n, ItemNode::Instance);
-            match existing_items.get(&n) {
-                Some(true) => ops.push(TxnOp::set(node, owner, None)),
-                Some(false) => ops.push(TxnOp::create(node, owner, CreateMode::Persistent)),
-                None => {
-                    ops.push(TxnOp::create(paths.item(n), Vec::new(), CreateMode::Persistent));
-                    ops.push(TxnOp::create(node, owner, CreateMode::Persistent));
-                }
-            }
+            push_owner(&mut ops, n, instance.as_bytes());
+        }
+    }
+    for (&stale, &owned) in existing_items.range(total_count..) {
+        if owned {
+            push_owner(&mut ops, stale, b"");
         }
     }
     ops.push(TxnOp::delete(paths.sharding_necessary(), None));
     ops.push(TxnOp::delete(paths.sharding_processing(), None));
     registry.ensure(&paths.sharding()).await?;
-    registry.transaction(ops).await?;
-    Ok(assignment)
+    let results = registry.transaction(ops).await?;
+    let written = writes
+        .into_iter()
+        .map(|(index, path, data)| {
+            let version = match results.get(index) {
+                Some(TxnResult::Set { version }) => *version,
+                _ => 0,
+            };
+            (path, data, version)
+        })
+        .collect();
+    Ok((assignment, written))
 }
