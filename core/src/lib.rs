@@ -3,7 +3,7 @@
 //! The heart of shardcron, a framework for distributed, sharded, fault-tolerant cron jobs: the
 //! registry contract every backend implements, the injected time/randomness/spawning handles that
 //! let the same code run in production and in the simulator, the job configuration, the sharding
-//! strategies, the Quartz cron schedule, and (as the project grows) the coordination services.
+//! strategies, the Quartz cron schedule, the coordination services and the scheduler runtime.
 //!
 //! ## Layout
 //! - [`registry`]: the [`CoordinatorRegistry`](registry::CoordinatorRegistry) trait and its
@@ -14,8 +14,8 @@
 //! - [`sharding`]: the pure sharding strategies (AVG_ALLOCATION, ODEVITY, ROUND_ROBIN, custom).
 //! - [`runtime`]: the [`Scheduler`](runtime::Scheduler): one driver task, one watch, one timer
 //!   heap for any number of jobs; one runner task per job.
-//! - [`election`], [`execution`], [`failover`], [`sharding::service`]: the coordination services, each owning
-//!   its registry nodes.
+//! - [`election`], [`execution`], [`failover`], [`guarantee`], [`sharding::service`]: the
+//!   coordination services, each owning its registry nodes.
 //! - [`api`]: operations and statistics for consoles, over the registry alone.
 //! - [`handles`]: clock, spawner and randomness handles (DESIGN section 6).
 //! - [`job`]: job kinds (simple, dataflow, script), the executor of one fire, listeners and
@@ -29,6 +29,7 @@ pub mod election;
 mod error;
 pub mod execution;
 pub mod failover;
+pub mod guarantee;
 pub mod handles;
 pub mod job;
 pub mod layout;

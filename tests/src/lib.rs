@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use shardcron_core::guarantee::DistributeOnceListener;
 use shardcron_core::handles::{Handles, KillableSpawner};
 use shardcron_core::registry::counting::CountingRegistry;
 use shardcron_core::registry::CoordinatorRegistry;
@@ -58,12 +59,19 @@ impl TestInstance {
 }
 
 /// How to start a test instance.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct InstanceOptions {
     pub settings: Settings,
     pub session_timeout: Duration,
     /// Time handles; `None` for the cluster's own.
     pub handles: Option<Handles>,
+    pub once_listener: Option<Arc<dyn DistributeOnceListener>>,
+}
+
+impl std::fmt::Debug for InstanceOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InstanceOptions").field("session_timeout", &self.session_timeout).finish()
+    }
 }
 
 impl Default for InstanceOptions {
@@ -72,6 +80,7 @@ impl Default for InstanceOptions {
             settings: Settings::default(),
             session_timeout: Duration::from_secs(60),
             handles: None,
+            once_listener: None,
         }
     }
 }
@@ -131,7 +140,11 @@ impl TestCluster {
         let clock = self.handles.clock.clone();
         let registry: Arc<dyn CoordinatorRegistry> = Arc::new(counter.clone());
         let id = format!("{ip}@-@1");
-        let scheduler = SchedulerBuilder::new(registry)
+        let mut builder = SchedulerBuilder::new(registry);
+        if let Some(listener) = options.once_listener {
+            builder = builder.distribute_once_listener(listener);
+        }
+        let scheduler = builder
             .handles(handles)
             .ip(ip)
             .pid(1)

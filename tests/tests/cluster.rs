@@ -406,3 +406,74 @@ async fn a_fire_costs_one_transaction_to_start_and_one_to_finish() {
         assert_eq!(node.counter.total(), 2, "nothing but the two transactions: {counts:?}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn reconcile_repairs_an_item_without_a_live_owner() {
+    let cluster = TestCluster::new(36);
+    let mut c = config(4, false);
+    c.cron = Some("0 0/2 * * * ?".into());
+    c.reconcile_interval_minutes = 1;
+    let nodes = three(&cluster, &c, &working(1)).await;
+    // The first fire (+40 s: the epoch is at second :20) shards.
+    until(&cluster, 45).await;
+    let client = cluster.client();
+    // Someone (a bug, an operator) leaves an item to a ghost, without flagging a reshard.
+    client.set(&format!("/{JOB}/sharding/2/instance"), b"10.9.9.9@-@1", None).await.unwrap();
+    until(&cluster, 125).await;
+    let reconciled = cluster
+        .events()
+        .iter()
+        .filter(|r| matches!(r.event, SchedulerEvent::Reconciled { .. }))
+        .count();
+    assert_eq!(reconciled, 1, "the leader's reconcile flagged it once");
+    // The next fire (+160 s) reshards: the ghost's item has a live owner again and runs.
+    until(&cluster, 165).await;
+    cluster.assert_each_item_once(JOB, &[160], 4);
+    cluster.assert_settled(JOB, &[&nodes[0], &nodes[1], &nodes[2]], 4).await;
+}
+
+/// Counts the distribute-once callbacks per fire.
+#[derive(Default)]
+struct OncePerFire {
+    started: parking_lot::Mutex<Vec<i64>>,
+    completed: parking_lot::Mutex<Vec<i64>>,
+}
+
+#[async_trait::async_trait]
+impl shardcron_core::guarantee::DistributeOnceListener for OncePerFire {
+    async fn all_started(&self, _job: &str, fire_ms: i64) {
+        self.started.lock().push(fire_ms);
+    }
+    async fn all_completed(&self, _job: &str, fire_ms: i64) {
+        self.completed.lock().push(fire_ms);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn distribute_once_listeners_run_once_per_fire_across_the_cluster() {
+    let cluster = TestCluster::new(37);
+    let listener = std::sync::Arc::new(OncePerFire::default());
+    let mut nodes = Vec::new();
+    for n in 1..=3 {
+        let options = InstanceOptions { once_listener: Some(listener.clone()), ..short_sessions() };
+        let node = cluster.instance_opts(&format!("10.0.0.{n}"), options).await;
+        node.scheduler.add_job(config(6, false), working(n)).await.unwrap();
+        nodes.push(node);
+    }
+    until(&cluster, 25).await;
+    let fires = vec![EPOCH_MS + 10_000, EPOCH_MS + 20_000];
+    assert_eq!(*listener.started.lock(), fires, "once per fire, when the last item started");
+    assert_eq!(*listener.completed.lock(), fires, "once per fire, when the last item completed");
+    let completed_at: Vec<i64> = cluster
+        .runs(JOB)
+        .iter()
+        .filter(|r| r.fire_ms == EPOCH_MS + 10_000)
+        .filter_map(|r| r.end_ms)
+        .collect();
+    assert_eq!(
+        completed_at.iter().max(),
+        Some(&(EPOCH_MS + 13_000)),
+        "the slowest instance finished last"
+    );
+    cluster.assert_each_item_once(JOB, &[10, 20], 6);
+}

@@ -146,13 +146,29 @@ pub struct ShardingContext {
     pub item_parameter: String,
     /// The scheduled fire time in epoch milliseconds; the same on every instance for one fire.
     pub fire_time_ms: i64,
-    /// Grows every time the item changes owner. A job writing to an external system can pass it
-    /// along so that system rejects writes from an owner that has since been replaced (an
-    /// instance cut off from the registry may not know yet that it lost the item).
+    /// Grows every time the item changes owner (it is the version of the item's owner node in
+    /// the registry, which every reshard commit and every failover claim advances).
+    ///
+    /// # Making writes safe
+    ///
+    /// An instance cut off from the registry may keep running an item for a while after its
+    /// session expired and a survivor took the item over. The cancellation signal below tells it
+    /// to stop, but cannot stop a write already on its way. A job whose writes must never come
+    /// from a replaced owner passes the token to the system it writes to, which keeps the highest
+    /// token seen per item and refuses anything older:
+    ///
+    /// ```text
+    /// UPDATE ledger SET balance = $new, fence = $token
+    ///  WHERE shard = $item AND fence <= $token        -- 0 rows: we were replaced, stop
+    /// ```
+    ///
+    /// Tokens of one item only grow, across reshards, failovers, count changes and restarts.
     pub fencing_token: u64,
-    /// Fires when this instance may have lost the item (session suspended or expired, job
-    /// removed, shutdown deadline). Long-running jobs should check it and stop early; a job that
-    /// returns an error after it fired is reported as cancelled, not failed.
+    /// Fires when this instance may have lost the item: its session expired (a client cut off
+    /// from the registry learns it when the session timeout runs out), an operator shut the
+    /// instance down, or a graceful stop reached its deadline. Long-running jobs should check it
+    /// and stop early; a job that returns an error after it fired is reported as cancelled, not
+    /// failed, and its item is taken over elsewhere.
     #[serde(skip)]
     pub cancellation: CancellationToken,
 }

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use super::events::SchedulerEvent;
 use super::runner::JobEvent;
-use super::timer::TimerHeap;
+use super::timer::{TimerHeap, TimerKind};
 use super::{Command, Shared};
 use crate::layout::JobNode;
 use crate::registry::{SessionEvent, SessionEvents, WatchEvent, WatchStream};
@@ -71,13 +71,13 @@ impl Driver {
             Command::Register { job, mailbox } => {
                 self.jobs.insert(job, mailbox);
             }
-            Command::Arm { job, at_ms } => {
+            Command::Arm { job, kind, at_ms } => {
                 if self.jobs.contains_key(&job) {
-                    self.timers.arm(&job, at_ms);
+                    self.timers.arm((job, kind), at_ms);
                 }
             }
             Command::Forget { job } => {
-                self.timers.arm(&job, None);
+                self.timers.disarm_job(&job);
                 self.jobs.remove(&job);
             }
             Command::Shutdown { .. } => {}
@@ -121,9 +121,13 @@ impl Driver {
 
     fn on_timer(&mut self) {
         let now = self.shared.handles.clock.now_ms();
-        for (fire_ms, job) in self.timers.pop_due(now) {
+        for (at_ms, (job, kind)) in self.timers.pop_due(now) {
             if let Some(mailbox) = self.jobs.get(&job) {
-                let _ = mailbox.send(JobEvent::Fire { fire_ms });
+                let event = match kind {
+                    TimerKind::Fire => JobEvent::Fire { fire_ms: at_ms },
+                    TimerKind::Reconcile => JobEvent::Reconcile,
+                };
+                let _ = mailbox.send(event);
             }
         }
     }

@@ -53,6 +53,8 @@ pub enum SchedulerEvent {
     FireFailed { job: String, fire_ms: i64, item: u32, error: String },
     /// This instance claimed an orphaned item of `fire_ms` to run it again.
     FailoverClaimed { job: String, item: u32, fire_ms: i64 },
+    /// The leader's reconcile found an item without a live owner and flagged a reshard.
+    Reconciled { job: String },
     /// This instance became the job's leader.
     LeaderElected { job: String },
     /// The leader committed an assignment.

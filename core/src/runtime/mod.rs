@@ -48,6 +48,7 @@ pub use instance::InstanceId;
 
 use crate::config::{JobConfig, KnownTypes};
 use crate::error::{Error, Result};
+use crate::guarantee::DistributeOnceListener;
 use crate::handles::Handles;
 use crate::job::{ErrorHandlers, Job, JobListener};
 use crate::registry::{CoordinatorRegistry, WatchEvent};
@@ -88,6 +89,7 @@ pub(crate) struct Shared {
     pub cache: SharedCache,
     pub settings: Settings,
     pub listeners: Vec<Arc<dyn JobListener>>,
+    pub once_listeners: Vec<Arc<dyn DistributeOnceListener>>,
     pub error_handlers: ErrorHandlers,
     /// The strategy and error-handler names configs may use here.
     pub known: KnownTypes,
@@ -115,7 +117,7 @@ impl Shared {
 #[derive(Debug)]
 pub(crate) enum Command {
     Register { job: String, mailbox: mpsc::UnboundedSender<JobEvent> },
-    Arm { job: String, at_ms: Option<i64> },
+    Arm { job: String, kind: timer::TimerKind, at_ms: Option<i64> },
     Forget { job: String },
     Shutdown { reply: oneshot::Sender<()> },
 }
@@ -130,6 +132,7 @@ pub struct SchedulerBuilder {
     settings: Settings,
     error_handlers: ErrorHandlers,
     listeners: Vec<Arc<dyn JobListener>>,
+    once_listeners: Vec<Arc<dyn DistributeOnceListener>>,
     sink: Option<EventSink>,
 }
 
@@ -152,6 +155,7 @@ impl SchedulerBuilder {
             settings: Settings::default(),
             error_handlers: ErrorHandlers::default(),
             listeners: Vec::new(),
+            once_listeners: Vec::new(),
             sink: None,
         }
     }
@@ -183,6 +187,12 @@ impl SchedulerBuilder {
     }
     pub fn listener(mut self, listener: Arc<dyn JobListener>) -> Self {
         self.listeners.push(listener);
+        self
+    }
+    /// Runs once per fire across the cluster, when all items started and when all completed
+    /// (see [`crate::guarantee`]).
+    pub fn distribute_once_listener(mut self, listener: Arc<dyn DistributeOnceListener>) -> Self {
+        self.once_listeners.push(listener);
         self
     }
     /// Receives every [`SchedulerEvent`].
@@ -222,6 +232,7 @@ impl SchedulerBuilder {
             cache,
             settings: self.settings,
             listeners: self.listeners,
+            once_listeners: self.once_listeners,
             error_handlers: self.error_handlers,
             known,
             handles,

@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::events::{FireKind, SchedulerEvent, SkipReason};
+use super::timer::TimerKind;
 use super::{Command, Shared};
 use crate::config::{store, JobConfig};
 use crate::cron::CronSchedule;
@@ -18,10 +19,11 @@ use crate::election;
 use crate::error::{Error, Result};
 use crate::execution::{self, Completion, RunningMark, Start};
 use crate::failover;
+use crate::guarantee;
 use crate::job::{
     ExecutionSource, Executor, FireInfo, FireReport, FireRequest, ItemOutcome, Job, ShardingContext,
 };
-use crate::layout::{ItemNode, JobNode, JobPaths};
+use crate::layout::{GuaranteeStage, ItemNode, JobNode, JobPaths};
 use crate::registry::{CreateMode, RegistryError, RegistryExt, SessionEvent};
 use crate::sharding::service::{self as sharding, Reshard, DISABLED};
 
@@ -32,6 +34,8 @@ pub(crate) enum JobEvent {
     Fire {
         fire_ms: i64,
     },
+    /// Time for the leader's periodic check of the assignment.
+    Reconcile,
     /// A node of the job's subtree changed; the cache already shows the change.
     Changed(JobNode),
     Session(SessionEvent),
@@ -198,6 +202,47 @@ impl JobRunner {
         self.bid_for_leadership().await?;
         self.registered = true;
         self.arm_after(self.shared.handles.clock.now_ms());
+        self.arm_reconcile();
+        Ok(())
+    }
+
+    /// Arms the next reconcile, `reconcileIntervalMinutes` from now (off below one minute).
+    fn arm_reconcile(&self) {
+        let at_ms = self.config.reconcile_interval().map(|interval| {
+            let interval_ms = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX / 2);
+            self.shared.handles.clock.now_ms().saturating_add(interval_ms)
+        });
+        self.shared.command(Command::Arm {
+            job: self.name().to_owned(),
+            kind: TimerKind::Reconcile,
+            at_ms,
+        });
+    }
+
+    /// The leader's periodic repair (DESIGN section 5): if an item has no live, enabled owner
+    /// (an owner that vanished while no reshard was flagged, a flag lost to an error), flag a
+    /// reshard so that the next fire fixes it. Reads only the cache.
+    async fn reconcile(&mut self) -> Result<()> {
+        if !self.connected || self.stopping || !self.is_leader() {
+            return Ok(());
+        }
+        let total = self.config.checked_total_count()?;
+        let stale = {
+            let cache = self.shared.cache.read();
+            if sharding::pending(&cache, &self.paths) {
+                return Ok(());
+            }
+            let eligible = sharding::eligible_instances(&cache, &self.paths);
+            (0..total).any(|n| {
+                let owner = cache.text(&self.paths.item_node(n, ItemNode::Instance));
+                !owner.is_some_and(|o| eligible.contains(&o))
+            })
+        };
+        if stale {
+            let shared = self.shared.clone();
+            sharding::set_necessary(shared.registry.as_ref(), &shared.cache, &self.paths).await?;
+            self.emit(SchedulerEvent::Reconciled { job: self.name().to_owned() });
+        }
         Ok(())
     }
 
@@ -244,6 +289,10 @@ impl JobRunner {
                 self.fire(fire_ms, FireKind::Scheduled, None).await
             }
             JobEvent::Changed(node) => self.on_change(node).await,
+            JobEvent::Reconcile => {
+                self.arm_reconcile();
+                self.reconcile().await
+            }
             JobEvent::Session(ev) => self.on_session(ev).await,
             JobEvent::Done(finished) => self.on_done(*finished).await,
             JobEvent::Stop { reason, reply } => {
@@ -262,7 +311,11 @@ impl JobRunner {
     fn arm_after(&self, after_ms: i64) {
         let now = self.shared.handles.clock.now_ms();
         let next = self.schedule.as_ref().and_then(|s| s.next_after(after_ms.max(now)));
-        self.shared.command(Command::Arm { job: self.name().to_owned(), at_ms: next });
+        self.shared.command(Command::Arm {
+            job: self.name().to_owned(),
+            kind: TimerKind::Fire,
+            at_ms: next,
+        });
         if let Some(next_fire_ms) = next {
             self.emit(SchedulerEvent::Armed { job: self.name().to_owned(), next_fire_ms });
         }
@@ -313,7 +366,37 @@ impl JobRunner {
                 Start::AlreadyRunning(_) => return self.misfire(fire_ms).await,
             }
         }
-        self.launch(fire_ms, kind, items, Vec::new(), marked);
+        self.launch(fire_ms, kind, items.clone(), Vec::new(), marked);
+        self.distribute_once(GuaranteeStage::Started, fire_ms, &items).await
+    }
+
+    /// Records a stage of a fire for the distribute-once listeners, and runs them (on their own
+    /// task, so that a slow listener delays nothing) if this instance completed the set.
+    async fn distribute_once(
+        &self,
+        stage: GuaranteeStage,
+        fire_ms: i64,
+        items: &[u32],
+    ) -> Result<()> {
+        if self.shared.once_listeners.is_empty() || items.is_empty() {
+            return Ok(());
+        }
+        let total = self.config.checked_total_count()?;
+        if !guarantee::record(self.shared.registry.as_ref(), &self.paths, stage, items, total)
+            .await?
+        {
+            return Ok(());
+        }
+        let listeners = self.shared.once_listeners.clone();
+        let job = self.name().to_owned();
+        self.shared.handles.spawner.spawn(Box::pin(async move {
+            for listener in listeners {
+                match stage {
+                    GuaranteeStage::Started => listener.all_started(&job, fire_ms).await,
+                    GuaranteeStage::Completed => listener.all_completed(&job, fire_ms).await,
+                }
+            }
+        }));
         Ok(())
     }
 
@@ -521,6 +604,8 @@ impl JobRunner {
         }
         let Some(flight) = self.in_flight.take() else { return Ok(()) };
         self.report(&flight, &finished);
+        let completed = finished.report.completed_items();
+        self.distribute_once(GuaranteeStage::Completed, flight.fire_ms, &completed).await?;
         if flight.marked {
             let completion = self.completion(flight.run);
             self.unfinished = Some(Unfinished {
@@ -811,7 +896,8 @@ impl JobRunner {
         // Failover turned off: orphans waiting for a taker will not get one; the leader clears
         // the queue so that no stale entry is taken if it is turned on again.
         if failover_off && self.is_leader() {
-            failover::clear_queue(self.shared.registry.as_ref(), &self.shared.cache, &self.paths).await?;
+            failover::clear_queue(self.shared.registry.as_ref(), &self.shared.cache, &self.paths)
+                .await?;
             self.failover_backlog.clear();
         }
         Ok(())
@@ -870,7 +956,7 @@ impl JobRunner {
             return Ok(());
         }
         self.stopping = true;
-        self.shared.command(Command::Arm { job: self.name().to_owned(), at_ms: None });
+        self.shared.command(Command::Forget { job: self.name().to_owned() });
         if self.in_flight.is_some() {
             let deadline = self.shared.settings.shutdown_timeout;
             if tokio::time::timeout(deadline, self.await_done()).await.is_err() {
