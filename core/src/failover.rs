@@ -21,13 +21,14 @@
 
 use std::collections::BTreeMap;
 
+use crate::cron::CronSchedule;
 use crate::execution::RunningMark;
 use crate::layout::{ItemNode, JobPaths};
 use crate::registry::{
     CoordinatorRegistry, CreateMode, RegistryError, RegistryExt, Result, TxnOp, TxnResult,
 };
 use crate::runtime::cache::{Cache, SharedCache};
-use crate::runtime::instance::completed_run;
+use crate::runtime::instance::Completed;
 
 /// An item waiting in the failover queue, with the scheduled fire it missed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -45,7 +46,7 @@ pub struct Orphan {
 pub fn orphans_of(cache: &Cache, paths: &JobPaths, dead: &str, total: u32) -> Vec<Orphan> {
     let instance = paths.instance(dead);
     let last_state = cache.get(&instance).or_else(|| cache.tombstone(&instance));
-    let completed = last_state.map_or(0, |node| completed_run(&node.data));
+    let completed = last_state.map_or(0, |node| Completed::parse(&node.data).run);
     (0..total)
         .filter_map(|item| {
             let path = paths.item_node(item, ItemNode::Running);
@@ -61,6 +62,45 @@ pub fn orphans_of(cache: &Cache, paths: &JobPaths, dead: &str, total: u32) -> Ve
         .map(|(rank, orphan)| Orphan { rank: rank as u64, ..orphan })
         .collect()
 }
+
+/// The items `dead` owned, was not running, and whose schedule fell due since its last completed
+/// fire: fires lost while its crash went undetected (DESIGN section 7). Each gets one catch-up,
+/// for the latest fire it missed, through the failover queue. `skip` holds the orphans already
+/// found; disabled items owe nothing.
+pub fn missed_by(
+    cache: &Cache,
+    paths: &JobPaths,
+    dead: &str,
+    total: u32,
+    schedule: &CronSchedule,
+    now_ms: i64,
+    skip: &[Orphan],
+) -> Vec<Orphan> {
+    let instance = paths.instance(dead);
+    let Some(last_state) = cache.get(&instance).or_else(|| cache.tombstone(&instance)) else {
+        return Vec::new();
+    };
+    let since = Completed::parse(&last_state.data).fire_ms;
+    // The latest fire in (since, now]; bounded, for a frequent cron after a long outage.
+    let latest = schedule
+        .iter_after(since)
+        .take(MAX_MISSED_FIRES_SCANNED)
+        .take_while(|&t| t <= now_ms)
+        .last();
+    let Some(fire_ms) = latest else { return Vec::new() };
+    let first_rank = skip.len() as u64;
+    (0..total)
+        .filter(|&n| cache.text(&paths.item_node(n, ItemNode::Instance)).as_deref() == Some(dead))
+        .filter(|&n| !cache.exists(&paths.item_node(n, ItemNode::Disabled)))
+        .filter(|&n| skip.iter().all(|o| o.item != n))
+        .enumerate()
+        .map(|(i, item)| Orphan { item, fire_ms, rank: first_rank + i as u64 })
+        .collect()
+}
+
+/// How many fires of a dead instance's gap `missed_by` looks at before settling for the last one
+/// it saw.
+const MAX_MISSED_FIRES_SCANNED: usize = 100_000;
 
 /// Queues `orphans` (see the module docs) in one transaction, so that every survivor computes
 /// its share over the whole queue. If another survivor queued them first, or a taker already

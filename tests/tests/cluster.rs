@@ -477,3 +477,37 @@ async fn distribute_once_listeners_run_once_per_fire_across_the_cluster() {
     );
     cluster.assert_each_item_once(JOB, &[10, 20], 6);
 }
+
+#[tokio::test(start_paused = true)]
+async fn fires_missed_while_a_crash_went_unnoticed_get_one_catch_up() {
+    let cluster = TestCluster::new(38);
+    let long = InstanceOptions { session_timeout: Duration::from_secs(25), ..Default::default() };
+    let mut nodes = Vec::new();
+    for n in 1..=3 {
+        let node = cluster.instance_opts(&format!("10.0.0.{n}"), long.clone()).await;
+        node.scheduler.add_job(config(6, true), working(1)).await.unwrap();
+        nodes.push(node);
+    }
+    until(&cluster, 12).await;
+    let victim = &nodes[2];
+    let its_items = owners_at_started(&cluster, 10, &victim.id());
+    // Crashed while idle: nobody notices before its session times out at +37 s, so the fires at
+    // +20 s and +30 s of its items find no one to run them.
+    cluster.crash(victim);
+    until(&cluster, 39).await;
+    let caught_up: Vec<(u32, i64)> = cluster
+        .runs(JOB)
+        .into_iter()
+        .filter(|r| r.completed && its_items.contains(&r.item) && r.start_ms > EPOCH_MS + 36_000)
+        .map(|r| (r.item, r.fire_ms - EPOCH_MS))
+        .collect();
+    assert_eq!(caught_up.len(), its_items.len(), "one catch-up per missed item: {caught_up:?}");
+    assert!(
+        caught_up.iter().all(|(_, fire)| *fire == 30_000),
+        "for the latest missed fire: {caught_up:?}"
+    );
+    until(&cluster, 42).await;
+    cluster.assert_each_item_once(JOB, &[40], 6);
+    cluster.assert_exclusive(JOB);
+    cluster.assert_settled(JOB, &[&nodes[0], &nodes[1]], 6).await;
+}

@@ -39,23 +39,37 @@ impl InstanceId {
     }
 
     /// The data of this instance's `instances/{id}` node: ElasticJob's YAML fields, plus the
-    /// last run of the job this instance completed (see [`crate::failover`]).
-    pub fn node_data(&self, completed_run: u64) -> String {
+    /// last run of the job this instance completed and that run's fire time (see
+    /// [`crate::failover`]).
+    pub fn node_data(&self, completed: Completed) -> String {
         format!(
-            "jobInstanceId: {}\nserverIp: {}\ncompletedRun: {completed_run}\n",
-            self.id, self.ip
+            "jobInstanceId: {}\nserverIp: {}\ncompletedRun: {}\ncompletedFire: {}\n",
+            self.id, self.ip, completed.run, completed.fire_ms
         )
     }
 }
 
-/// The last completed run recorded in an instance node's data (0 when absent, as in a node
-/// written by ElasticJob).
-pub fn completed_run(data: &[u8]) -> u64 {
-    String::from_utf8_lossy(data)
-        .lines()
-        .find_map(|line| line.strip_prefix("completedRun:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+/// What an instance node records of the job's last completed run on that instance.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Completed {
+    /// The run number (see [`crate::failover`]).
+    pub run: u64,
+    /// The scheduled fire that run belonged to.
+    pub fire_ms: i64,
+}
+
+impl Completed {
+    /// Reads it from an instance node's data (zeros when absent, as in a node ElasticJob wrote).
+    pub fn parse(data: &[u8]) -> Self {
+        let text = String::from_utf8_lossy(data);
+        let field = |name: &str| {
+            text.lines().find_map(|line| line.strip_prefix(name)).map(str::trim).map(str::to_owned)
+        };
+        Completed {
+            run: field("completedRun:").and_then(|v| v.parse().ok()).unwrap_or(0),
+            fire_ms: field("completedFire:").and_then(|v| v.parse().ok()).unwrap_or(0),
+        }
+    }
 }
 
 /// The server IP of an instance id (the part before the first delimiter).
@@ -77,10 +91,14 @@ mod tests {
     fn ids_follow_elasticjob() {
         let i = InstanceId::new("10.0.0.7", 4242, None).unwrap();
         assert_eq!(i.as_str(), "10.0.0.7@-@4242");
-        let data = i.node_data(42);
-        assert_eq!(data, "jobInstanceId: 10.0.0.7@-@4242\nserverIp: 10.0.0.7\ncompletedRun: 42\n");
-        assert_eq!(completed_run(data.as_bytes()), 42);
-        assert_eq!(completed_run(b"jobInstanceId: x\nserverIp: y\n"), 0);
+        let done = Completed { run: 42, fire_ms: 1_700_000_010_000 };
+        let data = i.node_data(done);
+        assert_eq!(
+            data,
+            "jobInstanceId: 10.0.0.7@-@4242\nserverIp: 10.0.0.7\ncompletedRun: 42\ncompletedFire: 1700000010000\n"
+        );
+        assert_eq!(Completed::parse(data.as_bytes()), done);
+        assert_eq!(Completed::parse(b"jobInstanceId: x\nserverIp: y\n"), Completed::default());
         let s = InstanceId::new("10.0.0.7", 1, Some("b")).unwrap();
         assert_eq!(s.as_str(), "10.0.0.7@-@1@-@b");
         assert_eq!(ip_of(s.as_str()), "10.0.0.7");

@@ -25,6 +25,7 @@ use crate::job::{
 };
 use crate::layout::{GuaranteeStage, ItemNode, JobNode, JobPaths};
 use crate::registry::{CreateMode, RegistryError, RegistryExt, SessionEvent};
+use crate::runtime::instance::Completed;
 use crate::sharding::service::{self as sharding, Reshard, DISABLED};
 
 /// What the driver (or the runner itself) tells a runner.
@@ -92,7 +93,7 @@ pub(crate) struct JobRunner {
     /// node. Both start from the registration time in microseconds-like units, so that a new
     /// registration (restart, new session) always counts above everything before it.
     runs: u64,
-    completed_run: u64,
+    completed: Completed,
     /// Work a lost connection interrupted, redone on reconnection and before the next fire: a
     /// registration (after a new session), and the removal of a finished run's markers (stale
     /// markers would block every later fire of those items).
@@ -150,7 +151,7 @@ impl JobRunner {
             registered: false,
             unfinished: None,
             runs: 0,
-            completed_run: 0,
+            completed: Completed::default(),
             stopping: false,
             was_leader: false,
             config_version: None,
@@ -181,11 +182,12 @@ impl JobRunner {
             .create_if_absent(&self.paths.server(instance.ip()), b"", CreateMode::Persistent)
             .await?;
         let node = self.paths.instance(instance.as_str());
-        let base =
-            u64::try_from(self.shared.handles.clock.now_ms()).unwrap_or(0).saturating_mul(1000);
+        let now = self.shared.handles.clock.now_ms();
+        let base = u64::try_from(now).unwrap_or(0).saturating_mul(1000);
         self.runs = self.runs.max(base);
-        self.completed_run = self.runs;
-        let data = instance.node_data(self.completed_run);
+        // Nothing before this registration is owed by it.
+        self.completed = Completed { run: self.runs, fire_ms: now };
+        let data = instance.node_data(self.completed);
         match registry.create(&node, data.as_bytes(), CreateMode::Ephemeral).await {
             Ok(_) => {}
             // Our own node from a session that is not gone yet, or a twin instance id.
@@ -441,12 +443,14 @@ impl JobRunner {
         RunningMark { fire_ms, run: self.runs, instance: self.shared.instance.as_str().to_owned() }
     }
 
-    /// The instance-node update that records run `run` as completed.
-    fn completion(&mut self, run: u64) -> Completion {
-        self.completed_run = self.completed_run.max(run);
+    /// The instance-node update that records run `run` of the fire at `fire_ms` as completed.
+    fn completion(&mut self, run: u64, fire_ms: i64) -> Completion {
+        if run >= self.completed.run {
+            self.completed = Completed { run, fire_ms: fire_ms.max(self.completed.fire_ms) };
+        }
         Completion {
             instance_path: self.paths.instance(self.shared.instance.as_str()),
-            instance_data: self.shared.instance.node_data(self.completed_run).into_bytes(),
+            instance_data: self.shared.instance.node_data(self.completed).into_bytes(),
         }
     }
 
@@ -607,7 +611,7 @@ impl JobRunner {
         let completed = finished.report.completed_items();
         self.distribute_once(GuaranteeStage::Completed, flight.fire_ms, &completed).await?;
         if flight.marked {
-            let completion = self.completion(flight.run);
+            let completion = self.completion(flight.run, flight.fire_ms);
             self.unfinished = Some(Unfinished {
                 items: flight.items.clone(),
                 failed_over: flight.failed_over.clone(),
@@ -678,10 +682,21 @@ impl JobRunner {
         self.config.failover && self.config.monitor_execution
     }
 
-    /// Queues the items `dead` was running (see [`crate::failover`]).
+    /// Queues the items `dead` was running, and, with `misfire` on, the items whose fires it
+    /// missed before its death was noticed (see [`crate::failover`]).
     async fn queue_orphans_of(&mut self, dead: &str) -> Result<()> {
         let total = self.config.checked_total_count()?;
-        let orphans = failover::orphans_of(&self.shared.cache.read(), &self.paths, dead, total);
+        let now = self.shared.handles.clock.now_ms();
+        let orphans = {
+            let cache = self.shared.cache.read();
+            let mut orphans = failover::orphans_of(&cache, &self.paths, dead, total);
+            if let (true, Some(schedule)) = (self.config.misfire, &self.schedule) {
+                let missed =
+                    failover::missed_by(&cache, &self.paths, dead, total, schedule, now, &orphans);
+                orphans.extend(missed);
+            }
+            orphans
+        };
         let shared = self.shared.clone();
         let registry = shared.registry.as_ref();
         failover::queue(registry, &self.shared.cache, &self.paths, dead, &orphans).await?;
@@ -989,7 +1004,7 @@ impl JobRunner {
             election::abdicate(registry, &self.shared.cache, &self.paths, &me).await?;
             let node = self.paths.instance(&me);
             if let Some(flight) = flight.as_ref().filter(|f| f.marked && complete) {
-                let completion = self.completion(flight.run);
+                let completion = self.completion(flight.run, flight.fire_ms);
                 let shared = self.shared.clone();
                 let registry = shared.registry.as_ref();
                 execution::finish(
