@@ -1,0 +1,161 @@
+//! Section 2, memory and threads per job: a child process per (scheduler, job count) registers
+//! the jobs with a schedule that does not fire during the measurement, lets them settle, and
+//! reports its resident memory and thread count. The cost per job is the slope between the
+//! smallest and the largest count, so the runtime's and the binary's fixed cost drop out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::contenders::{self, Schedule};
+use crate::precision::Recorder;
+use crate::report::{mib, thousands, Section, Verdict};
+use crate::{proc, Error};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MemoryResult {
+    pub scheduler: String,
+    pub jobs: u64,
+    pub rss_kib: u64,
+    pub peak_rss_kib: u64,
+    pub threads: u64,
+    pub register_ms: u64,
+}
+
+/// The child: registers `jobs` jobs on `scheduler` and prints a [`MemoryResult`].
+pub fn child(scheduler: &str, jobs: u64) -> Result<(), Error> {
+    let runtime = contenders::runtime()?;
+    let result = runtime.block_on(async {
+        let recorder = Arc::new(Recorder::new(0, 0));
+        let begin = std::time::Instant::now();
+        let running = contenders::start(scheduler, jobs, Schedule::Never, &recorder).await?;
+        let register_ms = begin.elapsed().as_millis() as u64;
+        // Let spawned tasks and the registry's watch settle.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let result = MemoryResult {
+            scheduler: scheduler.to_owned(),
+            jobs,
+            rss_kib: proc::rss_kib(),
+            peak_rss_kib: proc::peak_rss_kib(),
+            threads: proc::threads(),
+            register_ms,
+        };
+        drop(running);
+        Ok::<_, Error>(result)
+    })?;
+    proc::child_reply(&result)?;
+    std::process::exit(0);
+}
+
+const COUNTS: [u64; 3] = [1, 1_000, 10_000];
+
+pub fn run(_quick: bool) -> Result<Section, Error> {
+    let schedulers = [contenders::SHARDCRON, contenders::TCS, contenders::BASELINE];
+    let mut results = Vec::new();
+    for jobs in COUNTS {
+        for scheduler in schedulers {
+            if scheduler == contenders::BASELINE && jobs != 1 {
+                continue;
+            }
+            eprintln!("memory: {scheduler} with {jobs} jobs");
+            let args = vec![
+                "child-memory".to_owned(),
+                "--scheduler".into(),
+                scheduler.into(),
+                "--jobs".into(),
+                jobs.to_string(),
+            ];
+            match proc::run_child::<MemoryResult>(&args, Duration::from_secs(900)) {
+                Ok(r) => results.push(r),
+                Err(e) => eprintln!("memory: {e}"),
+            }
+        }
+    }
+    Ok(render(&results))
+}
+
+fn find<'a>(results: &'a [MemoryResult], s: &str, jobs: u64) -> Option<&'a MemoryResult> {
+    results.iter().find(|r| r.scheduler == s && r.jobs == jobs)
+}
+
+/// KiB per job between the smallest and largest count.
+fn per_job(results: &[MemoryResult], s: &str) -> Option<f64> {
+    let (lo, hi) = (find(results, s, COUNTS[0])?, find(results, s, COUNTS[2])?);
+    Some((hi.rss_kib as f64 - lo.rss_kib as f64) / (hi.jobs - lo.jobs) as f64)
+}
+
+fn render(results: &[MemoryResult]) -> Section {
+    let mut body = String::from(
+        "Jobs of one item registered with a schedule that does not fire during the measurement \
+         (`0 0 0 1 1 ? 2099`; tokio-cron-scheduler: `0 0 0 1 1 *`), one child process per \
+         point, measured 2 s after the last registration on a 2-worker tokio runtime. \
+         shardcron runs on the in-memory registry, so its RSS includes the registry's copy of \
+         every job's nodes (config, server, instance, sharding, leader) besides the scheduler's \
+         own state and watch-fed cache; with ZooKeeper or etcd that copy lives in the server.\n\n",
+    );
+    let label = |s: &str| contenders::label(s);
+    body.push_str(&format!(
+        "| jobs | {} RSS | threads | registering | {} RSS | threads | registering |\n\
+         |---:|---:|---:|---:|---:|---:|---:|\n",
+        label(contenders::SHARDCRON),
+        label(contenders::TCS)
+    ));
+    for jobs in COUNTS {
+        let cell = |s: &str| match find(results, s, jobs) {
+            Some(r) => format!(
+                "{} | {} | {:.2} s",
+                mib(r.rss_kib),
+                r.threads,
+                r.register_ms as f64 / 1000.0
+            ),
+            None => "failed | - | -".into(),
+        };
+        body.push_str(&format!(
+            "| {} | {} | {} |\n",
+            thousands(jobs),
+            cell(contenders::SHARDCRON),
+            cell(contenders::TCS)
+        ));
+    }
+    let slope = |s: &str| per_job(results, s).map_or("-".into(), |k| format!("{k:.1} KiB"));
+    body.push_str(&format!(
+        "| **per job** (slope 1 → 10,000) | **{}** | | | **{}** | | |\n",
+        slope(contenders::SHARDCRON),
+        slope(contenders::TCS)
+    ));
+    if let Some(b) = find(results, contenders::BASELINE, 1) {
+        body.push_str(&format!(
+            "\nThe bench process alone (same runtime, no scheduler): {} RSS, {} threads.\n",
+            mib(b.rss_kib),
+            b.threads
+        ));
+    }
+    let mut verdicts = Vec::new();
+    let threads: Vec<u64> = COUNTS
+        .iter()
+        .filter_map(|&j| find(results, contenders::SHARDCRON, j).map(|r| r.threads))
+        .collect();
+    if threads.len() == COUNTS.len() {
+        let constant = threads.iter().all(|&t| t == threads[0]);
+        verdicts.push(Verdict::new(
+            "constant thread count, 1 → 10,000 jobs",
+            format!(
+                "{} threads",
+                threads.iter().map(u64::to_string).collect::<Vec<_>>().join(" / ")
+            ),
+            constant,
+        ));
+    } else {
+        verdicts.push(Verdict::not_measured("constant thread count", "a child failed"));
+    }
+    match per_job(results, contenders::SHARDCRON) {
+        Some(k) => verdicts.push(Verdict::new(
+            "< 10 KiB memory per job",
+            format!("{k:.1} KiB per job (registry copy included)"),
+            k < 10.0,
+        )),
+        None => verdicts.push(Verdict::not_measured("< 10 KiB per job", "a child failed")),
+    }
+    Section { body, verdicts }
+}
