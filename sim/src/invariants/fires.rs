@@ -131,6 +131,12 @@ impl Facts {
         f
     }
 
+    /// The owner of `item` by the last assignment committed at or before `at`.
+    fn owner_at(&self, job: &str, item: u32, at: i64) -> Option<usize> {
+        let list = self.assignments.get(job)?;
+        list.iter().rev().find(|(t, _)| *t <= at).and_then(|(_, a)| a.get(&item).copied())
+    }
+
     /// The owners of `item` for a fire at `at` whose next fire is at `next`.
     fn owners(&self, job: &str, item: u32, at: i64, next: i64) -> Vec<usize> {
         let Some(list) = self.assignments.get(job) else { return Vec::new() };
@@ -357,8 +363,13 @@ impl Fire<'_> {
         }
         let owners = facts.owners(job, item, at, self.next);
         let skips = facts.skips.get(&(job.to_owned(), self.fire));
+        // A skip covers the item if the skipper owned it for this fire, or owned it when it
+        // recorded the skip (a fire handled late, after a reshard).
         let skip = skips.and_then(|s| {
-            s.iter().find(|(_, w, r)| owners.contains(w) && *r != SkipReason::NoItems)
+            s.iter().find(|(idx, w, r)| {
+                *r != SkipReason::NoItems
+                    && (owners.contains(w) || facts.owner_at(job, item, entries[*idx].at) == Some(*w))
+            })
         });
         if let Some((idx, who, r)) = skip {
             if *r == SkipReason::Misfire && misfire {
