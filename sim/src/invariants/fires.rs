@@ -368,7 +368,8 @@ impl Fire<'_> {
         let skip = skips.and_then(|s| {
             s.iter().find(|(idx, w, r)| {
                 *r != SkipReason::NoItems
-                    && (owners.contains(w) || facts.owner_at(job, item, entries[*idx].at) == Some(*w))
+                    && (owners.contains(w)
+                        || facts.owner_at(job, item, entries[*idx].at) == Some(*w))
             })
         });
         if let Some((idx, who, r)) = skip {
