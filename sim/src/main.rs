@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use shardcron_sim::explore::{self, ExploreOptions};
-use shardcron_sim::{builtin, shrink, Builder, FaultProfile, Report, BUILTIN};
+use shardcron_sim::{builtin, shrink, Builder, FaultProfile, Report, Variant, BUILTIN};
 
 #[derive(Parser, Debug)]
 #[command(name = "shardcron-sim", about = "Deterministic simulation of shardcron clusters")]
@@ -99,10 +99,20 @@ struct RunArgs {
     /// A built-in scenario instead of a generated schedule.
     #[arg(long)]
     scenario: Option<String>,
+    /// Run a deliberately broken variant (DropWatchEvent, ForgetItem, FalseLeader,
+    /// LeakRunningMarkers, StaleAssignment, GreedyOwner) to see the checker catch it.
+    #[arg(long)]
+    variant: Option<Variant>,
 }
 
 impl RunArgs {
     fn builder(&self, seed: u64) -> Result<Builder, String> {
+        let mut builder = self.base(seed)?;
+        builder.variant = self.variant;
+        Ok(builder)
+    }
+
+    fn base(&self, seed: u64) -> Result<Builder, String> {
         if let Some(name) = &self.scenario {
             return builtin(name, seed).ok_or_else(|| {
                 format!("no built-in scenario {name:?}; one of: {}", BUILTIN.join(", "))
@@ -121,7 +131,11 @@ impl RunArgs {
 
     /// The flags that reproduce a run of `seed`.
     fn replay_command(&self, seed: u64) -> String {
-        explore::replay_command(&self.options(), seed)
+        let command = explore::replay_command(&self.options(), seed);
+        match self.variant {
+            Some(v) => format!("{command} --variant {v}"),
+            None => command,
+        }
     }
 
     fn options(&self) -> ExploreOptions {
@@ -247,8 +261,8 @@ fn first_difference(a: &str, b: &str) -> Option<String> {
     let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
     let k = la.iter().zip(&lb).position(|(x, y)| x != y).unwrap_or(la.len().min(lb.len()));
     let mut out = format!("first difference at line {}:\n", k + 1);
-    for i in k.saturating_sub(3)..k {
-        out.push_str(&format!("    {}\n", la[i]));
+    for line in la.iter().take(k).skip(k.saturating_sub(3)) {
+        out.push_str(&format!("    {line}\n"));
     }
     out.push_str(&format!("  - {}\n", la.get(k).copied().unwrap_or("<end>")));
     out.push_str(&format!("  + {}\n", lb.get(k).copied().unwrap_or("<end>")));

@@ -231,7 +231,7 @@ impl World {
             operator,
             session_timeout: sim.session_timeout,
             settings: sim.settings.clone(),
-            variant: sim.variant.clone(),
+            variant: sim.variant,
         });
         for spec in &sim.specs {
             world.record_config(JobState::of(&spec.config()), spec.item_ms);

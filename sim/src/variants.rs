@@ -79,6 +79,16 @@ impl Variant {
     }
 }
 
+impl std::str::FromStr for Variant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Variant::ALL.into_iter().find(|v| v.to_string().eq_ignore_ascii_case(s)).ok_or_else(|| {
+            let names: Vec<String> = Variant::ALL.iter().map(|v| v.to_string()).collect();
+            format!("unknown variant {s:?} (one of {})", names.join(", "))
+        })
+    }
+}
+
 impl fmt::Display for Variant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self, f)

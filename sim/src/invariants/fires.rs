@@ -56,20 +56,27 @@ impl Accounting {
     }
 }
 
+/// (job, item) → (time, instance, kind) of every start.
+type Runs = BTreeMap<(String, u32), Vec<(i64, usize, FireKind)>>;
+/// (job, fire) → (entry index, instance, reason) of each skip.
+type Skips = BTreeMap<(String, i64), Vec<(usize, usize, SkipReason)>>;
+/// job → (time, item → owner) of each committed assignment.
+type Assignments = BTreeMap<String, Vec<(i64, BTreeMap<u32, usize>)>>;
+
 #[derive(Default)]
 struct Facts {
     /// (job, item, fire) → (entry index, instance) of each scheduled or failover start.
     starts: BTreeMap<(String, u32, i64), Vec<(usize, usize)>>,
     /// (job, item) → (time, instance, kind) of every start.
-    runs: BTreeMap<(String, u32), Vec<(i64, usize, FireKind)>>,
+    runs: Runs,
     /// (job, item, instance) → times of its ends.
     ends: BTreeMap<(String, u32, usize), Vec<i64>>,
     /// (job, fire) → (entry index, instance, reason) of each skip.
-    skips: BTreeMap<(String, i64), Vec<(usize, usize, SkipReason)>>,
+    skips: Skips,
     /// job → (time, instance) of each reported error.
     errors: BTreeMap<String, Vec<(i64, usize)>>,
     /// job → (time, item → owner) of each committed assignment.
-    assignments: BTreeMap<String, Vec<(i64, BTreeMap<u32, usize>)>>,
+    assignments: Assignments,
     /// (crash time, entry index, instance, job, item) of every run a crash interrupted.
     orphans: Vec<(i64, usize, usize, String, u32)>,
 }

@@ -17,7 +17,6 @@ const REREGISTER_MS: i64 = 1_000;
 #[derive(Debug, Default)]
 pub(crate) struct Timeline {
     pub phases: BTreeMap<Phase, i64>,
-    pub session_ms: i64,
     /// Per instance: `(from, to, why)` while it could not run items.
     pub down: BTreeMap<usize, Vec<(i64, i64, String)>>,
     /// Per job: its config from each time on.
@@ -31,12 +30,8 @@ pub(crate) struct Timeline {
 }
 
 impl Timeline {
-    pub fn read(entries: &[Entry], session: Duration) -> Self {
-        let mut t = Timeline {
-            session_ms: i64::try_from(session.as_millis()).unwrap_or(i64::MAX / 4),
-            end: entries.last().map_or(0, |e| e.at),
-            ..Timeline::default()
-        };
+    pub fn read(entries: &[Entry], _session: Duration) -> Self {
+        let mut t = Timeline { end: entries.last().map_or(0, |e| e.at), ..Timeline::default() };
         let mut open: BTreeMap<(usize, &'static str), (i64, String)> = BTreeMap::new();
         let mut current_session: BTreeMap<usize, u64> = BTreeMap::new();
         let mut skew: BTreeMap<usize, i64> = BTreeMap::new();
