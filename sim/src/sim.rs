@@ -135,8 +135,10 @@ impl Sim {
             self.seed,
             self.instances,
             specs.join("\n"),
-            self.duration_ms,
-            self.session_timeout.as_millis(),
+            crate::scenarios::thousands(self.duration_ms),
+            crate::scenarios::thousands(
+                u64::try_from(self.session_timeout.as_millis()).unwrap_or(u64::MAX)
+            ),
         )
     }
 
