@@ -32,6 +32,16 @@
 //! }
 //! ```
 //!
+//! ## Determinism
+//! A run builds its own single-threaded tokio runtime with paused time; all randomness comes
+//! from ChaCha generators seeded from the seed; every collection whose order shows is a
+//! `BTreeMap`; the trace records virtual time only. `shardcron-sim check-determinism` runs a seed
+//! twice and diffs the text. One source of variation lies outside this crate today: the core's
+//! `SharedCache` wakes its waiters through `tokio::sync::watch`, which parks each waiter on one
+//! of eight `Notify`s chosen by tokio's per-process random generator; when several jobs of one
+//! instance wait on the cache at the same instant, their order can differ between processes
+//! (the ignored test `simultaneous_fires_of_several_jobs_are_deterministic` pins it).
+//!
 //! ## Layout
 //! - `builder.rs`: [`Builder`], what to run and from which seed.
 //! - `sim.rs`: [`Sim`], one run through its phases (faults, quiet, live, final); [`Report`].

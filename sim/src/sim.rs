@@ -333,8 +333,14 @@ impl World {
             .filter(|i| i.status() == Status::Up)
             .map(|i| (i.index, i.id.clone()))
             .collect();
+        let unsettled = self
+            .instances
+            .iter()
+            .map(|i| (i.index, i.status()))
+            .filter(|(_, s)| !matches!(s, Status::Up | Status::Down))
+            .collect();
         self.trace.note(0, Note::Checkpoint { nodes: nodes.len() });
-        Checkpoint { at: self.trace.now(), phase, nodes, up }
+        Checkpoint { at: self.trace.now(), phase, nodes, up, unsettled }
     }
 
     fn instance(&self, i: usize) -> Option<&Arc<Instance>> {

@@ -21,6 +21,10 @@ pub(super) fn check(
     out: &mut Vec<Violation>,
 ) {
     let Some(cp) = checkpoints.iter().find(|c| c.phase == Phase::Live) else { return };
+    if !cp.unsettled.is_empty() {
+        // Membership is still changing (liveness reports why); the assignment cannot be judged.
+        return;
+    }
     let strategies = ShardingStrategies::default();
     for job in tl.configs.keys().filter(|j| !tl.removed.contains_key(*j)) {
         let Some(state) = tl.config_at(job, cp.at) else { continue };

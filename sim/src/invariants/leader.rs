@@ -41,6 +41,10 @@ pub(super) fn check(
         }
     }
     let Some(cp) = checkpoints.iter().find(|c| c.phase == Phase::Live) else { return };
+    if !cp.unsettled.is_empty() {
+        // Membership is still changing (liveness reports why): flags may legitimately be set.
+        return;
+    }
     let live_from = tl.phase(Phase::Live).unwrap_or(0);
     for job in tl.configs.keys().filter(|j| !tl.removed.contains_key(*j)) {
         let Some(holder) = cp.text(&format!("/{job}/leader/election/instance")) else { continue };

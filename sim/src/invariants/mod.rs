@@ -108,6 +108,9 @@ pub struct Checkpoint {
     pub nodes: BTreeMap<String, (String, bool)>,
     /// `(index, instance id)` of every instance up at the checkpoint.
     pub up: Vec<(usize, String)>,
+    /// `(index, status)` of every instance that was neither up nor down (crashed instances are
+    /// restarted in the quiet phase, so any of these means a start or stop took too long).
+    pub unsettled: Vec<(usize, crate::instance::Status)>,
 }
 
 impl Checkpoint {
@@ -134,7 +137,7 @@ pub fn check_with_accounting(
     leader::check(entries, &timeline, checkpoints, &mut out);
     assignment::check(entries, &timeline, checkpoints, &mut out);
     leaks::check(entries, checkpoints, &mut out);
-    liveness::check(entries, &timeline, &mut out);
+    liveness::check(entries, &timeline, checkpoints, &mut out);
     out.sort_by(|a, b| a.at.cmp(&b.at).then(a.invariant.cmp(&b.invariant)));
     (out, accounting)
 }
