@@ -28,8 +28,12 @@
 //! - *lost, registry error*: an owner reported an `error` for the job between the fire and the
 //!   next one (the runtime reports a failed fire so, without its fire time).
 //!
-//! **Crashes with failover on.** Every item a crashed instance was running (started, not
-//! ended) must be started again by another instance with kind `failover`, exactly once.
+//! **Crashes with failover on.** Every item an instance was running (started, not ended) when it
+//! crashed or the registry ended its session (its instance node disappears either way, DESIGN
+//! section 7) must be started again by another instance with kind `failover`, exactly once.
+//! That re-execution may carry the original fire time: together with the interrupted run it
+//! counts as the fire running once. A failover start of a fire whose run was not interrupted
+//! is a second run.
 
 use std::collections::BTreeMap;
 
@@ -65,8 +69,10 @@ type Assignments = BTreeMap<String, Vec<(i64, BTreeMap<u32, usize>)>>;
 
 #[derive(Default)]
 struct Facts {
-    /// (job, item, fire) → (entry index, instance) of each scheduled or failover start.
-    starts: BTreeMap<(String, u32, i64), Vec<(usize, usize)>>,
+    /// (job, item, fire) → (entry index, instance, kind) of each scheduled or failover start.
+    starts: BTreeMap<(String, u32, i64), Vec<(usize, usize, FireKind)>>,
+    /// (job, item, fire, instance) of every run a crash or the end of its session interrupted.
+    interrupted: std::collections::BTreeSet<(String, u32, i64, usize)>,
     /// (job, item) → (time, instance, kind) of every start.
     runs: Runs,
     /// (job, item, instance) → times of its ends.
@@ -77,31 +83,34 @@ struct Facts {
     errors: BTreeMap<String, Vec<(i64, usize)>>,
     /// job → (time, item → owner) of each committed assignment.
     assignments: Assignments,
-    /// (crash time, entry index, instance, job, item) of every run a crash interrupted.
+    /// (time, entry index, instance, job, item) of every run a crash or the end of its
+    /// session interrupted: with failover on, another instance must re-execute it.
     orphans: Vec<(i64, usize, usize, String, u32)>,
 }
 
 impl Facts {
     fn read(entries: &[Entry]) -> Self {
         let mut f = Facts::default();
-        let mut open: BTreeMap<(String, u32), Vec<usize>> = BTreeMap::new();
+        // (job, item) → (instance, fire, session, entry index) of each run not ended yet.
+        let mut open: BTreeMap<(String, u32), Vec<(usize, i64, Option<u64>, usize)>> =
+            BTreeMap::new();
         for (idx, e) in entries.iter().enumerate() {
             match &e.what {
-                What::Event { event, .. } => match event {
+                What::Event { event, session, .. } => match event {
                     SchedulerEvent::ItemStarted { job, item, fire_ms, kind, .. } => {
                         if matches!(kind, FireKind::Scheduled | FireKind::Failover) {
                             let key = (job.clone(), *item, *fire_ms);
-                            f.starts.entry(key).or_default().push((idx, e.who));
+                            f.starts.entry(key).or_default().push((idx, e.who, *kind));
                         }
                         let key = (job.clone(), *item);
                         f.runs.entry(key.clone()).or_default().push((e.at, e.who, *kind));
-                        open.entry(key).or_default().push(e.who);
+                        open.entry(key).or_default().push((e.who, *fire_ms, *session, idx));
                     }
                     SchedulerEvent::ItemFinished { job, item, .. } => {
                         let key = (job.clone(), *item, e.who);
                         f.ends.entry(key).or_default().push(e.at);
                         if let Some(runs) = open.get_mut(&(job.clone(), *item)) {
-                            if let Some(k) = runs.iter().position(|w| *w == e.who) {
+                            if let Some(k) = runs.iter().position(|r| r.0 == e.who) {
                                 runs.remove(k);
                             }
                         }
@@ -124,18 +133,39 @@ impl Facts {
                     _ => {}
                 },
                 What::Note(Note::Crashed { .. }) => {
-                    for ((job, item), runs) in open.iter_mut() {
-                        let before = runs.len();
-                        runs.retain(|w| *w != e.who);
-                        if runs.len() < before {
-                            f.orphans.push((e.at, idx, e.who, job.clone(), *item));
-                        }
-                    }
+                    f.interrupt(&mut open, e, idx, |r| r.0 == e.who);
+                }
+                What::Note(Note::SessionEnded { session }) => {
+                    f.interrupt(&mut open, e, idx, |r| r.0 == e.who && r.2 == Some(*session));
                 }
                 _ => {}
             }
         }
         f
+    }
+
+    /// Marks the open runs `hit` selects as interrupted at entry `e` (a crash or a session end).
+    #[allow(clippy::type_complexity)]
+    fn interrupt(
+        &mut self,
+        open: &mut BTreeMap<(String, u32), Vec<(usize, i64, Option<u64>, usize)>>,
+        e: &Entry,
+        idx: usize,
+        hit: impl Fn(&(usize, i64, Option<u64>, usize)) -> bool,
+    ) {
+        for ((job, item), runs) in open.iter_mut() {
+            runs.retain(|r| {
+                if !hit(r) {
+                    return true;
+                }
+                let run = (job.clone(), *item, r.1, r.0);
+                if self.interrupted.insert(run) {
+                    self.orphans.push((e.at, idx, e.who, job.clone(), *item));
+                }
+                // A killed process runs nothing more; a fenced run may still end (cancelled).
+                !matches!(e.what, What::Note(Note::Crashed { .. }))
+            });
+        }
     }
 
     /// The owner of `item` by the last assignment committed at or before `at`.
@@ -277,8 +307,12 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
     // Runs interrupted by a crash are failed over, exactly once, when failover is on.
     for (k, (crash_at, idx, who, job, item)) in facts.orphans.iter().enumerate() {
         let failover = tl.config_at(job, *crash_at).is_some_and(|s| s.failover);
+        let how = match &entries[*idx].what {
+            What::Note(Note::Crashed { .. }) => "crashed",
+            _ => "lost its session",
+        };
         if !failover {
-            acc.add("interrupted by a crash (failover off)");
+            acc.add(format!("interrupted: owner {how} (failover off)"));
             continue;
         }
         let until = facts.orphans[k + 1..]
@@ -298,15 +332,15 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             .unwrap_or_default();
         let message = match takers.len() {
             1 => {
-                acc.add("interrupted by a crash, failed over");
+                acc.add(format!("interrupted: owner {how}, failed over"));
                 continue;
             }
             0 => format!(
-                "{job}#{item} was running on i{who} when it crashed at {crash_at}; failover is on \
+                "{job}#{item} was running on i{who} when it {how} at {crash_at}; failover is on \
                  but no other instance re-executed it"
             ),
             n => format!(
-                "{job}#{item} was running on i{who} when it crashed at {crash_at}; it was failed \
+                "{job}#{item} was running on i{who} when it {how} at {crash_at}; it was failed \
                  over {n} times instead of once"
             ),
         };
@@ -348,9 +382,17 @@ impl Fire<'_> {
         let key = (job.to_owned(), item, self.fire);
         if let Some(starts) = facts.starts.get(&key) {
             acc.add("ran");
-            if starts.len() > 1 {
-                let (idx, _) = starts[1];
-                let on: Vec<String> = starts.iter().map(|(_, w)| format!("i{w}")).collect();
+            // A failover re-execution of a run that a crash or a session end interrupted is the
+            // same fire running once; anything else beyond one start is a second run.
+            let interrupted =
+                |w: usize| facts.interrupted.contains(&(job.to_owned(), item, self.fire, w));
+            let scheduled: Vec<_> = starts.iter().filter(|s| s.2 == FireKind::Scheduled).collect();
+            let failover: Vec<_> = starts.iter().filter(|s| s.2 == FireKind::Failover).collect();
+            let legit_failover = failover.len() == 1 && scheduled.iter().all(|s| interrupted(s.1));
+            let extra = scheduled.len() > 1 || (!failover.is_empty() && !legit_failover);
+            if extra {
+                let (idx, _, _) = starts[1];
+                let on: Vec<String> = starts.iter().map(|(_, w, _)| format!("i{w}")).collect();
                 out.push(Violation {
                     invariant: Invariant::Fires,
                     at: entries[idx].at,

@@ -2,7 +2,8 @@
 //! instances stop.
 //!
 //! Judged at the Final checkpoint, after every instance stopped gracefully and a session timeout
-//! passed. Leaks are: any ephemeral node; `instances/*`; `sharding/*/running` and
+//! passed. If some instance has not finished stopping by then (the simulator waits the shutdown
+//! timeout plus a minute), that is reported as a liveness violation instead. Leaks are: any ephemeral node; `instances/*`; `sharding/*/running` and
 //! `sharding/*/failover`; `leader/election/instance`; `leader/sharding/processing`; queued
 //! `leader/failover/items/*`. Persistent intent is not a leak: `leader/sharding/necessary`
 //! (the next cluster must reshard anyway, and every starting instance sets it), `misfire`
@@ -13,6 +14,20 @@ use crate::trace::{Entry, Phase};
 
 pub(super) fn check(entries: &[Entry], checkpoints: &[Checkpoint], out: &mut Vec<Violation>) {
     let Some(cp) = checkpoints.iter().find(|c| c.phase == Phase::Final) else { return };
+    if !cp.unsettled.is_empty() {
+        let who: Vec<String> = cp.unsettled.iter().map(|(i, s)| format!("i{i} ({s:?})")).collect();
+        out.push(Violation {
+            invariant: Invariant::Liveness,
+            at: cp.at,
+            message: format!(
+                "{} still not down long after the final graceful stop began (shutdown timeout \
+                 plus a minute); leaks cannot be judged",
+                who.join(", ")
+            ),
+            context: context(entries, index_at(entries, cp.at), None),
+        });
+        return;
+    }
     let leaked: Vec<String> = cp
         .nodes
         .iter()
