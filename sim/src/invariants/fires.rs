@@ -60,6 +60,10 @@ impl Accounting {
     }
 }
 
+/// (job, item, fire) → (entry index, instance, kind) of each scheduled or failover start.
+type Starts = BTreeMap<(String, u32, i64), Vec<(usize, usize, FireKind)>>;
+/// (job, item) → (instance, fire, session, entry index) of each run not ended yet.
+type Open = BTreeMap<(String, u32), Vec<(usize, i64, Option<u64>, usize)>>;
 /// (job, item) → (time, instance, kind) of every start.
 type Runs = BTreeMap<(String, u32), Vec<(i64, usize, FireKind)>>;
 /// (job, fire) → (entry index, instance, reason) of each skip.
@@ -70,7 +74,7 @@ type Assignments = BTreeMap<String, Vec<(i64, BTreeMap<u32, usize>)>>;
 #[derive(Default)]
 struct Facts {
     /// (job, item, fire) → (entry index, instance, kind) of each scheduled or failover start.
-    starts: BTreeMap<(String, u32, i64), Vec<(usize, usize, FireKind)>>,
+    starts: Starts,
     /// (job, item, fire, instance) of every run a crash or the end of its session interrupted.
     interrupted: std::collections::BTreeSet<(String, u32, i64, usize)>,
     /// (job, item) → (time, instance, kind) of every start.
@@ -92,8 +96,7 @@ impl Facts {
     fn read(entries: &[Entry]) -> Self {
         let mut f = Facts::default();
         // (job, item) → (instance, fire, session, entry index) of each run not ended yet.
-        let mut open: BTreeMap<(String, u32), Vec<(usize, i64, Option<u64>, usize)>> =
-            BTreeMap::new();
+        let mut open = Open::new();
         for (idx, e) in entries.iter().enumerate() {
             match &e.what {
                 What::Event { event, session, .. } => match event {
@@ -145,10 +148,9 @@ impl Facts {
     }
 
     /// Marks the open runs `hit` selects as interrupted at entry `e` (a crash or a session end).
-    #[allow(clippy::type_complexity)]
     fn interrupt(
         &mut self,
-        open: &mut BTreeMap<(String, u32), Vec<(usize, i64, Option<u64>, usize)>>,
+        open: &mut Open,
         e: &Entry,
         idx: usize,
         hit: impl Fn(&(usize, i64, Option<u64>, usize)) -> bool,
