@@ -105,7 +105,7 @@ fn overlapping_runs_count_only_while_both_sessions_are_valid() {
 
 /// A small hand-written trace: two instances, job `j` of one item every 5 s, i1 owns it.
 fn base_trace() -> Vec<Entry> {
-    use shardcron_sim::trace::{JobState, Phase};
+    use shardcron_sim::trace::JobState;
     let note = |at, who, note| Entry { at, who, what: What::Note(note) };
     let state = JobState {
         job: "j".into(),
