@@ -42,8 +42,6 @@ fn the_schedule_is_drawn_from_the_seed() {
 /// receivers park on one of eight `Notify`s picked by tokio's per-process random generator,
 /// so their wake order (and the trace) changes from process to process.
 #[test]
-#[ignore = "core defect: SharedCache (core/src/runtime/cache.rs) wakes its waiters in a random \
-            order; a Notify-based version makes this pass"]
 fn simultaneous_fires_of_several_jobs_are_deterministic() {
     use shardcron_sim::JobSpec;
     for seed in 1000..1010 {

@@ -59,8 +59,6 @@ fn rolling_restart() {
 }
 
 #[test]
-#[ignore = "core defect: items that end while the link is cut cannot remove their running \
-            markers; the session survives, so the markers stay and block the items forever"]
 fn partition_shorter_than_session() {
     assert_holds("partition-shorter-than-session");
 }

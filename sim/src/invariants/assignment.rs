@@ -84,8 +84,15 @@ pub(super) fn check(
                 Err(e) => problems.push(format!("the strategy failed: {e}")),
             }
         }
-        for n in actual.keys().filter(|n| **n >= state.count) {
-            problems.push(format!("item {n} is beyond the count {}", state.count));
+        // Items beyond the count keep their owner node, emptied: its version is the item's
+        // fencing token, which must keep growing if the count grows again.
+        for (n, owner) in actual.iter().filter(|(n, _)| **n >= state.count) {
+            if !owner.is_empty() {
+                problems.push(format!(
+                    "item {n} is beyond the count {} but owned by {owner}",
+                    state.count
+                ));
+            }
         }
         if !problems.is_empty() {
             out.push(Violation {
