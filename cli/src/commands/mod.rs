@@ -2,7 +2,9 @@
 //! struct and a `run(&Args, &mut dyn Write) -> Result<(), CliError>`, then add a variant below.
 
 pub mod cron;
+pub mod events;
 pub mod sharding;
+pub mod worker;
 
 use std::io::Write;
 
@@ -17,6 +19,8 @@ pub enum Command {
     Cron(cron::Args),
     #[command(about = sharding::ABOUT, long_about = sharding::LONG_ABOUT)]
     Sharding(sharding::Args),
+    #[command(about = worker::ABOUT, long_about = worker::LONG_ABOUT)]
+    Worker(worker::Args),
 }
 
 impl Command {
@@ -25,6 +29,7 @@ impl Command {
         match self {
             Self::Cron(args) => cron::run(args, out),
             Self::Sharding(args) => sharding::run(args, out),
+            Self::Worker(args) => worker::run(args, out),
         }
     }
 }
