@@ -2,7 +2,8 @@
 //!
 //! The shardcron command-line tool: "when does this cron fire?" (`shardcron cron next`) and
 //! "which instance runs which item?" (`shardcron sharding`); `shardcron worker` runs one instance
-//! of a demo job and prints its events as JSON lines.
+//! of a demo job and prints its events as JSON lines; `shardcron demo` shows a whole cluster
+//! sharding, crashing, failing over and stopping, in one process.
 //!
 //! # Layout
 //! - `commands/`: one module per subcommand, each with its clap `Args` and a `run` function;

@@ -2,6 +2,7 @@
 //! struct and a `run(&Args, &mut dyn Write) -> Result<(), CliError>`, then add a variant below.
 
 pub mod cron;
+pub mod demo;
 pub mod events;
 pub mod sharding;
 pub mod worker;
@@ -21,6 +22,8 @@ pub enum Command {
     Sharding(sharding::Args),
     #[command(about = worker::ABOUT, long_about = worker::LONG_ABOUT)]
     Worker(worker::Args),
+    #[command(about = demo::ABOUT, long_about = demo::LONG_ABOUT)]
+    Demo(demo::Args),
 }
 
 impl Command {
@@ -30,6 +33,7 @@ impl Command {
             Self::Cron(args) => cron::run(args, out),
             Self::Sharding(args) => sharding::run(args, out),
             Self::Worker(args) => worker::run(args, out),
+            Self::Demo(args) => demo::run(args, out),
         }
     }
 }
