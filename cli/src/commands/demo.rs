@@ -798,7 +798,7 @@ impl<'a> Printer<'a> {
             }
             ItemWhat::Claim => ("claim", format!("orphaned {what}")),
         };
-        self.row(fold.at_ms, &fold.ip.clone(), event, &details)
+        self.row(fold.at_ms, &fold.ip, event, &details)
     }
 
     fn event(&mut self, rec: &Rec) -> std::io::Result<()> {
