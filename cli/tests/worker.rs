@@ -322,10 +322,17 @@ fn invalid_input_exits_2_with_one_line() {
         &worker(&["--registry", "zk://h:2181/ns?bogus=1", "--job", "j"]),
         "--registry: invalid ZooKeeper URL",
     );
-    assert_rejects(
-        &worker(&["--registry", "etcd://h:2379/ns?ttl_s=x", "--job", "j"]),
-        "--registry: bad etcd",
-    );
+    if cfg!(feature = "etcd") {
+        assert_rejects(
+            &worker(&["--registry", "etcd://h:2379/ns?ttl_s=x", "--job", "j"]),
+            "--registry: bad etcd",
+        );
+    } else {
+        assert_rejects(
+            &worker(&["--registry", "etcd://h:2379/ns", "--job", "j"]),
+            "--registry: etcd:// registries need shardcron's `etcd` cargo feature",
+        );
+    }
     assert_rejects(&with(&["--cron", "0 0 25 * * ?"]), "--cron \"0 0 25 * * ?\": ");
     assert_rejects(&with(&["--cron", "* * * *"]), "--cron \"* * * *\": ");
     assert_rejects(&with(&["--total", "0"]), "--total: must be at least 1, got 0");
@@ -344,6 +351,7 @@ fn invalid_input_exits_2_with_one_line() {
 }
 
 #[test]
+#[cfg(feature = "etcd")]
 fn an_unreachable_registry_exits_1() {
     // Port 1 on the loopback: nothing listens there; the connect attempt fails fast.
     let output =

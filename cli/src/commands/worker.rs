@@ -167,8 +167,13 @@ fn check_url(url: &str) -> Result<(), CliError> {
         RegistryUrl::ZooKeeper { .. } => {
             shardcron::zk::ZkOptions::from_url(url).map(drop).map_err(|e| invalid(&e))
         }
+        #[cfg(feature = "etcd")]
         RegistryUrl::Etcd { .. } => {
             shardcron::etcd::EtcdOptions::from_url(url).map(drop).map_err(|e| invalid(&e))
+        }
+        #[cfg(not(feature = "etcd"))]
+        RegistryUrl::Etcd { .. } => {
+            Err(invalid(&shardcron::ConnectError::Unsupported { scheme: "etcd", feature: "etcd" }))
         }
     }
 }
