@@ -378,6 +378,7 @@ pub fn reason(r: &SkipReason) -> String {
         SkipReason::Misfire => "misfire".into(),
         SkipReason::ClockSkew { diff_ms } => format!("clock-skew({diff_ms}ms)"),
         SkipReason::ShardingTimeout => "sharding-timeout".into(),
+        SkipReason::Late => "late".into(),
         SkipReason::RegistryError(e) => format!("registry-error({e})"),
     }
 }

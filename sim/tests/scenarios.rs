@@ -47,8 +47,6 @@ fn crash_mid_run_failover_on_is_reported_until_failover_lands() {
 }
 
 #[test]
-#[ignore = "core defect: a fire that falls due while the runner waits for a reshard is never \
-            armed, so it is lost without a `skipped` event (invariant 2)"]
 fn crash_during_resharding() {
     assert_holds("crash-during-resharding");
 }

@@ -206,6 +206,7 @@ pub fn skip_code(reason: &SkipReason) -> &'static str {
         SkipReason::Misfire => "misfire",
         SkipReason::ClockSkew { .. } => "clock_skew",
         SkipReason::ShardingTimeout => "sharding_timeout",
+        SkipReason::Late => "late",
         SkipReason::RegistryError(_) => "registry_error",
     }
 }

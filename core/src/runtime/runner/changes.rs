@@ -69,9 +69,7 @@ impl JobRunner {
                 }
                 // Membership changed: the leader flags a reshard before the next fire.
                 if self.is_leader() {
-                    let shared = self.shared.clone();
-                    let registry = shared.registry.as_ref();
-                    sharding::set_necessary(registry, &self.shared.cache, &self.paths).await?;
+                    self.flag_reshard().await?;
                 }
                 // A departure changes the shares of the failover queue.
                 self.take_failover().await?;
@@ -84,11 +82,11 @@ impl JobRunner {
                     == Some(DISABLED);
                 if ip == self.shared.instance.ip() && disabled && self.is_leader() {
                     // A leader on a disabled server abdicates; the survivors elect again.
-                    sharding::set_necessary(registry, &self.shared.cache, &self.paths).await?;
+                    self.flag_reshard().await?;
                     election::abdicate(registry, &self.shared.cache, &self.paths, me).await?;
                     self.was_leader = false;
                 } else if self.is_leader() {
-                    sharding::set_necessary(registry, &self.shared.cache, &self.paths).await?;
+                    self.flag_reshard().await?;
                 }
             }
             JobNode::Trigger(id) if id == me => {
@@ -140,8 +138,7 @@ impl JobRunner {
             self.arm_after(self.shared.handles.clock.now_ms());
         }
         if reshard {
-            sharding::set_necessary(self.shared.registry.as_ref(), &self.shared.cache, &self.paths)
-                .await?;
+            self.flag_reshard().await?;
         }
         // Failover turned off: orphans waiting for a taker will not get one; the leader clears
         // the queue so that no stale entry is taken if it is turned on again.

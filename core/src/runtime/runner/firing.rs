@@ -32,8 +32,23 @@ impl JobRunner {
         if let Some(diff_ms) = self.clock_skew().await? {
             return self.skip(fire_ms, SkipReason::ClockSkew { diff_ms });
         }
-        if !self.ensure_sharded().await? {
+        let before = self.shared.handles.clock.now_ms();
+        if !self.ensure_sharded(fire_ms).await? {
             return self.skip(fire_ms, SkipReason::ShardingTimeout);
+        }
+        // A scheduled fire that waited for a reshard until the next one fell due is superseded
+        // by it: run now, it would run partly under an assignment made after its time, where
+        // other instances already ran it under the old one.
+        let now = self.shared.handles.clock.now_ms();
+        if kind == FireKind::Scheduled
+            && now > before
+            && self
+                .schedule
+                .as_ref()
+                .and_then(|s| s.next_after(fire_ms))
+                .is_some_and(|next| next <= now)
+        {
+            return self.skip(fire_ms, SkipReason::Late);
         }
         let mut items = self.my_items()?;
         if let Some(only) = only {
@@ -170,12 +185,13 @@ impl JobRunner {
         Ok((diff_ms.abs() > max_ms).then_some(diff_ms))
     }
 
-    /// Makes sure the assignment is current before a fire: the leader reshards when flagged,
-    /// the others wait for its commit on the watch. `false` when that took too long.
-    pub(super) async fn ensure_sharded(&mut self) -> Result<bool> {
+    /// Makes sure the assignment is current before the fire at `fire_ms`: the leader reshards
+    /// when flagged (at or before that fire), the others wait for its commit on the watch.
+    /// `false` when that took too long, or the job is stopping.
+    pub(super) async fn ensure_sharded(&mut self, fire_ms: i64) -> Result<bool> {
         let timeout = self.shared.settings.sharding_timeout;
-        for _ in 0..RESHARD_ATTEMPTS {
-            if !sharding::pending(&self.shared.cache.read(), &self.paths) {
+        for attempt in 0..RESHARD_ATTEMPTS {
+            if !sharding::pending_for(&self.shared.cache.read(), &self.paths, fire_ms) {
                 return Ok(true);
             }
             if !self.is_leader() {
@@ -183,9 +199,9 @@ impl JobRunner {
                 let leaderless =
                     |c: &crate::runtime::cache::Cache| election::leader(c, &paths).is_none();
                 let settled = self
-                    .shared
-                    .cache
-                    .wait_until(timeout, |c| !sharding::pending(c, &paths) || leaderless(c))
+                    .wait_or_halt(timeout, |c| {
+                        !sharding::pending_for(c, &paths, fire_ms) || leaderless(c)
+                    })
                     .await;
                 if !settled {
                     return Ok(false);
@@ -196,18 +212,23 @@ impl JobRunner {
                 continue;
             }
             let paths = self.paths.clone();
-            if !self.shared.cache.wait_until(timeout, |c| !sharding::any_running(c, &paths)).await {
+            if !self.wait_or_halt(timeout, |c| !sharding::any_running(c, &paths)).await {
                 return Ok(false);
             }
             let total = self.config.checked_total_count()?;
+            // After two lost races, stop trusting the cache: read the starting state from the
+            // registry (a watch that merges events can leave the cache a step behind).
+            let fresh = attempt >= 2;
             let outcome = sharding::reshard(
                 self.shared.registry.as_ref(),
                 &self.shared.cache,
                 &self.paths,
+                self.shared.instance.as_str(),
                 self.name(),
                 self.config.job_sharding_strategy_type.as_deref(),
                 &self.shared.settings.strategies,
                 total,
+                fresh,
             )
             .await?;
             match outcome {
@@ -220,14 +241,30 @@ impl JobRunner {
                     return Ok(true);
                 }
                 Reshard::NotNeeded => return Ok(true),
+                // Deposed meanwhile: go round again as a follower.
+                Reshard::NotLeader => self.was_leader = false,
                 // Let the watch catch up with whatever moved, then compute again.
                 Reshard::Raced => {
                     let seen = self.shared.cache.read().revision();
-                    self.shared.cache.wait_until(RACE_PAUSE, |c| c.revision() > seen).await;
+                    self.wait_or_halt(RACE_PAUSE, |c| c.revision() > seen).await;
                 }
             }
         }
         Ok(false)
+    }
+
+    /// Waits for a condition on the cache, at most `timeout`; gives up (returning `false`) at
+    /// once when the job is told to stop, so that a stop never waits out a reshard timeout.
+    pub(super) async fn wait_or_halt(
+        &self,
+        timeout: Duration,
+        condition: impl Fn(&crate::runtime::cache::Cache) -> bool,
+    ) -> bool {
+        tokio::select! {
+            biased;
+            () = self.halt.cancelled() => false,
+            settled = self.shared.cache.wait_until(timeout, condition) => settled,
+        }
     }
 
     pub(super) fn launch(
@@ -309,7 +346,8 @@ impl JobRunner {
         // One catch-up run for the items whose fires were skipped while they ran.
         // Only once the assignment is current (a skipped fire may have flagged a reshard): the
         // markers follow the items to their new owners.
-        if self.config.misfire && self.misfire_owed() && self.ensure_sharded().await? {
+        let now = self.shared.handles.clock.now_ms();
+        if self.config.misfire && self.misfire_owed() && self.ensure_sharded(now).await? {
             let owed =
                 execution::misfired(&self.shared.cache.read(), &self.paths, &self.my_items()?);
             if let Some(fire_ms) = owed.iter().map(|&(_, fire)| fire).max() {

@@ -94,6 +94,8 @@ pub(crate) struct JobRunner {
     executor: Arc<Executor>,
     mailbox: mpsc::UnboundedReceiver<JobEvent>,
     me: mpsc::UnboundedSender<JobEvent>,
+    /// Cancelled when the job is told to stop, so that waits inside a fire end at once.
+    halt: CancellationToken,
     connected: bool,
     in_flight: Option<InFlight>,
     /// A manual trigger that came while a fire ran.
@@ -137,6 +139,7 @@ impl JobRunner {
         job: Job,
         mailbox: mpsc::UnboundedReceiver<JobEvent>,
         me: mpsc::UnboundedSender<JobEvent>,
+        halt: CancellationToken,
     ) -> Result<Self> {
         let registry = shared.registry.as_ref();
         let config = store::publish(registry, &config, &shared.known).await?;
@@ -152,6 +155,7 @@ impl JobRunner {
             executor,
             mailbox,
             me,
+            halt,
             connected: true,
             in_flight: None,
             manual_pending: false,
@@ -209,7 +213,7 @@ impl JobRunner {
         self.shared.cache.update(|c| c.wrote(&node, data.as_bytes(), 0, true));
         self.members =
             self.shared.cache.read().children(&self.paths.instances()).into_iter().collect();
-        sharding::set_necessary(registry, &self.shared.cache, &self.paths).await?;
+        self.flag_reshard().await?;
         self.bid_for_leadership().await?;
         self.registered = true;
         self.arm_after(self.shared.handles.clock.now_ms());
@@ -250,8 +254,7 @@ impl JobRunner {
             })
         };
         if stale {
-            let shared = self.shared.clone();
-            sharding::set_necessary(shared.registry.as_ref(), &shared.cache, &self.paths).await?;
+            self.flag_reshard().await?;
             self.emit(SchedulerEvent::Reconciled { job: self.name().to_owned() });
         }
         Ok(())
@@ -280,6 +283,13 @@ impl JobRunner {
         Ok(())
     }
 
+    /// Asks for a reshard before the next fire.
+    async fn flag_reshard(&self) -> Result<()> {
+        let now = self.shared.handles.clock.now_ms();
+        sharding::set_necessary(self.shared.registry.as_ref(), &self.shared.cache, &self.paths, now)
+            .await
+    }
+
     /// Processes events until the job stops.
     pub async fn run(mut self) {
         while let Some(event) = self.mailbox.recv().await {
@@ -297,7 +307,11 @@ impl JobRunner {
         match event {
             JobEvent::Fire { fire_ms } => {
                 self.arm_after(fire_ms);
-                self.fire(fire_ms, FireKind::Scheduled, None).await
+                // A fire that fails on the registry is reported as skipped, with its time.
+                if let Err(e) = self.fire(fire_ms, FireKind::Scheduled, None).await {
+                    self.skip(fire_ms, SkipReason::RegistryError(e.to_string()))?;
+                }
+                Ok(())
             }
             JobEvent::Changed(node) => self.on_change(node).await,
             JobEvent::Reconcile => {
@@ -321,7 +335,25 @@ impl JobRunner {
     /// Arms the next fire strictly after `after_ms` (or after now, if we fell behind).
     fn arm_after(&self, after_ms: i64) {
         let now = self.shared.handles.clock.now_ms();
-        let next = self.schedule.as_ref().and_then(|s| s.next_after(after_ms.max(now)));
+        let mut next = None;
+        if let Some(schedule) = &self.schedule {
+            // Fires that fell due while this runner was held up are not dropped silently: the
+            // latest is armed at its own, past, time (so it runs now or is recorded as a
+            // misfire); older ones are reported late.
+            let mut overdue =
+                schedule.iter_after(after_ms).take_while(|&t| t <= now).take(MAX_OVERDUE_SCAN);
+            let mut latest = overdue.next();
+            for t in overdue {
+                if let Some(older) = latest.replace(t) {
+                    self.emit(SchedulerEvent::Skipped {
+                        job: self.name().to_owned(),
+                        fire_ms: older,
+                        reason: SkipReason::Late,
+                    });
+                }
+            }
+            next = latest.or_else(|| schedule.next_after(after_ms.max(now)));
+        }
         self.shared.command(Command::Arm {
             job: self.name().to_owned(),
             kind: TimerKind::Fire,
@@ -333,6 +365,8 @@ impl JobRunner {
     }
 }
 
+/// How many overdue fires `arm_after` looks through (a per-second cron after a long stall).
+const MAX_OVERDUE_SCAN: usize = 100_000;
 /// How often a leader retries a reshard that raced with a membership change before giving the
 /// fire up.
 const RESHARD_ATTEMPTS: usize = 8;
