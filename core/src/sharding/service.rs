@@ -152,7 +152,7 @@ impl Start {
         let mut instances = Vec::new();
         for id in registry.children_or_empty(&paths.instances()).await? {
             let server = registry.get(&paths.server(ip_of(&id))).await?;
-            if !server.is_some_and(|n| n.data == DISABLED.as_bytes()) {
+            if server.is_none_or(|n| n.data != DISABLED.as_bytes()) {
                 instances.push(id);
             }
         }
