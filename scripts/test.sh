@@ -62,3 +62,6 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 log "cargo test"
 cargo test --workspace --all-features
+
+log "simulator determinism: 20 random seeds, each run twice, traces compared byte for byte"
+cargo run -q -p shardcron-sim -- check-determinism --random --seeds 20
