@@ -57,8 +57,11 @@ export SHARDCRON_REQUIRE_SERVERS=1
 log "cargo fmt --check"
 cargo fmt --all -- --check
 
-log "cargo clippy (all targets, warnings are errors)"
-cargo clippy --workspace --all-targets -- -D warnings
+log "cargo clippy (all targets and features, warnings are errors)"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 log "cargo test"
-cargo test --workspace
+cargo test --workspace --all-features
+
+log "simulator determinism: 20 random seeds, each run twice, traces compared byte for byte"
+cargo run -q -p shardcron-sim -- check-determinism --random --seeds 20

@@ -1,7 +1,8 @@
 //! How the CLI fails: a typed error, one line on stderr, a documented exit code.
 //!
 //! Scripts parse our output, so every failure is a single `error: ...` line on stderr, never a
-//! usage dump, and the exit code tells invalid input (2) from an output failure (1).
+//! usage dump, and the exit code tells invalid input (2) from a failure at run time (1: output
+//! cannot be written, the registry cannot be reached, a cluster did not behave).
 
 use std::fmt;
 use std::io;
@@ -9,7 +10,7 @@ use std::process::ExitCode;
 
 /// Exit code for input the command cannot accept (also what clap uses for usage errors).
 pub const EXIT_INVALID_INPUT: u8 = 2;
-/// Exit code when writing the result failed.
+/// Exit code when writing the result failed, or the command failed at run time.
 pub const EXIT_IO: u8 = 1;
 
 /// Why a command failed.
@@ -19,6 +20,9 @@ pub enum CliError {
     InvalidInput(String),
     /// Writing to stdout failed.
     Io(io::Error),
+    /// The input was fine but running the command failed (an unreachable registry, a signal
+    /// handler that cannot be installed, a demo that did not show what it should).
+    Failed(String),
 }
 
 impl CliError {
@@ -27,7 +31,7 @@ impl CliError {
         match self {
             // The reader went away (`| head`): nothing left to tell anyone.
             Self::Io(err) if err.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-            Self::Io(_) => {
+            Self::Io(_) | Self::Failed(_) => {
                 eprintln!("error: {self}");
                 ExitCode::from(EXIT_IO)
             }
@@ -42,7 +46,7 @@ impl CliError {
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::InvalidInput(reason) => f.write_str(reason),
+            Self::InvalidInput(reason) | Self::Failed(reason) => f.write_str(reason),
             Self::Io(err) => write!(f, "cannot write output: {err}"),
         }
     }

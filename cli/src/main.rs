@@ -1,13 +1,15 @@
 //! # shardcron
 //!
 //! The shardcron command-line tool: "when does this cron fire?" (`shardcron cron next`) and
-//! "which instance runs which item?" (`shardcron sharding`); later commands run workers.
+//! "which instance runs which item?" (`shardcron sharding`); `shardcron worker` runs one instance
+//! of a demo job and prints its events as JSON lines; `shardcron demo` shows a whole cluster
+//! sharding, crashing, failing over and stopping, in one process.
 //!
 //! # Layout
 //! - `commands/`: one module per subcommand, each with its clap `Args` and a `run` function;
 //!   `commands/mod.rs` lists them. Adding a command means adding a module and one enum variant.
-//! - `error.rs`: [`CliError`] and the exit-code convention (0 ok, 1 I/O failure, 2 invalid input,
-//!   always with a one-line reason on stderr).
+//! - `error.rs`: [`CliError`] and the exit-code convention (0 ok, 1 failure at run time, 2
+//!   invalid input, always with a one-line reason on stderr).
 
 mod commands;
 mod error;
@@ -26,7 +28,8 @@ use crate::error::CliError;
 // A bare `shardcron` is a usage error with a one-line reason, not a help dump on stderr.
 #[command(subcommand_required = true, arg_required_else_help = false)]
 #[command(after_help = "Exit status: 0 on success, 2 on invalid input (one-line reason on \
-                        stderr), 1 when output cannot be written.")]
+                        stderr), 1 on a failure at run time (output cannot be written, registry \
+                        unreachable).")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

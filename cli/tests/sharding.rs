@@ -168,7 +168,7 @@ fn invalid_input_exits_2_with_one_line() {
         (
             shardcron(&[]),
             "'shardcron' requires a subcommand but one was not provided [subcommands: cron, sharding, \
-             help]",
+             worker, demo, help]",
         ),
         (shardcron(&["bogus"]), "unrecognized subcommand 'bogus'"),
     ];

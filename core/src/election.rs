@@ -28,8 +28,25 @@ pub async fn try_lead(
         }
         Err(RegistryError::NodeExists { .. }) => {
             // The cache may not show the winner yet: ask the registry once.
-            let holder = registry.get(&path).await?;
-            Ok(holder.is_some_and(|n| n.data == me.as_bytes()))
+            let Some(holder) = registry.get(&path).await? else { return Ok(false) };
+            if holder.data != me.as_bytes() {
+                return Ok(false);
+            }
+            // A node with our id that we did not just create belongs to an earlier session of
+            // this id (a restarted process, before the old session timed out). Leadership must
+            // live in the current session, which alone this instance can vouch for: replace it.
+            match registry.delete(&path, Some(holder.version)).await {
+                Ok(()) | Err(RegistryError::NoNode { .. } | RegistryError::BadVersion { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            match registry.create(&path, me.as_bytes(), CreateMode::Ephemeral).await {
+                Ok(_) => {
+                    cache.update(|c| c.wrote(&path, me.as_bytes(), 0, true));
+                    Ok(true)
+                }
+                Err(RegistryError::NodeExists { .. }) => Ok(false),
+                Err(e) => Err(e),
+            }
         }
         Err(e) => Err(e),
     }

@@ -2,7 +2,10 @@
 //! struct and a `run(&Args, &mut dyn Write) -> Result<(), CliError>`, then add a variant below.
 
 pub mod cron;
+pub mod demo;
+pub mod events;
 pub mod sharding;
+pub mod worker;
 
 use std::io::Write;
 
@@ -17,6 +20,10 @@ pub enum Command {
     Cron(cron::Args),
     #[command(about = sharding::ABOUT, long_about = sharding::LONG_ABOUT)]
     Sharding(sharding::Args),
+    #[command(about = worker::ABOUT, long_about = worker::LONG_ABOUT)]
+    Worker(worker::Args),
+    #[command(about = demo::ABOUT, long_about = demo::LONG_ABOUT)]
+    Demo(demo::Args),
 }
 
 impl Command {
@@ -25,6 +32,8 @@ impl Command {
         match self {
             Self::Cron(args) => cron::run(args, out),
             Self::Sharding(args) => sharding::run(args, out),
+            Self::Worker(args) => worker::run(args, out),
+            Self::Demo(args) => demo::run(args, out),
         }
     }
 }

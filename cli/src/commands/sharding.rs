@@ -81,11 +81,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
             args.strategy
         ))
     })?;
-    validate_job_name(&args.job).map_err(|err| {
-        // The core message starts with the config field name; here the flag is the name.
-        let err = err.to_string();
-        invalid(format!("--job: {}", err.trim_start_matches("jobName: ")))
-    })?;
+    job_name(&args.job)?;
     let total = total_count(args.total)?;
     let given: Vec<&str> = args.instances.iter().map(|id| id.trim()).collect();
     check_instances(&given).map_err(instances_error)?;
@@ -104,7 +100,17 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
-fn total_count(total: i64) -> Result<u32, CliError> {
+/// Checks `--job`: a name the registry can hold as a path segment.
+pub(crate) fn job_name(job: &str) -> Result<(), CliError> {
+    validate_job_name(job).map_err(|err| {
+        // The core message starts with the config field name; here the flag is the name.
+        let err = err.to_string();
+        invalid(format!("--job: {}", err.trim_start_matches("jobName: ")))
+    })
+}
+
+/// Checks `--total`: a sharding total count in 1..=1000000.
+pub(crate) fn total_count(total: i64) -> Result<u32, CliError> {
     match u32::try_from(total) {
         Ok(n) if (1..=MAX_SHARDING_TOTAL_COUNT).contains(&n) => Ok(n),
         _ if total < 1 => Err(invalid(format!("--total: must be at least 1, got {total}"))),

@@ -215,16 +215,14 @@ mod tests {
 
 /// The cache shared by the driver (which feeds it) and the job runners (which read it), with a
 /// way to wait for a condition on it.
-#[derive(Debug, Clone)]
+///
+/// Waiters are woken through a [`tokio::sync::Notify`], which wakes them in the order they
+/// started waiting. (`tokio::sync::watch` parks receivers on one of several notifiers picked at
+/// random, which made the simulator's traces differ between runs of the same seed.)
+#[derive(Debug, Clone, Default)]
 pub struct SharedCache {
     inner: std::sync::Arc<parking_lot::RwLock<Cache>>,
-    changed: tokio::sync::watch::Sender<u64>,
-}
-
-impl Default for SharedCache {
-    fn default() -> Self {
-        SharedCache { inner: Default::default(), changed: tokio::sync::watch::Sender::new(0) }
-    }
+    changed: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl SharedCache {
@@ -235,12 +233,8 @@ impl SharedCache {
 
     /// Changes the cache and wakes the waiters.
     pub fn update<R>(&self, f: impl FnOnce(&mut Cache) -> R) -> R {
-        let (result, revision) = {
-            let mut cache = self.inner.write();
-            let result = f(&mut cache);
-            (result, cache.revision())
-        };
-        self.changed.send_replace(revision);
+        let result = f(&mut self.inner.write());
+        self.changed.notify_waiters();
         result
     }
 
@@ -250,16 +244,17 @@ impl SharedCache {
         timeout: std::time::Duration,
         condition: impl Fn(&Cache) -> bool,
     ) -> bool {
-        let mut changes = self.changed.subscribe();
         let wait = async {
             loop {
+                // Register for the next change before looking, so that no change slips between
+                // the look and the wait.
+                let notified = self.changed.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
                 if condition(&self.inner.read()) {
                     return;
                 }
-                if changes.changed().await.is_err() {
-                    // The sender lives as long as `self`: unreachable, but never spin.
-                    std::future::pending::<()>().await;
-                }
+                notified.await;
             }
         };
         tokio::time::timeout(timeout, wait).await.is_ok()

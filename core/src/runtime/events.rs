@@ -24,6 +24,9 @@ pub enum SkipReason {
     ClockSkew { diff_ms: i64 },
     /// A reshard did not complete in time.
     ShardingTimeout,
+    /// The fire came due while this instance was held up (a long reshard wait, a blocked
+    /// runtime) until a later fire was due too; the later one runs instead.
+    Late,
     /// A registry operation failed; see the message.
     RegistryError(String),
 }

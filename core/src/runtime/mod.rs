@@ -42,6 +42,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 pub use events::{EventSink, FireKind, SchedulerEvent, SkipReason};
 pub use instance::InstanceId;
@@ -255,7 +256,15 @@ impl SchedulerBuilder {
 #[derive(Clone)]
 pub struct Scheduler {
     shared: Arc<Shared>,
-    jobs: Arc<Mutex<BTreeMap<String, mpsc::UnboundedSender<JobEvent>>>>,
+    jobs: Arc<Mutex<BTreeMap<String, JobHandle>>>,
+}
+
+/// How the scheduler reaches one job's runner.
+#[derive(Debug, Clone)]
+struct JobHandle {
+    mailbox: mpsc::UnboundedSender<JobEvent>,
+    /// Cancelled to stop the job: ends its waits at once, before it sees the `Stop` event.
+    halt: CancellationToken,
 }
 
 impl fmt::Debug for Scheduler {
@@ -289,11 +298,13 @@ impl Scheduler {
             return Err(Error::JobExists { job: name });
         }
         let (tx, rx) = mpsc::unbounded_channel();
+        let halt = CancellationToken::new();
         // Route events before starting, so that nothing between registration and `run` is lost.
         self.shared.command(Command::Register { job: name.clone(), mailbox: tx.clone() });
-        match JobRunner::start(self.shared.clone(), config, job, rx, tx.clone()).await {
+        match JobRunner::start(self.shared.clone(), config, job, rx, tx.clone(), halt.clone()).await
+        {
             Ok(runner) => {
-                self.jobs.lock().insert(name, tx);
+                self.jobs.lock().insert(name, JobHandle { mailbox: tx, halt });
                 self.shared.handles.spawner.spawn(Box::pin(runner.run()));
                 Ok(())
             }
@@ -307,25 +318,32 @@ impl Scheduler {
     /// Stops `job` on this instance gracefully (running items finish, up to the shutdown
     /// timeout) and removes this instance's nodes of it. The job's config stays in the registry.
     pub async fn remove_job(&self, name: &str) -> Result<()> {
-        let Some(mailbox) = self.jobs.lock().remove(name) else {
+        let Some(handle) = self.jobs.lock().remove(name) else {
             return Err(Error::NoSuchJob { job: name.to_owned() });
         };
-        let (reply, done) = oneshot::channel();
-        let _ = mailbox.send(JobEvent::Stop {
-            reason: "removed from the scheduler".into(),
-            reply: Some(reply),
-        });
-        let _ = done.await;
-        self.shared.command(Command::Forget { job: name.to_owned() });
+        Self::stop_job(&self.shared, name, handle).await;
         Ok(())
+    }
+
+    async fn stop_job(shared: &Shared, name: &str, handle: JobHandle) {
+        handle.halt.cancel();
+        let (reply, done) = oneshot::channel();
+        let reason = "removed from the scheduler".to_owned();
+        let _ = handle.mailbox.send(JobEvent::Stop { reason, reply: Some(reply) });
+        let _ = done.await;
+        shared.command(Command::Forget { job: name.to_owned() });
     }
 
     /// Stops every job gracefully, then the driver, and closes the registry session.
     pub async fn shutdown(&self) -> Result<()> {
-        let names = self.jobs();
-        for name in names {
-            self.remove_job(&name).await?;
-        }
+        // All jobs stop at once: the slowest one bounds the shutdown, not their sum.
+        let handles: Vec<(String, JobHandle)> =
+            std::mem::take(&mut *self.jobs.lock()).into_iter().collect();
+        let shared = &self.shared;
+        futures::future::join_all(handles.into_iter().map(|(name, handle)| async move {
+            Self::stop_job(shared, &name, handle).await;
+        }))
+        .await;
         let (reply, done) = oneshot::channel();
         self.shared.command(Command::Shutdown { reply });
         let _ = done.await;

@@ -24,20 +24,37 @@ pub const DISABLED: &str = "DISABLED";
 
 /// Asks for a reshard before the next fire. Setting (rather than creating) the flag bumps its
 /// version, which is what makes a concurrent leader's commit fail and retry.
+///
+/// The flag holds the time it was raised (`now_ms`, the setter's clock): a fire scheduled before
+/// it runs with the assignment it was due under, and the reshard waits for the next fire, so
+/// that one fire never runs partly under the old and partly under the new assignment.
 pub async fn set_necessary(
     registry: &dyn CoordinatorRegistry,
     cache: &SharedCache,
     paths: &JobPaths,
+    now_ms: i64,
 ) -> Result<()> {
     let path = paths.sharding_necessary();
-    let version = registry.put(&path, b"").await?;
-    cache.update(|c| c.wrote(&path, b"", version, false));
+    let data = now_ms.to_string();
+    let version = registry.put(&path, data.as_bytes()).await?;
+    cache.update(|c| c.wrote(&path, data.as_bytes(), version, false));
     Ok(())
 }
 
 /// Whether a reshard is pending or running.
 pub fn pending(cache: &Cache, paths: &JobPaths) -> bool {
     cache.exists(&paths.sharding_necessary()) || cache.exists(&paths.sharding_processing())
+}
+
+/// Whether the fire at `fire_ms` must wait for a reshard: one is running, or was asked for at
+/// or before the fire's time (a flag without a readable time, as ElasticJob writes it, counts).
+pub fn pending_for(cache: &Cache, paths: &JobPaths, fire_ms: i64) -> bool {
+    if cache.exists(&paths.sharding_processing()) {
+        return true;
+    }
+    cache.get(&paths.sharding_necessary()).is_some_and(|flag| {
+        flag.text().trim().parse::<i64>().map_or(true, |raised| raised <= fire_ms)
+    })
 }
 
 /// Whether any item of the job is running anywhere.
@@ -77,29 +94,101 @@ pub enum Reshard {
     Raced,
     /// No reshard was pending.
     NotNeeded,
+    /// This instance does not hold the job's leadership (any more).
+    NotLeader,
 }
 
-/// The leader's reshard: computes the assignment over the eligible instances and commits it.
-/// The caller has made sure no item is running.
-pub async fn reshard(
-    registry: &dyn CoordinatorRegistry,
-    cache: &SharedCache,
-    paths: &JobPaths,
-    job: &str,
-    strategy: Option<&str>,
-    strategies: &ShardingStrategies,
-    total_count: u32,
-) -> Result<Reshard> {
-    let (necessary_version, instances, existing_items) = {
-        let c = cache.read();
-        let Some(flag) = c.get(&paths.sharding_necessary()) else { return Ok(Reshard::NotNeeded) };
-        let existing: BTreeMap<u32, bool> = c
+/// What a reshard starts from: the flag's version, the leader node's version (the commit is
+/// fenced by both), the eligible instances and which item nodes exist.
+#[derive(Debug)]
+struct Start {
+    necessary_version: u64,
+    leader_version: u64,
+    instances: Vec<String>,
+    existing: BTreeMap<u32, bool>,
+}
+
+impl Start {
+    fn from_cache(c: &Cache, paths: &JobPaths, me: &str) -> std::result::Result<Self, Reshard> {
+        let flag = c.get(&paths.sharding_necessary()).ok_or(Reshard::NotNeeded)?;
+        let leader = c
+            .get(&paths.leader_instance())
+            .filter(|n| n.data == me.as_bytes())
+            .ok_or(Reshard::NotLeader)?;
+        let existing = c
             .children(&paths.sharding())
             .iter()
             .filter_map(|n| n.parse().ok())
             .map(|n| (n, c.exists(&paths.item_node(n, ItemNode::Instance))))
             .collect();
-        (flag.version, eligible_instances(&c, paths), existing)
+        Ok(Start {
+            necessary_version: flag.version,
+            leader_version: leader.version,
+            instances: eligible_instances(c, paths),
+            existing,
+        })
+    }
+
+    /// The same, read from the registry: for when the cache keeps racing (a watch that merges
+    /// events may have left it behind).
+    async fn from_registry(
+        registry: &dyn CoordinatorRegistry,
+        paths: &JobPaths,
+        me: &str,
+    ) -> Result<std::result::Result<Self, Reshard>> {
+        let Some(flag) = registry.get(&paths.sharding_necessary()).await? else {
+            return Ok(Err(Reshard::NotNeeded));
+        };
+        let leader = registry.get(&paths.leader_instance()).await?;
+        let Some(leader) = leader.filter(|n| n.data == me.as_bytes()) else {
+            return Ok(Err(Reshard::NotLeader));
+        };
+        let mut existing = BTreeMap::new();
+        for name in registry.children_or_empty(&paths.sharding()).await? {
+            if let Ok(n) = name.parse::<u32>() {
+                existing.insert(n, registry.exists(&paths.item_node(n, ItemNode::Instance)).await?);
+            }
+        }
+        let mut instances = Vec::new();
+        for id in registry.children_or_empty(&paths.instances()).await? {
+            let server = registry.get(&paths.server(ip_of(&id))).await?;
+            if server.is_none_or(|n| n.data != DISABLED.as_bytes()) {
+                instances.push(id);
+            }
+        }
+        sort_for_sharding(&mut instances);
+        Ok(Ok(Start {
+            necessary_version: flag.version,
+            leader_version: leader.version,
+            instances,
+            existing,
+        }))
+    }
+}
+
+/// The leader's reshard: computes the assignment over the eligible instances and commits it,
+/// fenced by the flag's and the leader node's versions. The caller has made sure no item is
+/// running. With `fresh`, the starting state is read from the registry instead of the cache.
+#[allow(clippy::too_many_arguments)]
+pub async fn reshard(
+    registry: &dyn CoordinatorRegistry,
+    cache: &SharedCache,
+    paths: &JobPaths,
+    me: &str,
+    job: &str,
+    strategy: Option<&str>,
+    strategies: &ShardingStrategies,
+    total_count: u32,
+    fresh: bool,
+) -> Result<Reshard> {
+    let start = if fresh {
+        Start::from_registry(registry, paths, me).await?
+    } else {
+        Start::from_cache(&cache.read(), paths, me)
+    };
+    let start = match start {
+        Ok(start) => start,
+        Err(outcome) => return Ok(outcome),
     };
     let processing = paths.sharding_processing();
     match registry.create(&processing, b"", CreateMode::Ephemeral).await {
@@ -108,18 +197,7 @@ pub async fn reshard(
         Err(RegistryError::NodeExists { .. }) => return Ok(Reshard::Raced),
         Err(e) => return Err(e.into()),
     }
-    let result = commit(
-        registry,
-        paths,
-        job,
-        strategy,
-        strategies,
-        total_count,
-        necessary_version,
-        &instances,
-        &existing_items,
-    )
-    .await;
+    let result = commit(registry, paths, job, strategy, strategies, total_count, &start).await;
     match result {
         Ok((assignment, written)) => {
             cache.update(|c| {
@@ -156,7 +234,6 @@ fn is_flag_race(e: &RegistryError) -> bool {
     )
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn commit(
     registry: &dyn CoordinatorRegistry,
     paths: &JobPaths,
@@ -164,10 +241,9 @@ async fn commit(
     strategy: Option<&str>,
     strategies: &ShardingStrategies,
     total_count: u32,
-    necessary_version: u64,
-    instances: &[String],
-    existing_items: &BTreeMap<u32, bool>,
+    start: &Start,
 ) -> Result<(Assignment, Vec<(String, Vec<u8>, u64)>)> {
+    let (instances, existing_items) = (&start.instances, &start.existing);
     let refs: Vec<&str> = instances.iter().map(String::as_str).collect();
     let assignment = if refs.is_empty() {
         Assignment::new()
@@ -182,7 +258,12 @@ async fn commit(
             registry.delete_if_exists(&paths.item_node(stale, marker)).await?;
         }
     }
-    let mut ops = vec![TxnOp::check(paths.sharding_necessary(), Some(necessary_version))];
+    let mut ops = vec![
+        TxnOp::check(paths.sharding_necessary(), Some(start.necessary_version)),
+        // Only the leader commits: a deposed one (its session expired, it lives on in a new
+        // session) fails here instead of overwriting its successor's work.
+        TxnOp::check(paths.leader_instance(), Some(start.leader_version)),
+    ];
     // What each op writes, by op index, to record in the cache with the version it got.
     let mut writes: Vec<(usize, String, Vec<u8>)> = Vec::new();
     let mut push_owner = |ops: &mut Vec<TxnOp>, n: u32, owner: &[u8]| {

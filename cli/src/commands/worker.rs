@@ -1,0 +1,352 @@
+//! `shardcron worker`: one instance of a demo job on a registry, printing every event as a JSON
+//! line. Several workers on one ZooKeeper or etcd form a real multi-process cluster; the
+//! end-to-end tests drive them and check the cluster's invariants on their output.
+
+use std::io::{self, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use shardcron::config::JobConfig;
+use shardcron::cron::CronSchedule;
+use shardcron::handles::{Clock, SystemClock};
+use shardcron::job::Job;
+use shardcron::runtime::{EventSink, InstanceId, SchedulerBuilder, SchedulerEvent};
+use shardcron::{ConnectError, RegistryUrl};
+use tokio::sync::mpsc;
+
+use super::events::{EventLine, LineMaker};
+use super::sharding::{job_name, total_count};
+use crate::error::CliError;
+
+/// One-line description, for `shardcron --help`.
+pub const ABOUT: &str =
+    "Run one instance of a demo job on a registry; print its events as JSON lines";
+
+/// Full description, for `shardcron worker --help`.
+pub const LONG_ABOUT: &str = "\
+Run one instance of a demo job on a registry and print its events as JSON lines.
+
+The job has --total items and fires on --cron; each item sleeps --item-ms milliseconds, and \
+stops early when the runtime cancels it. Workers started on the same zk:// or etcd:// registry \
+with the same --job form one cluster: they elect a leader, divide the items and, with \
+--failover, re-run the items of a worker that dies. A worker's instance id is {ip}@-@{pid}, \
+plus @-@{suffix} with --instance-suffix. With mem: the registry lives inside the process: a \
+cluster of one.
+
+Each worker publishes the job's config with overwrite on: the flags of the worker started last \
+apply to the whole cluster (the others follow the change live).
+
+OUTPUT: one JSON object per event, one per line on stdout, flushed at once. Every object has \
+these seven keys, null where they do not apply:
+  event     item_start, item_end, sharding, leader, failover_claim, session, skip,
+            fire_failed, config_applied, config_rejected, stopped or error
+  job       the job (null for session: one session serves every job of an instance)
+  item      the sharding item (item_start, item_end, failover_claim, fire_failed)
+  instance  the id of the instance that reports the event
+  fire_ms   the scheduled fire time in epoch ms, the same on every instance for one fire; for a
+            failover run, the fire the crashed owner missed (item_start, item_end,
+            failover_claim, skip, fire_failed)
+  at_ms     when the event happened, epoch ms by this host's clock
+  token     the item's fencing token (item_start, item_end)
+and these only on their own event:
+  kind        item_start: scheduled, misfire (a catch-up run), manual or failover
+  ok          item_end: true if the item completed; false if it failed or was cancelled
+  assignment  sharding (reported by the leader that committed it): {\"<instance>\": [items]}
+  state       session: connected, suspended, reconnected, expired or closed
+  session_id  session with state connected: the new session's id
+  reason      skip: disconnected, job_disabled, server_disabled, no_items, misfire,
+              clock_skew, sharding_timeout or registry_error; fire_failed, config_rejected,
+              stopped and error: a one-line text
+  detail      skip with reason clock_skew or registry_error: the details
+Later versions may add keys and event kinds; existing ones keep their meaning.
+
+Example:
+{\"event\":\"item_start\",\"job\":\"orders\",\"item\":0,\"instance\":\"127.0.0.1@-@4242\",\
+\"fire_ms\":1700000005000,\"at_ms\":1700000005001,\"token\":3,\"kind\":\"scheduled\"}
+
+STOPPING: SIGTERM or Ctrl-C stops the worker gracefully: no new fire starts, running items \
+finish (for up to 30 s, then they are cancelled), the instance leaves the registry, and the \
+worker exits with status 0. A second signal stops it at once, with status 1. An operator's \
+shutdown (deleting the instance node) stops it gracefully too.
+
+Invalid input (a malformed registry URL, a bad cron expression, a total outside 1..1000000, a \
+job name, IP or suffix that cannot be a registry path segment) exits with status 2 and a \
+one-line reason on stderr; a registry that cannot be reached, with status 1.";
+
+/// The default schedule: every 5 seconds.
+pub const DEFAULT_CRON: &str = "0/5 * * * * ?";
+
+/// Arguments of `shardcron worker`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Registry: mem:[/namespace], zk://host:port[,host:port]/namespace[?session_timeout_ms=N]
+    /// or etcd://host:port[,host:port]/namespace[?ttl_s=N]
+    #[arg(long, value_name = "URL")]
+    pub registry: String,
+
+    /// Job name; workers with the same job on the same registry share its items.
+    #[arg(long, value_name = "NAME")]
+    pub job: String,
+
+    /// Quartz cron expression of the job (quote it).
+    #[arg(long, value_name = "EXPR", default_value = DEFAULT_CRON)]
+    pub cron: String,
+
+    /// Sharding total count: the job has items 0..N-1 (1 to 1000000).
+    #[arg(long, value_name = "N", default_value_t = 3, allow_negative_numbers = true)]
+    pub total: i64,
+
+    /// How long each item runs, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub item_ms: u64,
+
+    /// Re-run the items a crashed instance was running, on the survivors (the job's `failover`).
+    #[arg(long)]
+    pub failover: bool,
+
+    /// Appended to the instance id ({ip}@-@{pid}@-@{suffix}), e.g. to tell apart workers of
+    /// several hosts or containers that share an IP and a pid.
+    #[arg(long, value_name = "S")]
+    pub instance_suffix: Option<String>,
+
+    /// The server IP this instance registers under (operators disable servers by IP).
+    #[arg(long, value_name = "IP", default_value = "127.0.0.1")]
+    pub ip: String,
+}
+
+/// What a validated command line asks for.
+#[derive(Debug)]
+struct Plan {
+    url: String,
+    ip: String,
+    suffix: Option<String>,
+    /// The id the scheduler will register under, for the event lines.
+    instance: InstanceId,
+    config: JobConfig,
+    item: Duration,
+}
+
+impl Plan {
+    fn from_args(args: &Args) -> Result<Self, CliError> {
+        job_name(&args.job)?;
+        let total = total_count(args.total)?;
+        CronSchedule::parse(&args.cron, "")
+            .map_err(|e| CliError::InvalidInput(format!("--cron {:?}: {e}", args.cron)))?;
+        check_url(&args.registry)?;
+        let pid = std::process::id();
+        InstanceId::new(&args.ip, pid, None)
+            .map_err(|e| CliError::InvalidInput(format!("--ip {:?}: {e}", args.ip)))?;
+        let suffix = args.instance_suffix.as_deref();
+        let instance = InstanceId::new(&args.ip, pid, suffix).map_err(|e| {
+            let suffix = suffix.unwrap_or_default();
+            CliError::InvalidInput(format!("--instance-suffix {suffix:?}: {e}"))
+        })?;
+        // `total` is at most 1,000,000: it fits.
+        let mut config = JobConfig::new(&args.job, i32::try_from(total).unwrap_or(i32::MAX));
+        config.cron = Some(args.cron.clone());
+        config.failover = args.failover;
+        config.overwrite = true;
+        config.description = Some("shardcron worker demo job".into());
+        config.validate().map_err(|e| CliError::InvalidInput(e.to_string()))?;
+        Ok(Plan {
+            url: args.registry.clone(),
+            ip: args.ip.clone(),
+            suffix: args.instance_suffix.clone(),
+            instance,
+            config,
+            item: Duration::from_millis(args.item_ms),
+        })
+    }
+}
+
+/// Rejects a malformed URL before any connection attempt, with the backend's own reasons.
+fn check_url(url: &str) -> Result<(), CliError> {
+    let invalid = |e: &dyn std::fmt::Display| CliError::InvalidInput(format!("--registry: {e}"));
+    match RegistryUrl::parse(url).map_err(|e| invalid(&e))? {
+        RegistryUrl::Mem { .. } => Ok(()),
+        RegistryUrl::ZooKeeper { .. } => {
+            shardcron::zk::ZkOptions::from_url(url).map(drop).map_err(|e| invalid(&e))
+        }
+        #[cfg(feature = "etcd")]
+        RegistryUrl::Etcd { .. } => {
+            shardcron::etcd::EtcdOptions::from_url(url).map(drop).map_err(|e| invalid(&e))
+        }
+        #[cfg(not(feature = "etcd"))]
+        RegistryUrl::Etcd { .. } => {
+            Err(invalid(&shardcron::ConnectError::Unsupported { scheme: "etcd", feature: "etcd" }))
+        }
+    }
+}
+
+/// A job whose items sleep `item`, or less when the runtime cancels them.
+pub fn sleeping_job(item: Duration) -> Job {
+    Job::from_fn(move |ctx| async move {
+        tokio::select! {
+            () = tokio::time::sleep(item) => Ok(()),
+            () = ctx.cancellation.cancelled() => Err("cancelled".into()),
+        }
+    })
+}
+
+/// Runs the worker until a signal, then stops it gracefully.
+pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
+    let plan = Plan::from_args(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
+    let result = runtime.block_on(work(plan, out));
+    // A closed registry client may leave a background task behind: do not wait for it long.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
+    let mut signals = Signals::new()?;
+    let registry = tokio::select! {
+        biased;
+        () = signals.recv() => return Ok(()),
+        registry = shardcron::connect(&plan.url) => registry.map_err(connect_error)?,
+    };
+
+    let (tx, mut lines) = mpsc::unbounded_channel::<EventLine>();
+    let maker = LineMaker::new(plan.instance.as_str());
+    let sink: EventSink = Arc::new(move |event: &SchedulerEvent| {
+        if let Some(line) = maker.line(event, SystemClock.now_ms()) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut builder = SchedulerBuilder::new(registry).ip(&plan.ip).events(sink);
+    if let Some(suffix) = &plan.suffix {
+        builder = builder.instance_suffix(suffix);
+    }
+    let scheduler = builder
+        .start()
+        .await
+        .map_err(|e| CliError::Failed(format!("cannot start the scheduler: {e}")))?;
+    let mut printer = Printer { out, failed: None };
+    if let Err(e) = scheduler.add_job(plan.config, sleeping_job(plan.item)).await {
+        let _ = scheduler.shutdown().await;
+        while let Ok(line) = lines.try_recv() {
+            printer.print(&line);
+        }
+        return Err(CliError::Failed(format!("cannot schedule the job: {e}")));
+    }
+
+    // Print until a signal, an operator's shutdown or a closed stdout.
+    loop {
+        tokio::select! {
+            biased;
+            line = lines.recv() => {
+                let Some(line) = line else { break };
+                printer.print(&line);
+                if line.event == "stopped" || printer.failed.is_some() {
+                    break;
+                }
+            }
+            () = signals.recv() => break,
+        }
+    }
+
+    // Stop gracefully, still printing what the stop reports.
+    let shutdown = scheduler.shutdown();
+    tokio::pin!(shutdown);
+    let stopped = loop {
+        tokio::select! {
+            biased;
+            Some(line) = lines.recv() => printer.print(&line),
+            result = &mut shutdown => break result,
+            () = signals.recv() => {
+                printer.flush();
+                return Err(CliError::Failed(
+                    "stopped by a second signal before the running items finished".into(),
+                ));
+            }
+        }
+    };
+    while let Ok(line) = lines.try_recv() {
+        printer.print(&line);
+    }
+    printer.flush();
+    stopped.map_err(|e| CliError::Failed(format!("stopping the scheduler: {e}")))?;
+    match printer.failed {
+        Some(e) => Err(CliError::Io(e)),
+        None => Ok(()),
+    }
+}
+
+fn connect_error(e: ConnectError) -> CliError {
+    match e {
+        ConnectError::Registry(e) => {
+            CliError::Failed(format!("cannot connect to the registry: {e}"))
+        }
+        other => CliError::InvalidInput(format!("--registry: {other}")),
+    }
+}
+
+/// Writes event lines to stdout, each flushed at once; remembers the first write failure and
+/// prints nothing after it.
+struct Printer<'a> {
+    out: &'a mut dyn Write,
+    failed: Option<io::Error>,
+}
+
+impl Printer<'_> {
+    fn print(&mut self, line: &EventLine) {
+        if self.failed.is_some() {
+            return;
+        }
+        let written = writeln!(self.out, "{}", line.to_json()).and_then(|()| self.out.flush());
+        if let Err(e) = written {
+            self.failed = Some(e);
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.failed.is_none() {
+            if let Err(e) = self.out.flush() {
+                self.failed = Some(e);
+            }
+        }
+    }
+}
+
+/// SIGTERM and SIGINT (Ctrl-C), as one stream of "stop" requests.
+pub(crate) struct Signals {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers; from now on these signals no longer kill the process.
+    pub(crate) fn new() -> Result<Self, CliError> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let failed = |e: io::Error| CliError::Failed(format!("cannot handle signals: {e}"));
+            Ok(Signals {
+                term: signal(SignalKind::terminate()).map_err(failed)?,
+                int: signal(SignalKind::interrupt()).map_err(failed)?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Signals {})
+    }
+
+    /// Waits for the next signal.
+    pub(crate) async fn recv(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        #[cfg(not(unix))]
+        {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! Runs the built `shardcron worker` on the in-memory registry: the exact JSON shape of every
+//! event kind it prints, graceful stops on SIGTERM and SIGINT, and the exit codes of bad input.
+
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure report
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// A running worker whose stdout lines arrive on a channel.
+struct Worker {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<Value>,
+}
+
+impl Worker {
+    fn start(args: &[&str]) -> Worker {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_shardcron"))
+            .arg("worker")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the shardcron binary runs");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Worker { child, lines, seen: Vec::new() }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Reads lines until `done` holds for the lines so far; panics after `timeout`.
+    fn read_until(&mut self, timeout: Duration, done: impl Fn(&[Value]) -> bool) {
+        let deadline = Instant::now() + timeout;
+        while !done(&self.seen) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(parse(&line)),
+                Err(e) => panic!("{e}: waited {timeout:?}; lines so far: {:#?}", self.seen),
+            }
+        }
+    }
+
+    /// Sends `signal` (TERM, INT) with kill(1).
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+
+    /// Waits for the exit (at most `timeout`), reads the rest of stdout; returns status and
+    /// stderr.
+    fn finish(mut self, timeout: Duration) -> (ExitStatus, String, Vec<Value>) {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the worker did not exit within {timeout:?}; lines: {:#?}", self.seen);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        for line in self.lines.iter() {
+            self.seen.push(parse(&line));
+        }
+        let mut stderr = String::new();
+        self.child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+        (status, stderr, self.seen)
+    }
+}
+
+fn parse(line: &str) -> Value {
+    let value: Value =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
+    assert!(value.is_object(), "not an object: {line}");
+    value
+}
+
+fn of<'a>(lines: &'a [Value], event: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|l| l["event"] == event).collect()
+}
+
+fn keys(line: &Value) -> BTreeSet<&str> {
+    line.as_object().unwrap().keys().map(String::as_str).collect()
+}
+
+const COMMON: [&str; 7] = ["event", "job", "item", "instance", "fire_ms", "at_ms", "token"];
+
+fn assert_keys(line: &Value, extra: &[&str]) {
+    let expected: BTreeSet<&str> = COMMON.iter().chain(extra).copied().collect();
+    assert_eq!(keys(line), expected, "{line}");
+}
+
+/// Whether every item in `0..total` of one fire ended.
+fn a_fire_completed(lines: &[Value], total: u64) -> bool {
+    let ends = of(lines, "item_end");
+    ends.iter().any(|end| {
+        let fire = &end["fire_ms"];
+        (0..total).all(|i| ends.iter().any(|e| e["fire_ms"] == *fire && e["item"] == i))
+    })
+}
+
+#[test]
+fn every_event_is_one_json_object_of_a_fixed_shape() {
+    let before = now_ms();
+    let mut worker = Worker::start(&[
+        "--registry",
+        "mem:",
+        "--job",
+        "shape",
+        "--cron",
+        "* * * * * ?",
+        "--total",
+        "2",
+        "--item-ms",
+        "100",
+        "--failover",
+        "--instance-suffix",
+        "t1",
+    ]);
+    let instance = format!("127.0.0.1@-@{}@-@t1", worker.pid());
+    worker.read_until(Duration::from_secs(15), |lines| a_fire_completed(lines, 2));
+    worker.signal("TERM");
+    let (status, stderr, lines) = worker.finish(Duration::from_secs(15));
+    let after = now_ms();
+    assert_eq!(stderr, "");
+    assert_eq!(status.code(), Some(0));
+
+    for line in &lines {
+        assert_eq!(line["instance"], instance.as_str(), "{line}");
+        let at = line["at_ms"].as_i64().unwrap();
+        assert!((before..=after).contains(&at), "{line}");
+        let expected_job = if line["event"] == "session" { Value::Null } else { "shape".into() };
+        assert_eq!(line["job"], expected_job, "{line}");
+    }
+
+    let leader = of(&lines, "leader");
+    assert_eq!(leader.len(), 1, "{lines:#?}");
+    assert_keys(leader[0], &[]);
+    assert!(leader[0]["item"].is_null() && leader[0]["fire_ms"].is_null());
+    assert!(leader[0]["token"].is_null());
+
+    let sharding = of(&lines, "sharding");
+    assert!(!sharding.is_empty(), "{lines:#?}");
+    for line in &sharding {
+        assert_keys(line, &["assignment"]);
+        assert_eq!(line["assignment"], serde_json::json!({ instance.clone(): [0, 1] }));
+        assert!(line["item"].is_null() && line["fire_ms"].is_null() && line["token"].is_null());
+    }
+
+    let starts = of(&lines, "item_start");
+    assert!(starts.len() >= 2, "{lines:#?}");
+    for start in &starts {
+        assert_keys(start, &["kind"]);
+        assert_eq!(start["kind"], "scheduled");
+        let fire = start["fire_ms"].as_i64().unwrap();
+        assert_eq!(fire % 1000, 0, "fires on whole seconds: {start}");
+        assert!(start["at_ms"].as_i64().unwrap() >= fire, "{start}");
+        assert!(start["item"].as_u64().unwrap() < 2);
+        assert!(start["token"].is_u64(), "{start}");
+    }
+    for end in of(&lines, "item_end") {
+        assert_keys(end, &["ok"]);
+        assert_eq!(end["ok"], true, "{end}");
+        let start = starts
+            .iter()
+            .find(|s| s["item"] == end["item"] && s["fire_ms"] == end["fire_ms"])
+            .unwrap_or_else(|| panic!("no start for {end}"));
+        assert_eq!(end["token"], start["token"], "the end carries its start's token");
+        let ran = end["at_ms"].as_i64().unwrap() - start["at_ms"].as_i64().unwrap();
+        assert!(ran >= 90, "the item slept its 100 ms: {ran} ms");
+    }
+
+    for session in of(&lines, "session") {
+        if session["state"] == "connected" {
+            assert_keys(session, &["state", "session_id"]);
+        } else {
+            assert_keys(session, &["state"]);
+        }
+    }
+    let stopped = of(&lines, "stopped");
+    assert_eq!(stopped.len(), 1, "{lines:#?}");
+    assert_keys(stopped[0], &["reason"]);
+    assert!(stopped[0]["reason"].is_string());
+
+    // Nothing but the documented kinds.
+    let documented = [
+        "item_start",
+        "item_end",
+        "sharding",
+        "leader",
+        "failover_claim",
+        "session",
+        "skip",
+        "fire_failed",
+        "config_applied",
+        "config_rejected",
+        "stopped",
+        "error",
+    ];
+    for line in &lines {
+        assert!(documented.contains(&line["event"].as_str().unwrap()), "{line}");
+    }
+    for skip in of(&lines, "skip") {
+        assert_keys(skip, &["reason"]);
+    }
+    // The leader is elected and shards before the first item starts.
+    let position = |event: &str| lines.iter().position(|l| l["event"] == event).unwrap();
+    assert!(position("leader") < position("sharding"));
+    assert!(position("sharding") < position("item_start"));
+}
+
+/// Starts a one-item worker whose item takes `item_ms`, signals it as soon as the item starts,
+/// and checks that the item completed before a clean exit.
+fn stops_gracefully_on(signal: &str, item_ms: i64) {
+    let item = item_ms.to_string();
+    let mut worker = Worker::start(&[
+        "--registry",
+        "mem:/graceful",
+        "--job",
+        "graceful",
+        "--cron",
+        "* * * * * ?",
+        "--total",
+        "1",
+        "--item-ms",
+        &item,
+    ]);
+    worker.read_until(Duration::from_secs(15), |lines| !of(lines, "item_start").is_empty());
+    let signalled = now_ms();
+    worker.signal(signal);
+    let (status, stderr, lines) = worker.finish(Duration::from_secs(15));
+    assert_eq!(stderr, "");
+    assert_eq!(status.code(), Some(0), "{lines:#?}");
+
+    let start = of(&lines, "item_start")[0];
+    let end = of(&lines, "item_end");
+    assert_eq!(end.len(), 1, "the running item ends, and no other starts: {lines:#?}");
+    assert_eq!(end[0]["ok"], true, "the item completed instead of being cancelled");
+    assert_eq!(end[0]["fire_ms"], start["fire_ms"]);
+    let ran = end[0]["at_ms"].as_i64().unwrap() - start["at_ms"].as_i64().unwrap();
+    assert!(ran >= item_ms - 10, "the item ran its {item_ms} ms: {ran}");
+    assert!(end[0]["at_ms"].as_i64().unwrap() >= signalled);
+    assert_eq!(of(&lines, "item_start").len(), 1, "{lines:#?}");
+    let last_item_event = lines.iter().rposition(|l| l["event"] == "item_end").unwrap();
+    let stopped = lines.iter().rposition(|l| l["event"] == "stopped").unwrap();
+    assert!(last_item_event < stopped, "stopped comes after the item ended: {lines:#?}");
+}
+
+#[test]
+fn sigterm_lets_the_running_item_finish_then_exits_0() {
+    stops_gracefully_on("TERM", 1200);
+}
+
+#[test]
+fn ctrl_c_stops_gracefully_too() {
+    stops_gracefully_on("INT", 300);
+}
+
+fn worker(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_shardcron"))
+        .arg("worker")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the shardcron binary runs")
+}
+
+/// Exit 2, nothing on stdout, one `error: ...` line on stderr that starts with `reason`.
+fn assert_rejects(output: &Output, reason: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "", "{stderr}");
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!("error: {reason}")),
+        "{stderr:?} should start with {reason:?}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+}
+
+#[test]
+fn invalid_input_exits_2_with_one_line() {
+    let ok = ["--registry", "mem:", "--job", "j"];
+    let with = |extra: &[&str]| {
+        let mut args = ok.to_vec();
+        args.extend_from_slice(extra);
+        worker(&args)
+    };
+    assert_rejects(
+        &worker(&["--registry", "redis://h:1/ns", "--job", "j"]),
+        "--registry: malformed registry URL \"redis://h:1/ns\": unknown scheme; expected one of: mem:",
+    );
+    assert_rejects(
+        &worker(&["--registry", "zk://h/ns", "--job", "j"]),
+        "--registry: malformed registry URL \"zk://h/ns\": every host must be host:port",
+    );
+    assert_rejects(
+        &worker(&["--registry", "zk://h:2181/ns?bogus=1", "--job", "j"]),
+        "--registry: invalid ZooKeeper URL",
+    );
+    if cfg!(feature = "etcd") {
+        assert_rejects(
+            &worker(&["--registry", "etcd://h:2379/ns?ttl_s=x", "--job", "j"]),
+            "--registry: bad etcd",
+        );
+    } else {
+        assert_rejects(
+            &worker(&["--registry", "etcd://h:2379/ns", "--job", "j"]),
+            "--registry: etcd:// registries need shardcron's `etcd` cargo feature",
+        );
+    }
+    assert_rejects(&with(&["--cron", "0 0 25 * * ?"]), "--cron \"0 0 25 * * ?\": ");
+    assert_rejects(&with(&["--cron", "* * * *"]), "--cron \"* * * *\": ");
+    assert_rejects(&with(&["--total", "0"]), "--total: must be at least 1, got 0");
+    assert_rejects(&with(&["--total", "-2"]), "--total: must be at least 1, got -2");
+    assert_rejects(&with(&["--total", "1000001"]), "--total: must be at most 1000000, got 1000001");
+    assert_rejects(&with(&["--total", "x"]), "invalid value 'x' for '--total <N>'");
+    assert_rejects(&with(&["--item-ms", "-1"]), "unexpected argument '-1' found");
+    assert_rejects(&worker(&["--registry", "mem:", "--job", "a/b"]), "--job: \"a/b\" cannot be");
+    assert_rejects(&worker(&["--registry", "mem:", "--job", ""]), "--job: must not be empty");
+    assert_rejects(&with(&["--instance-suffix", "a/b"]), "--instance-suffix \"a/b\": ");
+    assert_rejects(&with(&["--ip", ""]), "--ip \"\": ");
+    assert_rejects(
+        &worker(&["--job", "j"]),
+        "the following required arguments were not provided: --registry <URL>",
+    );
+}
+
+#[test]
+#[cfg(feature = "etcd")]
+fn an_unreachable_registry_exits_1() {
+    // Port 1 on the loopback: nothing listens there; the connect attempt fails fast.
+    let output =
+        worker(&["--registry", "etcd://127.0.0.1:1/ns?connect_timeout_ms=300", "--job", "j"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: cannot connect to the registry: "), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "");
+}
+
+#[test]
+fn help_documents_the_json_lines() {
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_shardcron")).args(["worker", "--help"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let help = String::from_utf8(output.stdout).unwrap();
+    for needle in [
+        "Usage: shardcron worker [OPTIONS] --registry <URL> --job <NAME>",
+        "fire_ms",
+        "at_ms",
+        "event     item_start, item_end, sharding, leader, failover_claim, session, skip,",
+        "null where they do not apply",
+        "SIGTERM or Ctrl-C stops the worker gracefully",
+        "[default: \"0/5 * * * * ?\"]",
+        "[default: 3]",
+        "[default: 1000]",
+    ] {
+        assert!(help.contains(needle), "{needle:?} missing from:\n{help}");
+    }
+}

@@ -1,0 +1,259 @@
+//! Faults as verbs, and the fault profiles that generate a schedule of them from a seed.
+//!
+//! A fault names instances by their 1-based index (`i1`, `i2`, ...). Every verb is meaningful
+//! in any state: crashing a crashed instance, healing one that is not cut off, and the like
+//! are recorded as ignored rather than failing the run, so any subset of a schedule is still a
+//! valid schedule (which is what shrinking needs).
+
+use std::fmt;
+use std::str::FromStr;
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::scenarios::{Action, Step};
+use crate::workload::{JobSpec, Workload};
+
+/// Something that goes wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// kill -9: every task of the instance is aborted and its registry client dropped without
+    /// closing, so its session lives on until the session timeout.
+    Crash(usize),
+    /// Graceful stop: `Scheduler::shutdown` (running items finish, nodes removed, session closed).
+    Stop(usize),
+    /// Starts the instance again with the same id (after a graceful stop if it is up).
+    Restart(usize),
+    /// The registry ends the instance's session now (ephemerals deleted, a new session opens).
+    ExpireSession(usize),
+    /// Cuts the instances' links to the registry (their sessions expire after the timeout).
+    Partition(Vec<usize>),
+    /// Restores the instances' links.
+    Heal(Vec<usize>),
+    /// Delays every registry operation of the instance by this many milliseconds (0 = normal).
+    Slow(usize, u64),
+    /// Shifts the instance's clock by this many milliseconds (0 = back to true time).
+    SkewClock(usize, i64),
+    /// The registry restarts: every client sees `Suspended` then `Reconnected`.
+    RestartRegistry,
+}
+
+impl Fault {
+    /// The instances the fault touches.
+    pub fn instances(&self) -> Vec<usize> {
+        match self {
+            Fault::Crash(i)
+            | Fault::Stop(i)
+            | Fault::Restart(i)
+            | Fault::ExpireSession(i)
+            | Fault::Slow(i, _)
+            | Fault::SkewClock(i, _) => vec![*i],
+            Fault::Partition(is) | Fault::Heal(is) => is.clone(),
+            Fault::RestartRegistry => Vec::new(),
+        }
+    }
+}
+
+fn list(is: &[usize]) -> String {
+    is.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// Prints the fault as the Rust expression that builds it (scripted scenarios print so).
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::Crash(i) => write!(f, "Fault::Crash({i})"),
+            Fault::Stop(i) => write!(f, "Fault::Stop({i})"),
+            Fault::Restart(i) => write!(f, "Fault::Restart({i})"),
+            Fault::ExpireSession(i) => write!(f, "Fault::ExpireSession({i})"),
+            Fault::Partition(is) => write!(f, "Fault::Partition(vec![{}])", list(is)),
+            Fault::Heal(is) => write!(f, "Fault::Heal(vec![{}])", list(is)),
+            Fault::Slow(i, ms) => write!(f, "Fault::Slow({i}, {ms})"),
+            Fault::SkewClock(i, ms) => write!(f, "Fault::SkewClock({i}, {ms})"),
+            Fault::RestartRegistry => write!(f, "Fault::RestartRegistry"),
+        }
+    }
+}
+
+/// Which faults (and workload changes) a generated scenario contains, and how often.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultProfile {
+    /// No faults, no workload changes: the baseline.
+    None,
+    /// Crashes and stops with restarts, session expiries, partitions shorter and longer than
+    /// the session timeout, registry restarts, slow links, and workload changes (trigger,
+    /// disable/enable of items and servers, count and cron changes). Jobs run with failover off.
+    Default,
+    /// `Default` with failover (and misfire) on for every job: crashes must lose no item.
+    Failover,
+    /// Everything: `Failover` plus clock skew beyond `maxTimeDiffSeconds`, failover toggled at
+    /// run time, jobs added and removed.
+    Chaos,
+}
+
+impl FaultProfile {
+    pub const ALL: [FaultProfile; 4] =
+        [FaultProfile::None, FaultProfile::Default, FaultProfile::Failover, FaultProfile::Chaos];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultProfile::None => "none",
+            FaultProfile::Default => "default",
+            FaultProfile::Failover => "failover",
+            FaultProfile::Chaos => "chaos",
+        }
+    }
+
+    /// Whether the generated jobs run with failover on.
+    pub fn failover_jobs(self) -> bool {
+        matches!(self, FaultProfile::Failover | FaultProfile::Chaos)
+    }
+
+    /// Generates the schedule of a run: faults and workload changes at virtual times in
+    /// `[0, duration_ms)`, each fault paired with its repair (restart after a crash, heal after
+    /// a partition, ...), drawn from `rng`.
+    pub fn generate(self, rng: &mut ChaCha8Rng, ctx: &GenContext<'_>) -> Vec<Step> {
+        if self == FaultProfile::None || ctx.instances == 0 || ctx.duration_ms < 10_000 {
+            return Vec::new();
+        }
+        let mut steps = Vec::new();
+        // On average one fault every 20 virtual seconds, starting after the cluster formed.
+        let mut t = 5_000 + rng.gen_range(0..10_000u64);
+        while t < ctx.duration_ms {
+            self.one(rng, ctx, t, &mut steps);
+            t += rng.gen_range(5_000..35_000u64);
+        }
+        steps.sort_by_key(|s| s.at_ms);
+        steps
+    }
+
+    fn one(self, rng: &mut ChaCha8Rng, ctx: &GenContext<'_>, t: u64, steps: &mut Vec<Step>) {
+        let i = rng.gen_range(1..=ctx.instances);
+        let session = ctx.session_timeout_ms;
+        let mut at = |dt: u64, action: Action| steps.push(Step { at_ms: t + dt, action });
+        let pick = rng.gen_range(0..100u32);
+        let chaos = self == FaultProfile::Chaos;
+        match pick {
+            0..=14 => {
+                at(0, Action::Fault(Fault::Crash(i)));
+                at(rng.gen_range(1_000..3 * session), Action::Fault(Fault::Restart(i)));
+            }
+            15..=22 => {
+                at(0, Action::Fault(Fault::Stop(i)));
+                at(rng.gen_range(1_000..3 * session), Action::Fault(Fault::Restart(i)));
+            }
+            23..=27 => at(0, Action::Fault(Fault::Restart(i))),
+            28..=34 => at(0, Action::Fault(Fault::ExpireSession(i))),
+            35..=44 => {
+                // Shorter than the session timeout: the session survives.
+                let d = rng.gen_range(500..session.saturating_sub(500).max(501));
+                at(0, Action::Fault(Fault::Partition(vec![i])));
+                at(d, Action::Fault(Fault::Heal(vec![i])));
+            }
+            45..=52 => {
+                // Longer than the session timeout: the session expires while cut off.
+                let d = session + rng.gen_range(1_000..2 * session);
+                at(0, Action::Fault(Fault::Partition(vec![i])));
+                at(d, Action::Fault(Fault::Heal(vec![i])));
+            }
+            53..=56 => at(0, Action::Fault(Fault::RestartRegistry)),
+            57..=62 => {
+                let ms = [50, 200, 1_000][rng.gen_range(0..3)];
+                at(0, Action::Fault(Fault::Slow(i, ms)));
+                at(rng.gen_range(1_000..20_000), Action::Fault(Fault::Slow(i, 0)));
+            }
+            63..=67 if chaos => {
+                // Beyond maxTimeDiffSeconds (the chaos jobs allow 5 s): fires are refused.
+                let skew = [-8_000, 8_000, 20_000][rng.gen_range(0..3)];
+                at(0, Action::Fault(Fault::SkewClock(i, skew)));
+                at(rng.gen_range(5_000..40_000), Action::Fault(Fault::SkewClock(i, 0)));
+            }
+            _ => {
+                if let Some(w) = self.workload(rng, ctx) {
+                    at(0, Action::Work(w.0));
+                    if let Some((dt, undo)) = w.1 {
+                        at(dt, Action::Work(undo));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A workload change, and maybe the change that undoes it later.
+    #[allow(clippy::type_complexity)]
+    fn workload(
+        self,
+        rng: &mut ChaCha8Rng,
+        ctx: &GenContext<'_>,
+    ) -> Option<(Workload, Option<(u64, Workload)>)> {
+        let spec = ctx.jobs.get(rng.gen_range(0..ctx.jobs.len().max(1)))?;
+        let job = spec.name.clone();
+        let i = rng.gen_range(1..=ctx.instances);
+        let later = rng.gen_range(5_000..40_000u64);
+        let chaos = self == FaultProfile::Chaos;
+        Some(match rng.gen_range(0..if chaos { 9 } else { 6 }) {
+            0 => (Workload::Trigger { job }, None),
+            1 => {
+                let item = rng.gen_range(0..spec.count);
+                (
+                    Workload::DisableItem { job: job.clone(), item },
+                    Some((later, Workload::EnableItem { job, item })),
+                )
+            }
+            2 => (
+                Workload::DisableServer { job: job.clone(), instance: i },
+                Some((later, Workload::EnableServer { job, instance: i })),
+            ),
+            3 => {
+                let count = rng.gen_range(1..=8);
+                (
+                    Workload::SetCount { job: job.clone(), count },
+                    Some((later, Workload::SetCount { job, count: spec.count })),
+                )
+            }
+            4 | 5 => {
+                let secs = [2, 3, 4, 5, 6, 10][rng.gen_range(0..6)];
+                (
+                    Workload::SetCron { job: job.clone(), cron: format!("0/{secs} * * * * ?") },
+                    Some((later, Workload::SetCron { job, cron: spec.cron.clone() })),
+                )
+            }
+            6 => (
+                Workload::SetFailover { job: job.clone(), on: !spec.failover },
+                Some((later, Workload::SetFailover { job, on: spec.failover })),
+            ),
+            7 => {
+                let name = format!("extra{}", rng.gen_range(0..1000u32));
+                let mut extra = spec.clone();
+                extra.name = name.clone();
+                (Workload::AddJob(extra), Some((later, Workload::RemoveJob { job: name })))
+            }
+            _ => (Workload::RemoveJob { job }, None),
+        })
+    }
+}
+
+impl fmt::Display for FaultProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for FaultProfile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        FaultProfile::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = FaultProfile::ALL.iter().map(|p| p.name()).collect();
+            format!("unknown fault profile {s:?} (one of {})", names.join(", "))
+        })
+    }
+}
+
+/// What schedule generation needs to know about the run.
+#[derive(Debug)]
+pub struct GenContext<'a> {
+    pub instances: usize,
+    pub jobs: &'a [JobSpec],
+    pub duration_ms: u64,
+    pub session_timeout_ms: u64,
+}

@@ -1,0 +1,86 @@
+//! Invariant 1: an item never runs on two instances at once while both hold valid sessions.
+//!
+//! A run is open from its `start` to its `end` on the same instance, or until the instance
+//! crashes (a killed process runs nothing). When an item starts, every other open run of the
+//! same item must belong to a session the registry has already ended. The same instance
+//! starting an item again before its previous run of it ended is a violation too.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use shardcron_core::runtime::SchedulerEvent;
+
+use super::{context, Invariant, Violation};
+use crate::trace::{Entry, Note, What};
+
+struct Run {
+    who: usize,
+    session: Option<u64>,
+    at: i64,
+    fire_ms: i64,
+}
+
+pub(super) fn check(entries: &[Entry], out: &mut Vec<Violation>) {
+    let mut open: BTreeMap<(String, u32), Vec<Run>> = BTreeMap::new();
+    let mut ended: BTreeSet<(usize, u64)> = BTreeSet::new();
+    for (idx, e) in entries.iter().enumerate() {
+        match &e.what {
+            What::Note(Note::SessionEnded { session }) => {
+                ended.insert((e.who, *session));
+            }
+            What::Note(Note::Crashed { .. }) => {
+                for runs in open.values_mut() {
+                    runs.retain(|r| r.who != e.who);
+                }
+            }
+            What::Event {
+                event: SchedulerEvent::ItemStarted { job, item, fire_ms, .. },
+                session,
+                ..
+            } => {
+                let runs = open.entry((job.clone(), *item)).or_default();
+                let live =
+                    |who: usize, s: Option<u64>| s.is_none_or(|s| !ended.contains(&(who, s)));
+                for r in runs.iter() {
+                    let message = if r.who == e.who {
+                        format!(
+                            "{job}#{item} started on i{} (fire +{}) while its run of fire +{} \
+                             started there at {} had not ended",
+                            e.who,
+                            fire_ms - crate::trace::EPOCH_MS,
+                            r.fire_ms - crate::trace::EPOCH_MS,
+                            r.at
+                        )
+                    } else if live(r.who, r.session) && live(e.who, *session) {
+                        format!(
+                            "{job}#{item} started on i{} (session {}) while it ran on i{} \
+                             (session {}, started at {}), both sessions valid",
+                            e.who,
+                            session.map_or("-".into(), |s| s.to_string()),
+                            r.who,
+                            r.session.map_or("-".into(), |s| s.to_string()),
+                            r.at
+                        )
+                    } else {
+                        continue;
+                    };
+                    out.push(Violation {
+                        invariant: Invariant::Exclusive,
+                        at: e.at,
+                        message,
+                        context: context(entries, idx, Some(job)),
+                    });
+                    break;
+                }
+                runs.push(Run { who: e.who, session: *session, at: e.at, fire_ms: *fire_ms });
+            }
+            What::Event { event: SchedulerEvent::ItemFinished { job, item, .. }, .. } => {
+                if let Some(runs) = open.get_mut(&(job.clone(), *item)) {
+                    if let Some(k) = runs.iter().position(|r| r.who == e.who) {
+                        runs.remove(k);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}

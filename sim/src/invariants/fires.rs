@@ -1,0 +1,509 @@
+//! Invariant 2: every scheduled fire of every enabled item runs exactly once, or is recorded
+//! with a reason; and a crash loses no item of a running fire when failover is on.
+//!
+//! **Which fires.** For every job, the checker computes the fire instants of the cron in effect
+//! (from the config notes) between the job's addition and the final phase, and for each the
+//! items `0..count`. Exempt (and counted as such): fires within [`CHANGE_SLACK_MS`] of a config
+//! change (instances apply it a watch round trip later, so either config may govern the fire),
+//! fires in the first second after the job was added, fires of a disabled job, and fires of an
+//! item disabled around that time.
+//!
+//! **Ran.** Exactly one `start` of the item with that `fire` (scheduled, or failover with the
+//! same fire time), anywhere in the cluster. Two are a violation.
+//!
+//! **Recorded with a reason.** Without a run, one of these must hold, else it is a violation.
+//! The *owners* of the item for the fire are the instance the last assignment before the fire
+//! gave it to, plus any instance an assignment committed between the fire and the next one
+//! gave it to.
+//! - *skipped*: an owner recorded `skipped` for that fire with a reason other than `no-items`
+//!   (disconnected, server disabled, clock skew, sharding timeout, misfire, ...). A `misfire`
+//!   skip must be followed by a catch-up run (`start ... misfire`) of the item once the run
+//!   that blocked it ended, unless the owner crashed, stopped or lost its session first.
+//! - *lost, owner down*: an owner could not run items then, by the simulator's record: not
+//!   started yet, crashed, stopping or stopped, cut off from the registry, its session ended and
+//!   not yet re-registered, or its clock jumped over the fire. The accounting lists each with
+//!   its reason. With failover and misfire both on, DESIGN section 7 asks more: every item that
+//!   lost fires while its crashed owner went undetected is caught up once (a `misfire` or
+//!   `failover` run after the lost fire); its absence is a violation.
+//! - *lost, registry error*: an owner reported an `error` for the job between the fire and the
+//!   next one (the runtime reports a failed fire so, without its fire time).
+//!
+//! **Crashes with failover on.** Every item an instance was running (started, not ended) when it
+//! crashed or the registry ended its session (its instance node disappears either way, DESIGN
+//! section 7) must be started again by another instance with kind `failover`, exactly once.
+//! That re-execution may carry the original fire time: together with the interrupted run it
+//! counts as the fire running once. A failover start of a fire whose run was not interrupted
+//! is a second run.
+
+use std::collections::BTreeMap;
+
+use shardcron_core::cron::CronSchedule;
+use shardcron_core::runtime::{FireKind, SchedulerEvent, SkipReason};
+
+use super::timeline::{Timeline, CHANGE_SLACK_MS};
+use super::{context, index_at, index_of, Invariant, Violation};
+use crate::trace::{reason, Entry, Note, Phase, What, EPOCH_MS};
+
+/// How every scheduled fire of every item was settled: outcome → count.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Accounting {
+    pub outcomes: BTreeMap<String, usize>,
+}
+
+impl Accounting {
+    fn add(&mut self, outcome: impl Into<String>) {
+        *self.outcomes.entry(outcome.into()).or_default() += 1;
+    }
+
+    pub fn total(&self) -> usize {
+        self.outcomes.values().sum()
+    }
+}
+
+/// (job, item, fire) → (entry index, instance, kind) of each scheduled or failover start.
+type Starts = BTreeMap<(String, u32, i64), Vec<(usize, usize, FireKind)>>;
+/// (job, item) → (instance, fire, session, entry index) of each run not ended yet.
+type Open = BTreeMap<(String, u32), Vec<(usize, i64, Option<u64>, usize)>>;
+/// (job, item) → (time, instance, kind) of every start.
+type Runs = BTreeMap<(String, u32), Vec<(i64, usize, FireKind)>>;
+/// (job, fire) → (entry index, instance, reason) of each skip.
+type Skips = BTreeMap<(String, i64), Vec<(usize, usize, SkipReason)>>;
+/// job → (time, item → owner) of each committed assignment.
+type Assignments = BTreeMap<String, Vec<(i64, BTreeMap<u32, usize>)>>;
+
+#[derive(Default)]
+struct Facts {
+    /// (job, item, fire) → (entry index, instance, kind) of each scheduled or failover start.
+    starts: Starts,
+    /// (job, item, fire, instance) of every run a crash or the end of its session interrupted.
+    interrupted: std::collections::BTreeSet<(String, u32, i64, usize)>,
+    /// (job, item) → (time, instance, kind) of every start.
+    runs: Runs,
+    /// (job, item, instance) → times of its ends.
+    ends: BTreeMap<(String, u32, usize), Vec<i64>>,
+    /// (job, fire) → (entry index, instance, reason) of each skip.
+    skips: Skips,
+    /// job → (time, instance) of each reported error.
+    errors: BTreeMap<String, Vec<(i64, usize)>>,
+    /// job → (time, item → owner) of each committed assignment.
+    assignments: Assignments,
+    /// (time, entry index, instance, job, item) of every run a crash or the end of its
+    /// session interrupted: with failover on, another instance must re-execute it.
+    orphans: Vec<(i64, usize, usize, String, u32)>,
+}
+
+impl Facts {
+    fn read(entries: &[Entry]) -> Self {
+        let mut f = Facts::default();
+        // (job, item) → (instance, fire, session, entry index) of each run not ended yet.
+        let mut open = Open::new();
+        for (idx, e) in entries.iter().enumerate() {
+            match &e.what {
+                What::Event { event, session, .. } => match event {
+                    SchedulerEvent::ItemStarted { job, item, fire_ms, kind, .. } => {
+                        if matches!(kind, FireKind::Scheduled | FireKind::Failover) {
+                            let key = (job.clone(), *item, *fire_ms);
+                            f.starts.entry(key).or_default().push((idx, e.who, *kind));
+                        }
+                        let key = (job.clone(), *item);
+                        f.runs.entry(key.clone()).or_default().push((e.at, e.who, *kind));
+                        open.entry(key).or_default().push((e.who, *fire_ms, *session, idx));
+                    }
+                    SchedulerEvent::ItemFinished { job, item, .. } => {
+                        let key = (job.clone(), *item, e.who);
+                        f.ends.entry(key).or_default().push(e.at);
+                        if let Some(runs) = open.get_mut(&(job.clone(), *item)) {
+                            if let Some(k) = runs.iter().position(|r| r.0 == e.who) {
+                                runs.remove(k);
+                            }
+                        }
+                    }
+                    SchedulerEvent::Skipped { job, fire_ms, reason } => {
+                        let key = (job.clone(), *fire_ms);
+                        f.skips.entry(key).or_default().push((idx, e.who, reason.clone()));
+                    }
+                    SchedulerEvent::Error { job, .. } => {
+                        f.errors.entry(job.clone()).or_default().push((e.at, e.who));
+                    }
+                    SchedulerEvent::Sharded { job, assignment } => {
+                        let owners = assignment
+                            .iter()
+                            .filter_map(|(id, items)| Some((index_of(id)?, items)))
+                            .flat_map(|(who, items)| items.iter().map(move |&n| (n, who)))
+                            .collect();
+                        f.assignments.entry(job.clone()).or_default().push((e.at, owners));
+                    }
+                    _ => {}
+                },
+                What::Note(Note::Crashed { .. }) => {
+                    f.interrupt(&mut open, e, idx, |r| r.0 == e.who);
+                }
+                What::Note(Note::SessionEnded { session }) => {
+                    f.interrupt(&mut open, e, idx, |r| r.0 == e.who && r.2 == Some(*session));
+                }
+                _ => {}
+            }
+        }
+        f
+    }
+
+    /// Marks the open runs `hit` selects as interrupted at entry `e` (a crash or a session end).
+    fn interrupt(
+        &mut self,
+        open: &mut Open,
+        e: &Entry,
+        idx: usize,
+        hit: impl Fn(&(usize, i64, Option<u64>, usize)) -> bool,
+    ) {
+        for ((job, item), runs) in open.iter_mut() {
+            runs.retain(|r| {
+                if !hit(r) {
+                    return true;
+                }
+                let run = (job.clone(), *item, r.1, r.0);
+                if self.interrupted.insert(run) {
+                    self.orphans.push((e.at, idx, e.who, job.clone(), *item));
+                }
+                // A killed process runs nothing more; a fenced run may still end (cancelled).
+                !matches!(e.what, What::Note(Note::Crashed { .. }))
+            });
+        }
+    }
+
+    /// The owner of `item` by the last assignment committed at or before `at`.
+    fn owner_at(&self, job: &str, item: u32, at: i64) -> Option<usize> {
+        let list = self.assignments.get(job)?;
+        list.iter().rev().find(|(t, _)| *t <= at).and_then(|(_, a)| a.get(&item).copied())
+    }
+
+    /// The owners of `item` for a fire at `at` whose next fire is at `next`.
+    fn owners(&self, job: &str, item: u32, at: i64, next: i64) -> Vec<usize> {
+        let Some(list) = self.assignments.get(job) else { return Vec::new() };
+        let mut owners = Vec::new();
+        if let Some((_, a)) = list.iter().rev().find(|(t, _)| *t <= at) {
+            owners.extend(a.get(&item).copied());
+        }
+        for (_, a) in list.iter().filter(|(t, _)| *t > at && *t < next) {
+            if let Some(&w) = a.get(&item) {
+                if !owners.contains(&w) {
+                    owners.push(w);
+                }
+            }
+        }
+        owners
+    }
+}
+
+/// A fire lost while its owner had crashed, for the failover catch-up rule.
+struct LostToCrash {
+    at: i64,
+    owner: usize,
+}
+
+pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) -> Accounting {
+    let facts = Facts::read(entries);
+    let mut acc = Accounting::default();
+    let final_at = tl.phase(Phase::Final).unwrap_or(tl.end);
+    let mut misfires: Vec<(usize, usize, String, u32)> = Vec::new();
+    let mut crash_losses: BTreeMap<(String, u32), Vec<LostToCrash>> = BTreeMap::new();
+
+    for (job, configs) in &tl.configs {
+        let bound = tl.removed.get(job).copied().unwrap_or(i64::MAX).min(final_at);
+        for (k, (from, state)) in configs.iter().enumerate() {
+            let to = configs.get(k + 1).map_or(bound, |(t, _)| *t).min(bound);
+            let Some(cron) = &state.cron else { continue };
+            let tz = state.time_zone.as_deref().unwrap_or("");
+            let Ok(schedule) = CronSchedule::parse(cron, tz) else { continue };
+            let changed_later = k + 1 < configs.len() && to < bound;
+            for fire in schedule.iter_after(EPOCH_MS + from) {
+                let at = fire - EPOCH_MS;
+                if at > to {
+                    break;
+                }
+                let next = schedule.next_after(fire).map_or(i64::MAX, |n| n - EPOCH_MS);
+                if state.disabled {
+                    acc.add("exempt: job disabled");
+                    continue;
+                }
+                if k == 0 && at < from + 1_000 {
+                    acc.add("exempt: job being added");
+                    continue;
+                }
+                if (k > 0 && at < from + CHANGE_SLACK_MS)
+                    || (changed_later && at > to - CHANGE_SLACK_MS)
+                {
+                    acc.add("exempt: config change");
+                    continue;
+                }
+                for item in 0..state.count {
+                    let ctx = Fire { job, item, fire, at, next };
+                    ctx.judge(
+                        entries,
+                        tl,
+                        &facts,
+                        state.misfire,
+                        &mut acc,
+                        out,
+                        &mut misfires,
+                        &mut crash_losses,
+                    );
+                }
+            }
+        }
+    }
+
+    // Misfire skips must be caught up once the blocking run ended.
+    for (idx, who, job, item) in misfires {
+        let skip_at = entries[idx].at;
+        let key = (job.clone(), item);
+        let caught = facts.runs.get(&key).is_some_and(|runs| {
+            runs.iter().any(|(t, _, kind)| *t >= skip_at && *kind == FireKind::Misfire)
+        });
+        if caught {
+            continue;
+        }
+        let end = facts
+            .ends
+            .get(&(job.clone(), item, who))
+            .and_then(|ends| ends.iter().copied().find(|t| *t >= skip_at));
+        let Some(end) = end else { continue };
+        if end >= final_at || tl.not_up(who, end).is_some() || tl.not_up(who, skip_at).is_some() {
+            continue;
+        }
+        out.push(Violation {
+            invariant: Invariant::Fires,
+            at: end,
+            message: format!(
+                "{job}#{item}: i{who} skipped a fire as a misfire at {skip_at}, but no catch-up \
+                 run followed when its run ended at {end}"
+            ),
+            context: context(entries, index_at(entries, end), Some(&job)),
+        });
+    }
+
+    // With failover and misfire on, items that lost fires to a crashed owner are caught up.
+    for ((job, item), losses) in crash_losses {
+        let Some(first) = losses.first() else { continue };
+        let caught = facts.runs.get(&(job.clone(), item)).is_some_and(|runs| {
+            runs.iter().any(|(t, _, kind)| {
+                *t > first.at && matches!(kind, FireKind::Misfire | FireKind::Failover)
+            })
+        });
+        if !caught {
+            out.push(Violation {
+                invariant: Invariant::Fires,
+                at: first.at,
+                message: format!(
+                    "{job}#{item}: {} fire(s) from +{} on fell due while its owner i{} had crashed \
+                     and was not yet detected; with failover and misfire on they must be caught \
+                     up once, and were not",
+                    losses.len(),
+                    first.at,
+                    first.owner
+                ),
+                context: context(entries, index_at(entries, first.at), Some(&job)),
+            });
+        }
+    }
+
+    // Runs interrupted by a crash are failed over, exactly once, when failover is on.
+    for (k, (crash_at, idx, who, job, item)) in facts.orphans.iter().enumerate() {
+        let failover = tl.config_at(job, *crash_at).is_some_and(|s| s.failover);
+        let how = match &entries[*idx].what {
+            What::Note(Note::Crashed { .. }) => "crashed",
+            _ => "lost its session",
+        };
+        if !failover {
+            acc.add(format!("interrupted: owner {how} (failover off)"));
+            continue;
+        }
+        let until = facts.orphans[k + 1..]
+            .iter()
+            .find(|o| o.3 == *job && o.4 == *item)
+            .map_or(i64::MAX, |o| o.0);
+        let takers: Vec<&(i64, usize, FireKind)> = facts
+            .runs
+            .get(&(job.clone(), *item))
+            .map(|runs| {
+                runs.iter()
+                    .filter(|(t, w, kind)| {
+                        *t > *crash_at && *t <= until && *w != *who && *kind == FireKind::Failover
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let message = match takers.len() {
+            1 => {
+                acc.add(format!("interrupted: owner {how}, failed over"));
+                continue;
+            }
+            0 => format!(
+                "{job}#{item} was running on i{who} when it {how} at {crash_at}; failover is on \
+                 but no other instance re-executed it"
+            ),
+            n => format!(
+                "{job}#{item} was running on i{who} when it {how} at {crash_at}; it was failed \
+                 over {n} times instead of once"
+            ),
+        };
+        out.push(Violation {
+            invariant: Invariant::Fires,
+            at: *crash_at,
+            message,
+            context: context(entries, *idx, Some(job)),
+        });
+    }
+    acc
+}
+
+/// One fire of one item.
+struct Fire<'a> {
+    job: &'a str,
+    item: u32,
+    /// The fire instant (epoch ms) and its virtual time.
+    fire: i64,
+    at: i64,
+    /// The virtual time of the job's next fire.
+    next: i64,
+}
+
+impl Fire<'_> {
+    #[allow(clippy::too_many_arguments)]
+    fn judge(
+        &self,
+        entries: &[Entry],
+        tl: &Timeline,
+        facts: &Facts,
+        misfire: bool,
+        acc: &mut Accounting,
+        out: &mut Vec<Violation>,
+        misfires: &mut Vec<(usize, usize, String, u32)>,
+        crash_losses: &mut BTreeMap<(String, u32), Vec<LostToCrash>>,
+    ) {
+        let (job, item, at) = (self.job, self.item, self.at);
+        let key = (job.to_owned(), item, self.fire);
+        if let Some(starts) = facts.starts.get(&key) {
+            acc.add("ran");
+            // A failover re-execution of a run that a crash or a session end interrupted is the
+            // same fire running once; anything else beyond one start is a second run.
+            let interrupted =
+                |w: usize| facts.interrupted.contains(&(job.to_owned(), item, self.fire, w));
+            let scheduled: Vec<_> = starts.iter().filter(|s| s.2 == FireKind::Scheduled).collect();
+            let failover: Vec<_> = starts.iter().filter(|s| s.2 == FireKind::Failover).collect();
+            let legit_failover = failover.len() == 1 && scheduled.iter().all(|s| interrupted(s.1));
+            let extra = scheduled.len() > 1 || (!failover.is_empty() && !legit_failover);
+            if extra {
+                let (idx, _, _) = starts[1];
+                let on: Vec<String> = starts.iter().map(|(_, w, _)| format!("i{w}")).collect();
+                out.push(Violation {
+                    invariant: Invariant::Fires,
+                    at: entries[idx].at,
+                    message: format!(
+                        "fire +{at} of {job}#{item} ran {} times (on {})",
+                        starts.len(),
+                        on.join(", ")
+                    ),
+                    context: context(entries, idx, Some(job)),
+                });
+            }
+            return;
+        }
+        if tl.item_disabled(job, item, at) {
+            acc.add("exempt: item disabled");
+            return;
+        }
+        let owners = facts.owners(job, item, at, self.next);
+        let skips = facts.skips.get(&(job.to_owned(), self.fire));
+        // A skip covers the item if the skipper owned it for this fire, or owned it when it
+        // recorded the skip (a fire handled late, after a reshard).
+        let skip = skips.and_then(|s| {
+            s.iter().find(|(idx, w, r)| {
+                *r != SkipReason::NoItems
+                    && (owners.contains(w)
+                        || facts.owner_at(job, item, entries[*idx].at) == Some(*w))
+            })
+        });
+        if let Some((idx, who, r)) = skip {
+            if *r == SkipReason::Misfire && misfire {
+                misfires.push((*idx, *who, job.to_owned(), item));
+            }
+            acc.add(format!("skipped: {}", reason_class(r)));
+            return;
+        }
+        if owners.iter().any(|&w| tl.server_disabled(job, w, at)) {
+            acc.add("exempt: server disabled");
+            return;
+        }
+        let errored = facts.errors.get(job).is_some_and(|errs| {
+            errs.iter().any(|(t, w)| owners.contains(w) && *t >= at - 50 && *t < self.next)
+        });
+        if errored {
+            acc.add("lost: registry error");
+            return;
+        }
+        for &w in &owners {
+            if let Some(why) = tl.not_up(w, at) {
+                acc.add(format!("lost: owner {}", why_class(why)));
+                if why.contains("crashed") {
+                    let fo = tl.config_at(job, at).is_some_and(|s| s.failover && s.misfire);
+                    if fo {
+                        crash_losses
+                            .entry((job.to_owned(), item))
+                            .or_default()
+                            .push(LostToCrash { at, owner: w });
+                    }
+                }
+                return;
+            }
+        }
+        if owners.is_empty() {
+            let anyone_up = (1..=tl.down.len()).any(|w| tl.not_up(w, at).is_none());
+            if !anyone_up {
+                acc.add("lost: no instance alive");
+                return;
+            }
+        }
+        let who = if owners.is_empty() {
+            "no instance owned it".to_owned()
+        } else {
+            let list: Vec<String> = owners.iter().map(|w| format!("i{w}")).collect();
+            format!("its owner {} was up", list.join("/"))
+        };
+        out.push(Violation {
+            invariant: Invariant::Fires,
+            at,
+            message: format!(
+                "fire +{at} of {job}#{item} neither ran nor was recorded with a reason ({who})"
+            ),
+            context: context(entries, index_at(entries, at.max(0) + 1), Some(job)),
+        });
+    }
+}
+
+/// A skip reason without its variable details, for the accounting.
+fn reason_class(r: &SkipReason) -> String {
+    match r {
+        SkipReason::ClockSkew { .. } => "clock-skew".into(),
+        SkipReason::RegistryError(_) => "registry-error".into(),
+        other => reason(other),
+    }
+}
+
+/// A down reason without its times, for the accounting.
+fn why_class(why: &str) -> &str {
+    for class in [
+        "crashed",
+        "stopping",
+        "stopped",
+        "cut off",
+        "session",
+        "clock",
+        "not started",
+        "start failed",
+    ] {
+        if why.contains(class) {
+            return class;
+        }
+    }
+    "down"
+}

@@ -1,0 +1,198 @@
+//! The simulator's notes read into the facts the checks share: when each instance could not
+//! run items and why, the config of each job over time, disabled items and servers, phases.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::faults::Fault;
+use crate::trace::{Entry, JobState, Note, Phase, What};
+use crate::workload::Workload;
+
+/// How long after a registry-side change (config, disable/enable) instances may still act on
+/// the old state: the watch round trip, under injected latency of up to a second per operation.
+pub(crate) const CHANGE_SLACK_MS: i64 = 3_000;
+/// How long after a new session an instance takes to register again.
+const REREGISTER_MS: i64 = 1_000;
+
+#[derive(Debug, Default)]
+pub(crate) struct Timeline {
+    pub phases: BTreeMap<Phase, i64>,
+    /// Per instance: `(from, to, why)` while it could not run items.
+    pub down: BTreeMap<usize, Vec<(i64, i64, String)>>,
+    /// Per job: its config from each time on.
+    pub configs: BTreeMap<String, Vec<(i64, JobState)>>,
+    pub removed: BTreeMap<String, i64>,
+    pub item_disabled: BTreeMap<(String, u32), Vec<(i64, bool)>>,
+    pub server_disabled: BTreeMap<(String, usize), Vec<(i64, bool)>>,
+    /// `(time, instance)` of every crash.
+    pub crashes: Vec<(i64, usize)>,
+    pub end: i64,
+}
+
+impl Timeline {
+    pub fn read(entries: &[Entry], _session: Duration) -> Self {
+        let mut t = Timeline { end: entries.last().map_or(0, |e| e.at), ..Timeline::default() };
+        let mut open: BTreeMap<(usize, &'static str), (i64, String)> = BTreeMap::new();
+        let mut current_session: BTreeMap<usize, u64> = BTreeMap::new();
+        let mut skew: BTreeMap<usize, i64> = BTreeMap::new();
+        let mut instances = 0;
+        let close = |open: &mut BTreeMap<(usize, &'static str), (i64, String)>,
+                     down: &mut BTreeMap<usize, Vec<(i64, i64, String)>>,
+                     who: usize,
+                     what: &'static str,
+                     at: i64| {
+            if let Some((from, why)) = open.remove(&(who, what)) {
+                down.entry(who).or_default().push((from, at, why));
+            }
+        };
+        for e in entries {
+            let What::Note(note) = &e.what else { continue };
+            let (who, at) = (e.who, e.at);
+            match note {
+                Note::Begin { instances: n, .. } => {
+                    instances = *n;
+                    for i in 1..=*n {
+                        open.insert((i, "starting"), (at, "not started yet".into()));
+                    }
+                }
+                Note::Phase(p) => {
+                    t.phases.insert(*p, at);
+                    if *p == Phase::Quiet {
+                        for i in 1..=instances {
+                            close(&mut open, &mut t.down, i, "cut", at);
+                            let s = skew.remove(&i).unwrap_or(0);
+                            if s != 0 {
+                                let d = s.abs() + 1_000;
+                                let why = format!("its clock jumped by {}ms", -s);
+                                t.down.entry(i).or_default().push((at - d, at + d, why));
+                            }
+                        }
+                    }
+                }
+                Note::Started => {
+                    for what in ["starting", "crashed", "down", "cut"] {
+                        close(&mut open, &mut t.down, who, what, at);
+                    }
+                }
+                Note::StartFailed { error } => {
+                    close(&mut open, &mut t.down, who, "starting", at);
+                    open.insert((who, "down"), (at, format!("its start failed: {error}")));
+                }
+                Note::Crashed { .. } => {
+                    t.crashes.push((at, who));
+                    for what in ["starting", "stopping"] {
+                        close(&mut open, &mut t.down, who, what, at);
+                    }
+                    open.insert((who, "crashed"), (at, format!("it crashed at {at}")));
+                }
+                Note::Stopping => {
+                    open.insert((who, "stopping"), (at, format!("it was stopping since {at}")));
+                }
+                Note::Stopped => {
+                    close(&mut open, &mut t.down, who, "stopping", at);
+                    open.insert((who, "down"), (at, format!("it was stopped at {at}")));
+                }
+                Note::SessionEnded { session } if current_session.get(&who) == Some(session) => {
+                    open.insert(
+                        (who, "session"),
+                        (at, format!("its session {session} ended at {at}")),
+                    );
+                }
+                Note::SessionOpened { session } => {
+                    current_session.insert(who, *session);
+                    close(&mut open, &mut t.down, who, "session", at + REREGISTER_MS);
+                }
+                Note::Fault(Fault::Partition(is)) => {
+                    for &i in is {
+                        open.entry((i, "cut")).or_insert((at, format!("it was cut off at {at}")));
+                    }
+                }
+                Note::Fault(Fault::Heal(is)) => {
+                    for &i in is {
+                        close(&mut open, &mut t.down, i, "cut", at);
+                    }
+                }
+                Note::Fault(Fault::SkewClock(i, ms)) => {
+                    let before = skew.insert(*i, *ms).unwrap_or(0);
+                    let jump = ms - before;
+                    if jump != 0 {
+                        let d = jump.abs() + 1_000;
+                        let why = format!("its clock jumped by {jump}ms at {at}");
+                        t.down.entry(*i).or_default().push((at - d, at + d, why));
+                    }
+                }
+                Note::Config(state) => {
+                    t.configs.entry(state.job.clone()).or_default().push((at, state.clone()));
+                }
+                Note::JobRemoved { job } => {
+                    t.removed.insert(job.clone(), at);
+                }
+                Note::Work { work, error: None } => match work {
+                    Workload::DisableItem { job, item } | Workload::EnableItem { job, item } => {
+                        let off = matches!(work, Workload::DisableItem { .. });
+                        t.item_disabled.entry((job.clone(), *item)).or_default().push((at, off));
+                    }
+                    Workload::DisableServer { job, instance }
+                    | Workload::EnableServer { job, instance } => {
+                        let off = matches!(work, Workload::DisableServer { .. });
+                        let key = (job.clone(), *instance);
+                        t.server_disabled.entry(key).or_default().push((at, off));
+                    }
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+        let end = t.end + 1;
+        for ((who, _), (from, why)) in open {
+            t.down.entry(who).or_default().push((from, end, why));
+        }
+        t
+    }
+
+    /// Why instance `who` could not run items at time `at`, if so.
+    pub fn not_up(&self, who: usize, at: i64) -> Option<&str> {
+        self.down
+            .get(&who)?
+            .iter()
+            .find(|(from, to, _)| *from <= at && at <= *to)
+            .map(|(_, _, why)| why.as_str())
+    }
+
+    /// The job's config in effect at `at`.
+    pub fn config_at(&self, job: &str, at: i64) -> Option<&JobState> {
+        let list = self.configs.get(job)?;
+        list.iter().rev().find(|(from, _)| *from <= at).map(|(_, s)| s)
+    }
+
+    /// Whether a toggle keyed `key` was on anywhere within the slack around `at`.
+    fn toggled<K: Ord>(map: &BTreeMap<K, Vec<(i64, bool)>>, key: &K, at: i64) -> bool {
+        let Some(list) = map.get(key) else { return false };
+        let state_at = |t: i64| list.iter().rev().find(|(from, _)| *from <= t).is_some_and(|x| x.1);
+        state_at(at - CHANGE_SLACK_MS)
+            || state_at(at + CHANGE_SLACK_MS)
+            || list
+                .iter()
+                .any(|(from, _)| (at - CHANGE_SLACK_MS..=at + CHANGE_SLACK_MS).contains(from))
+    }
+
+    pub fn item_disabled(&self, job: &str, item: u32, at: i64) -> bool {
+        Self::toggled(&self.item_disabled, &(job.to_owned(), item), at)
+    }
+
+    pub fn server_disabled(&self, job: &str, who: usize, at: i64) -> bool {
+        Self::toggled(&self.server_disabled, &(job.to_owned(), who), at)
+    }
+
+    /// Whether the item is disabled at `at` for sure (no change nearby).
+    pub fn item_disabled_now(&self, job: &str, item: u32, at: i64) -> bool {
+        self.item_disabled
+            .get(&(job.to_owned(), item))
+            .and_then(|l| l.iter().rev().find(|(from, _)| *from <= at))
+            .is_some_and(|x| x.1)
+    }
+
+    pub fn phase(&self, p: Phase) -> Option<i64> {
+        self.phases.get(&p).copied()
+    }
+}

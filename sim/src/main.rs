@@ -1,0 +1,270 @@
+//! `shardcron-sim`: run, replay, explore and shrink simulations of shardcron clusters.
+//!
+//! ```text
+//! shardcron-sim run --seed 7                       one run; violations and a summary
+//! shardcron-sim run --scenario leader-crash        a built-in scenario (see `scenarios`)
+//! shardcron-sim replay --seed 7 [--trace FILE]     print the trace, or compare it with FILE
+//! shardcron-sim check-determinism --seed 7         run twice, diff the traces
+//! shardcron-sim explore --seeds 1000 [--from S]    many seeds on every core
+//! shardcron-sim shrink --seed 7                    minimal failing schedule, as code
+//! ```
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use shardcron_sim::explore::{self, ExploreOptions};
+use shardcron_sim::{builtin, shrink, Builder, FaultProfile, Report, Variant, BUILTIN};
+
+#[derive(Parser, Debug)]
+#[command(name = "shardcron-sim", about = "Deterministic simulation of shardcron clusters")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Runs one simulation and checks every invariant.
+    Run {
+        #[command(flatten)]
+        run: RunArgs,
+        /// Also print the whole trace.
+        #[arg(long)]
+        trace: bool,
+    },
+    /// Runs a seed again: prints its trace, or compares it with a recorded one.
+    Replay {
+        #[command(flatten)]
+        run: RunArgs,
+        /// A trace recorded earlier (`replay ... > FILE`); the run must reproduce it exactly.
+        #[arg(long)]
+        trace: Option<std::path::PathBuf>,
+    },
+    /// Runs each seed twice and requires byte-identical traces.
+    CheckDeterminism {
+        #[command(flatten)]
+        run: RunArgs,
+        /// Check this many seeds, from `--seed` on (seeds drawn at random when `--random`).
+        #[arg(long, default_value_t = 1)]
+        seeds: u64,
+        /// Draw the seeds from the operating system instead of counting up from `--seed`.
+        #[arg(long)]
+        random: bool,
+    },
+    /// Runs many seeds on every core and summarises the violations.
+    Explore {
+        #[command(flatten)]
+        run: RunArgs,
+        /// How many seeds.
+        #[arg(long, default_value_t = 100)]
+        seeds: u64,
+        /// The first seed.
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Worker threads (default: every core).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Reduces the fault schedule of a failing seed to a minimal one that still fails.
+    Shrink {
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Lists the built-in scenarios.
+    Scenarios,
+}
+
+/// What defines a run.
+#[derive(Args, Debug, Clone)]
+struct RunArgs {
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Fault profile: none, default, failover, chaos.
+    #[arg(long, default_value = "default")]
+    profile: FaultProfile,
+    #[arg(long, default_value_t = 2)]
+    jobs: usize,
+    #[arg(long, default_value_t = 3)]
+    instances: usize,
+    /// Length of the fault phase, in virtual seconds.
+    #[arg(long, default_value_t = 120)]
+    duration: u64,
+    /// Session timeout, in virtual seconds.
+    #[arg(long, default_value_t = 10)]
+    session_timeout: u64,
+    /// A built-in scenario instead of a generated schedule.
+    #[arg(long)]
+    scenario: Option<String>,
+    /// Run a deliberately broken variant (DropWatchEvent, ForgetItem, FalseLeader,
+    /// LeakRunningMarkers, StaleAssignment, GreedyOwner) to see the checker catch it.
+    #[arg(long)]
+    variant: Option<Variant>,
+}
+
+impl RunArgs {
+    fn builder(&self, seed: u64) -> Result<Builder, String> {
+        let mut builder = self.base(seed)?;
+        builder.variant = self.variant;
+        Ok(builder)
+    }
+
+    fn base(&self, seed: u64) -> Result<Builder, String> {
+        if let Some(name) = &self.scenario {
+            return builtin(name, seed).ok_or_else(|| {
+                format!("no built-in scenario {name:?}; one of: {}", BUILTIN.join(", "))
+            });
+        }
+        Ok(Builder {
+            seed,
+            instances: self.instances,
+            jobs: self.jobs,
+            duration: Duration::from_secs(self.duration),
+            profile: self.profile,
+            session_timeout: Duration::from_secs(self.session_timeout),
+            ..Builder::default()
+        })
+    }
+
+    /// The flags that reproduce a run of `seed`.
+    fn replay_command(&self, seed: u64) -> String {
+        let command = explore::replay_command(&self.options(), seed);
+        match self.variant {
+            Some(v) => format!("{command} --variant {v}"),
+            None => command,
+        }
+    }
+
+    fn options(&self) -> ExploreOptions {
+        ExploreOptions {
+            profile: self.profile,
+            jobs: self.jobs,
+            instances: self.instances,
+            duration: Duration::from_secs(self.duration),
+            session_timeout: Duration::from_secs(self.session_timeout),
+            scenario: self.scenario.clone(),
+        }
+    }
+}
+
+fn summary(report: &Report) -> String {
+    let secs = report.virtual_ms as f64 / 1000.0;
+    let wall = report.wall.as_secs_f64();
+    format!(
+        "seed {}: {} violation(s); {} trace entries, {} item runs, {:.0} virtual s in {:.2} wall s \
+         ({:.0} virtual s per wall s)",
+        report.seed,
+        report.violations.len(),
+        report.entries.len(),
+        report.item_runs(),
+        secs,
+        wall,
+        secs / wall.max(1e-9)
+    )
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(command: Command) -> Result<bool, String> {
+    match command {
+        Command::Run { run, trace } => {
+            let report = run.builder(run.seed)?.build().run();
+            if trace {
+                print!("{}", report.trace_text());
+            }
+            print!("{}", report.violations_text());
+            println!("{}", summary(&report));
+            if !report.ok() {
+                println!("replay: {}", run.replay_command(run.seed));
+            }
+            Ok(report.ok())
+        }
+        Command::Replay { run, trace } => {
+            let report = run.builder(run.seed)?.build().run();
+            let text = report.trace_text();
+            match trace {
+                None => print!("{text}"),
+                Some(path) => {
+                    let recorded = std::fs::read_to_string(&path)
+                        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                    if let Some(diff) = first_difference(&recorded, &text) {
+                        println!("the run differs from {}:\n{diff}", path.display());
+                        return Ok(false);
+                    }
+                    println!(
+                        "the run reproduces {} exactly ({} lines)",
+                        path.display(),
+                        report.entries.len()
+                    );
+                }
+            }
+            eprint!("{}", report.violations_text());
+            eprintln!("{}", summary(&report));
+            Ok(report.ok())
+        }
+        Command::CheckDeterminism { run, seeds, random } => {
+            let mut all = true;
+            for k in 0..seeds {
+                let seed = if random { rand::random::<u64>() } else { run.seed + k };
+                let sim = run.builder(seed)?.build();
+                let (a, b) = (sim.run().trace_text(), sim.run().trace_text());
+                match first_difference(&a, &b) {
+                    None => println!("seed {seed}: deterministic ({} lines)", a.lines().count()),
+                    Some(diff) => {
+                        all = false;
+                        println!("seed {seed}: NOT deterministic\n{diff}");
+                        println!("replay: {}", run.replay_command(seed));
+                    }
+                }
+            }
+            Ok(all)
+        }
+        Command::Explore { run, seeds, from, threads, quiet } => {
+            run.builder(from)?;
+            let summary = explore::explore(&run.options(), from, seeds, threads, !quiet);
+            print!("{summary}");
+            Ok(summary.failing.is_empty())
+        }
+        Command::Shrink { run } => {
+            let sim = run.builder(run.seed)?.build();
+            let outcome = shrink::shrink(&sim);
+            print!("{outcome}");
+            Ok(true)
+        }
+        Command::Scenarios => {
+            for name in BUILTIN {
+                println!("{name}");
+            }
+            Ok(true)
+        }
+    }
+}
+
+/// The first line where two traces differ, with a little context; `None` if they are equal.
+fn first_difference(a: &str, b: &str) -> Option<String> {
+    if a == b {
+        return None;
+    }
+    let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    let k = la.iter().zip(&lb).position(|(x, y)| x != y).unwrap_or(la.len().min(lb.len()));
+    let mut out = format!("first difference at line {}:\n", k + 1);
+    for line in la.iter().take(k).skip(k.saturating_sub(3)) {
+        out.push_str(&format!("    {line}\n"));
+    }
+    out.push_str(&format!("  - {}\n", la.get(k).copied().unwrap_or("<end>")));
+    out.push_str(&format!("  + {}\n", lb.get(k).copied().unwrap_or("<end>")));
+    Some(out)
+}

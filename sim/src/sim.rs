@@ -1,0 +1,590 @@
+//! [`Sim`]: one run of a cluster in virtual time, and its [`Report`].
+//!
+//! A run builds a fresh single-threaded tokio runtime with paused time, so that every timer
+//! of every instance, of the registry and of the simulator itself is virtual and the run is a
+//! pure function of its inputs. It goes through four phases:
+//!
+//! 1. **Faults**: all instances start at 0 and add every job; the schedule's steps are applied
+//!    at their times.
+//! 2. **Quiet**: links healed, latencies and clocks reset, every instance not up (re)started;
+//!    then the registry gets a session timeout and a little more to settle.
+//! 3. **Live**: for two fire periods every enabled item must run again; then a registry
+//!    checkpoint for the leader, flag and assignment invariants.
+//! 4. **Final**: every instance stops gracefully; once the sessions are gone a last checkpoint
+//!    shows whether anything was left behind.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use shardcron_core::api::JobOperations;
+use shardcron_core::cron::CronSchedule;
+use shardcron_core::handles::{Handles, SeededRandom, TokioClock, TokioSpawner};
+use shardcron_core::registry::CoordinatorRegistry;
+use shardcron_core::runtime::{EventSink, SchedulerBuilder, SchedulerEvent, Settings};
+use shardcron_registry_mem::{ConnectOptions, MemRegistry, MemServer};
+
+use crate::builder::Builder;
+use crate::faults::Fault;
+use crate::instance::{Instance, Status};
+use crate::invariants::{self, Checkpoint, Violation};
+use crate::scenarios::{Action, Scenario};
+use crate::trace::{self, Entry, JobState, Note, Phase, Trace, EPOCH_MS};
+use crate::variants::Variant;
+use crate::workload::{JobSpec, Workload};
+
+/// The namespace every simulated instance uses.
+pub const NAMESPACE: &str = "/shardcron-sim";
+
+/// A simulation ready to run (and to run again: [`run`](Self::run) takes `&self`).
+#[derive(Debug, Clone)]
+pub struct Sim {
+    seed: u64,
+    instances: usize,
+    specs: Vec<JobSpec>,
+    scenario: Scenario,
+    duration_ms: u64,
+    session_timeout: Duration,
+    settings: Settings,
+    variant: Option<Variant>,
+    profile: String,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub seed: u64,
+    pub scenario: Scenario,
+    pub entries: Vec<Entry>,
+    pub checkpoints: Vec<Checkpoint>,
+    pub violations: Vec<Violation>,
+    /// Virtual time simulated.
+    pub virtual_ms: i64,
+    /// Wall-clock time the run took (measurement only; never part of the trace).
+    pub wall: Duration,
+}
+
+impl Report {
+    /// No invariant was violated.
+    pub fn ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The trace as text, one line per entry.
+    pub fn trace_text(&self) -> String {
+        trace::render(&self.entries)
+    }
+
+    /// Every violation, with the events that led to it.
+    pub fn violations_text(&self) -> String {
+        self.violations.iter().map(|v| format!("{v}\n")).collect()
+    }
+
+    /// How many item runs started.
+    pub fn item_runs(&self) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| {
+                matches!(
+                    &e.what,
+                    trace::What::Event { event: SchedulerEvent::ItemStarted { .. }, .. }
+                )
+            })
+            .count()
+    }
+}
+
+impl Sim {
+    pub(crate) fn new(builder: Builder, specs: Vec<JobSpec>, scenario: Scenario) -> Self {
+        Sim {
+            seed: builder.seed,
+            instances: builder.instances,
+            specs,
+            scenario,
+            duration_ms: u64::try_from(builder.duration.as_millis()).unwrap_or(u64::MAX),
+            session_timeout: builder.session_timeout,
+            settings: builder.settings,
+            variant: builder.variant,
+            profile: builder.profile.name().to_owned(),
+        }
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    pub fn specs(&self) -> &[JobSpec] {
+        &self.specs
+    }
+
+    pub fn scenario(&self) -> &Scenario {
+        &self.scenario
+    }
+
+    /// The Rust code of a builder that runs this simulation with `scenario` (how shrinking
+    /// reports a minimal schedule).
+    pub fn code(&self, scenario: &Scenario) -> String {
+        let specs: Vec<String> = self.specs.iter().map(|s| format!("        {s},")).collect();
+        let steps = scenario.to_string().replace("\n", "\n        ");
+        format!(
+            "let report = Builder {{\n    seed: {},\n    instances: {},\n    specs: vec![\n{}\n    ],\n    \
+             duration: Duration::from_millis({}),\n    session_timeout: Duration::from_millis({}),\n    \
+             profile: FaultProfile::None,\n    scenario: Some(\n        {steps},\n    ),\n    \
+             ..Builder::default()\n}}\n.build()\n.run();",
+            self.seed,
+            self.instances,
+            specs.join("\n"),
+            crate::scenarios::thousands(self.duration_ms),
+            crate::scenarios::thousands(
+                u64::try_from(self.session_timeout.as_millis()).unwrap_or(u64::MAX)
+            ),
+        )
+    }
+
+    /// The same simulation with another schedule (shrinking tries many).
+    pub fn with_scenario(&self, scenario: Scenario) -> Sim {
+        Sim { scenario, ..self.clone() }
+    }
+
+    /// Runs the simulation and checks every invariant on its trace.
+    pub fn run(&self) -> Report {
+        let wall = std::time::Instant::now();
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build();
+        let (entries, checkpoints) = match runtime {
+            Ok(rt) => {
+                let out = rt.block_on(World::run(self));
+                drop(rt);
+                out
+            }
+            Err(e) => (
+                vec![Entry {
+                    at: 0,
+                    who: 0,
+                    what: trace::What::Note(Note::StartFailed { error: e.to_string() }),
+                }],
+                Vec::new(),
+            ),
+        };
+        let violations = invariants::check(&entries, &checkpoints, self.session_timeout);
+        let virtual_ms = entries.last().map_or(0, |e| e.at);
+        Report {
+            seed: self.seed,
+            scenario: self.scenario.clone(),
+            entries,
+            checkpoints,
+            violations,
+            virtual_ms,
+            wall: wall.elapsed(),
+        }
+    }
+}
+
+/// Everything a running simulation shares between its tasks.
+struct World {
+    server: MemServer,
+    trace: Trace,
+    instances: Vec<Arc<Instance>>,
+    /// The jobs every instance starting from now on adds.
+    jobs: Mutex<BTreeMap<String, JobSpec>>,
+    /// The registry configs as last written (for windows and the checker's notes).
+    configs: Mutex<BTreeMap<String, JobState>>,
+    operator: MemRegistry,
+    session_timeout: Duration,
+    settings: Settings,
+    variant: Option<Variant>,
+}
+
+/// A lifecycle change of one instance, applied by a task holding the instance's lifecycle lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lifecycle {
+    Stop,
+    Restart,
+    EnsureUp,
+}
+
+impl World {
+    async fn run(sim: &Sim) -> (Vec<Entry>, Vec<Checkpoint>) {
+        let base = Handles {
+            clock: Arc::new(TokioClock::starting_at(EPOCH_MS)),
+            spawner: Arc::new(TokioSpawner),
+            random: Arc::new(SeededRandom::new(sim.seed)),
+        };
+        let server = MemServer::new(base);
+        let trace = Trace::start(server.clone(), NAMESPACE);
+        trace.note(
+            0,
+            Note::Begin { seed: sim.seed, instances: sim.instances, profile: sim.profile.clone() },
+        );
+        let operator = match server.connect(ConnectOptions::default().namespace(NAMESPACE)) {
+            Ok(c) => c,
+            Err(e) => {
+                trace.note(0, Note::StartFailed { error: e.to_string() });
+                return (trace.take(), Vec::new());
+            }
+        };
+        let world = Arc::new(World {
+            instances: (1..=sim.instances).map(|i| Arc::new(Instance::new(i, sim.seed))).collect(),
+            server,
+            trace,
+            jobs: Mutex::new(sim.specs.iter().map(|s| (s.name.clone(), s.clone())).collect()),
+            configs: Mutex::default(),
+            operator,
+            session_timeout: sim.session_timeout,
+            settings: sim.settings.clone(),
+            variant: sim.variant,
+        });
+        for spec in &sim.specs {
+            world.record_config(JobState::of(&spec.config()), spec.item_ms);
+        }
+        world.trace.note(0, Note::Phase(Phase::Faults));
+        let origin = tokio::time::Instant::now();
+        let at = |ms: u64| origin + Duration::from_millis(ms);
+        for inst in &world.instances {
+            World::lifecycle(&world, inst, Lifecycle::EnsureUp);
+        }
+        for step in &sim.scenario.steps {
+            tokio::time::sleep_until(at(step.at_ms.min(sim.duration_ms))).await;
+            world.apply(&step.action);
+        }
+        tokio::time::sleep_until(at(sim.duration_ms)).await;
+
+        // Quiet: repair everything.
+        world.trace.note(0, Note::Phase(Phase::Quiet));
+        for inst in &world.instances {
+            if let Some(client) = inst.client() {
+                world.server.heal(client);
+                world.server.set_latency(client, Duration::ZERO);
+            }
+            inst.clock.set_skew(0);
+            World::lifecycle(&world, inst, Lifecycle::EnsureUp);
+        }
+        let settle = world.session_timeout + Duration::from_secs(5);
+        tokio::time::sleep(settle).await;
+        world.trace.note(0, Note::Phase(Phase::Live));
+        tokio::time::sleep(world.live_window()).await;
+        let mut checkpoints = vec![world.checkpoint(Phase::Live)];
+
+        // Final: stop everything gracefully, wait for the sessions to go.
+        world.trace.note(0, Note::Phase(Phase::Final));
+        for inst in &world.instances {
+            World::lifecycle(&world, inst, Lifecycle::Stop);
+        }
+        let limit = world.settings.shutdown_timeout + Duration::from_secs(60);
+        let deadline = tokio::time::Instant::now() + limit;
+        while tokio::time::Instant::now() < deadline
+            && world.instances.iter().any(|i| {
+                let s = i.state.lock();
+                s.busy || matches!(s.status, Status::Up | Status::Starting | Status::Stopping)
+            })
+        {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        tokio::time::sleep(world.session_timeout + Duration::from_secs(1)).await;
+        world.trace.sync();
+        checkpoints.push(world.checkpoint(Phase::Final));
+        world.trace.note(0, Note::Phase(Phase::End));
+        for inst in &world.instances {
+            inst.spawner.kill();
+        }
+        (world.trace.take(), checkpoints)
+    }
+
+    /// Two fire periods of the slowest job plus its item time: long enough for every item to
+    /// run once more after things are healthy.
+    fn live_window(&self) -> Duration {
+        let now = EPOCH_MS + self.trace.now();
+        let mut window = 10_000i64;
+        for state in self.configs.lock().values() {
+            let Some(cron) = &state.cron else { continue };
+            let Ok(schedule) = CronSchedule::parse(cron, state.time_zone.as_deref().unwrap_or(""))
+            else {
+                continue;
+            };
+            let Some(a) = schedule.next_after(now) else { continue };
+            let Some(b) = schedule.next_after(a) else { continue };
+            let item = i64::try_from(state.item_ms).unwrap_or(0);
+            window = window.max(2 * (b - a) + item + 2_000);
+        }
+        Duration::from_millis(u64::try_from(window).unwrap_or(10_000))
+    }
+
+    fn record_config(&self, mut state: JobState, item_ms: u64) {
+        state.item_ms = item_ms;
+        self.configs.lock().insert(state.job.clone(), state.clone());
+        self.trace.note(0, Note::Config(state));
+    }
+
+    fn checkpoint(&self, phase: Phase) -> Checkpoint {
+        let prefix = format!("{NAMESPACE}/");
+        let nodes: BTreeMap<String, (String, bool)> = self
+            .server
+            .snapshot()
+            .into_iter()
+            .filter_map(|(path, node)| {
+                let rest = path.strip_prefix(&prefix)?;
+                Some((format!("/{rest}"), (node.text().into_owned(), node.ephemeral)))
+            })
+            .collect();
+        let up = self
+            .instances
+            .iter()
+            .filter(|i| i.status() == Status::Up)
+            .map(|i| (i.index, i.id.clone()))
+            .collect();
+        let unsettled = self
+            .instances
+            .iter()
+            .map(|i| (i.index, i.status()))
+            .filter(|(_, s)| !matches!(s, Status::Up | Status::Down))
+            .collect();
+        self.trace.note(0, Note::Checkpoint { nodes: nodes.len() });
+        Checkpoint { at: self.trace.now(), phase, nodes, up, unsettled }
+    }
+
+    fn instance(&self, i: usize) -> Option<&Arc<Instance>> {
+        i.checked_sub(1).and_then(|k| self.instances.get(k))
+    }
+
+    /// Applies one step of the schedule (at once; long operations continue as tasks).
+    fn apply(self: &Arc<Self>, action: &Action) {
+        match action {
+            Action::Fault(fault) => self.fault(fault),
+            Action::Work(work) => self.work(work),
+        }
+    }
+
+    fn ignored(&self, who: usize, what: &dyn std::fmt::Display, why: &str) {
+        self.trace.note(who, Note::Ignored { what: what.to_string(), why: why.to_owned() });
+    }
+
+    fn fault(self: &Arc<Self>, fault: &Fault) {
+        let targets = fault.instances();
+        if targets.iter().any(|&i| self.instance(i).is_none()) {
+            self.ignored(0, fault, "no such instance");
+            return;
+        }
+        let who = if targets.len() == 1 { targets[0] } else { 0 };
+        self.trace.note(who, Note::Fault(fault.clone()));
+        let each = |f: &dyn Fn(&Arc<Instance>)| {
+            targets.iter().filter_map(|&i| self.instance(i)).for_each(f)
+        };
+        match fault {
+            Fault::Crash(_) => each(&|inst| self.crash(inst)),
+            Fault::Stop(_) => each(&|inst| World::lifecycle(self, inst, Lifecycle::Stop)),
+            Fault::Restart(_) => each(&|inst| World::lifecycle(self, inst, Lifecycle::Restart)),
+            Fault::ExpireSession(_) => each(&|inst| match inst.client() {
+                Some(c) => self.server.expire_session(c),
+                None => self.ignored(inst.index, fault, "no registry client"),
+            }),
+            Fault::Partition(_) => each(&|inst| {
+                if let Some(c) = inst.client() {
+                    self.server.cut(c)
+                }
+            }),
+            Fault::Heal(_) => each(&|inst| {
+                if let Some(c) = inst.client() {
+                    self.server.heal(c)
+                }
+            }),
+            Fault::Slow(_, ms) => each(&|inst| {
+                if let Some(c) = inst.client() {
+                    self.server.set_latency(c, Duration::from_millis(*ms))
+                }
+            }),
+            Fault::SkewClock(_, ms) => each(&|inst| inst.clock.set_skew(*ms)),
+            Fault::RestartRegistry => self.server.restart(),
+        }
+        self.trace.sync();
+    }
+
+    /// kill -9: every task of the instance aborted, its scheduler (and so, once the aborted
+    /// tasks are dropped, its registry client) dropped without closing.
+    fn crash(&self, inst: &Arc<Instance>) {
+        let scheduler = {
+            let mut s = inst.state.lock();
+            if matches!(s.status, Status::Down | Status::Crashed) && !s.busy {
+                drop(s);
+                self.ignored(inst.index, &Fault::Crash(inst.index), "not running");
+                return;
+            }
+            s.status = Status::Crashed;
+            s.busy = false;
+            s.client = None;
+            s.scheduler.take()
+        };
+        let tasks = inst.spawner.kill();
+        drop(scheduler);
+        self.trace.note(inst.index, Note::Crashed { tasks });
+    }
+
+    /// Starts a stop, restart or start of `inst` as a task of the instance (a crash aborts it).
+    fn lifecycle(world: &Arc<World>, inst: &Arc<Instance>, change: Lifecycle) {
+        let (world, inst2) = (world.clone(), inst.clone());
+        inst.state.lock().busy = true;
+        inst.spawner.run(async move {
+            let lock = inst2.lifecycle.clone();
+            let _turn = lock.lock().await;
+            let status = inst2.status();
+            match change {
+                Lifecycle::Stop => {
+                    if status == Status::Up {
+                        world.stop(&inst2).await;
+                    } else {
+                        world.ignored(inst2.index, &Fault::Stop(inst2.index), "not running");
+                    }
+                }
+                Lifecycle::Restart => {
+                    if status == Status::Up {
+                        world.stop(&inst2).await;
+                    }
+                    world.start(&inst2).await;
+                }
+                Lifecycle::EnsureUp => {
+                    if status != Status::Up {
+                        world.start(&inst2).await;
+                    }
+                }
+            }
+            inst2.state.lock().busy = false;
+        });
+    }
+
+    async fn stop(&self, inst: &Instance) {
+        let scheduler = {
+            let mut s = inst.state.lock();
+            s.status = Status::Stopping;
+            s.scheduler.clone()
+        };
+        self.trace.note(inst.index, Note::Stopping);
+        if let Some(scheduler) = scheduler {
+            if let Err(e) = scheduler.shutdown().await {
+                let what = format!("shutdown of {}", inst.id);
+                self.trace.note(inst.index, Note::Ignored { what, why: e.to_string() });
+            }
+        }
+        {
+            let mut s = inst.state.lock();
+            s.status = Status::Down;
+            s.scheduler = None;
+            s.client = None;
+        }
+        self.trace.note(inst.index, Note::Stopped);
+    }
+
+    async fn start(&self, inst: &Instance) {
+        inst.state.lock().status = Status::Starting;
+        let options =
+            ConnectOptions::default().namespace(NAMESPACE).session_timeout(self.session_timeout);
+        let client = match self.server.connect(options) {
+            Ok(c) => c,
+            Err(e) => return self.start_failed(inst, e.to_string()),
+        };
+        self.trace.attach(inst.index, client.client_id());
+        inst.state.lock().client = Some(client.client_id());
+        let mut registry: Arc<dyn CoordinatorRegistry> = Arc::new(client);
+        let trace = self.trace.clone();
+        let who = inst.index;
+        let mut sink: EventSink = Arc::new(move |e: &SchedulerEvent| trace.event(who, e));
+        if let Some(variant) = &self.variant {
+            registry = variant.wrap_registry(who, registry);
+            sink = variant.wrap_sink(who, sink);
+        }
+        let handles = Handles {
+            clock: inst.clock.clone(),
+            spawner: inst.spawner.clone(),
+            random: inst.random.clone(),
+        };
+        let started = SchedulerBuilder::new(registry)
+            .handles(handles)
+            .ip(&inst.ip)
+            .pid(1)
+            .settings(self.settings.clone())
+            .events(sink)
+            .start()
+            .await;
+        let scheduler = match started {
+            Ok(s) => s,
+            Err(e) => return self.start_failed(inst, e.to_string()),
+        };
+        inst.state.lock().scheduler = Some(scheduler.clone());
+        let jobs: Vec<JobSpec> = self.jobs.lock().values().cloned().collect();
+        for spec in jobs {
+            if let Err(e) = scheduler.add_job(spec.config(), spec.job()).await {
+                let what = format!("add job {}", spec.name);
+                self.trace.note(inst.index, Note::Ignored { what, why: e.to_string() });
+            }
+        }
+        inst.state.lock().status = Status::Up;
+        self.trace.note(inst.index, Note::Started);
+    }
+
+    fn start_failed(&self, inst: &Instance, error: String) {
+        {
+            let mut s = inst.state.lock();
+            s.status = Status::Down;
+            s.scheduler = None;
+            s.client = None;
+        }
+        self.trace.note(inst.index, Note::StartFailed { error });
+    }
+
+    fn work(self: &Arc<Self>, work: &Workload) {
+        let world = self.clone();
+        let work = work.clone();
+        tokio::spawn(async move {
+            match &work {
+                Workload::AddJob(spec) => world.add_job(spec),
+                Workload::RemoveJob { job } => world.remove_job(job),
+                _ => {
+                    let ops = JobOperations::new(&world.operator);
+                    let outcome = work.apply(&ops).await;
+                    let error = outcome.as_ref().err().cloned();
+                    world.trace.note(0, Note::Work { work: work.clone(), error });
+                    if let Ok(Some(config)) = outcome {
+                        let item_ms = world.jobs.lock().get(work.job()).map_or(0, |s| s.item_ms);
+                        world.record_config(JobState::of(&config), item_ms);
+                    }
+                }
+            }
+        });
+    }
+
+    fn add_job(self: &Arc<Self>, spec: &JobSpec) {
+        if self.jobs.lock().insert(spec.name.clone(), spec.clone()).is_some() {
+            return self.ignored(0, &Workload::AddJob(spec.clone()), "the job exists");
+        }
+        self.trace.note(0, Note::Work { work: Workload::AddJob(spec.clone()), error: None });
+        self.record_config(JobState::of(&spec.config()), spec.item_ms);
+        for inst in &self.instances {
+            let scheduler = inst.state.lock().scheduler.clone();
+            let (Some(scheduler), who) = (scheduler, inst.index) else { continue };
+            let (spec, trace) = (spec.clone(), self.trace.clone());
+            inst.spawner.run(async move {
+                if let Err(e) = scheduler.add_job(spec.config(), spec.job()).await {
+                    let what = format!("add job {}", spec.name);
+                    trace.note(who, Note::Ignored { what, why: e.to_string() });
+                }
+            });
+        }
+    }
+
+    fn remove_job(self: &Arc<Self>, job: &str) {
+        let work = Workload::RemoveJob { job: job.to_owned() };
+        if self.jobs.lock().remove(job).is_none() {
+            return self.ignored(0, &work, "no such job");
+        }
+        self.configs.lock().remove(job);
+        self.trace.note(0, Note::Work { work, error: None });
+        self.trace.note(0, Note::JobRemoved { job: job.to_owned() });
+        for inst in &self.instances {
+            let scheduler = inst.state.lock().scheduler.clone();
+            let Some(scheduler) = scheduler else { continue };
+            let job = job.to_owned();
+            inst.spawner.run(async move {
+                let _ = scheduler.remove_job(&job).await;
+            });
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! Deliberately broken variants of the system, to prove that the checker has teeth: each one
+//! plants a bug the way it would appear in real code (a registry wrapper that loses or bends
+//! something, STYLE practice 5, or an event sink that forgets), and the tests require the
+//! checker to report it.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use shardcron_core::registry::{
+    Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Result,
+    SessionEvents, TxnOp, TxnResult, Version, WatchEvent, WatchStream,
+};
+use shardcron_core::runtime::{EventSink, SchedulerEvent};
+
+/// A planted bug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// Instance 2's watch loses the event that first gives it an item (a registry wrapper that
+    /// drops one watch event): it never learns it owns that item.
+    DropWatchEvent,
+    /// Instance 1's event sink forgets its first item start: a fire that seemingly never ran.
+    ForgetItem,
+    /// Instance 2 believes it won the election without holding the leader node.
+    FalseLeader,
+    /// Instance 1's running markers are persistent and never removed.
+    LeakRunningMarkers,
+    /// Every reshard commit forgets to write the owner of item 0.
+    StaleAssignment,
+    /// Instance 1 believes it owns every item and starts them without running markers.
+    GreedyOwner,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 6] = [
+        Variant::DropWatchEvent,
+        Variant::ForgetItem,
+        Variant::FalseLeader,
+        Variant::LeakRunningMarkers,
+        Variant::StaleAssignment,
+        Variant::GreedyOwner,
+    ];
+
+    /// The registry instance `who` uses, with the bug if it has one there.
+    pub(crate) fn wrap_registry(
+        self,
+        who: usize,
+        inner: Arc<dyn CoordinatorRegistry>,
+    ) -> Arc<dyn CoordinatorRegistry> {
+        let affected = match self {
+            Variant::DropWatchEvent | Variant::FalseLeader => who == 2,
+            Variant::LeakRunningMarkers | Variant::GreedyOwner => who == 1,
+            Variant::StaleAssignment => true,
+            Variant::ForgetItem => false,
+        };
+        if !affected {
+            return inner;
+        }
+        let me = format!("{}@-@1", crate::workload::ip_of(who));
+        Arc::new(Buggy { inner, bug: self, me })
+    }
+
+    /// The event sink of instance `who`, with the bug if it has one there.
+    pub(crate) fn wrap_sink(self, who: usize, sink: EventSink) -> EventSink {
+        if self != Variant::ForgetItem || who != 1 {
+            return sink;
+        }
+        let forgot = AtomicBool::new(false);
+        Arc::new(move |event: &SchedulerEvent| {
+            let first = matches!(event, SchedulerEvent::ItemStarted { .. })
+                && !forgot.swap(true, Ordering::SeqCst);
+            if !first {
+                sink(event);
+            }
+        })
+    }
+}
+
+impl std::str::FromStr for Variant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Variant::ALL.into_iter().find(|v| v.to_string().eq_ignore_ascii_case(s)).ok_or_else(|| {
+            let names: Vec<String> = Variant::ALL.iter().map(|v| v.to_string()).collect();
+            format!("unknown variant {s:?} (one of {})", names.join(", "))
+        })
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+fn is_owner_node(path: &str) -> bool {
+    path.ends_with("/instance") && path.contains("/sharding/")
+}
+
+fn is_running_node(path: &str) -> bool {
+    path.ends_with("/running") && path.contains("/sharding/")
+}
+
+/// A registry wrapper with a bug.
+struct Buggy {
+    inner: Arc<dyn CoordinatorRegistry>,
+    bug: Variant,
+    /// The instance id of the wrapped client.
+    me: String,
+}
+
+impl fmt::Debug for Buggy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Buggy").field("bug", &self.bug).field("inner", &self.inner).finish()
+    }
+}
+
+#[async_trait]
+impl CoordinatorRegistry for Buggy {
+    fn capability(&self) -> Capability {
+        self.inner.capability()
+    }
+
+    async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> Result<String> {
+        if self.bug == Variant::FalseLeader && path.ends_with("/leader/election/instance") {
+            return Ok(path.to_owned());
+        }
+        self.inner.create(path, data, mode).await
+    }
+
+    async fn get(&self, path: &str) -> Result<Option<Node>> {
+        self.inner.get(path).await
+    }
+
+    async fn set(&self, path: &str, data: &[u8], expected: Option<Version>) -> Result<Version> {
+        self.inner.set(path, data, expected).await
+    }
+
+    async fn delete(&self, path: &str, expected: Option<Version>) -> Result<()> {
+        if self.bug == Variant::LeakRunningMarkers && is_running_node(path) {
+            return Ok(());
+        }
+        self.inner.delete(path, expected).await
+    }
+
+    async fn exists(&self, path: &str) -> Result<bool> {
+        self.inner.exists(path).await
+    }
+
+    async fn children(&self, path: &str) -> Result<Vec<String>> {
+        self.inner.children(path).await
+    }
+
+    async fn delete_recursive(&self, path: &str) -> Result<()> {
+        self.inner.delete_recursive(path).await
+    }
+
+    async fn transaction(&self, ops: Vec<TxnOp>) -> Result<Vec<TxnResult>> {
+        let reshard = ops.iter().any(|op| op.path().ends_with("/leader/sharding/necessary"));
+        let ops: Vec<TxnOp> = ops
+            .into_iter()
+            .filter_map(|op| match (self.bug, op) {
+                (Variant::LeakRunningMarkers, TxnOp::Create { path, data, .. })
+                    if is_running_node(&path) =>
+                {
+                    Some(TxnOp::Create { path, data, mode: CreateMode::Persistent })
+                }
+                (Variant::LeakRunningMarkers, TxnOp::Delete { path, .. })
+                    if is_running_node(&path) =>
+                {
+                    None
+                }
+                (Variant::GreedyOwner, op @ TxnOp::Create { .. }) if is_running_node(op.path()) => {
+                    None
+                }
+                (Variant::GreedyOwner, op @ TxnOp::Delete { .. }) if is_running_node(op.path()) => {
+                    None
+                }
+                (Variant::StaleAssignment, op)
+                    if reshard && op.path().ends_with("/sharding/0/instance") =>
+                {
+                    None
+                }
+                (_, op) => Some(op),
+            })
+            .collect();
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.inner.transaction(ops).await
+    }
+
+    async fn watch(&self, path: &str) -> Result<WatchStream> {
+        let stream = self.inner.watch(path).await?;
+        match self.bug {
+            Variant::DropWatchEvent => {
+                let me = self.me.clone();
+                let mut dropped = false;
+                Ok(WatchStream::new(stream.filter(move |event| {
+                    let drop_it = !dropped
+                        && matches!(event, WatchEvent::Created { path, node }
+                            if is_owner_node(path) && node.data == me.as_bytes());
+                    dropped |= drop_it;
+                    std::future::ready(!drop_it)
+                })))
+            }
+            Variant::GreedyOwner => {
+                let me = self.me.clone().into_bytes();
+                Ok(WatchStream::new(stream.map(move |mut event| {
+                    match &mut event {
+                        WatchEvent::Created { path, node } | WatchEvent::Changed { path, node }
+                            if is_owner_node(path) =>
+                        {
+                            node.data = me.clone();
+                        }
+                        WatchEvent::Resync { nodes } => {
+                            for (path, node) in nodes.iter_mut() {
+                                if is_owner_node(path) {
+                                    node.data = me.clone();
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                    event
+                })))
+            }
+            _ => Ok(stream),
+        }
+    }
+
+    fn session_events(&self) -> SessionEvents {
+        self.inner.session_events()
+    }
+
+    async fn leader_latch(&self, path: &str, participant: &str) -> Result<Box<dyn LeaderLatch>> {
+        self.inner.leader_latch(path, participant).await
+    }
+
+    async fn lock(
+        &self,
+        path: &str,
+        owner: &str,
+        timeout: Duration,
+    ) -> Result<Box<dyn MutexGuard>> {
+        self.inner.lock(path, owner, timeout).await
+    }
+
+    async fn registry_time(&self) -> Result<i64> {
+        self.inner.registry_time().await
+    }
+
+    async fn close(&self) -> Result<()> {
+        self.inner.close().await
+    }
+}
