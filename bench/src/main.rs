@@ -21,12 +21,14 @@
 //! - `report`, `stats`, `proc`: BENCHMARKS.md, percentiles, process measurements.
 
 mod contenders;
+mod failover;
 mod memory;
 mod micro;
 mod precision;
 mod proc;
 mod registry_load;
 mod report;
+mod sim;
 mod stats;
 mod wire;
 
@@ -132,6 +134,8 @@ fn run(cli: Cli) -> Result<(), Error> {
             "memory" => memory::run(quick)?,
             "registry" => registry_load::run(quick)?,
             "micro" => micro::run(quick)?,
+            "sim" => sim::run(quick)?,
+            "failover" => failover::run(quick)?,
             other => not_yet(other),
         };
         if cli.dry_run {
