@@ -24,6 +24,8 @@ use crate::Error;
 
 pub const SHARDCRON: &str = "shardcron";
 pub const SHARDCRON_NOMONITOR: &str = "shardcron-nomonitor";
+/// shardcron on the ZooKeeper at `SHARDCRON_ZK` (the registry's copy of the jobs lives there).
+pub const SHARDCRON_ZK: &str = "shardcron-zk";
 pub const TCS: &str = "tcs";
 pub const TCS_SIZED: &str = "tcs-sized";
 pub const BASELINE: &str = "baseline";
@@ -61,6 +63,7 @@ pub fn label(scheduler: &str) -> &'static str {
     match scheduler {
         SHARDCRON => "shardcron",
         SHARDCRON_NOMONITOR => "shardcron, monitorExecution off",
+        SHARDCRON_ZK => "shardcron on ZooKeeper",
         TCS => "tokio-cron-scheduler 0.15",
         TCS_SIZED => "tokio-cron-scheduler 0.15, channels sized",
         BASELINE => "baseline (no scheduler)",
@@ -93,7 +96,7 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
 /// A started scheduler; dropping it leaves the scheduler running until the process ends.
 #[allow(dead_code)] // held only to keep the schedulers alive
 pub enum Running {
-    Shardcron(Scheduler, MemServer),
+    Shardcron(Scheduler, Option<MemServer>),
     Tcs(tokio_cron_scheduler::JobScheduler),
     Baseline,
 }
@@ -116,14 +119,18 @@ pub async fn start(
     recorder: &Arc<Recorder>,
 ) -> Result<Running, Error> {
     match scheduler {
-        SHARDCRON => start_shardcron(jobs, schedule, recorder, true).await,
-        SHARDCRON_NOMONITOR => start_shardcron(jobs, schedule, recorder, false).await,
+        SHARDCRON => start_shardcron(jobs, schedule, recorder, true, false).await,
+        SHARDCRON_NOMONITOR => start_shardcron(jobs, schedule, recorder, false, false).await,
+        SHARDCRON_ZK => start_shardcron(jobs, schedule, recorder, true, true).await,
         TCS => start_tcs(jobs, schedule, recorder, None).await,
         TCS_SIZED => start_tcs(jobs, schedule, recorder, Some(jobs.max(200) as usize)).await,
         BASELINE => Ok(Running::Baseline),
         other => Err(crate::err(format!("unknown scheduler {other}"))),
     }
 }
+
+/// How many jobs `shardcron-zk` registers at once.
+pub const ZK_PARALLEL_REGISTRATIONS: usize = 64;
 
 /// `job-17` → 17.
 fn job_index(name: &str) -> Option<usize> {
@@ -135,10 +142,18 @@ async fn start_shardcron(
     schedule: Schedule,
     recorder: &Arc<Recorder>,
     monitor: bool,
+    on_zookeeper: bool,
 ) -> Result<Running, Error> {
-    let server = MemServer::new(Handles::real());
-    let client = server.connect(ConnectOptions::default().namespace("/bench"))?;
-    let registry: Arc<dyn CoordinatorRegistry> = Arc::new(client);
+    let (registry, server): (Arc<dyn CoordinatorRegistry>, _) = if on_zookeeper {
+        let addr = std::env::var("SHARDCRON_ZK")
+            .map_err(|_| crate::err("SHARDCRON_ZK is not set (run scripts/bench.sh)"))?;
+        let ns = format!("/bench-{}", std::process::id());
+        (shardcron::connect(&format!("zk://{addr}{ns}?session_timeout_ms=10000")).await?, None)
+    } else {
+        let server = MemServer::new(Handles::real());
+        let client = server.connect(ConnectOptions::default().namespace("/bench"))?;
+        (Arc::new(client), Some(server))
+    };
     let events = recorder.clone();
     let scheduler = SchedulerBuilder::new(registry)
         .events(Arc::new(move |event: &SchedulerEvent| {
@@ -150,7 +165,7 @@ async fn start_shardcron(
         }))
         .start()
         .await?;
-    for i in 0..jobs as usize {
+    let add = |i: usize| {
         let mut config = JobConfig::new(format!("job-{i}"), 1);
         config.cron = Some(schedule.quartz().into());
         config.monitor_execution = monitor;
@@ -162,7 +177,21 @@ async fn start_shardcron(
                 Ok(())
             }
         });
-        scheduler.add_job(config, job).await?;
+        scheduler.add_job(config, job)
+    };
+    if on_zookeeper {
+        // Each registration waits for several ZooKeeper writes (each one fsynced by the
+        // server): register many at once, as an application starting thousands of jobs would.
+        use futures::{StreamExt, TryStreamExt};
+        futures::stream::iter(0..jobs as usize)
+            .map(add)
+            .buffer_unordered(ZK_PARALLEL_REGISTRATIONS)
+            .try_collect::<Vec<()>>()
+            .await?;
+    } else {
+        for i in 0..jobs as usize {
+            add(i).await?;
+        }
     }
     Ok(Running::Shardcron(scheduler, server))
 }

@@ -147,15 +147,18 @@ struct Trial {
     node_gone_ms: Option<f64>,
 }
 
+/// (path, epoch ms) of every deletion the observer saw.
+type Deletions = Arc<Mutex<Vec<(String, i64)>>>;
+
 /// A client of the trial's namespace that records when instance nodes are deleted: the moment
 /// the registry (not shardcron) noticed the victim was gone.
 fn observe(
     runtime: &tokio::runtime::Runtime,
     url: &str,
-) -> (Arc<Mutex<Vec<(String, i64)>>>, tokio::task::JoinHandle<()>) {
+) -> (Deletions, tokio::task::JoinHandle<()>) {
     use futures::StreamExt;
     use shardcron_core::registry::WatchEvent;
-    let deleted: Arc<Mutex<Vec<(String, i64)>>> = Arc::default();
+    let deleted: Deletions = Arc::default();
     let sink = deleted.clone();
     let url = url.to_owned();
     let task = runtime.spawn(async move {

@@ -113,7 +113,7 @@ fn cron_table(budget: Duration) -> String {
                     .filter(|&&s| croner_next(&cron, tz, s) == ours.next_after(s))
                     .count();
                 (
-                    format!("{}", thousands(peer_ns.round() as u64)),
+                    thousands(peer_ns.round() as u64),
                     format!("{:.1}×", peer_ns / ns),
                     format!("{:.1} %", same as f64 / 10.0),
                 )

@@ -103,6 +103,10 @@ struct LoadResult {
     idle_seconds: f64,
     idle_ops: Vec<BTreeMap<String, u64>>,
     idle_wire: Option<BTreeMap<String, u64>>,
+    /// Trait operations of registering the idle jobs (all instances), and what the server got.
+    register_ops: BTreeMap<String, u64>,
+    register_wire: Option<BTreeMap<String, u64>>,
+    register_ms: u64,
 }
 
 /// A cluster of three schedulers with counters.
@@ -201,13 +205,27 @@ async fn measure(backend: &Backend, window: u64) -> Result<LoadResult, Error> {
 
     // Idle.
     let cluster = Cluster::start(backend, &server, &format!("{ns}-idle")).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.counters.iter().for_each(|c| {
+        c.take();
+    });
+    let wire0 = backend.wire_counts();
+    let begin = std::time::Instant::now();
     for j in 0..IDLE_JOBS {
         let mut config = JobConfig::new(format!("idle-{j}"), ITEMS);
         config.cron = Some("0 0 0 1 1 ? 2099".into());
         config.failover = true;
         cluster.add(&config).await?;
     }
+    result.register_ms = begin.elapsed().as_millis() as u64;
+    // The last registration's effects (the reshard flag, leadership) settle meanwhile.
     tokio::time::sleep(Duration::from_secs(2)).await;
+    for c in &cluster.counters {
+        for (k, v) in c.take() {
+            *result.register_ops.entry(k).or_default() += v;
+        }
+    }
+    result.register_wire = wire::delta(wire0, backend.wire_counts());
     let from = align(0).await;
     cluster.counters.iter().for_each(|c| {
         c.take();
@@ -353,6 +371,26 @@ fn render(
     for m in missing {
         body.push_str(&format!(
             "| {m} | not measured: no server address (run `scripts/bench.sh`) | | | | |\n"
+        ));
+    }
+    body.push_str(
+        "\nRegistering a job (publish the config, server and instance nodes, the reshard flag, \
+         the leader election), per job and instance, from the idle phase:\n\n\
+         | backend | trait ops per registration | server received per registration | wall time per registration (one at a time) |\n\
+         |---|---|---|---:|\n",
+    );
+    for (backend, r) in results {
+        let Ok(r) = r else { continue };
+        let n = (IDLE_JOBS * INSTANCES) as f64;
+        let per = |m: &BTreeMap<String, u64>| {
+            fmt_ops(&m.iter().map(|(k, v)| (k.clone(), *v as f64 / n)).collect())
+        };
+        body.push_str(&format!(
+            "| {} | {} | {} | {:.1} ms |\n",
+            backend.name(),
+            per(&r.register_ops),
+            r.register_wire.as_ref().map_or("-".into(), per),
+            r.register_ms as f64 / n
         ));
     }
     body.push_str(
