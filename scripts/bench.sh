@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates BENCHMARKS.md (or one section of it) with throw-away registry servers.
 #
-#   scripts/bench.sh all [--quick]          every section (about 35 minutes; --quick: about 8)
+#   scripts/bench.sh all [--quick]          every section (about 40 minutes; --quick: about 8)
 #   scripts/bench.sh precision [FLAGS]      one section: precision, memory, registry, failover,
 #                                           sim or micro; flags as `shardcron-bench --help` says
 #

@@ -435,6 +435,17 @@ fn render(rows: &[Row], missing: &[&str]) -> Section {
         };
         let figure = if last.is_empty() { "-".into() } else { format!("max {}", ms(max)) };
         let mut v = Verdict::new(target, figure, met);
+        if !met && r.stop == Stop::Kill {
+            if let (Some(g), Some(x)) = (median(&gone), median(&reaction)) {
+                let over = g - r.timeout_s as f64 * 1000.0;
+                v = v.note(format!(
+                    "the registry removed the dead session's nodes {} after the timeout \
+                     (median); shardcron's own part was {} (median)",
+                    if over >= 0.0 { ms(over) } else { format!("-{}", ms(-over)) },
+                    ms(x)
+                ));
+            }
+        }
         if let Some(e) = r.errors.first() {
             v = v.note(format!("{} trial(s) failed: {e}", r.errors.len()));
         }
@@ -448,6 +459,16 @@ fn render(rows: &[Row], missing: &[&str]) -> Section {
             r.timeout_s,
             r.errors.join("; ")
         ));
+    }
+    if rows.iter().any(|r| r.backend == "etcd" && r.stop == Stop::Kill) {
+        body.push_str(
+            "\nOn etcd the dead instance's nodes go when the server revokes its lease: the lease \
+             expires a TTL after its last keep-alive (sent every TTL/3), and etcd's lessor looks \
+             for expired leases every 500 ms, so the \"node gone\" column can run past the TTL \
+             by up to half a second before shardcron sees anything. On ZooKeeper the session \
+             expires on the server's tick (200 ms here), and keep-alives count from the last \
+             ping, so the node can go slightly before the timeout.\n",
+        );
     }
     for m in missing {
         body.push_str(&format!("\n{m}: not measured (no server address in this run).\n"));

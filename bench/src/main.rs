@@ -99,7 +99,7 @@ struct PrecisionArgs {
     /// Length of each precision window, seconds (default: 60, or 10 with --quick).
     #[arg(long)]
     duration: Option<u64>,
-    /// Job counts of the precision section (default: 100,1000,10000).
+    /// Job counts of the precision section (default: 1,100,1000,10000).
     #[arg(long, value_delimiter = ',')]
     jobs: Option<Vec<u64>>,
     /// Schedulers of the precision section (default: all).
@@ -175,7 +175,8 @@ fn precision_section(command: &Command, quick: bool) -> Result<report::Section, 
         _ => PrecisionArgs { duration: None, jobs: None, schedulers: None },
     };
     let seconds = args.duration.unwrap_or(if quick { 10 } else { 60 });
-    let jobs = args.jobs.unwrap_or_else(|| vec![100, 1_000, 10_000]);
+    // One job shows the floor (the timer's own lateness); then the three scales.
+    let jobs = args.jobs.unwrap_or_else(|| vec![1, 100, 1_000, 10_000]);
     let default = [
         contenders::SHARDCRON,
         contenders::SHARDCRON_NOMONITOR,
