@@ -48,13 +48,18 @@ impl JobRunner {
                 }
             }
             JobNode::Instance(id) if id == me => {
-                // Our node vanished while our session lives: an operator shut this instance down.
+                // Our node vanished while our session lives: an operator shut this instance
+                // down. The cache may be a step behind our own re-registration, so ask the
+                // registry before acting on it.
                 let gone = !self.shared.cache.read().exists(&self.paths.instance(me));
-                if gone && self.connected {
-                    // The survivors take our running items over at once: cancel them now.
-                    self.cancel_running();
-                    self.stop("instance node removed by an operator").await?;
-                    self.shared.command(Command::Forget { job: self.name().to_owned() });
+                if gone && self.connected && self.registered {
+                    let node = self.paths.instance(me);
+                    if !self.shared.registry.exists(&node).await? {
+                        // The survivors take our running items over at once: cancel them now.
+                        self.cancel_running();
+                        self.stop("instance node removed by an operator").await?;
+                        self.shared.command(Command::Forget { job: self.name().to_owned() });
+                    }
                 }
             }
             JobNode::Instance(id) => {
