@@ -162,9 +162,15 @@ impl JobRunner {
                 self.was_leader = false;
                 if event == SessionEvent::Expired {
                     // Our markers and ownership are gone with the session: running items may
-                    // now be taken over elsewhere, so tell them to stop.
+                    // now be taken over elsewhere, so tell them to stop, and remember them: our
+                    // new session queues them for failover (the survivors may never see our
+                    // instance node go, if we re-register before they look).
                     if let Some(flight) = &self.in_flight {
                         flight.cancel.cancel();
+                        if flight.marked {
+                            self.interrupted =
+                                flight.items.iter().map(|&n| (n, flight.fire_ms)).collect();
+                        }
                     }
                 }
             }
