@@ -1,0 +1,233 @@
+//! The schedulers the bench compares, started the same way: N jobs of one item with the same
+//! schedule and a no-op body that reports to a [`Recorder`].
+//!
+//! - `shardcron`: the scheduler with its defaults (monitorExecution on: a fire marks its items
+//!   running and clears them, one registry transaction each, on the in-memory registry).
+//! - `shardcron-nomonitor`: the same with `monitorExecution: false` (no registry write per
+//!   fire), to show what the registry's share of the cost is.
+//! - `tcs`: tokio-cron-scheduler as its README starts it (`JobScheduler::new()`).
+//! - `tcs-sized`: tokio-cron-scheduler with its internal channels sized to the job count
+//!   (`JobScheduler::new_with_channel_size`), its documented tuning for many jobs.
+//! - `baseline`: no scheduler; the bench's own process (runtime, recorder) for reference.
+
+use std::sync::Arc;
+
+use shardcron_core::config::JobConfig;
+use shardcron_core::handles::Handles;
+use shardcron_core::job::Job;
+use shardcron_core::registry::CoordinatorRegistry;
+use shardcron_core::runtime::{Scheduler, SchedulerBuilder, SchedulerEvent};
+use shardcron_registry_mem::{ConnectOptions, MemServer};
+
+use crate::precision::{now_us, Recorder};
+use crate::Error;
+
+pub const SHARDCRON: &str = "shardcron";
+pub const SHARDCRON_NOMONITOR: &str = "shardcron-nomonitor";
+/// shardcron on the ZooKeeper at `SHARDCRON_ZK` (the registry's copy of the jobs lives there).
+pub const SHARDCRON_ZK: &str = "shardcron-zk";
+pub const TCS: &str = "tcs";
+pub const TCS_SIZED: &str = "tcs-sized";
+pub const BASELINE: &str = "baseline";
+
+/// Every second, the precision benchmark's schedule.
+pub const EVERY_SECOND: Schedule = Schedule::EverySecond;
+
+/// What the jobs' schedule is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    EverySecond,
+    /// Far in the future: registered, never firing during the measurement.
+    Never,
+}
+
+impl Schedule {
+    fn quartz(self) -> &'static str {
+        match self {
+            Schedule::EverySecond => "* * * * * ?",
+            Schedule::Never => "0 0 0 1 1 ? 2099",
+        }
+    }
+    /// tokio-cron-scheduler's syntax (croner with a seconds field).
+    fn croner(self) -> &'static str {
+        match self {
+            Schedule::EverySecond => "* * * * * *",
+            // Once a year: the nearest it comes to "never" without a year field.
+            Schedule::Never => "0 0 0 1 1 *",
+        }
+    }
+}
+
+/// How the report names a scheduler.
+pub fn label(scheduler: &str) -> &'static str {
+    match scheduler {
+        SHARDCRON => "shardcron",
+        SHARDCRON_NOMONITOR => "shardcron, monitorExecution off",
+        SHARDCRON_ZK => "shardcron on ZooKeeper",
+        TCS => "tokio-cron-scheduler 0.15",
+        TCS_SIZED => "tokio-cron-scheduler 0.15, channels sized",
+        BASELINE => "baseline (no scheduler)",
+        _ => "unknown",
+    }
+}
+
+/// The legend of the scheduler names, for the report.
+pub fn legend() -> String {
+    "Schedulers: **shardcron** with its defaults (monitorExecution on: each fire marks its items \
+     running and clears them, one in-memory registry transaction each); **shardcron, \
+     monitorExecution off** (no registry write per fire); **tokio-cron-scheduler 0.15** (latest \
+     on crates.io) as its README starts it, `JobScheduler::new()`; **…, channels sized**: \
+     `JobScheduler::new_with_channel_size(jobs)`, its tuning for many jobs.\n"
+        .to_owned()
+}
+
+/// The runtime every child runs its scheduler on: 2 workers, the cores of the target machine
+/// (`SHARDCRON_BENCH_WORKERS` overrides it, to explore how a figure scales with workers).
+pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    let workers =
+        std::env::var("SHARDCRON_BENCH_WORKERS").ok().and_then(|w| w.parse().ok()).unwrap_or(2);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .map_err(|e| crate::err(format!("tokio runtime: {e}")))
+}
+
+/// A started scheduler; dropping it leaves the scheduler running until the process ends.
+#[allow(dead_code)] // held only to keep the schedulers alive
+pub enum Running {
+    Shardcron(Scheduler, Option<MemServer>),
+    Tcs(tokio_cron_scheduler::JobScheduler),
+    Baseline,
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Running::Shardcron(..) => "Running::Shardcron",
+            Running::Tcs(_) => "Running::Tcs",
+            Running::Baseline => "Running::Baseline",
+        })
+    }
+}
+
+/// Starts `scheduler` with `jobs` one-item jobs on `schedule`, each reporting to `recorder`.
+pub async fn start(
+    scheduler: &str,
+    jobs: u64,
+    schedule: Schedule,
+    recorder: &Arc<Recorder>,
+) -> Result<Running, Error> {
+    match scheduler {
+        SHARDCRON => start_shardcron(jobs, schedule, recorder, true, false).await,
+        SHARDCRON_NOMONITOR => start_shardcron(jobs, schedule, recorder, false, false).await,
+        SHARDCRON_ZK => start_shardcron(jobs, schedule, recorder, true, true).await,
+        TCS => start_tcs(jobs, schedule, recorder, None).await,
+        TCS_SIZED => start_tcs(jobs, schedule, recorder, Some(jobs.max(200) as usize)).await,
+        BASELINE => Ok(Running::Baseline),
+        other => Err(crate::err(format!("unknown scheduler {other}"))),
+    }
+}
+
+/// How many jobs `shardcron-zk` registers at once.
+pub const ZK_PARALLEL_REGISTRATIONS: usize = 64;
+
+/// `job-17` → 17.
+fn job_index(name: &str) -> Option<usize> {
+    name.strip_prefix("job-")?.parse().ok()
+}
+
+async fn start_shardcron(
+    jobs: u64,
+    schedule: Schedule,
+    recorder: &Arc<Recorder>,
+    monitor: bool,
+    on_zookeeper: bool,
+) -> Result<Running, Error> {
+    let (registry, server): (Arc<dyn CoordinatorRegistry>, _) = if on_zookeeper {
+        let addr = std::env::var("SHARDCRON_ZK")
+            .map_err(|_| crate::err("SHARDCRON_ZK is not set (run scripts/bench.sh)"))?;
+        let ns = format!("/bench-{}", std::process::id());
+        (shardcron::connect(&format!("zk://{addr}{ns}?session_timeout_ms=10000")).await?, None)
+    } else {
+        let server = MemServer::new(Handles::real());
+        let client = server.connect(ConnectOptions::default().namespace("/bench"))?;
+        (Arc::new(client), Some(server))
+    };
+    let events = recorder.clone();
+    let scheduler = SchedulerBuilder::new(registry)
+        .events(Arc::new(move |event: &SchedulerEvent| {
+            if let SchedulerEvent::ItemStarted { job, fire_ms, .. } = event {
+                if let Some(i) = job_index(job) {
+                    events.event(i, *fire_ms, now_us());
+                }
+            }
+        }))
+        .start()
+        .await?;
+    let add = |i: usize| {
+        let mut config = JobConfig::new(format!("job-{i}"), 1);
+        config.cron = Some(schedule.quartz().into());
+        config.monitor_execution = monitor;
+        let recorder = recorder.clone();
+        let job = Job::from_fn(move |ctx| {
+            let recorder = recorder.clone();
+            async move {
+                recorder.body_started(i, ctx.fire_time_ms, now_us());
+                Ok(())
+            }
+        });
+        scheduler.add_job(config, job)
+    };
+    if on_zookeeper {
+        // Each registration waits for several ZooKeeper writes (each one fsynced by the
+        // server): register many at once, as an application starting thousands of jobs would.
+        use futures::{StreamExt, TryStreamExt};
+        futures::stream::iter(0..jobs as usize)
+            .map(add)
+            .buffer_unordered(ZK_PARALLEL_REGISTRATIONS)
+            .try_collect::<Vec<()>>()
+            .await?;
+    } else {
+        for i in 0..jobs as usize {
+            add(i).await?;
+        }
+    }
+    Ok(Running::Shardcron(scheduler, server))
+}
+
+async fn start_tcs(
+    jobs: u64,
+    schedule: Schedule,
+    recorder: &Arc<Recorder>,
+    channel_size: Option<usize>,
+) -> Result<Running, Error> {
+    use tokio_cron_scheduler::{Job, JobScheduler};
+    let scheduler = match channel_size {
+        Some(size) => JobScheduler::new_with_channel_size(size).await,
+        None => JobScheduler::new().await,
+    }
+    .map_err(|e| crate::err(format!("tokio-cron-scheduler: {e:?}")))?;
+    for i in 0..jobs as usize {
+        let recorder = recorder.clone();
+        let job = Job::new_async(schedule.croner(), move |_, _| {
+            let recorder = recorder.clone();
+            Box::pin(async move {
+                let at = now_us();
+                // The whole second it started in: the fire it is for (it never fires early).
+                let fire_ms = at / 1_000_000 * 1000;
+                recorder.body_started(i, fire_ms, at);
+            })
+        })
+        .map_err(|e| crate::err(format!("tokio-cron-scheduler job: {e:?}")))?;
+        scheduler
+            .add(job)
+            .await
+            .map_err(|e| crate::err(format!("tokio-cron-scheduler add: {e:?}")))?;
+    }
+    scheduler
+        .start()
+        .await
+        .map_err(|e| crate::err(format!("tokio-cron-scheduler start: {e:?}")))?;
+    Ok(Running::Tcs(scheduler))
+}
