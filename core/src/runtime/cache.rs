@@ -94,15 +94,32 @@ impl Cache {
         self.tombstones.get(path)
     }
 
-    /// Records this process's successful create or set.
+    /// Records this process's successful create or set. A backend may deliver the write's own
+    /// event before the write returns: if the view already shows it (or a later version), there
+    /// is nothing left to wait for, and a pending record would outlive its confirmation.
     pub fn wrote(&mut self, path: &str, data: &[u8], version: Version, ephemeral: bool) {
+        if self
+            .view
+            .get(path)
+            .is_some_and(|n| n.version > version || (n.version == version && n.data == data))
+        {
+            self.pending.remove(path);
+            self.revision += 1;
+            return;
+        }
         let node = Node { data: data.to_vec(), version, ephemeral };
         self.pending.insert(path.to_owned(), Pending::Present(node));
         self.revision += 1;
     }
 
-    /// Records this process's successful delete.
+    /// Records this process's successful delete (unless the view already shows it gone: the
+    /// event came first).
     pub fn deleted(&mut self, path: &str) {
+        if !self.view.contains_key(path) {
+            self.pending.remove(path);
+            self.revision += 1;
+            return;
+        }
         self.pending.insert(path.to_owned(), Pending::Absent);
         self.revision += 1;
     }
@@ -235,6 +252,23 @@ mod tests {
         assert!(!c.exists("/i"), "an older change does not undo our delete");
         c.apply(&WatchEvent::Deleted { path: "/i".into() });
         assert!(!c.exists("/i"));
+    }
+
+    #[test]
+    fn a_write_whose_event_came_first_is_not_left_pending() {
+        let mut c = Cache::default();
+        // The event of our own set arrives before the set returns...
+        c.apply(&WatchEvent::Changed { path: "/flag".into(), node: node("t1", 1) });
+        c.wrote("/flag", b"t1", 1, false);
+        // ...then another instance deletes the node: the cache must follow.
+        c.apply(&WatchEvent::Deleted { path: "/flag".into() });
+        assert!(!c.exists("/flag"), "a confirmed write must not hide a later delete");
+        // Likewise for a delete whose event came first.
+        c.apply(&WatchEvent::Created { path: "/x".into(), node: node("a", 0) });
+        c.apply(&WatchEvent::Deleted { path: "/x".into() });
+        c.deleted("/x");
+        c.apply(&WatchEvent::Created { path: "/x".into(), node: node("b", 0) });
+        assert!(c.exists("/x"), "a confirmed delete must not hide a later create");
     }
 
     #[test]
