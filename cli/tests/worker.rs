@@ -281,6 +281,36 @@ fn ctrl_c_stops_gracefully_too() {
     stops_gracefully_on("INT", 300);
 }
 
+#[test]
+fn the_shutdown_timeout_cancels_items_that_outlast_it() {
+    let mut worker = Worker::start(&[
+        "--registry",
+        "mem:/cancel",
+        "--job",
+        "cancel",
+        "--cron",
+        "* * * * * ?",
+        "--total",
+        "1",
+        "--item-ms",
+        "20000",
+        "--shutdown-timeout-ms",
+        "300",
+    ]);
+    worker.read_until(Duration::from_secs(15), |lines| !of(lines, "item_start").is_empty());
+    let signalled = now_ms();
+    worker.signal("TERM");
+    let (status, stderr, lines) = worker.finish(Duration::from_secs(10));
+    assert_eq!(stderr, "");
+    assert_eq!(status.code(), Some(0), "{lines:#?}");
+    let end = of(&lines, "item_end");
+    assert_eq!(end.len(), 1, "{lines:#?}");
+    assert_eq!(end[0]["ok"], false, "cancelled at the shutdown timeout: {lines:#?}");
+    let waited = end[0]["at_ms"].as_i64().unwrap() - signalled;
+    assert!((250..5_000).contains(&waited), "cancelled {waited} ms after the signal");
+    assert_eq!(of(&lines, "stopped").len(), 1, "{lines:#?}");
+}
+
 fn worker(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_shardcron"))
         .arg("worker")
@@ -379,6 +409,8 @@ fn help_documents_the_json_lines() {
         "[default: \"0/5 * * * * ?\"]",
         "[default: 3]",
         "[default: 1000]",
+        "--shutdown-timeout-ms <MS>",
+        "[default: 30000]",
     ] {
         assert!(help.contains(needle), "{needle:?} missing from:\n{help}");
     }

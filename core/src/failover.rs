@@ -81,9 +81,25 @@ pub fn missed_by(
         return Vec::new();
     };
     let since = Completed::parse(&last_state.data).fire_ms;
+    missed_since(cache, paths, dead, total, schedule, since, now_ms, skip)
+}
+
+/// [`missed_by`] with the dead instance's last completed fire given (a restarted instance reads
+/// it from the node of its predecessor, which it replaces).
+#[allow(clippy::too_many_arguments)]
+pub fn missed_since(
+    cache: &Cache,
+    paths: &JobPaths,
+    dead: &str,
+    total: u32,
+    schedule: &CronSchedule,
+    since_ms: i64,
+    now_ms: i64,
+    skip: &[Orphan],
+) -> Vec<Orphan> {
     // The latest fire in (since, now]; bounded, for a frequent cron after a long outage.
     let latest = schedule
-        .iter_after(since)
+        .iter_after(since_ms)
         .take(MAX_MISSED_FIRES_SCANNED)
         .take_while(|&t| t <= now_ms)
         .last();
@@ -95,6 +111,31 @@ pub fn missed_by(
         .filter(|&n| skip.iter().all(|o| o.item != n))
         .enumerate()
         .map(|(i, item)| Orphan { item, fire_ms, rank: first_rank + i as u64 })
+        .collect()
+}
+
+/// What an earlier incarnation of `me` (same instance id: a restarted process) left running: the
+/// live `running` markers under `me` whose run is older than `my_first_run`. They die with the
+/// old session; until then they tell which items to run again.
+pub fn left_by_predecessor(
+    cache: &Cache,
+    paths: &JobPaths,
+    me: &str,
+    total: u32,
+    my_first_run: u64,
+) -> Vec<Orphan> {
+    (0..total)
+        .filter_map(|item| {
+            let node = cache.get(&paths.item_node(item, ItemNode::Running))?;
+            let mark = RunningMark::decode(&node.data)?;
+            (mark.instance == me && mark.run < my_first_run).then_some(Orphan {
+                item,
+                fire_ms: mark.fire_ms,
+                rank: 0,
+            })
+        })
+        .enumerate()
+        .map(|(rank, orphan)| Orphan { rank: rank as u64, ..orphan })
         .collect()
 }
 

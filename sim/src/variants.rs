@@ -51,8 +51,10 @@ impl Variant {
         inner: Arc<dyn CoordinatorRegistry>,
     ) -> Arc<dyn CoordinatorRegistry> {
         let affected = match self {
-            Variant::DropWatchEvent | Variant::FalseLeader => who == 2,
-            Variant::LeakRunningMarkers | Variant::GreedyOwner => who == 1,
+            // (GreedyOwner on a follower: the leader trusts its own committed assignment over a
+            // watch event that contradicts it, which would hide the bug there.)
+            Variant::DropWatchEvent | Variant::FalseLeader | Variant::GreedyOwner => who == 2,
+            Variant::LeakRunningMarkers => who == 1,
             Variant::StaleAssignment => true,
             Variant::ForgetItem => false,
         };

@@ -1,6 +1,6 @@
 //! The built-in scenarios of issue 6 against the current core. Each must hold every invariant
-//! of DESIGN section 9; the ones the current core is known to fail are `#[ignore]`d with the
-//! defect they expose (run them with `cargo test -p shardcron-sim -- --ignored`).
+//! of DESIGN section 9. (A scenario that exposes a core defect is `#[ignore]`d with the defect
+//! named until it is fixed; none is at present.)
 
 use shardcron_sim::{builtin, Invariant, Report};
 

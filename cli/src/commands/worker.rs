@@ -10,7 +10,7 @@ use shardcron::config::JobConfig;
 use shardcron::cron::CronSchedule;
 use shardcron::handles::{Clock, SystemClock};
 use shardcron::job::Job;
-use shardcron::runtime::{EventSink, InstanceId, SchedulerBuilder, SchedulerEvent};
+use shardcron::runtime::{EventSink, InstanceId, SchedulerBuilder, SchedulerEvent, Settings};
 use shardcron::{ConnectError, RegistryUrl};
 use tokio::sync::mpsc;
 
@@ -65,8 +65,9 @@ Example:
 \"fire_ms\":1700000005000,\"at_ms\":1700000005001,\"token\":3,\"kind\":\"scheduled\"}
 
 STOPPING: SIGTERM or Ctrl-C stops the worker gracefully: no new fire starts, running items \
-finish (for up to 30 s, then they are cancelled), the instance leaves the registry, and the \
-worker exits with status 0. A second signal stops it at once, with status 1. An operator's \
+finish (for up to --shutdown-timeout-ms, 30 s by default, then they are cancelled and, with \
+--failover, re-run on the other workers), the instance leaves the registry, and the worker \
+exits with status 0. A second signal stops it at once, with status 1. An operator's \
 shutdown (deleting the instance node) stops it gracefully too.
 
 Invalid input (a malformed registry URL, a bad cron expression, a total outside 1..1000000, a \
@@ -112,6 +113,10 @@ pub struct Args {
     /// The server IP this instance registers under (operators disable servers by IP).
     #[arg(long, value_name = "IP", default_value = "127.0.0.1")]
     pub ip: String,
+
+    /// On a graceful stop, how long running items may still run before they are cancelled.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub shutdown_timeout_ms: u64,
 }
 
 /// What a validated command line asks for.
@@ -124,6 +129,7 @@ struct Plan {
     instance: InstanceId,
     config: JobConfig,
     item: Duration,
+    shutdown_timeout: Duration,
 }
 
 impl Plan {
@@ -155,6 +161,7 @@ impl Plan {
             instance,
             config,
             item: Duration::from_millis(args.item_ms),
+            shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
         })
     }
 }
@@ -216,7 +223,8 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
             let _ = tx.send(line);
         }
     });
-    let mut builder = SchedulerBuilder::new(registry).ip(&plan.ip).events(sink);
+    let settings = Settings { shutdown_timeout: plan.shutdown_timeout, ..Settings::default() };
+    let mut builder = SchedulerBuilder::new(registry).ip(&plan.ip).settings(settings).events(sink);
     if let Some(suffix) = &plan.suffix {
         builder = builder.instance_suffix(suffix);
     }

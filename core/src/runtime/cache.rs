@@ -36,13 +36,21 @@ impl Cache {
     pub fn apply(&mut self, event: &WatchEvent) {
         self.record_tombstones(event);
         event.apply_to(&mut self.view);
+        // Events arrive in registry order, and the event of our own write arrives before any
+        // later change: until it does, an event for the same path is older than our write and
+        // must not hide it. So only what can come after our write confirms it.
         match event {
             // A snapshot is the registry's word on everything.
             WatchEvent::Resync { .. } => self.pending.clear(),
             WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
                 let caught_up = match self.pending.get(path) {
-                    Some(Pending::Present(mine)) => node.version >= mine.version,
-                    Some(Pending::Absent) => true,
+                    // Same version: ours, or an older incarnation of the node; the data tells.
+                    Some(Pending::Present(mine)) => {
+                        node.version > mine.version
+                            || (node.version == mine.version && node.data == mine.data)
+                    }
+                    // A create or change arriving before our delete's event happened before it.
+                    Some(Pending::Absent) => false,
                     None => false,
                 };
                 if caught_up {
@@ -50,7 +58,10 @@ impl Cache {
                 }
             }
             WatchEvent::Deleted { path } => {
-                self.pending.remove(path);
+                // Confirms our delete; a deletion arriving before our create's event is older.
+                if matches!(self.pending.get(path), Some(Pending::Absent)) {
+                    self.pending.remove(path);
+                }
             }
         }
         self.revision += 1;
@@ -83,15 +94,32 @@ impl Cache {
         self.tombstones.get(path)
     }
 
-    /// Records this process's successful create or set.
+    /// Records this process's successful create or set. A backend may deliver the write's own
+    /// event before the write returns: if the view already shows it (or a later version), there
+    /// is nothing left to wait for, and a pending record would outlive its confirmation.
     pub fn wrote(&mut self, path: &str, data: &[u8], version: Version, ephemeral: bool) {
+        if self
+            .view
+            .get(path)
+            .is_some_and(|n| n.version > version || (n.version == version && n.data == data))
+        {
+            self.pending.remove(path);
+            self.revision += 1;
+            return;
+        }
         let node = Node { data: data.to_vec(), version, ephemeral };
         self.pending.insert(path.to_owned(), Pending::Present(node));
         self.revision += 1;
     }
 
-    /// Records this process's successful delete.
+    /// Records this process's successful delete (unless the view already shows it gone: the
+    /// event came first).
     pub fn deleted(&mut self, path: &str) {
+        if !self.view.contains_key(path) {
+            self.pending.remove(path);
+            self.revision += 1;
+            return;
+        }
         self.pending.insert(path.to_owned(), Pending::Absent);
         self.revision += 1;
     }
@@ -201,6 +229,46 @@ mod tests {
         assert!(c.tombstone("/j/persistent").is_none(), "only ephemerals leave tombstones");
         c.apply(&WatchEvent::Created { path: "/j/running".into(), node: eph });
         assert!(c.tombstone("/j/running").is_none(), "re-created: the tombstone goes");
+    }
+
+    #[test]
+    fn older_events_never_hide_our_own_writes() {
+        let mut c = Cache::default();
+        c.apply(&WatchEvent::Created { path: "/i".into(), node: node("old", 0) });
+        // We re-create the node after an expiry deleted it; the deletion's event arrives after
+        // our write returned.
+        c.wrote("/i", b"mine", 0, true);
+        c.apply(&WatchEvent::Deleted { path: "/i".into() });
+        assert_eq!(
+            c.text("/i").as_deref(),
+            Some("mine"),
+            "an older deletion does not hide our create"
+        );
+        c.apply(&WatchEvent::Created { path: "/i".into(), node: node("mine", 0) });
+        assert_eq!(c.text("/i").as_deref(), Some("mine"));
+        // And the other way round: our delete, then an older create's event.
+        c.deleted("/i");
+        c.apply(&WatchEvent::Changed { path: "/i".into(), node: node("mine", 1) });
+        assert!(!c.exists("/i"), "an older change does not undo our delete");
+        c.apply(&WatchEvent::Deleted { path: "/i".into() });
+        assert!(!c.exists("/i"));
+    }
+
+    #[test]
+    fn a_write_whose_event_came_first_is_not_left_pending() {
+        let mut c = Cache::default();
+        // The event of our own set arrives before the set returns...
+        c.apply(&WatchEvent::Changed { path: "/flag".into(), node: node("t1", 1) });
+        c.wrote("/flag", b"t1", 1, false);
+        // ...then another instance deletes the node: the cache must follow.
+        c.apply(&WatchEvent::Deleted { path: "/flag".into() });
+        assert!(!c.exists("/flag"), "a confirmed write must not hide a later delete");
+        // Likewise for a delete whose event came first.
+        c.apply(&WatchEvent::Created { path: "/x".into(), node: node("a", 0) });
+        c.apply(&WatchEvent::Deleted { path: "/x".into() });
+        c.deleted("/x");
+        c.apply(&WatchEvent::Created { path: "/x".into(), node: node("b", 0) });
+        assert!(c.exists("/x"), "a confirmed delete must not hide a later create");
     }
 
     #[test]

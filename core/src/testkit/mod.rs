@@ -3,7 +3,7 @@
 //!
 //! A backend's test file provides a [`Backend`] and expands [`registry_behaviour_suite!`]:
 //!
-//! ```ignore
+//! ```text
 //! shardcron_core::registry_behaviour_suite! {
 //!     #[tokio::test(start_paused = true)]
 //!     backend = my_backend()

@@ -48,13 +48,18 @@ impl JobRunner {
                 }
             }
             JobNode::Instance(id) if id == me => {
-                // Our node vanished while our session lives: an operator shut this instance down.
+                // Our node vanished while our session lives: an operator shut this instance
+                // down. The cache may be a step behind our own re-registration, so ask the
+                // registry before acting on it.
                 let gone = !self.shared.cache.read().exists(&self.paths.instance(me));
-                if gone && self.connected {
-                    // The survivors take our running items over at once: cancel them now.
-                    self.cancel_running();
-                    self.stop("instance node removed by an operator").await?;
-                    self.shared.command(Command::Forget { job: self.name().to_owned() });
+                if gone && self.connected && self.registered {
+                    let node = self.paths.instance(me);
+                    if !self.shared.registry.exists(&node).await? {
+                        // The survivors take our running items over at once: cancel them now.
+                        self.cancel_running();
+                        self.stop("instance node removed by an operator").await?;
+                        self.shared.command(Command::Forget { job: self.name().to_owned() });
+                    }
                 }
             }
             JobNode::Instance(id) => {
@@ -157,9 +162,15 @@ impl JobRunner {
                 self.was_leader = false;
                 if event == SessionEvent::Expired {
                     // Our markers and ownership are gone with the session: running items may
-                    // now be taken over elsewhere, so tell them to stop.
+                    // now be taken over elsewhere, so tell them to stop, and remember them: our
+                    // new session queues them for failover (the survivors may never see our
+                    // instance node go, if we re-register before they look).
                     if let Some(flight) = &self.in_flight {
                         flight.cancel.cancel();
+                        if flight.marked {
+                            self.interrupted =
+                                flight.items.iter().map(|&n| (n, flight.fire_ms)).collect();
+                        }
                     }
                 }
             }

@@ -110,6 +110,9 @@ pub(crate) struct JobRunner {
     /// markers would block every later fire of those items).
     registered: bool,
     unfinished: Option<Unfinished>,
+    /// The items of the run our session's expiry interrupted, queued for failover once we are
+    /// registered again.
+    interrupted: Vec<(u32, i64)>,
     /// The instances of the job as last seen, to tell joins and departures from data changes
     /// (every completed run rewrites an instance node).
     members: BTreeSet<String>,
@@ -163,6 +166,7 @@ impl JobRunner {
             members: BTreeSet::new(),
             registered: false,
             unfinished: None,
+            interrupted: Vec::new(),
             runs: 0,
             completed: Completed::default(),
             stopping: false,
@@ -201,16 +205,23 @@ impl JobRunner {
         // Nothing before this registration is owed by it.
         self.completed = Completed { run: self.runs, fire_ms: now };
         let data = instance.node_data(self.completed);
+        let mut predecessor = None;
         match registry.create(&node, data.as_bytes(), CreateMode::Ephemeral).await {
             Ok(_) => {}
-            // Our own node from a session that is not gone yet, or a twin instance id.
+            // Our own node from a session that is not gone yet (this process restarted), or a
+            // twin instance id: replace it, remembering what it recorded.
             Err(RegistryError::NodeExists { .. }) => {
+                predecessor = registry.get(&node).await?;
                 registry.delete(&node, None).await?;
                 registry.create(&node, data.as_bytes(), CreateMode::Ephemeral).await?;
             }
             Err(e) => return Err(e.into()),
         }
         self.shared.cache.update(|c| c.wrote(&node, data.as_bytes(), 0, true));
+        // Replacing our node hides the departure of our previous session from the survivors
+        // (they see the node still there), so this instance queues what that session left
+        // behind itself.
+        self.queue_what_our_last_session_left(predecessor.as_ref(), base).await?;
         self.members =
             self.shared.cache.read().children(&self.paths.instances()).into_iter().collect();
         self.flag_reshard().await?;
@@ -218,6 +229,53 @@ impl JobRunner {
         self.registered = true;
         self.arm_after(self.shared.handles.clock.now_ms());
         self.arm_reconcile();
+        Ok(())
+    }
+
+    /// Queues for failover the items our previous session (an expired one, or the one of a
+    /// process that ran under our id before a restart) was running, and with `misfire` on, the
+    /// fires it missed; the survivors cannot tell, as our instance node never went away for them.
+    async fn queue_what_our_last_session_left(
+        &mut self,
+        predecessor: Option<&crate::registry::Node>,
+        first_run: u64,
+    ) -> Result<()> {
+        let interrupted = std::mem::take(&mut self.interrupted);
+        if !self.failover_enabled() {
+            return Ok(());
+        }
+        let me = self.shared.instance.as_str().to_owned();
+        let total = self.config.checked_total_count()?;
+        let now = self.shared.handles.clock.now_ms();
+        let orphans = {
+            let cache = self.shared.cache.read();
+            let mut orphans =
+                failover::left_by_predecessor(&cache, &self.paths, &me, total, first_run);
+            for (item, fire_ms) in interrupted {
+                if item < total && orphans.iter().all(|o| o.item != item) {
+                    let rank = orphans.len() as u64;
+                    orphans.push(failover::Orphan { item, fire_ms, rank });
+                }
+            }
+            if let (true, Some(schedule), Some(old)) =
+                (self.config.misfire, &self.schedule, predecessor)
+            {
+                let since = Completed::parse(&old.data).fire_ms;
+                orphans.extend(failover::missed_since(
+                    &cache,
+                    &self.paths,
+                    &me,
+                    total,
+                    schedule,
+                    since,
+                    now,
+                    &orphans,
+                ));
+            }
+            orphans
+        };
+        let registry = self.shared.registry.as_ref();
+        failover::queue(registry, &self.shared.cache, &self.paths, &me, &orphans).await?;
         Ok(())
     }
 
