@@ -342,7 +342,11 @@ fn render(results: &[PrecisionResult], seconds: u64) -> Section {
             cpu_per_fire(r).map_or("-".into(), |us| format!("{us:.0} µs")),
             mib(r.peak_rss_kib),
             r.threads,
-            if r.failed { "failed".into() } else { ms(r.register_ms * 1000) },
+            match (r.failed, r.register_ms) {
+                (true, _) => "failed".into(),
+                (false, 0) => "< 1 ms".into(),
+                (false, m) => ms(m * 1000),
+            },
         ));
     }
     let mut verdicts = Vec::new();
