@@ -48,6 +48,10 @@ pub enum Error {
     #[error("the scheduler has shut down")]
     ShutDown,
 
+    /// A conditional write kept losing to concurrent writers of the same node.
+    #[error("{what}: gave up after repeated concurrent changes of the node; retry later")]
+    Contended { what: String },
+
     /// An operation was refused because of the job's state in the registry.
     #[error("job {job}: {reason}")]
     Refused { job: String, reason: String },

@@ -379,6 +379,7 @@ pub fn reason(r: &SkipReason) -> String {
         SkipReason::ClockSkew { diff_ms } => format!("clock-skew({diff_ms}ms)"),
         SkipReason::ShardingTimeout => "sharding-timeout".into(),
         SkipReason::Late => "late".into(),
+        SkipReason::ShuttingDown => "shutting-down".into(),
         SkipReason::RegistryError(e) => format!("registry-error({e})"),
     }
 }

@@ -207,6 +207,7 @@ pub fn skip_code(reason: &SkipReason) -> &'static str {
         SkipReason::ClockSkew { .. } => "clock_skew",
         SkipReason::ShardingTimeout => "sharding_timeout",
         SkipReason::Late => "late",
+        SkipReason::ShuttingDown => "shutting-down",
         SkipReason::RegistryError(_) => "registry_error",
     }
 }

@@ -27,6 +27,9 @@ pub enum SkipReason {
     /// The fire came due while this instance was held up (a long reshard wait, a blocked
     /// runtime) until a later fire was due too; the later one runs instead.
     Late,
+    /// The job was stopping on this instance (graceful stop, removal, scheduler shutdown)
+    /// when the fire was handled.
+    ShuttingDown,
     /// A registry operation failed; see the message.
     RegistryError(String),
 }

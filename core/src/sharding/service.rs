@@ -28,6 +28,11 @@ pub const DISABLED: &str = "DISABLED";
 /// The flag holds the time it was raised (`now_ms`, the setter's clock): a fire scheduled before
 /// it runs with the assignment it was due under, and the reshard waits for the next fire, so
 /// that one fire never runs partly under the old and partly under the new assignment.
+///
+/// A flag already raised keeps its (earliest) time: instances may be waiting for the reshard
+/// of a fire between the two times, and a later time would release them to run that fire under
+/// the old assignment while the leader runs it under the new one. Hence a read and a
+/// version-checked write here, not a blind put; flags are rare (membership and config changes).
 pub async fn set_necessary(
     registry: &dyn CoordinatorRegistry,
     cache: &SharedCache,
@@ -35,11 +40,36 @@ pub async fn set_necessary(
     now_ms: i64,
 ) -> Result<()> {
     let path = paths.sharding_necessary();
-    let data = now_ms.to_string();
-    let version = registry.put(&path, data.as_bytes()).await?;
-    cache.update(|c| c.wrote(&path, data.as_bytes(), version, false));
-    Ok(())
+    for _ in 0..FLAG_ATTEMPTS {
+        let written = match registry.get(&path).await? {
+            Some(flag) => {
+                let raised = flag.text().trim().parse::<i64>().ok();
+                let data = raised.map_or(now_ms, |r| r.min(now_ms)).to_string();
+                match registry.set(&path, data.as_bytes(), Some(flag.version)).await {
+                    Ok(version) => Some((data, version)),
+                    Err(RegistryError::BadVersion { .. } | RegistryError::NoNode { .. }) => None,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            None => {
+                let data = now_ms.to_string();
+                match registry.create(&path, data.as_bytes(), CreateMode::Persistent).await {
+                    Ok(_) => Some((data, 0)),
+                    Err(RegistryError::NodeExists { .. }) => None,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        };
+        if let Some((data, version)) = written {
+            cache.update(|c| c.wrote(&path, data.as_bytes(), version, false));
+            return Ok(());
+        }
+    }
+    Err(Error::Contended { what: format!("raising the reshard flag {path}") })
 }
+
+/// How often `set_necessary` retries against concurrent writers of the flag.
+const FLAG_ATTEMPTS: usize = 16;
 
 /// Whether a reshard is pending or running.
 pub fn pending(cache: &Cache, paths: &JobPaths) -> bool {

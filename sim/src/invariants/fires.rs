@@ -14,7 +14,8 @@
 //! **Recorded with a reason.** Without a run, one of these must hold, else it is a violation.
 //! The *owners* of the item for the fire are the instance the last assignment before the fire
 //! gave it to, plus any instance an assignment committed between the fire and the next one
-//! gave it to.
+//! gave it to. Before the job's first assignment (a leader cut off before it could shard),
+//! the instance the first assignment gave the item to answers for it.
 //! - *skipped*: an owner recorded `skipped` for that fire with a reason other than `no-items`
 //!   (disconnected, server disabled, clock skew, sharding timeout, misfire, ...). A `misfire`
 //!   skip must be followed by a catch-up run (`start ... misfire`) of the item once the run
@@ -174,6 +175,12 @@ impl Facts {
     fn owner_at(&self, job: &str, item: u32, at: i64) -> Option<usize> {
         let list = self.assignments.get(job)?;
         list.iter().rev().find(|(t, _)| *t <= at).and_then(|(_, a)| a.get(&item).copied())
+    }
+
+    /// The owner of `item` by the first assignment committed after `at`.
+    fn first_owner_after(&self, job: &str, item: u32, at: i64) -> Option<usize> {
+        let list = self.assignments.get(job)?;
+        list.iter().find(|(t, _)| *t > at).and_then(|(_, a)| a.get(&item).copied())
     }
 
     /// The owners of `item` for a fire at `at` whose next fire is at `next`.
@@ -416,15 +423,26 @@ impl Fire<'_> {
             return;
         }
         let owners = facts.owners(job, item, at, self.next);
+        // Before the job's first assignment (the leader could not shard yet) nobody owned the
+        // item: the instance the first assignment gave it to answers for it.
+        let heir = owners.is_empty().then(|| facts.first_owner_after(job, item, at)).flatten();
         let skips = facts.skips.get(&(job.to_owned(), self.fire));
         // A skip covers the item if the skipper owned it for this fire, or owned it when it
-        // recorded the skip (a fire handled late, after a reshard).
+        // recorded the skip (a fire handled late, after a reshard). The owner at the fire's
+        // time answers first: a later owner's skip (say a misfire of its own items) does not
+        // speak for an item it did not hold yet.
+        let covers = |(idx, w, r): &&(usize, usize, SkipReason)| {
+            *r != SkipReason::NoItems
+                && (owners.contains(w)
+                    || heir == Some(*w)
+                    || facts.owner_at(job, item, entries[*idx].at) == Some(*w))
+        };
         let skip = skips.and_then(|s| {
-            s.iter().find(|(idx, w, r)| {
-                *r != SkipReason::NoItems
-                    && (owners.contains(w)
-                        || facts.owner_at(job, item, entries[*idx].at) == Some(*w))
-            })
+            let first_owner = owners.first().copied().or(heir);
+            s.iter()
+                .filter(covers)
+                .find(|(_, w, _)| Some(*w) == first_owner)
+                .or_else(|| s.iter().find(covers))
         });
         if let Some((idx, who, r)) = skip {
             if *r == SkipReason::Misfire && misfire {

@@ -13,7 +13,7 @@ impl JobRunner {
         only: Option<Vec<u32>>,
     ) -> Result<()> {
         if self.stopping {
-            return Ok(());
+            return self.skip(fire_ms, SkipReason::ShuttingDown);
         }
         if let Some(reason) = self.refusal() {
             return self.skip(fire_ms, reason);
@@ -32,16 +32,15 @@ impl JobRunner {
         if let Some(diff_ms) = self.clock_skew().await? {
             return self.skip(fire_ms, SkipReason::ClockSkew { diff_ms });
         }
-        let before = self.shared.handles.clock.now_ms();
         if !self.ensure_sharded(fire_ms).await? {
             return self.skip(fire_ms, SkipReason::ShardingTimeout);
         }
-        // A scheduled fire that waited for a reshard until the next one fell due is superseded
-        // by it: run now, it would run partly under an assignment made after its time, where
-        // other instances already ran it under the old one.
+        // A scheduled fire handled only once the next one fell due (it waited for a reshard, or
+        // queued behind a fire that did) is superseded by it: run now, it would run partly under
+        // an assignment made after its time, where other instances already ran it under the old
+        // one.
         let now = self.shared.handles.clock.now_ms();
         if kind == FireKind::Scheduled
-            && now > before
             && self
                 .schedule
                 .as_ref()

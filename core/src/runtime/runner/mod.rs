@@ -119,6 +119,9 @@ pub(crate) struct JobRunner {
     /// Claimed failover items not yet run, by the fire they missed.
     failover_backlog: BTreeMap<i64, Vec<u32>>,
     stopping: bool,
+    /// The fire time the driver's timer is armed for, until its `Fire` event is handled: a stop
+    /// records it as skipped if it fell due before the stop (see `stop`).
+    armed_fire: Option<i64>,
     was_leader: bool,
     /// A fire that ended while the job was stopping (see `stop`).
     finished_while_stopping: Option<Finished>,
@@ -170,6 +173,7 @@ impl JobRunner {
             runs: 0,
             completed: Completed::default(),
             stopping: false,
+            armed_fire: None,
             was_leader: false,
             config_version: None,
             finished_while_stopping: None,
@@ -364,6 +368,7 @@ impl JobRunner {
     async fn handle(&mut self, event: JobEvent) -> Result<()> {
         match event {
             JobEvent::Fire { fire_ms } => {
+                self.disarmed(fire_ms);
                 self.arm_after(fire_ms);
                 // A fire that fails on the registry is reported as skipped, with its time.
                 if let Err(e) = self.fire(fire_ms, FireKind::Scheduled, None).await {
@@ -391,7 +396,7 @@ impl JobRunner {
     // ------------------------------------------------------------------ schedule
 
     /// Arms the next fire strictly after `after_ms` (or after now, if we fell behind).
-    fn arm_after(&self, after_ms: i64) {
+    fn arm_after(&mut self, after_ms: i64) {
         let now = self.shared.handles.clock.now_ms();
         let mut next = None;
         if let Some(schedule) = &self.schedule {
@@ -412,6 +417,7 @@ impl JobRunner {
             }
             next = latest.or_else(|| schedule.next_after(after_ms.max(now)));
         }
+        self.armed_fire = next;
         self.shared.command(Command::Arm {
             job: self.name().to_owned(),
             kind: TimerKind::Fire,
@@ -419,6 +425,15 @@ impl JobRunner {
         });
         if let Some(next_fire_ms) = next {
             self.emit(SchedulerEvent::Armed { job: self.name().to_owned(), next_fire_ms });
+        }
+    }
+}
+
+impl JobRunner {
+    /// Notes that the timer's `Fire` event for `fire_ms` reached the runner.
+    fn disarmed(&mut self, fire_ms: i64) {
+        if self.armed_fire == Some(fire_ms) {
+            self.armed_fire = None;
         }
     }
 }

@@ -25,6 +25,15 @@ impl JobRunner {
         }
         self.stopping = true;
         self.shared.command(Command::Forget { job: self.name().to_owned() });
+        // A fire that fell due before the stop but was not handled yet is recorded, not lost
+        // without a word: queued behind the stop, or armed but cancelled by `Forget`.
+        while let Ok(event) = self.mailbox.try_recv() {
+            self.set_aside(event);
+        }
+        let now = self.shared.handles.clock.now_ms();
+        if let Some(fire_ms) = self.armed_fire.take().filter(|&t| t <= now) {
+            self.skip(fire_ms, SkipReason::ShuttingDown)?;
+        }
         if self.in_flight.is_some() {
             let deadline = self.shared.settings.shutdown_timeout;
             if tokio::time::timeout(deadline, self.await_done()).await.is_err() {
@@ -102,12 +111,25 @@ impl JobRunner {
         while self.finished_while_stopping.is_none() {
             match self.mailbox.recv().await {
                 Some(JobEvent::Done(finished)) => self.finished_while_stopping = Some(*finished),
-                Some(JobEvent::Stop { reply: Some(reply), .. }) => {
-                    let _ = reply.send(());
-                }
-                Some(_) => {}
+                Some(event) => self.set_aside(event),
                 None => return,
             }
+        }
+    }
+
+    /// What a stopping job does with an event other than its fire's end: answers stop requests,
+    /// records fires as skipped, drops the rest.
+    fn set_aside(&mut self, event: JobEvent) {
+        match event {
+            JobEvent::Done(finished) => self.finished_while_stopping = Some(*finished),
+            JobEvent::Stop { reply: Some(reply), .. } => {
+                let _ = reply.send(());
+            }
+            JobEvent::Fire { fire_ms } => {
+                self.disarmed(fire_ms);
+                let _ = self.skip(fire_ms, SkipReason::ShuttingDown);
+            }
+            _ => {}
         }
     }
 }
