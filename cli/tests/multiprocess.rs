@@ -1036,32 +1036,24 @@ fn run_test(s: Scenario) {
 
 /// ZooKeeper, session timeout 2 s: kill -9 of the leader in the middle of a fire.
 #[test]
-#[ignore = "core defect under investigation: on real servers a worker sometimes waits out the \
-            reshard timeout after a join and runs nothing (issues 7/8 notes); run with --ignored"]
 fn kill_9_fails_over_on_zookeeper() {
     run_test(scenario(Backend::ZooKeeper, Stop::Kill, Victim::Leader));
 }
 
 /// etcd, lease TTL 2 s: kill -9 of a follower in the middle of a fire.
 #[test]
-#[ignore = "core defect under investigation: on real servers a worker sometimes waits out the \
-            reshard timeout after a join and runs nothing (issues 7/8 notes); run with --ignored"]
 fn kill_9_fails_over_on_etcd() {
     run_test(scenario(Backend::Etcd, Stop::Kill, Victim::Follower));
 }
 
 /// ZooKeeper: SIGTERM of a worker whose items outlast its shutdown timeout.
 #[test]
-#[ignore = "core defect under investigation: on real servers a worker sometimes waits out the \
-            reshard timeout after a join and runs nothing (issues 7/8 notes); run with --ignored"]
 fn graceful_stop_fails_over_cancelled_items_on_zookeeper() {
     run_test(scenario(Backend::ZooKeeper, Stop::Graceful, Victim::Third));
 }
 
 /// etcd: SIGTERM of a worker whose items outlast its shutdown timeout.
 #[test]
-#[ignore = "core defect under investigation: on real servers a worker sometimes waits out the \
-            reshard timeout after a join and runs nothing (issues 7/8 notes); run with --ignored"]
 fn graceful_stop_fails_over_cancelled_items_on_etcd() {
     run_test(scenario(Backend::Etcd, Stop::Graceful, Victim::Third));
 }
