@@ -44,6 +44,21 @@ pub enum Start {
     Marked,
     /// Item `0` is still marked running (by an earlier fire, here or elsewhere).
     AlreadyRunning(u32),
+    /// The owner node of item `0` is no longer the version the cache showed: a reshard
+    /// committed that this instance has not seen yet. Nothing was marked; decide again once the
+    /// cache caught up, or the fire would run under an assignment the leader already replaced.
+    Reassigned(u32),
+}
+
+/// Whether the start transaction also checks that the items' owner nodes are still the
+/// versions this instance's cache shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerCheck {
+    /// Scheduled and catch-up fires: the items are this instance's by the assignment in the
+    /// cache, and the transaction fails if a reshard replaced it meanwhile.
+    Cached,
+    /// Failover work: the items were claimed, not assigned.
+    None,
 }
 
 /// Marks `items` running for `mark`, all or none.
@@ -53,18 +68,27 @@ pub async fn start(
     paths: &JobPaths,
     items: &[u32],
     mark: &RunningMark,
+    owners: OwnerCheck,
 ) -> Result<Start> {
     let data = mark.encode();
-    let ops: Vec<TxnOp> = items
+    // (item, owner node version) for each check, in the order of the transaction's first ops.
+    let checked: Vec<(u32, u64)> = match owners {
+        OwnerCheck::None => Vec::new(),
+        OwnerCheck::Cached => {
+            let c = cache.read();
+            items
+                .iter()
+                .filter_map(|&n| Some((n, c.get(&paths.item_node(n, ItemNode::Instance))?.version)))
+                .collect()
+        }
+    };
+    let checks = checked
         .iter()
-        .map(|&n| {
-            TxnOp::create(
-                paths.item_node(n, ItemNode::Running),
-                data.clone(),
-                CreateMode::Ephemeral,
-            )
-        })
-        .collect();
+        .map(|&(n, version)| TxnOp::check(paths.item_node(n, ItemNode::Instance), Some(version)));
+    let creates = items.iter().map(|&n| {
+        TxnOp::create(paths.item_node(n, ItemNode::Running), data.clone(), CreateMode::Ephemeral)
+    });
+    let ops: Vec<TxnOp> = checks.chain(creates).collect();
     match registry.transaction(ops).await {
         Ok(_) => {
             cache.update(|c| {
@@ -75,7 +99,14 @@ pub async fn start(
             Ok(Start::Marked)
         }
         Err(e) => match e.transaction_failure() {
-            Some((i, RegistryError::NodeExists { .. })) => Ok(Start::AlreadyRunning(items[i])),
+            Some((i, RegistryError::BadVersion { .. } | RegistryError::NoNode { .. }))
+                if i < checked.len() =>
+            {
+                Ok(Start::Reassigned(checked[i].0))
+            }
+            Some((i, RegistryError::NodeExists { .. })) if i >= checked.len() => {
+                Ok(Start::AlreadyRunning(items[i - checked.len()]))
+            }
             _ => Err(e),
         },
     }

@@ -76,14 +76,19 @@ pub fn pending(cache: &Cache, paths: &JobPaths) -> bool {
     cache.exists(&paths.sharding_necessary()) || cache.exists(&paths.sharding_processing())
 }
 
-/// Whether the fire at `fire_ms` must wait for a reshard: one is running, or was asked for at
-/// or before the fire's time (a flag without a readable time, as ElasticJob writes it, counts).
+/// Whether the fire at `fire_ms` must wait for a reshard: one is running, or was asked for
+/// before the fire's time (a flag without a readable time, as ElasticJob writes it, counts).
+///
+/// A flag raised in the fire's own millisecond does not hold that fire: the membership change
+/// that raised it (typically a session ending on the same tick) races with every instance's
+/// handling of the fire, and a leader that handled the fire before the flag arrived would not
+/// reshard for it, leaving the instances that saw the flag waiting for its next fire.
 pub fn pending_for(cache: &Cache, paths: &JobPaths, fire_ms: i64) -> bool {
     if cache.exists(&paths.sharding_processing()) {
         return true;
     }
     cache.get(&paths.sharding_necessary()).is_some_and(|flag| {
-        flag.text().trim().parse::<i64>().map_or(true, |raised| raised <= fire_ms)
+        flag.text().trim().parse::<i64>().map_or(true, |raised| raised < fire_ms)
     })
 }
 

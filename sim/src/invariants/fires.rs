@@ -26,6 +26,9 @@
 //!   its reason. With failover and misfire both on, DESIGN section 7 asks more: every item that
 //!   lost fires while its crashed owner went undetected is caught up once (a `misfire` or
 //!   `failover` run after the lost fire); its absence is a violation.
+//! - *lost, owner went down while handling it*: an owner went down before the next fire and
+//!   started or skipped nothing of the job between the fire and going down (it was held up,
+//!   typically waiting for a reshard from a crashed leader not detected yet).
 //! - *lost, registry error*: an owner reported an `error` for the job between the fire and the
 //!   next one (the runtime reports a failed fire so, without its fire time).
 //!
@@ -91,6 +94,8 @@ struct Facts {
     /// (time, entry index, instance, job, item) of every run a crash or the end of its
     /// session interrupted: with failover on, another instance must re-execute it.
     orphans: Vec<(i64, usize, usize, String, u32)>,
+    /// The virtual time of each trace entry, by index.
+    at: Vec<i64>,
 }
 
 impl Facts {
@@ -98,6 +103,7 @@ impl Facts {
         let mut f = Facts::default();
         // (job, item) → (instance, fire, session, entry index) of each run not ended yet.
         let mut open = Open::new();
+        f.at = entries.iter().map(|e| e.at).collect();
         for (idx, e) in entries.iter().enumerate() {
             match &e.what {
                 What::Event { event, session, .. } => match event {
@@ -175,6 +181,22 @@ impl Facts {
     fn owner_at(&self, job: &str, item: u32, at: i64) -> Option<usize> {
         let list = self.assignments.get(job)?;
         list.iter().rev().find(|(t, _)| *t <= at).and_then(|(_, a)| a.get(&item).copied())
+    }
+
+    /// Whether `who` started or skipped anything of `job` in `[from, to)`.
+    fn said(&self, job: &str, who: usize, from: i64, to: i64) -> bool {
+        let skipped =
+            self.skips.range((job.to_owned(), i64::MIN)..).take_while(|(k, _)| k.0 == job).any(
+                |(_, list)| {
+                    list.iter().any(|&(idx, w, _)| w == who && (from..to).contains(&self.at[idx]))
+                },
+            );
+        let started = self
+            .runs
+            .range((job.to_owned(), 0)..)
+            .take_while(|(k, _)| k.0 == job)
+            .any(|(_, runs)| runs.iter().any(|&(t, w, _)| w == who && (from..to).contains(&t)));
+        skipped || started
     }
 
     /// The owner of `item` by the first assignment committed after `at`.
@@ -476,6 +498,18 @@ impl Fire<'_> {
                 }
                 return;
             }
+        }
+        // An owner that went down before the next fire without a word about this one was held
+        // up handling it (typically waiting for a reshard from a leader whose crash was not
+        // detected yet) when it crashed, stopped or lost its session: lost with it.
+        let first_down = owners.iter().find_map(|&w| {
+            let (from, why) = tl.went_down(w, at, self.next)?;
+            let said = facts.said(job, w, at, from);
+            (!said).then_some(why)
+        });
+        if let Some(why) = first_down {
+            acc.add(format!("lost: owner {} while handling it", why_class(why)));
+            return;
         }
         if owners.is_empty() {
             let anyone_up = (1..=tl.down.len()).any(|w| tl.not_up(w, at).is_none());

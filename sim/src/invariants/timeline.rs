@@ -159,6 +159,17 @@ impl Timeline {
             .map(|(_, _, why)| why.as_str())
     }
 
+    /// The first time in `(after, before)` that `who` went down (crashed, stopped, lost its
+    /// session...), with the reason.
+    pub fn went_down(&self, who: usize, after: i64, before: i64) -> Option<(i64, &str)> {
+        self.down
+            .get(&who)?
+            .iter()
+            .filter(|(from, _, _)| after < *from && *from < before)
+            .min_by_key(|(from, _, _)| *from)
+            .map(|(from, _, why)| (*from, why.as_str()))
+    }
+
     /// The job's config in effect at `at`.
     pub fn config_at(&self, job: &str, at: i64) -> Option<&JobState> {
         let list = self.configs.get(job)?;

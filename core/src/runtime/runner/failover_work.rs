@@ -85,12 +85,20 @@ impl JobRunner {
         let mark = self.mark(fire_ms);
         let shared = self.shared.clone();
         let registry = shared.registry.as_ref();
-        match execution::start(registry, &self.shared.cache, &self.paths, &items, &mark).await? {
+        let start = execution::start(
+            registry,
+            &self.shared.cache,
+            &self.paths,
+            &items,
+            &mark,
+            OwnerCheck::None,
+        );
+        match start.await? {
             Start::Marked => {
                 self.launch(fire_ms, FireKind::Failover, items.clone(), items, true);
                 Ok(true)
             }
-            Start::AlreadyRunning(_) => {
+            Start::AlreadyRunning(_) | Start::Reassigned(_) => {
                 self.failover_backlog.insert(fire_ms, items);
                 Ok(false)
             }

@@ -32,44 +32,63 @@ impl JobRunner {
         if let Some(diff_ms) = self.clock_skew().await? {
             return self.skip(fire_ms, SkipReason::ClockSkew { diff_ms });
         }
-        if !self.ensure_sharded(fire_ms).await? {
-            return self.skip(fire_ms, SkipReason::ShardingTimeout);
-        }
-        // A scheduled fire handled only once the next one fell due (it waited for a reshard, or
-        // queued behind a fire that did) is superseded by it: run now, it would run partly under
-        // an assignment made after its time, where other instances already ran it under the old
-        // one.
-        let now = self.shared.handles.clock.now_ms();
-        if kind == FireKind::Scheduled
-            && self
-                .schedule
-                .as_ref()
-                .and_then(|s| s.next_after(fire_ms))
-                .is_some_and(|next| next <= now)
-        {
-            return self.skip(fire_ms, SkipReason::Late);
-        }
-        let mut items = self.my_items()?;
-        if let Some(only) = only {
-            items.retain(|n| only.contains(n));
-        }
-        if items.is_empty() {
-            return self.skip(fire_ms, SkipReason::NoItems);
-        }
-        let marked = self.config.monitor_execution;
-        if marked {
-            let shared = self.shared.clone();
-            let registry = shared.registry.as_ref();
-            let mark = self.mark(fire_ms);
-            match execution::start(registry, &self.shared.cache, &self.paths, &items, &mark).await?
-            {
-                Start::Marked => {}
-                // A failover taker still runs one of our items: it is a misfire here too.
-                Start::AlreadyRunning(_) => return self.misfire(fire_ms).await,
+        for _ in 0..REASSIGNED_ATTEMPTS {
+            let seen = self.shared.cache.read().revision();
+            if !self.ensure_sharded(fire_ms).await? {
+                return self.skip(fire_ms, SkipReason::ShardingTimeout);
             }
+            // A scheduled fire handled only once the next one fell due (it waited for a
+            // reshard, or queued behind a fire that did) is superseded by it: run now, it would
+            // run partly under an assignment made after its time, where other instances already
+            // ran it under the old one.
+            let now = self.shared.handles.clock.now_ms();
+            if kind == FireKind::Scheduled
+                && self
+                    .schedule
+                    .as_ref()
+                    .and_then(|s| s.next_after(fire_ms))
+                    .is_some_and(|next| next <= now)
+            {
+                return self.skip(fire_ms, SkipReason::Late);
+            }
+            let mut items = self.my_items()?;
+            if let Some(only) = &only {
+                items.retain(|n| only.contains(n));
+            }
+            if items.is_empty() {
+                return self.skip(fire_ms, SkipReason::NoItems);
+            }
+            let marked = self.config.monitor_execution;
+            if marked {
+                let shared = self.shared.clone();
+                let registry = shared.registry.as_ref();
+                let mark = self.mark(fire_ms);
+                let cache = &self.shared.cache;
+                match execution::start(
+                    registry,
+                    cache,
+                    &self.paths,
+                    &items,
+                    &mark,
+                    OwnerCheck::Cached,
+                )
+                .await?
+                {
+                    Start::Marked => {}
+                    // A failover taker still runs one of our items: it is a misfire here too.
+                    Start::AlreadyRunning(_) => return self.misfire(fire_ms).await,
+                    // The leader resharded and our cache has not shown it yet: wait for the
+                    // watch, then decide again under the new assignment.
+                    Start::Reassigned(_) => {
+                        self.wait_or_halt(RACE_PAUSE, |c| c.revision() > seen).await;
+                        continue;
+                    }
+                }
+            }
+            self.launch(fire_ms, kind, items.clone(), Vec::new(), marked);
+            return self.distribute_once(GuaranteeStage::Started, fire_ms, &items).await;
         }
-        self.launch(fire_ms, kind, items.clone(), Vec::new(), marked);
-        self.distribute_once(GuaranteeStage::Started, fire_ms, &items).await
+        self.skip(fire_ms, SkipReason::ShardingTimeout)
     }
 
     /// Records a stage of a fire for the distribute-once listeners, and runs them (on their own

@@ -21,7 +21,7 @@ use crate::config::{store, JobConfig};
 use crate::cron::CronSchedule;
 use crate::election;
 use crate::error::{Error, Result};
-use crate::execution::{self, Completion, RunningMark, Start};
+use crate::execution::{self, Completion, OwnerCheck, RunningMark, Start};
 use crate::failover;
 use crate::guarantee;
 use crate::job::{
@@ -443,6 +443,8 @@ const MAX_OVERDUE_SCAN: usize = 100_000;
 /// How often a leader retries a reshard that raced with a membership change before giving the
 /// fire up.
 const RESHARD_ATTEMPTS: usize = 8;
+/// How often a fire is decided again after its start transaction found the assignment replaced.
+const REASSIGNED_ATTEMPTS: usize = 4;
 /// How long a leader waits for the watch after a raced reshard.
 const RACE_PAUSE: Duration = Duration::from_millis(200);
 /// The pause between recording the last completed run and removing the instance node on stop.
