@@ -3,6 +3,7 @@
 //! no registry I/O itself, so nothing a job does can stall the others' timers.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
@@ -85,6 +86,9 @@ impl Driver {
     }
 
     fn on_session(&mut self, event: SessionEvent) {
+        if event == SessionEvent::Expired {
+            self.shared.sessions_expired.fetch_add(1, Ordering::SeqCst);
+        }
         self.shared.events.emit(SchedulerEvent::Session(event));
         for mailbox in self.jobs.values() {
             let _ = mailbox.send(JobEvent::Session(event));

@@ -36,6 +36,7 @@ pub mod timer;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -95,6 +96,10 @@ pub(crate) struct Shared {
     /// The strategy and error-handler names configs may use here.
     pub known: KnownTypes,
     pub events: Events,
+    /// How many of this client's sessions expired, as the driver saw them: a runner compares it
+    /// with the count at its registration to tell its instance node going with an expired
+    /// session (re-register) from an operator deleting it (stop).
+    pub sessions_expired: AtomicU64,
     commands: mpsc::UnboundedSender<Command>,
 }
 
@@ -237,6 +242,7 @@ impl SchedulerBuilder {
             error_handlers: self.error_handlers,
             known,
             handles,
+            sessions_expired: AtomicU64::new(0),
             commands: commands_tx,
         });
         let driver = Driver {

@@ -1,6 +1,8 @@
 //! Reacting to the registry: election, membership, servers, triggers, config changes and the
 //! session's state.
 
+use std::sync::atomic::Ordering;
+
 use super::*;
 
 impl JobRunner {
@@ -50,9 +52,13 @@ impl JobRunner {
             JobNode::Instance(id) if id == me => {
                 // Our node vanished while our session lives: an operator shut this instance
                 // down. The cache may be a step behind our own re-registration, so ask the
-                // registry before acting on it.
+                // registry before acting on it. A session that expired since we registered
+                // took the node with it, even if this runner (held up in a fire) has not
+                // handled that expiry yet: the queued session events register us again.
                 let gone = !self.shared.cache.read().exists(&self.paths.instance(me));
-                if gone && self.connected && self.registered {
+                let same_session =
+                    self.shared.sessions_expired.load(Ordering::SeqCst) == self.registered_in;
+                if gone && self.connected && self.registered && same_session {
                     let node = self.paths.instance(me);
                     if !self.shared.registry.exists(&node).await? {
                         // The survivors take our running items over at once: cancel them now.

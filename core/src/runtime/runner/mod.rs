@@ -8,6 +8,7 @@
 //! its reactions to the registry and the session, `stopping` the orderly stop.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -109,6 +110,8 @@ pub(crate) struct JobRunner {
     /// registration (after a new session), and the removal of a finished run's markers (stale
     /// markers would block every later fire of those items).
     registered: bool,
+    /// `Shared::sessions_expired` when this instance last registered.
+    registered_in: u64,
     unfinished: Option<Unfinished>,
     /// The items of the run our session's expiry interrupted, queued for failover once we are
     /// registered again.
@@ -174,6 +177,7 @@ impl JobRunner {
             completed: Completed::default(),
             stopping: false,
             armed_fire: None,
+            registered_in: 0,
             was_leader: false,
             config_version: None,
             finished_while_stopping: None,
@@ -203,6 +207,7 @@ impl JobRunner {
             .create_if_absent(&self.paths.server(instance.ip()), b"", CreateMode::Persistent)
             .await?;
         let node = self.paths.instance(instance.as_str());
+        self.registered_in = self.shared.sessions_expired.load(Ordering::SeqCst);
         let now = self.shared.handles.clock.now_ms();
         let base = u64::try_from(now).unwrap_or(0).saturating_mul(1000);
         self.runs = self.runs.max(base);
