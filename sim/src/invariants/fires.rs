@@ -26,9 +26,9 @@
 //!   its reason. With failover and misfire both on, DESIGN section 7 asks more: every item that
 //!   lost fires while its crashed owner went undetected is caught up once (a `misfire` or
 //!   `failover` run after the lost fire); its absence is a violation.
-//! - *lost, owner went down while handling it*: an owner went down before the next fire and
-//!   started or skipped nothing of the job between the fire and going down (it was held up,
-//!   typically waiting for a reshard from a crashed leader not detected yet).
+//! - *lost, owner went down while handling it*: an owner went down within the sharding timeout
+//!   after the fire and started or skipped nothing of the job between the fire and going down
+//!   (it was held up, typically waiting for a reshard from a crashed leader not detected yet).
 //! - *lost, registry error*: an owner reported an `error` for the job between the fire and the
 //!   next one (the runtime reports a failed fire so, without its fire time).
 //!
@@ -42,7 +42,7 @@
 use std::collections::BTreeMap;
 
 use shardcron_core::cron::CronSchedule;
-use shardcron_core::runtime::{FireKind, SchedulerEvent, SkipReason};
+use shardcron_core::runtime::{FireKind, SchedulerEvent, Settings, SkipReason};
 
 use super::timeline::{Timeline, CHANGE_SLACK_MS};
 use super::{context, index_at, index_of, Invariant, Violation};
@@ -299,6 +299,16 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         if end >= final_at || tl.not_up(who, end).is_some() || tl.not_up(who, skip_at).is_some() {
             continue;
         }
+        // A count change that removed the item before its owner could run the catch-up (the
+        // owner's own run ends first, then a watch round trip) leaves nothing to catch up.
+        let removed = tl.configs.get(&job).is_some_and(|configs| {
+            configs.iter().any(|(t, state)| {
+                *t > skip_at && *t <= end + 2 * CHANGE_SLACK_MS && state.count <= item
+            })
+        });
+        if removed {
+            continue;
+        }
         out.push(Violation {
             invariant: Invariant::Fires,
             at: end,
@@ -484,7 +494,10 @@ impl Fire<'_> {
             acc.add("lost: registry error");
             return;
         }
-        for &w in &owners {
+        // Who answers for the fire: its owners, or before the first assignment its heir.
+        let answering: Vec<usize> =
+            if owners.is_empty() { heir.into_iter().collect() } else { owners.clone() };
+        for &w in &answering {
             if let Some(why) = tl.not_up(w, at) {
                 acc.add(format!("lost: owner {}", why_class(why)));
                 if why.contains("crashed") {
@@ -499,11 +512,15 @@ impl Fire<'_> {
                 return;
             }
         }
-        // An owner that went down before the next fire without a word about this one was held
-        // up handling it (typically waiting for a reshard from a leader whose crash was not
-        // detected yet) when it crashed, stopped or lost its session: lost with it.
-        let first_down = owners.iter().find_map(|&w| {
-            let (from, why) = tl.went_down(w, at, self.next)?;
+        // An owner that went down without a word about this fire (or anything of the job after
+        // it) was held up handling it, typically waiting for a reshard from a leader whose crash
+        // was not detected yet, when it crashed, stopped or lost its session: lost with it. A
+        // fire waits for a reshard at most the sharding timeout.
+        let held_up_ms = i64::try_from(Settings::default().sharding_timeout.as_millis())
+            .unwrap_or(i64::MAX)
+            .saturating_add(1_000);
+        let first_down = answering.iter().find_map(|&w| {
+            let (from, why) = tl.went_down(w, at, at.saturating_add(held_up_ms))?;
             let said = facts.said(job, w, at, from);
             (!said).then_some(why)
         });
