@@ -93,7 +93,8 @@ struct Facts {
     assignments: Assignments,
     /// (time, entry index, instance, job, item) of every run a crash or the end of its
     /// session interrupted: with failover on, another instance must re-execute it.
-    orphans: Vec<(i64, usize, usize, String, u32)>,
+    /// The last field is the fire the interrupted run belonged to.
+    orphans: Vec<(i64, usize, usize, String, u32, i64)>,
     /// The virtual time of each trace entry, by index.
     at: Vec<i64>,
 }
@@ -169,7 +170,7 @@ impl Facts {
                 }
                 let run = (job.clone(), *item, r.1, r.0);
                 if self.interrupted.insert(run) {
-                    self.orphans.push((e.at, idx, e.who, job.clone(), *item));
+                    self.orphans.push((e.at, idx, e.who, job.clone(), *item, r.1));
                 }
                 // A killed process runs nothing more; a fenced run may still end (cancelled).
                 !matches!(e.what, What::Note(Note::Crashed { .. }))
@@ -346,7 +347,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
     }
 
     // Runs interrupted by a crash are failed over, exactly once, when failover is on.
-    for (k, (crash_at, idx, who, job, item)) in facts.orphans.iter().enumerate() {
+    for (k, (crash_at, idx, who, job, item, fire)) in facts.orphans.iter().enumerate() {
         let failover = tl.config_at(job, *crash_at).is_some_and(|s| s.failover);
         let how = match &entries[*idx].what {
             What::Note(Note::Crashed { .. }) => "crashed",
@@ -358,19 +359,22 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         }
         let until = facts.orphans[k + 1..]
             .iter()
-            .find(|o| o.3 == *job && o.4 == *item)
+            .find(|o| o.3 == *job && o.4 == *item && o.5 == *fire)
             .map_or(i64::MAX, |o| o.0);
-        let takers: Vec<&(i64, usize, FireKind)> = facts
-            .runs
-            .get(&(job.clone(), *item))
-            .map(|runs| {
-                runs.iter()
-                    // Any instance may take it over, the same one too once it is back in a new
-                    // session (an expiry, a restart): what counts is one failover run after the
-                    // interruption.
-                    .filter(|(t, _, kind)| {
-                        *t >= *crash_at && *t <= until && *kind == FireKind::Failover
+        // Any instance may take it over, the same one too once it is back in a new session (an
+        // expiry, a restart): what counts is one failover run of the interrupted fire after the
+        // interruption (a failover of a later fire of the item answers another interruption).
+        let takers: Vec<usize> = facts
+            .starts
+            .get(&(job.clone(), *item, *fire))
+            .map(|starts| {
+                starts
+                    .iter()
+                    .filter(|(i, _, kind)| {
+                        let t = entries[*i].at;
+                        t >= *crash_at && t <= until && *kind == FireKind::Failover
                     })
+                    .map(|s| s.0)
                     .collect()
             })
             .unwrap_or_default();
@@ -428,11 +432,29 @@ impl Fire<'_> {
             acc.add("ran");
             // A failover re-execution of a run that a crash or a session end interrupted is the
             // same fire running once; anything else beyond one start is a second run.
-            let interrupted =
-                |w: usize| facts.interrupted.contains(&(job.to_owned(), item, self.fire, w));
+            //
+            // A run that ended while its instance was cut off from the registry could not
+            // record its completion (its markers stayed until the session ended): the
+            // survivors cannot tell it from an interrupted run, and fail it over. That second
+            // run is the documented at-least-once edge of a partition (the fencing token lets
+            // the job tell), not a scheduling fault.
+            let unrecorded = |i: usize, w: usize| {
+                let started = entries[i].at;
+                facts
+                    .ends
+                    .get(&(job.to_owned(), item, w))
+                    .and_then(|ends| ends.iter().copied().find(|&t| t >= started))
+                    .and_then(|end| tl.not_up(w, end))
+                    .is_some_and(|why| why.contains("cut off"))
+            };
+            let interrupted = |i: usize, w: usize| {
+                facts.interrupted.contains(&(job.to_owned(), item, self.fire, w))
+                    || unrecorded(i, w)
+            };
             let scheduled: Vec<_> = starts.iter().filter(|s| s.2 == FireKind::Scheduled).collect();
             let failover: Vec<_> = starts.iter().filter(|s| s.2 == FireKind::Failover).collect();
-            let legit_failover = failover.len() == 1 && scheduled.iter().all(|s| interrupted(s.1));
+            let legit_failover =
+                failover.len() == 1 && scheduled.iter().all(|s| interrupted(s.0, s.1));
             let extra = scheduled.len() > 1 || (!failover.is_empty() && !legit_failover);
             if extra {
                 let (idx, _, _) = starts[1];
