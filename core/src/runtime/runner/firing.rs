@@ -361,6 +361,12 @@ impl JobRunner {
             });
             self.settle().await?;
         }
+        // Busy survivors take their share of the failover queue after their own run, before a
+        // catch-up: an orphan is the older debt, and a job that always overruns owes a catch-up
+        // after every run, which would starve the orphan for good (the misfire markers wait).
+        if self.take_failover().await? {
+            return Ok(());
+        }
         // One catch-up run for the items whose fires were skipped while they ran.
         // Only once the assignment is current (a skipped fire may have flagged a reshard): the
         // markers follow the items to their new owners.
@@ -380,10 +386,6 @@ impl JobRunner {
                 .await?;
                 return self.fire(fire_ms, FireKind::Misfire, Some(items)).await;
             }
-        }
-        // Busy survivors take their share of the failover queue after their own run.
-        if self.take_failover().await? {
-            return Ok(());
         }
         if std::mem::take(&mut self.manual_pending) {
             let now = self.shared.handles.clock.now_ms();
