@@ -1,6 +1,8 @@
 //! Firing: the checks before a fire, resharding at fire time, launching the items, and what
 //! happens when they end (markers, misfire catch-up, distribute-once listeners).
 
+use std::sync::atomic::Ordering;
+
 use super::*;
 
 impl JobRunner {
@@ -335,7 +337,9 @@ impl JobRunner {
         let job = self.job.clone();
         let me = self.me.clone();
         let run = self.runs;
-        self.in_flight = Some(InFlight { fire_ms, run, items, failed_over, marked, cancel });
+        let session = self.shared.sessions_expired.load(Ordering::SeqCst);
+        self.in_flight =
+            Some(InFlight { fire_ms, run, items, failed_over, marked, session, cancel });
         self.shared.handles.spawner.spawn(Box::pin(async move {
             let report = executor.run(&job, request).await;
             let _ = me.send(JobEvent::Done(Box::new(Finished { report })));
@@ -358,6 +362,7 @@ impl JobRunner {
                 items: flight.items.clone(),
                 failed_over: flight.failed_over.clone(),
                 completion: Some(completion),
+                session: flight.session,
             });
             self.settle().await?;
         }

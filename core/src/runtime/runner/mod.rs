@@ -69,6 +69,9 @@ struct InFlight {
     /// The items this instance runs as a failover taker (their `failover` markers go at the end).
     failed_over: Vec<u32>,
     marked: bool,
+    /// `Shared::sessions_expired` when the markers were written: they are ephemeral, so once a
+    /// session expired since, they are gone, and whatever sits at their paths is someone else's.
+    session: u64,
     cancel: CancellationToken,
 }
 
@@ -78,6 +81,8 @@ struct Unfinished {
     items: Vec<u32>,
     failed_over: Vec<u32>,
     completion: Option<Completion>,
+    /// The session the markers were written in (see `InFlight::session`).
+    session: u64,
 }
 
 #[derive(Debug)]
@@ -333,6 +338,12 @@ impl JobRunner {
             self.register().await?;
         }
         if let Some(work) = self.unfinished.clone() {
+            if !self.same_session(work.session) {
+                // The markers went with the expired session (and the completion with its
+                // instance node); their paths may hold a failover taker's markers by now.
+                self.unfinished = None;
+                return Ok(());
+            }
             let shared = self.shared.clone();
             let registry = shared.registry.as_ref();
             let completion = work.completion.as_ref();
@@ -435,6 +446,11 @@ impl JobRunner {
 }
 
 impl JobRunner {
+    /// Whether no session expired since `session` (a `Shared::sessions_expired` reading).
+    fn same_session(&self, session: u64) -> bool {
+        self.shared.sessions_expired.load(Ordering::SeqCst) == session
+    }
+
     /// Notes that the timer's `Fire` event for `fire_ms` reached the runner.
     fn disarmed(&mut self, fire_ms: i64) {
         if self.armed_fire == Some(fire_ms) {

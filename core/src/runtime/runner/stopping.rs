@@ -62,6 +62,9 @@ impl JobRunner {
         let shared = self.shared.clone();
         let registry = shared.registry.as_ref();
         let me = self.shared.instance.as_str().to_owned();
+        // Markers written in a session that expired since are gone, and their paths may hold a
+        // failover taker's markers by now: leave them alone.
+        let flight = flight.filter(|f| self.same_session(f.session));
         if self.connected {
             election::abdicate(registry, &self.shared.cache, &self.paths, &me).await?;
             let node = self.paths.instance(&me);
