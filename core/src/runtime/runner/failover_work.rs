@@ -31,6 +31,27 @@ impl JobRunner {
         Ok(())
     }
 
+    /// Queues the orphans of instances that left since this runner last looked, before it
+    /// writes markers of its own: a marker created at the path of a dead instance's marker
+    /// replaces the cache's memory of it (its tombstone), and the orphan would be lost. The
+    /// departure's event may still wait in the mailbox behind the fire being handled (a runner
+    /// held up in a reshard wait); handling it later finds the member gone already.
+    pub(super) async fn notice_departures(&mut self) -> Result<()> {
+        let present: BTreeSet<String> =
+            self.shared.cache.read().children(&self.paths.instances()).into_iter().collect();
+        let gone: Vec<String> = self.members.difference(&present).cloned().collect();
+        for id in gone {
+            self.members.remove(&id);
+            if self.failover_enabled() {
+                self.queue_orphans_of(&id).await?;
+            }
+            if self.is_leader() {
+                self.flag_reshard().await?;
+            }
+        }
+        Ok(())
+    }
+
     /// When idle: claims this instance's share of the failover queue and runs it at once.
     /// Returns whether a failover run started.
     pub(super) async fn take_failover(&mut self) -> Result<bool> {
@@ -82,6 +103,7 @@ impl JobRunner {
             self.failover_backlog.insert(fire_ms, items);
             return Ok(false);
         }
+        self.notice_departures().await?;
         let mark = self.mark(fire_ms);
         let shared = self.shared.clone();
         let registry = shared.registry.as_ref();

@@ -62,6 +62,7 @@ impl JobRunner {
             }
             let marked = self.config.monitor_execution;
             if marked {
+                self.notice_departures().await?;
                 let shared = self.shared.clone();
                 let registry = shared.registry.as_ref();
                 let mark = self.mark(fire_ms);
