@@ -82,16 +82,41 @@ pub async fn start(
                 .collect()
         }
     };
+    // Misfire markers that owe a catch-up for this very fire are settled by running it: an
+    // instance that was busy when the fire came (and a reshard was pending) marked every item,
+    // not knowing who would own it after the reshard. (item, marker version), checked in the
+    // same transaction, after the owner checks.
+    let settled: Vec<(u32, u64)> = match owners {
+        OwnerCheck::None => Vec::new(),
+        OwnerCheck::Cached => {
+            let c = cache.read();
+            items
+                .iter()
+                .filter_map(|&n| {
+                    let marker = c.get(&paths.item_node(n, ItemNode::Misfire))?;
+                    let owed = marker.text().trim().parse::<i64>().ok()?;
+                    (owed == mark.fire_ms).then_some((n, marker.version))
+                })
+                .collect()
+        }
+    };
     let checks = checked
         .iter()
         .map(|&(n, version)| TxnOp::check(paths.item_node(n, ItemNode::Instance), Some(version)));
+    let settles = settled
+        .iter()
+        .map(|&(n, version)| TxnOp::delete(paths.item_node(n, ItemNode::Misfire), Some(version)));
     let creates = items.iter().map(|&n| {
         TxnOp::create(paths.item_node(n, ItemNode::Running), data.clone(), CreateMode::Ephemeral)
     });
-    let ops: Vec<TxnOp> = checks.chain(creates).collect();
+    let fenced = checked.len() + settled.len();
+    let ops: Vec<TxnOp> = checks.chain(settles).chain(creates).collect();
     match registry.transaction(ops).await {
         Ok(_) => {
             cache.update(|c| {
+                for &(n, _) in &settled {
+                    c.deleted(&paths.item_node(n, ItemNode::Misfire));
+                }
                 for &n in items {
                     c.wrote(&paths.item_node(n, ItemNode::Running), &data, 0, true);
                 }
@@ -104,8 +129,14 @@ pub async fn start(
             {
                 Ok(Start::Reassigned(checked[i].0))
             }
-            Some((i, RegistryError::NodeExists { .. })) if i >= checked.len() => {
-                Ok(Start::AlreadyRunning(items[i - checked.len()]))
+            // A misfire marker changed meanwhile: decide again on a fresh cache.
+            Some((i, RegistryError::BadVersion { .. } | RegistryError::NoNode { .. }))
+                if i < fenced =>
+            {
+                Ok(Start::Reassigned(settled[i - checked.len()].0))
+            }
+            Some((i, RegistryError::NodeExists { .. })) if i >= fenced => {
+                Ok(Start::AlreadyRunning(items[i - fenced]))
             }
             _ => Err(e),
         },
@@ -193,6 +224,63 @@ pub async fn mark_misfire(
 }
 
 /// The misfired items among `items` with the fire each one owes, as the cache shows them.
+/// Marks `items` misfired for `fire_ms` in one transaction that holds only while `flag` (a
+/// reshard flag) still exists: the marks are for a fire that will run under the assignment the
+/// pending reshard makes. Returns `false`, marking nothing, when the flag is gone (the reshard
+/// committed, and the new assignment decides whose items owe the catch-up).
+pub async fn mark_misfire_while_flagged(
+    registry: &dyn CoordinatorRegistry,
+    cache: &SharedCache,
+    paths: &JobPaths,
+    items: &[u32],
+    fire_ms: i64,
+    flag: &str,
+) -> Result<bool> {
+    let data = fire_ms.to_string();
+    let nodes: Vec<(String, bool)> = {
+        let c = cache.read();
+        items
+            .iter()
+            .map(|&n| {
+                let p = paths.item_node(n, ItemNode::Misfire);
+                let exists = c.exists(&p);
+                (p, exists)
+            })
+            .collect()
+    };
+    let mut ops = vec![TxnOp::check(flag, None)];
+    ops.extend(nodes.iter().map(|(p, exists)| {
+        if *exists {
+            TxnOp::set(p.clone(), data.clone(), None)
+        } else {
+            TxnOp::create(p.clone(), data.clone(), CreateMode::Persistent)
+        }
+    }));
+    match registry.transaction(ops).await {
+        Ok(results) => {
+            cache.update(|c| {
+                for (k, (p, _)) in nodes.iter().enumerate() {
+                    let version = match results.get(k + 1) {
+                        Some(TxnResult::Set { version }) => *version,
+                        _ => 0,
+                    };
+                    c.wrote(p, data.as_bytes(), version, false);
+                }
+            });
+            Ok(true)
+        }
+        Err(e) => match e.transaction_failure() {
+            Some((0, RegistryError::NoNode { .. })) => Ok(false),
+            // The cache was behind on a marker: mark them one by one instead.
+            Some((_, RegistryError::NoNode { .. } | RegistryError::NodeExists { .. })) => {
+                mark_misfire(registry, cache, paths, items, fire_ms).await?;
+                Ok(true)
+            }
+            _ => Err(e),
+        },
+    }
+}
+
 pub fn misfired(cache: &Cache, paths: &JobPaths, items: &[u32]) -> Vec<(u32, i64)> {
     items
         .iter()

@@ -8,8 +8,9 @@
 //! fires in the first second after the job was added, fires of a disabled job, and fires of an
 //! item disabled around that time.
 //!
-//! **Ran.** Exactly one `start` of the item with that `fire` (scheduled, or failover with the
-//! same fire time), anywhere in the cluster. Two are a violation.
+//! **Ran.** Exactly one `start` of the item with that `fire` (scheduled, a misfire catch-up
+//! made up for that fire, or failover with the same fire time), anywhere in the cluster. Two
+//! are a violation.
 //!
 //! **Recorded with a reason.** Without a run, one of these must hold, else it is a violation.
 //! The *owners* of the item for the fire are the instance the last assignment before the fire
@@ -109,7 +110,10 @@ impl Facts {
             match &e.what {
                 What::Event { event, session, .. } => match event {
                     SchedulerEvent::ItemStarted { job, item, fire_ms, kind, .. } => {
-                        if matches!(kind, FireKind::Scheduled | FireKind::Failover) {
+                        if matches!(
+                            kind,
+                            FireKind::Scheduled | FireKind::Failover | FireKind::Misfire
+                        ) {
                             let key = (job.clone(), *item, *fire_ms);
                             f.starts.entry(key).or_default().push((idx, e.who, *kind));
                         }
@@ -453,9 +457,13 @@ impl Fire<'_> {
             };
             let scheduled: Vec<_> = starts.iter().filter(|s| s.2 == FireKind::Scheduled).collect();
             let failover: Vec<_> = starts.iter().filter(|s| s.2 == FireKind::Failover).collect();
-            let legit_failover =
-                failover.len() == 1 && scheduled.iter().all(|s| interrupted(s.0, s.1));
-            let extra = scheduled.len() > 1 || (!failover.is_empty() && !legit_failover);
+            // A catch-up carries the fire it makes up for: with a scheduled run of that same
+            // fire, the item ran it twice.
+            let caught_up: Vec<_> = starts.iter().filter(|s| s.2 == FireKind::Misfire).collect();
+            let legit_failover = failover.len() == 1
+                && scheduled.iter().chain(&caught_up).all(|s| interrupted(s.0, s.1));
+            let extra =
+                scheduled.len() + caught_up.len() > 1 || (!failover.is_empty() && !legit_failover);
             if extra {
                 let (idx, _, _) = starts[1];
                 let on: Vec<String> = starts.iter().map(|(_, w, _)| format!("i{w}")).collect();

@@ -134,10 +134,51 @@ impl JobRunner {
             .collect())
     }
 
+    /// The enabled items of the job that have their node already, ascending.
+    fn existing_enabled_items(&self) -> Result<Vec<u32>> {
+        let total = self.config.checked_total_count()?;
+        let cache = self.shared.cache.read();
+        Ok((0..total)
+            .filter(|&n| cache.exists(&self.paths.item(n)))
+            .filter(|&n| !execution::item_disabled(&cache, &self.paths, n))
+            .collect())
+    }
+
     /// Skips the fire at `fire_ms` because this instance still runs; with `misfire` on, its items
     /// owe one catch-up run for it.
     pub(super) async fn misfire(&mut self, fire_ms: i64) -> Result<()> {
         if self.config.misfire {
+            // With a reshard pending for this fire, the others run it under an assignment not
+            // made yet (it waits for our items to end): every item owes the catch-up, and
+            // whoever runs the fire for an item settles its marker (see `execution::start`).
+            // That holds only while the flag does; once the reshard committed, the new
+            // assignment says which items are ours.
+            let flag = {
+                let cache = self.shared.cache.read();
+                [self.paths.sharding_necessary(), self.paths.sharding_processing()]
+                    .into_iter()
+                    .find(|p| cache.exists(p))
+                    .filter(|_| sharding::pending_for(&cache, &self.paths, fire_ms))
+            };
+            if let Some(flag) = flag {
+                let items = self.existing_enabled_items()?;
+                let shared = self.shared.clone();
+                let registry = shared.registry.as_ref();
+                let marked = execution::mark_misfire_while_flagged(
+                    registry,
+                    &shared.cache,
+                    &self.paths,
+                    &items,
+                    fire_ms,
+                    &flag,
+                )
+                .await?;
+                if marked {
+                    return self.skip(fire_ms, SkipReason::Misfire);
+                }
+                let paths = self.paths.clone();
+                self.wait_or_halt(RACE_PAUSE, |c| !sharding::pending_for(c, &paths, fire_ms)).await;
+            }
             let items = self.my_items()?;
             let shared = self.shared.clone();
             execution::mark_misfire(
