@@ -134,6 +134,15 @@ impl JobRunner {
             .collect())
     }
 
+    /// `items` without those the run in flight is running for `fire_ms` itself (a catch-up
+    /// that another instance's marks started before the fire reached us): they owe it nothing.
+    fn not_running_this_fire(&self, mut items: Vec<u32>, fire_ms: i64) -> Vec<u32> {
+        if let Some(flight) = self.in_flight.as_ref().filter(|f| f.fire_ms == fire_ms) {
+            items.retain(|n| !flight.items.contains(n));
+        }
+        items
+    }
+
     /// The enabled items of the job that have their node already, ascending.
     fn existing_enabled_items(&self) -> Result<Vec<u32>> {
         let total = self.config.checked_total_count()?;
@@ -161,7 +170,7 @@ impl JobRunner {
                     .filter(|_| sharding::pending_for(&cache, &self.paths, fire_ms))
             };
             if let Some(flag) = flag {
-                let items = self.existing_enabled_items()?;
+                let items = self.not_running_this_fire(self.existing_enabled_items()?, fire_ms);
                 let shared = self.shared.clone();
                 let registry = shared.registry.as_ref();
                 let marked = execution::mark_misfire_while_flagged(
@@ -179,7 +188,7 @@ impl JobRunner {
                 let paths = self.paths.clone();
                 self.wait_or_halt(RACE_PAUSE, |c| !sharding::pending_for(c, &paths, fire_ms)).await;
             }
-            let items = self.my_items()?;
+            let items = self.not_running_this_fire(self.my_items()?, fire_ms);
             let shared = self.shared.clone();
             execution::mark_misfire(
                 shared.registry.as_ref(),
