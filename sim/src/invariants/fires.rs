@@ -447,7 +447,9 @@ impl Fire<'_> {
                 facts
                     .ends
                     .get(&(job.to_owned(), item, w))
-                    .and_then(|ends| ends.iter().copied().find(|&t| t >= started))
+                    // Strictly after: the run before may end in the same millisecond this one
+                    // starts (simulated items take at least 100 ms).
+                    .and_then(|ends| ends.iter().copied().find(|&t| t > started))
                     .and_then(|end| tl.not_up(w, end))
                     .is_some_and(|why| why.contains("cut off"))
             };
