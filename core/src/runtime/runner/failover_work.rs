@@ -3,6 +3,15 @@
 
 use super::*;
 
+/// When a runner looks for departures it has not handled yet (see `notice_departures`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Departures {
+    /// Before writing running markers.
+    BeforeMarking,
+    /// Before the leader reshards for the fire at this time.
+    BeforeReshard(i64),
+}
+
 impl JobRunner {
     // ------------------------------------------------------------------ failover
 
@@ -13,8 +22,13 @@ impl JobRunner {
     /// Queues the items `dead` was running, and, with `misfire` on, the items whose fires it
     /// missed before its death was noticed (see [`crate::failover`]).
     pub(super) async fn queue_orphans_of(&mut self, dead: &str) -> Result<()> {
-        let total = self.config.checked_total_count()?;
         let now = self.shared.handles.clock.now_ms();
+        self.queue_orphans_until(dead, now).await
+    }
+
+    /// [`Self::queue_orphans_of`], counting missed fires up to `now` only.
+    async fn queue_orphans_until(&mut self, dead: &str, now: i64) -> Result<()> {
+        let total = self.config.checked_total_count()?;
         let orphans = {
             let cache = self.shared.cache.read();
             let mut orphans = failover::orphans_of(&cache, &self.paths, dead, total);
@@ -36,16 +50,25 @@ impl JobRunner {
     /// replaces the cache's memory of it (its tombstone), and the orphan would be lost. The
     /// departure's event may still wait in the mailbox behind the fire being handled (a runner
     /// held up in a reshard wait); handling it later finds the member gone already.
-    pub(super) async fn notice_departures(&mut self) -> Result<()> {
+    ///
+    /// `Departures::BeforeReshard(fire_ms)`: the leader is about to reshard for that fire;
+    /// the missed fires of the dead are found through the assignment the reshard replaces, and
+    /// only those before `fire_ms` count (that fire runs under the new assignment).
+    pub(super) async fn notice_departures(&mut self, when: Departures) -> Result<()> {
         let present: BTreeSet<String> =
             self.shared.cache.read().children(&self.paths.instances()).into_iter().collect();
         let gone: Vec<String> = self.members.difference(&present).cloned().collect();
         for id in gone {
             self.members.remove(&id);
             if self.failover_enabled() {
-                self.queue_orphans_of(&id).await?;
+                let until = match when {
+                    Departures::BeforeMarking => self.shared.handles.clock.now_ms(),
+                    Departures::BeforeReshard(fire_ms) => fire_ms - 1,
+                };
+                self.queue_orphans_until(&id, until).await?;
             }
-            if self.is_leader() {
+            // About to reshard anyway; otherwise the membership changed under the assignment.
+            if self.is_leader() && when == Departures::BeforeMarking {
                 self.flag_reshard().await?;
             }
         }
@@ -103,7 +126,7 @@ impl JobRunner {
             self.failover_backlog.insert(fire_ms, items);
             return Ok(false);
         }
-        self.notice_departures().await?;
+        self.notice_departures(Departures::BeforeMarking).await?;
         let mark = self.mark(fire_ms);
         let shared = self.shared.clone();
         let registry = shared.registry.as_ref();

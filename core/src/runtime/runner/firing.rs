@@ -3,6 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::failover_work::Departures;
 use super::*;
 
 impl JobRunner {
@@ -62,7 +63,7 @@ impl JobRunner {
             }
             let marked = self.config.monitor_execution;
             if marked {
-                self.notice_departures().await?;
+                self.notice_departures(Departures::BeforeMarking).await?;
                 let shared = self.shared.clone();
                 let registry = shared.registry.as_ref();
                 let mark = self.mark(fire_ms);
@@ -286,6 +287,7 @@ impl JobRunner {
             if !self.wait_or_halt(timeout, |c| !sharding::any_running(c, &paths)).await {
                 return Ok(false);
             }
+            self.notice_departures(Departures::BeforeReshard(fire_ms)).await?;
             let total = self.config.checked_total_count()?;
             // After two lost races, stop trusting the cache: read the starting state from the
             // registry (a watch that merges events can leave the cache a step behind).
