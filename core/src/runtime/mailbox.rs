@@ -166,7 +166,7 @@ mod tests {
         });
         tokio::task::yield_now().await;
         assert!(tx.send(7).is_ok());
-        let (first, rx) = waiter.await.unwrap_or((None, mailbox().1));
+        let (first, rx) = waiter.await.expect("the receiving task ran");
         assert_eq!(first, Some(7));
         drop(rx);
         assert_eq!(tx.send(8), Err(8));
