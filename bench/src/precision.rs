@@ -289,7 +289,7 @@ fn why_late(r: &PrecisionResult, results: &[PrecisionResult]) -> String {
             ms(one.lateness.p50)
         ));
     }
-    out.push_str(
+    out.push_str(&format!(
         ". The rest is the burst: the last fires of a second start when two cores (shared \
          with the rest of the machine: see the load average above) have worked off the \
          fires before them. A CPU profile of the steady state (perf, 1,000 jobs, \
@@ -302,13 +302,15 @@ fn why_late(r: &PrecisionResult, results: &[PrecisionResult]) -> String {
          spawns), 13 %; the checks before a fire (cache lookups), ~10 %. memcmp alone is 17 %: \
          every cache or registry lookup compares full path strings down a B-tree of some \
          15,000 nodes. No single cost dominates: a p99 under 5 ms for a 1,000-fire burst on \
-         2 cores needs the whole path under about 10 µs of CPU (it is 3-6× that), which takes \
+         2 cores needs the whole path under about 10 µs of CPU (it is {:.0} µs here), which \
+         takes \
          cache and registry keys that do not compare whole strings (interned jobs, a per-job \
          node table), fewer strings per item in the job API, and the fires of one tick \
          batched (one wake-up, one transaction for the markers of every job firing in the \
          tick: DESIGN section 8's later target). tokio-cron-scheduler is later still: it \
          polls its job list every 500 ms.\n",
-    );
+        us(r)
+    ));
     out
 }
 
