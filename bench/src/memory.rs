@@ -141,18 +141,18 @@ fn render(results: &[MemoryResult]) -> Section {
         .any(|s| per_job(results, s).is_some_and(|k| k >= 10.0))
     {
         body.push_str(
-            "\n**Why shardcron misses 10 KiB per job.** A heap profile (valgrind massif, 2,000 \
-             jobs on the in-memory registry, 2026-11-21) puts about 14 KiB of heap on each job: \
-             the job's runner task, whose async state machine is allocated at its largest \
-             suspended size, ~4.1 KiB (`Box::pin(runner.run())`, `Scheduler::add_job`); its \
-             unbounded mailbox, ~1.3 KiB plus ~0.7 KiB (tokio allocates a block of 32 message \
-             slots per channel up front); the in-memory registry's copy of the job's nodes, \
-             ~3.4 KiB (absent on ZooKeeper, where the client's own bookkeeping takes its \
-             place); and the watch-fed cache, the config and the schedule for the rest. Boxing \
-             the large sub-futures of the runner (so an idle job holds a small state), and one \
-             shared queue in the driver instead of a channel per job, would bring it under \
-             10 KiB. tokio-cron-scheduler keeps a job as a record in a map (no task per job) \
-             and polls the map every 500 ms, hence its ~1 KiB (and its lateness, section 1).\n",
+            "\n**Why shardcron misses 10 KiB per job.** A heap profile (heaptrack, 2,000 jobs on \
+             the in-memory registry, 2026-11-21, after the runner was boxed and the mailboxes \
+             made small) puts about 8 KiB of heap on each job: the in-memory registry's copy of \
+             the job's nodes, ~3.3 KiB (absent on ZooKeeper, where the client's own bookkeeping \
+             takes its place); the watch-fed cache, ~2 KiB (a `BTreeMap<String, Node>` entry \
+             per node, the path and the data allocated apart); the runner, ~1.4 KiB (the \
+             `JobRunner` itself, ~1.1 KiB of it its config, schedule and state; an idle \
+             runner's future holds nothing else, the handling of an event being boxed only \
+             while it runs); the timer heap, the mailbox and the task, ~0.7 KiB; the rest is \
+             the allocator's overhead. tokio-cron-scheduler keeps a job as a record in a map \
+             (no task per job) and polls the map every 500 ms, hence its ~1 KiB (and its \
+             lateness, section 1).\n",
         );
     }
     let mut verdicts = Vec::new();
@@ -181,7 +181,8 @@ fn render(results: &[MemoryResult]) -> Section {
         match per_job(results, s) {
             Some(k) if k >= 10.0 => {
                 verdicts.push(Verdict::new(target, format!("{k:.1} KiB"), false).note(
-                    "the runner task's future and mailbox take ~5.5 KiB per job; see the section",
+                    "the job's nodes held by the registry (or its client), the cache and the \
+                     runner's state; see the section",
                 ))
             }
             Some(k) => verdicts.push(Verdict::new(target, format!("{k:.1} KiB"), true)),

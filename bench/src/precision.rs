@@ -281,28 +281,36 @@ fn why_late(r: &PrecisionResult, results: &[PrecisionResult]) -> String {
     }
     if let Some(one) = results.iter().find(|o| o.scheduler == r.scheduler && o.jobs == 1) {
         out.push_str(&format!(
-            ". Even a lone job starts {} late (median; it is the floor of every row): \
-             `Clock::sleep_until` sleeps a whole number of milliseconds computed from a clock \
-             truncated to the millisecond, and tokio's timer rounds the deadline up to its next \
-             1 ms tick; a deadline computed in microseconds (or an `Instant`) would save about \
-             a millisecond on every fire",
+            ". A lone job starts {} late (median; the floor of every row): the real clock now \
+             sleeps to the exact deadline (an `Instant` computed from the wall clock in \
+             nanoseconds), and what remains is tokio's timer, which rounds a deadline up to its \
+             next 1 ms tick and parks in `epoll_wait`, whose timeout is again whole \
+             milliseconds",
             ms(one.lateness.p50)
         ));
     }
-    out.push_str(
-        ". Two shared cores work a burst off in tens of milliseconds, and the last fires of \
-         the burst start that late. A CPU profile of the fire path (perf, 1,000 jobs, \
-         2026-11-21) splits it into: cache lookups that build a path `String` with `format!` \
-         for every node they read and search a `BTreeMap<String, _>` (memcmp 10-13 % of the \
-         CPU, formatting 5 %), allocation and free (~15 %), the driver's timer heap and watch \
-         handling (12-19 %), thread wake-ups (futex, ~15 %), and with monitorExecution the two \
-         in-memory registry transactions (17 %) plus the watch events and cache updates they \
-         cause. A p99 under 5 ms for a 1,000-fire burst on 2 cores needs the whole fire path \
-         under about 10 µs of CPU, or the fires of one tick batched (one wake-up, one \
-         transaction for the markers of every job firing in the tick: DESIGN section 8's \
-         later target). tokio-cron-scheduler is later still: it polls its job list every \
-         500 ms.\n",
-    );
+    out.push_str(&format!(
+        ". The rest is the burst: the last fires of a second start when two cores (shared \
+         with the rest of the machine: see the load average above) have worked off the \
+         fires before them. A CPU profile of the steady state (perf, 1,000 jobs, \
+         monitorExecution on, 2026-11-21, after the clock and memory changes) splits the fire \
+         path into: the in-memory registry's two transactions, 18 % (most of it its \
+         `BTreeMap<String, _>` of every node of every job: memcmp); the driver's watch \
+         handling, 13 % (the cache's copy of the three nodes each fire changes); building \
+         paths and other strings with `format!`, 10 %; allocation and free, ~20 %; launching \
+         the items (one `ShardingContext` with its own strings per item, the events, two task \
+         spawns), 13 %; the checks before a fire (cache lookups), ~10 %. memcmp alone is 17 %: \
+         every cache or registry lookup compares full path strings down a B-tree of some \
+         15,000 nodes. No single cost dominates: a p99 under 5 ms for a 1,000-fire burst on \
+         2 cores needs the whole path under about 10 µs of CPU (it is {:.0} µs here), which \
+         takes \
+         cache and registry keys that do not compare whole strings (interned jobs, a per-job \
+         node table), fewer strings per item in the job API, and the fires of one tick \
+         batched (one wake-up, one transaction for the markers of every job firing in the \
+         tick: DESIGN section 8's later target). tokio-cron-scheduler is later still: it \
+         polls its job list every 500 ms.\n",
+        us(r)
+    ));
     out
 }
 
@@ -374,9 +382,9 @@ fn render(results: &[PrecisionResult], seconds: u64) -> Section {
             );
             if !met {
                 v = v.note(
-                    "a 1,000-fire burst costs tens of ms of CPU on the fire path (per-fire \
-                     cache lookups, allocations, wake-ups, registry transactions); see the \
-                     section",
+                    "a 1,000-fire burst costs tens of ms of CPU on the fire path (string-keyed \
+                     cache and registry lookups, allocations, registry transactions, watch \
+                     handling); see the section",
                 );
                 body.push_str(&why_late(r, results));
             }

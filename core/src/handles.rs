@@ -38,6 +38,18 @@ impl Clock for SystemClock {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
     }
+
+    /// Wakes at the deadline itself, not at the next whole millisecond after it: the wait is
+    /// computed from the wall clock in nanoseconds (`now_ms` truncates, which made every sleep up
+    /// to a millisecond too long) and handed to tokio as an `Instant`.
+    fn sleep_until(&self, deadline_ms: i64) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        let start = tokio::time::Instant::now();
+        let since_epoch =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let deadline = Duration::from_millis(u64::try_from(deadline_ms).unwrap_or(0));
+        let wait = deadline.saturating_sub(since_epoch);
+        Box::pin(tokio::time::sleep_until(start + wait))
+    }
 }
 
 /// A clock that starts at a given epoch instant and advances with tokio's clock. Under paused

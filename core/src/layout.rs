@@ -174,9 +174,22 @@ impl JobNode {
         let rest = path.strip_prefix('/')?;
         let mut parts = rest.split('/');
         let job = parts.next().filter(|j| !j.is_empty())?;
-        let segments: Vec<&str> = parts.collect();
-        let item = |s: &str| s.parse::<u32>().ok().filter(|n| n.to_string() == s);
-        let node = match segments.as_slice() {
+        // Every watch event is classified here, so no allocation: the longest exact pattern
+        // below has three segments, so four say everything (a fifth only matters to `latch`'s
+        // open pattern, which the first four decide).
+        let mut segments = [""; 4];
+        let mut len = 0;
+        for segment in parts.take(segments.len()) {
+            segments[len] = segment;
+            len += 1;
+        }
+        // An item number as the layout writes it: decimal, no sign, no leading zero.
+        let item = |s: &str| {
+            let canonical =
+                s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
+            s.parse::<u32>().ok().filter(|_| canonical)
+        };
+        let node = match &segments[..len] {
             [] => JobNode::Root,
             ["config"] => JobNode::Config,
             ["instances", id] => JobNode::Instance((*id).to_owned()),
@@ -251,9 +264,21 @@ mod tests {
             "/j/leader",
             "/j/instances",
             "/j/guarantee/late/1",
+            "/j/sharding/+1/running",
+            "/j/sharding/4294967296/running",
+            "/j/sharding/1/running/deeper",
+            "/j/config/x/y/z",
         ] {
             assert_eq!(JobNode::parse(path), Some(("j", JobNode::Other)), "{path}");
         }
+        assert_eq!(
+            JobNode::parse("/j/leader/election/latch/a/b"),
+            Some(("j", JobNode::ElectionLatch))
+        );
+        assert_eq!(
+            JobNode::parse("/j/sharding/0/running"),
+            Some(("j", JobNode::Item(0, ItemNode::Running)))
+        );
         assert_eq!(JobNode::parse("/"), None);
         assert_eq!(JobNode::parse(""), None);
     }

@@ -10,6 +10,7 @@ use futures::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 
 use super::events::SchedulerEvent;
+use super::mailbox;
 use super::runner::JobEvent;
 use super::timer::{TimerHeap, TimerKind};
 use super::{Command, Shared};
@@ -21,7 +22,7 @@ pub(crate) struct Driver {
     pub commands: mpsc::UnboundedReceiver<Command>,
     pub watch: WatchStream,
     pub session: SessionEvents,
-    pub jobs: BTreeMap<String, mpsc::UnboundedSender<JobEvent>>,
+    pub jobs: BTreeMap<String, mailbox::Sender<JobEvent>>,
     pub timers: TimerHeap,
 }
 

@@ -24,6 +24,7 @@
 //! ## Layout
 //! - `driver`: the one task that owns the watch, the session stream and the timers.
 //! - `runner`: one task per job, which fires it and reacts to its registry changes.
+//! - `mailbox`: a runner's queue of events, small while the job is idle.
 //! - `cache`: the watch-fed view of the namespace that fires read instead of the registry.
 //! - `timer`, `instance`, `events`: the timer heap, this instance's id, the reported events.
 
@@ -31,6 +32,7 @@ pub mod cache;
 mod driver;
 pub mod events;
 pub mod instance;
+mod mailbox;
 mod runner;
 pub mod timer;
 
@@ -122,7 +124,7 @@ impl Shared {
 /// Requests to the driver.
 #[derive(Debug)]
 pub(crate) enum Command {
-    Register { job: String, mailbox: mpsc::UnboundedSender<JobEvent> },
+    Register { job: String, mailbox: mailbox::Sender<JobEvent> },
     Arm { job: String, kind: timer::TimerKind, at_ms: Option<i64> },
     Forget { job: String },
     Shutdown { reply: oneshot::Sender<()> },
@@ -268,7 +270,7 @@ pub struct Scheduler {
 /// How the scheduler reaches one job's runner.
 #[derive(Debug, Clone)]
 struct JobHandle {
-    mailbox: mpsc::UnboundedSender<JobEvent>,
+    mailbox: mailbox::Sender<JobEvent>,
     /// Cancelled to stop the job: ends its waits at once, before it sees the `Stop` event.
     halt: CancellationToken,
 }
@@ -303,7 +305,7 @@ impl Scheduler {
         if self.jobs.lock().contains_key(&name) {
             return Err(Error::JobExists { job: name });
         }
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mailbox::mailbox();
         let halt = CancellationToken::new();
         // Route events before starting, so that nothing between registration and `run` is lost.
         self.shared.command(Command::Register { job: name.clone(), mailbox: tx.clone() });
@@ -311,7 +313,7 @@ impl Scheduler {
         {
             Ok(runner) => {
                 self.jobs.lock().insert(name, JobHandle { mailbox: tx, halt });
-                self.shared.handles.spawner.spawn(Box::pin(runner.run()));
+                self.shared.handles.spawner.spawn(Box::pin(Box::new(runner).run()));
                 Ok(())
             }
             Err(e) => {

@@ -50,11 +50,8 @@ impl TimerHeap {
     /// Removes and returns every deadline at or before `now_ms`, earliest first.
     pub fn pop_due(&mut self, now_ms: i64) -> Vec<(i64, TimerKey)> {
         let mut due = Vec::new();
-        while let Some((at, key)) = self.queue.first().cloned() {
-            if at > now_ms {
-                break;
-            }
-            self.queue.remove(&(at, key.clone()));
+        while self.queue.first().is_some_and(|(at, _)| *at <= now_ms) {
+            let Some((at, key)) = self.queue.pop_first() else { break };
             self.armed.remove(&key);
             due.push((at, key));
         }

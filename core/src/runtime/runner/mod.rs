@@ -12,10 +12,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::events::{FireKind, SchedulerEvent, SkipReason};
+use super::mailbox;
 use super::timer::TimerKind;
 use super::{Command, Shared};
 use crate::config::{store, JobConfig};
@@ -98,8 +99,8 @@ pub(crate) struct JobRunner {
     job: Job,
     /// Runs the items, with this job's error handler and the scheduler's listeners.
     executor: Arc<Executor>,
-    mailbox: mpsc::UnboundedReceiver<JobEvent>,
-    me: mpsc::UnboundedSender<JobEvent>,
+    mailbox: mailbox::Receiver<JobEvent>,
+    me: mailbox::Sender<JobEvent>,
     /// Cancelled when the job is told to stop, so that waits inside a fire end at once.
     halt: CancellationToken,
     connected: bool,
@@ -151,8 +152,8 @@ impl JobRunner {
         shared: Arc<Shared>,
         config: JobConfig,
         job: Job,
-        mailbox: mpsc::UnboundedReceiver<JobEvent>,
-        me: mpsc::UnboundedSender<JobEvent>,
+        mailbox: mailbox::Receiver<JobEvent>,
+        me: mailbox::Sender<JobEvent>,
         halt: CancellationToken,
     ) -> Result<Self> {
         let registry = shared.registry.as_ref();
@@ -369,10 +370,16 @@ impl JobRunner {
     }
 
     /// Processes events until the job stops.
-    pub async fn run(mut self) {
+    ///
+    /// Takes the runner boxed: an `async fn` by value holds its argument twice in its future
+    /// (the argument, and the local it moves into), which doubled an idle job's memory.
+    pub async fn run(mut self: Box<Self>) {
         while let Some(event) = self.mailbox.recv().await {
             let stop = matches!(event, JobEvent::Stop { .. });
-            if let Err(e) = self.handle(event).await {
+            // Boxed: the handling of an event (a fire, a reshard, a stop) is a large state
+            // machine, and unboxed it would be part of every idle runner's future (DESIGN
+            // section 8: < 10 KiB per job). One allocation per event, freed when it is handled.
+            if let Err(e) = Box::pin(self.handle(event)).await {
                 self.report_error(&e);
             }
             if stop {
