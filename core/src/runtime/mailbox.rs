@@ -109,7 +109,8 @@ impl<T> Receiver<T> {
         }
     }
 
-    fn try_recv(&self) -> Option<T> {
+    /// The next message if one is queued, without waiting.
+    pub fn try_recv(&self) -> Option<T> {
         let mut queue = self.shared.queue.lock();
         let message = queue.messages.pop_front();
         if queue.messages.is_empty() && queue.messages.capacity() > KEEP_CAPACITY {

@@ -27,7 +27,7 @@ impl JobRunner {
         self.shared.command(Command::Forget { job: self.name().to_owned() });
         // A fire that fell due before the stop but was not handled yet is recorded, not lost
         // without a word: queued behind the stop, or armed but cancelled by `Forget`.
-        while let Ok(event) = self.mailbox.try_recv() {
+        while let Some(event) = self.mailbox.try_recv() {
             self.set_aside(event);
         }
         let now = self.shared.handles.clock.now_ms();
