@@ -33,6 +33,12 @@ pub const DISABLED: &str = "DISABLED";
 /// of a fire between the two times, and a later time would release them to run that fire under
 /// the old assignment while the leader runs it under the new one. Hence a read and a
 /// version-checked write here, not a blind put; flags are rare (membership and config changes).
+///
+/// Losing that write to another instance's raise is success: the other write came after our
+/// read, so after whatever change we raise the flag for, and it bumped the version a leader's
+/// commit checks just as ours would have (fifty instances starting at once all raise it).
+/// Only a flag deleted under us (a reshard committed meanwhile, maybe without our change) is
+/// raised again.
 pub async fn set_necessary(
     registry: &dyn CoordinatorRegistry,
     cache: &SharedCache,
@@ -47,7 +53,8 @@ pub async fn set_necessary(
                 let data = raised.map_or(now_ms, |r| r.min(now_ms)).to_string();
                 match registry.set(&path, data.as_bytes(), Some(flag.version)).await {
                     Ok(version) => Some((data, version)),
-                    Err(RegistryError::BadVersion { .. } | RegistryError::NoNode { .. }) => None,
+                    Err(RegistryError::BadVersion { .. }) => return Ok(()),
+                    Err(RegistryError::NoNode { .. }) => None,
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -55,7 +62,7 @@ pub async fn set_necessary(
                 let data = now_ms.to_string();
                 match registry.create(&path, data.as_bytes(), CreateMode::Persistent).await {
                     Ok(_) => Some((data, 0)),
-                    Err(RegistryError::NodeExists { .. }) => None,
+                    Err(RegistryError::NodeExists { .. }) => return Ok(()),
                     Err(e) => return Err(e.into()),
                 }
             }

@@ -188,7 +188,16 @@ impl JobRunner {
             config_version: None,
             finished_while_stopping: None,
         };
-        runner.register().await?;
+        if let Err(e) = runner.register().await {
+            // Leave no instance node behind for a job this scheduler will not run: the leader
+            // would give it items that nobody runs. Best effort: the error that matters is `e`.
+            let node = runner.paths.instance(runner.shared.instance.as_str());
+            if let Err(cleanup) = runner.shared.registry.delete_if_exists(&node).await {
+                tracing::warn!(job = runner.name(), error = %cleanup, "could not remove the instance node of a job that failed to start");
+            }
+            runner.shared.cache.update(|c| c.deleted(&node));
+            return Err(e);
+        }
         Ok(runner)
     }
 
