@@ -70,41 +70,41 @@ impl JobRunner {
             let node = self.paths.instance(&me);
             if let Some(flight) = flight.as_ref().filter(|f| f.marked && complete) {
                 let completion = self.completion(flight.run, flight.fire_ms);
-                let shared = self.shared.clone();
-                let registry = shared.registry.as_ref();
-                execution::finish(
-                    registry,
-                    &self.shared.cache,
-                    &self.paths,
-                    &flight.items,
-                    &flight.failed_over,
-                    Some(&completion),
-                )
-                .await?;
+                self.remove_markers(flight, Some(&completion)).await?;
                 // Let watchers read the recorded completion before the node that holds it goes
                 // (a ZooKeeper watcher reads data after the event, and would miss it).
                 tokio::time::sleep(STOP_PAUSE).await;
             }
-            let shared = self.shared.clone();
-            let registry = shared.registry.as_ref();
             registry.delete_if_exists(&node).await?;
             self.shared.cache.update(|c| c.deleted(&node));
             if let Some(flight) = flight.as_ref().filter(|f| f.marked && !complete) {
-                execution::finish(
-                    registry,
-                    &self.shared.cache,
-                    &self.paths,
-                    &flight.items,
-                    &flight.failed_over,
-                    None,
-                )
-                .await?;
+                self.remove_markers(flight, None).await?;
             }
         }
         self.emit(SchedulerEvent::JobStopped {
             job: self.name().to_owned(),
             reason: reason.to_owned(),
         });
+        Ok(())
+    }
+
+    /// Removes the markers of `flight` (recording `completion` in the same transaction).
+    async fn remove_markers(
+        &self,
+        flight: &InFlight,
+        completion: Option<&Completion>,
+    ) -> Result<()> {
+        let registry = self.shared.registry.as_ref();
+        let (items, failed_over) = (&flight.items, &flight.failed_over);
+        execution::finish(
+            registry,
+            &self.shared.cache,
+            &self.paths,
+            items,
+            failed_over,
+            completion,
+        )
+        .await?;
         Ok(())
     }
 
