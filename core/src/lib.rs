@@ -8,16 +8,20 @@
 //! ## Layout
 //! - [`registry`]: the [`CoordinatorRegistry`](registry::CoordinatorRegistry) trait and its
 //!   contract, typed errors, paths, the latch and mutex recipes.
-//! - [`layout`]: the registry node layout of a job (DESIGN section 3), typed.
+//! - [`layout`]: the registry node layout of a job, typed.
 //! - [`config`]: [`JobConfig`](config::JobConfig), ElasticJob-compatible YAML, validation.
 //! - [`cron`]: Quartz-compatible cron schedules with time zones and DST as Quartz 2.3 does them.
 //! - [`sharding`]: the pure sharding strategies (AVG_ALLOCATION, ODEVITY, ROUND_ROBIN, custom).
+//! - [`protocol`]: the cluster protocol's pure part: the view of the namespace, the records its
+//!   nodes hold, and the decisions of election, resharding, execution markers and failover,
+//!   as transactions to commit. No I/O, no clock, no async.
 //! - [`runtime`]: the [`Scheduler`](runtime::Scheduler): one driver task, one watch, one timer
-//!   heap for any number of jobs; one runner task per job.
-//! - [`election`], [`execution`], [`failover`], [`guarantee`], [`sharding::service`]: the
-//!   coordination services, each owning its registry nodes.
+//!   heap for any number of jobs; one runner task per job; the only module that does registry
+//!   I/O for the protocol and reads the clock.
+//! - [`instance`]: who an instance is (`{ip}@-@{pid}`).
+//! - [`guarantee`]: the distribute-once listener callbacks.
 //! - [`api`]: operations and statistics for consoles, over the registry alone.
-//! - [`handles`]: clock, spawner and randomness handles (DESIGN section 6).
+//! - [`handles`]: clock, spawner and randomness handles.
 //! - [`job`]: job kinds (simple, dataflow, script), the executor of one fire, listeners and
 //!   error handlers.
 //! - `testkit` (feature `testkit`): the registry behaviour suite every backend runs.
@@ -25,14 +29,13 @@
 pub mod api;
 pub mod config;
 pub mod cron;
-pub mod election;
 mod error;
-pub mod execution;
-pub mod failover;
 pub mod guarantee;
 pub mod handles;
+pub mod instance;
 pub mod job;
 pub mod layout;
+pub mod protocol;
 pub mod registry;
 pub mod runtime;
 pub mod sharding;

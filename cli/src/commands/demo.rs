@@ -20,9 +20,9 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 use shardcron::config::JobConfig;
 use shardcron::handles::{Clock, Handles, KillableSpawner, SystemClock};
+use shardcron::instance::ip_of;
 use shardcron::mem::{ConnectOptions, MemRegistry, MemServer};
 use shardcron::registry::{CoordinatorRegistry, WatchEvent};
-use shardcron::runtime::instance::ip_of;
 use shardcron::runtime::{
     EventSink, FireKind, Scheduler, SchedulerBuilder, SchedulerEvent, Settings,
 };

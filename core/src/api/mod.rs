@@ -21,8 +21,8 @@ pub use status::{ItemStatus, JobSummary, ServerStatus, ShardingItem};
 use crate::config::{store, JobConfig, KnownTypes};
 use crate::error::{Error, Result};
 use crate::layout::{ItemNode, JobPaths};
+use crate::protocol::sharding::DISABLED;
 use crate::registry::{CoordinatorRegistry, CreateMode, RegistryExt};
-use crate::sharding::service::DISABLED;
 
 /// Operations on the jobs of one namespace.
 #[derive(Debug, Clone)]

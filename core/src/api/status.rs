@@ -3,10 +3,10 @@
 
 use crate::config::JobConfig;
 use crate::error::Result;
+use crate::instance::ip_of;
 use crate::layout::{ItemNode, JobPaths};
+use crate::protocol::sharding::DISABLED;
 use crate::registry::RegistryExt;
-use crate::runtime::instance::ip_of;
-use crate::sharding::service::DISABLED;
 
 use super::JobOperations;
 

@@ -1,285 +1,7 @@
-//! The local cache of the namespace, fed by the process's one subtree watch.
-//!
-//! Every decision a fire takes reads this cache, not the registry (DESIGN section 8: zero reads
-//! per fire). ElasticJob's cache could miss a process's own write for a moment after it (#2194);
-//! here a successful write is recorded at once as *pending*, and reads see it until the watch
-//! delivers the change (or a later one) for the same path.
-//!
-//! The cache also remembers the last state of deleted ephemeral nodes (*tombstones*): failover
-//! reads the `running` markers and the instance node a dead instance left behind.
+//! The view shared by the driver (which feeds it from the watch) and the job runners (which read
+//! it and record their own writes in it), with a way to wait for a condition on it.
 
-use std::collections::BTreeMap;
-
-use crate::registry::{path, Node, Version, WatchEvent};
-
-/// What this process last wrote to a path, until the watch catches up.
-#[derive(Debug, Clone)]
-enum Pending {
-    Present(Node),
-    Absent,
-}
-
-/// The namespace as the watch shows it, overlaid with this process's unconfirmed writes.
-#[derive(Debug, Default)]
-pub struct Cache {
-    view: BTreeMap<String, Node>,
-    pending: BTreeMap<String, Pending>,
-    /// Deleted ephemeral nodes and their last state. Dropped when the path is created again, so
-    /// it never outgrows the set of ephemeral paths.
-    tombstones: BTreeMap<String, Node>,
-    /// Bumped on every change; waiters compare it.
-    revision: u64,
-}
-
-impl Cache {
-    /// Applies a watch event.
-    pub fn apply(&mut self, event: &WatchEvent) {
-        self.record_tombstones(event);
-        event.apply_to(&mut self.view);
-        // Events arrive in registry order, and the event of our own write arrives before any
-        // later change: until it does, an event for the same path is older than our write and
-        // must not hide it. So only what can come after our write confirms it.
-        match event {
-            // A snapshot is the registry's word on everything.
-            WatchEvent::Resync { .. } => self.pending.clear(),
-            WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
-                let caught_up = match self.pending.get(path) {
-                    // Same version: ours, or an older incarnation of the node; the data tells.
-                    Some(Pending::Present(mine)) => {
-                        node.version > mine.version
-                            || (node.version == mine.version && node.data == mine.data)
-                    }
-                    // A create or change arriving before our delete's event happened before it.
-                    Some(Pending::Absent) => false,
-                    None => false,
-                };
-                if caught_up {
-                    self.pending.remove(path);
-                }
-            }
-            WatchEvent::Deleted { path } => {
-                // Confirms our delete; a deletion arriving before our create's event is older.
-                if matches!(self.pending.get(path), Some(Pending::Absent)) {
-                    self.pending.remove(path);
-                }
-            }
-        }
-        self.revision += 1;
-    }
-
-    fn record_tombstones(&mut self, event: &WatchEvent) {
-        match event {
-            WatchEvent::Deleted { path } => {
-                if let Some(node) = self.view.get(path).filter(|n| n.ephemeral) {
-                    self.tombstones.insert(path.clone(), node.clone());
-                }
-            }
-            WatchEvent::Created { path, .. } => {
-                self.tombstones.remove(path);
-            }
-            WatchEvent::Changed { .. } => {}
-            WatchEvent::Resync { nodes } => {
-                for (path, node) in &self.view {
-                    if node.ephemeral && !nodes.contains_key(path) {
-                        self.tombstones.insert(path.clone(), node.clone());
-                    }
-                }
-                self.tombstones.retain(|path, _| !nodes.contains_key(path));
-            }
-        }
-    }
-
-    /// The last state of a deleted ephemeral node.
-    pub fn tombstone(&self, path: &str) -> Option<&Node> {
-        self.tombstones.get(path)
-    }
-
-    /// Records this process's successful create or set. A backend may deliver the write's own
-    /// event before the write returns: if the view already shows it (or a later version), there
-    /// is nothing left to wait for, and a pending record would outlive its confirmation.
-    pub fn wrote(&mut self, path: &str, data: &[u8], version: Version, ephemeral: bool) {
-        if self
-            .view
-            .get(path)
-            .is_some_and(|n| n.version > version || (n.version == version && n.data == data))
-        {
-            self.pending.remove(path);
-            self.revision += 1;
-            return;
-        }
-        let node = Node { data: data.to_vec(), version, ephemeral };
-        self.pending.insert(path.to_owned(), Pending::Present(node));
-        self.revision += 1;
-    }
-
-    /// Records this process's successful delete (unless the view already shows it gone: the
-    /// event came first).
-    pub fn deleted(&mut self, path: &str) {
-        if !self.view.contains_key(path) {
-            self.pending.remove(path);
-            self.revision += 1;
-            return;
-        }
-        self.pending.insert(path.to_owned(), Pending::Absent);
-        self.revision += 1;
-    }
-
-    /// The node at `path` as this process knows it.
-    pub fn get(&self, path: &str) -> Option<&Node> {
-        match self.pending.get(path) {
-            Some(Pending::Present(node)) => Some(node),
-            Some(Pending::Absent) => None,
-            None => self.view.get(path),
-        }
-    }
-
-    pub fn exists(&self, path: &str) -> bool {
-        self.get(path).is_some()
-    }
-
-    /// The node's data as text, if it exists.
-    pub fn text(&self, path: &str) -> Option<String> {
-        self.get(path).map(|n| n.text().into_owned())
-    }
-
-    /// The names of the direct children of `parent`, sorted.
-    pub fn children(&self, parent: &str) -> Vec<String> {
-        let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };
-        let mut names: Vec<String> = self
-            .view
-            .range(prefix.clone()..)
-            .take_while(|(p, _)| p.starts_with(&prefix))
-            .filter_map(|(p, _)| {
-                let rest = &p[prefix.len()..];
-                (!rest.contains('/')).then(|| rest.to_owned())
-            })
-            .filter(|name| {
-                !matches!(self.pending.get(&format!("{prefix}{name}")), Some(Pending::Absent))
-            })
-            .collect();
-        for (p, pending) in
-            self.pending.range(prefix.clone()..).take_while(|(p, _)| p.starts_with(&prefix))
-        {
-            let rest = &p[prefix.len()..];
-            if matches!(pending, Pending::Present(_))
-                && !rest.contains('/')
-                && !names.iter().any(|n| n == rest)
-            {
-                names.push(rest.to_owned());
-            }
-        }
-        names.sort();
-        names
-    }
-
-    /// Changes so far; grows with every event and every recorded write.
-    pub fn revision(&self) -> u64 {
-        self.revision
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn node(data: &str, version: Version) -> Node {
-        Node { data: data.as_bytes().to_vec(), version, ephemeral: false }
-    }
-
-    #[test]
-    fn own_writes_are_visible_until_the_watch_catches_up() {
-        let mut c = Cache::default();
-        c.apply(&WatchEvent::Created { path: "/j/x".into(), node: node("a", 0) });
-        c.wrote("/j/x", b"mine", 2, false);
-        // An older change still in flight must not hide our write.
-        c.apply(&WatchEvent::Changed { path: "/j/x".into(), node: node("b", 1) });
-        assert_eq!(c.text("/j/x").as_deref(), Some("mine"));
-        c.apply(&WatchEvent::Changed { path: "/j/x".into(), node: node("mine", 2) });
-        assert_eq!(c.text("/j/x").as_deref(), Some("mine"));
-        c.apply(&WatchEvent::Changed { path: "/j/x".into(), node: node("later", 3) });
-        assert_eq!(c.text("/j/x").as_deref(), Some("later"));
-    }
-
-    #[test]
-    fn own_deletes_and_children() {
-        let mut c = Cache::default();
-        for p in ["/j", "/j/instances", "/j/instances/a", "/j/instances/b", "/j/instances/b/deep"] {
-            c.apply(&WatchEvent::Created { path: p.into(), node: node("", 0) });
-        }
-        assert_eq!(c.children("/j/instances"), vec!["a", "b"]);
-        c.deleted("/j/instances/a");
-        c.wrote("/j/instances/c", b"", 0, true);
-        assert_eq!(c.children("/j/instances"), vec!["b", "c"]);
-        assert!(!c.exists("/j/instances/a"));
-        c.apply(&WatchEvent::Deleted { path: "/j/instances/a".into() });
-        c.apply(&WatchEvent::Created { path: "/j/instances/c".into(), node: node("", 0) });
-        assert_eq!(c.children("/j/instances"), vec!["b", "c"]);
-        assert_eq!(c.children("/"), vec!["j"]);
-    }
-
-    #[test]
-    fn tombstones_keep_deleted_ephemerals() {
-        let mut c = Cache::default();
-        let eph = Node { data: b"owner".to_vec(), version: 0, ephemeral: true };
-        c.apply(&WatchEvent::Created { path: "/j/running".into(), node: eph.clone() });
-        c.apply(&WatchEvent::Created { path: "/j/persistent".into(), node: node("p", 0) });
-        c.apply(&WatchEvent::Deleted { path: "/j/running".into() });
-        c.apply(&WatchEvent::Deleted { path: "/j/persistent".into() });
-        assert_eq!(c.tombstone("/j/running").map(|n| n.text().into_owned()), Some("owner".into()));
-        assert!(c.tombstone("/j/persistent").is_none(), "only ephemerals leave tombstones");
-        c.apply(&WatchEvent::Created { path: "/j/running".into(), node: eph });
-        assert!(c.tombstone("/j/running").is_none(), "re-created: the tombstone goes");
-    }
-
-    #[test]
-    fn older_events_never_hide_our_own_writes() {
-        let mut c = Cache::default();
-        c.apply(&WatchEvent::Created { path: "/i".into(), node: node("old", 0) });
-        // We re-create the node after an expiry deleted it; the deletion's event arrives after
-        // our write returned.
-        c.wrote("/i", b"mine", 0, true);
-        c.apply(&WatchEvent::Deleted { path: "/i".into() });
-        assert_eq!(
-            c.text("/i").as_deref(),
-            Some("mine"),
-            "an older deletion does not hide our create"
-        );
-        c.apply(&WatchEvent::Created { path: "/i".into(), node: node("mine", 0) });
-        assert_eq!(c.text("/i").as_deref(), Some("mine"));
-        // And the other way round: our delete, then an older create's event.
-        c.deleted("/i");
-        c.apply(&WatchEvent::Changed { path: "/i".into(), node: node("mine", 1) });
-        assert!(!c.exists("/i"), "an older change does not undo our delete");
-        c.apply(&WatchEvent::Deleted { path: "/i".into() });
-        assert!(!c.exists("/i"));
-    }
-
-    #[test]
-    fn a_write_whose_event_came_first_is_not_left_pending() {
-        let mut c = Cache::default();
-        // The event of our own set arrives before the set returns...
-        c.apply(&WatchEvent::Changed { path: "/flag".into(), node: node("t1", 1) });
-        c.wrote("/flag", b"t1", 1, false);
-        // ...then another instance deletes the node: the cache must follow.
-        c.apply(&WatchEvent::Deleted { path: "/flag".into() });
-        assert!(!c.exists("/flag"), "a confirmed write must not hide a later delete");
-        // Likewise for a delete whose event came first.
-        c.apply(&WatchEvent::Created { path: "/x".into(), node: node("a", 0) });
-        c.apply(&WatchEvent::Deleted { path: "/x".into() });
-        c.deleted("/x");
-        c.apply(&WatchEvent::Created { path: "/x".into(), node: node("b", 0) });
-        assert!(c.exists("/x"), "a confirmed delete must not hide a later create");
-    }
-
-    #[test]
-    fn resync_replaces_everything() {
-        let mut c = Cache::default();
-        c.wrote("/j/x", b"mine", 0, false);
-        c.apply(&WatchEvent::Resync { nodes: [("/j/y".to_owned(), node("y", 4))].into() });
-        assert!(!c.exists("/j/x"));
-        assert_eq!(c.get("/j/y").map(|n| n.version), Some(4));
-    }
-}
+use crate::protocol::view::View;
 
 /// The cache shared by the driver (which feeds it) and the job runners (which read it), with a
 /// way to wait for a condition on it.
@@ -289,18 +11,18 @@ mod tests {
 /// random, which made the simulator's traces differ between runs of the same seed.)
 #[derive(Debug, Clone, Default)]
 pub struct SharedCache {
-    inner: std::sync::Arc<parking_lot::RwLock<Cache>>,
+    inner: std::sync::Arc<parking_lot::RwLock<View>>,
     changed: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl SharedCache {
     /// Reads the cache. Never hold the guard across an await.
-    pub fn read(&self) -> parking_lot::RwLockReadGuard<'_, Cache> {
+    pub fn read(&self) -> parking_lot::RwLockReadGuard<'_, View> {
         self.inner.read()
     }
 
     /// Changes the cache and wakes the waiters.
-    pub fn update<R>(&self, f: impl FnOnce(&mut Cache) -> R) -> R {
+    pub fn update<R>(&self, f: impl FnOnce(&mut View) -> R) -> R {
         let result = f(&mut self.inner.write());
         self.changed.notify_waiters();
         result
@@ -310,7 +32,7 @@ impl SharedCache {
     pub async fn wait_until(
         &self,
         timeout: std::time::Duration,
-        condition: impl Fn(&Cache) -> bool,
+        condition: impl Fn(&View) -> bool,
     ) -> bool {
         let wait = async {
             loop {

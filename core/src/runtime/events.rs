@@ -73,6 +73,9 @@ pub enum SchedulerEvent {
     Session(SessionEvent),
     /// The job stopped on this instance.
     JobStopped { job: String, reason: String },
+    /// A registry node of the job held data the scheduler could not read; it acted on the safe
+    /// reading named in `reason` (and repairs the node where it owns it).
+    RegistryGarbage { job: String, path: String, value: String, reason: String },
     /// A registry operation failed in the background; the scheduler retries where it can.
     Error { job: String, message: String },
 }
@@ -105,6 +108,9 @@ impl Events {
             }
             SchedulerEvent::FireFailed { job, item, error, .. } => {
                 tracing::error!(instance = %self.instance, job, item, error, "job failed")
+            }
+            SchedulerEvent::RegistryGarbage { job, path, value, reason } => {
+                tracing::warn!(instance = %self.instance, job, path, value, reason, "unreadable registry node")
             }
             SchedulerEvent::ConfigRejected { job, reason } => {
                 tracing::error!(instance = %self.instance, job, reason, "config in the registry rejected")

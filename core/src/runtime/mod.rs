@@ -31,8 +31,8 @@
 pub mod cache;
 mod driver;
 pub mod events;
-pub mod instance;
 mod mailbox;
+mod ops;
 mod runner;
 pub mod timer;
 
@@ -47,8 +47,8 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::instance::InstanceId;
 pub use events::{EventSink, FireKind, SchedulerEvent, SkipReason};
-pub use instance::InstanceId;
 
 use crate::config::{JobConfig, KnownTypes};
 use crate::error::{Error, Result};

@@ -5,7 +5,7 @@
 //! the pure part of that: the [`ShardingStrategy`] trait, ElasticJob's three strategies with
 //! byte-for-byte the same results, and a [`ShardingStrategies`] lookup by type name that also
 //! accepts custom strategies. The registry protocol around it (`necessary`/`processing` flags,
-//! the commit transaction) lives elsewhere.
+//! the commit transaction) is [`crate::protocol::sharding`].
 //!
 //! ```
 //! use shardcron_core::sharding::{sort_for_sharding, ShardingStrategies};
@@ -30,7 +30,6 @@ mod assignment;
 mod error;
 mod java;
 mod order;
-pub mod service;
 mod strategies;
 mod strategy;
 

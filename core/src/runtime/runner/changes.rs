@@ -19,7 +19,7 @@ impl JobRunner {
         }
         let shared = self.shared.clone();
         let registry = shared.registry.as_ref();
-        let lead = election::try_lead(
+        let lead = ops::election::try_lead(
             registry,
             &self.shared.cache,
             &self.paths,
@@ -94,7 +94,7 @@ impl JobRunner {
                 if ip == self.shared.instance.ip() && disabled && self.is_leader() {
                     // A leader on a disabled server abdicates; the survivors elect again.
                     self.flag_reshard().await?;
-                    election::abdicate(registry, &self.shared.cache, &self.paths, me).await?;
+                    ops::election::abdicate(registry, &self.shared.cache, &self.paths, me).await?;
                     self.was_leader = false;
                 } else if self.is_leader() {
                     self.flag_reshard().await?;
@@ -154,8 +154,12 @@ impl JobRunner {
         // Failover turned off: orphans waiting for a taker will not get one; the leader clears
         // the queue so that no stale entry is taken if it is turned on again.
         if failover_off && self.is_leader() {
-            failover::clear_queue(self.shared.registry.as_ref(), &self.shared.cache, &self.paths)
-                .await?;
+            ops::failover::clear_queue(
+                self.shared.registry.as_ref(),
+                &self.shared.cache,
+                &self.paths,
+            )
+            .await?;
             self.failover_backlog.clear();
         }
         Ok(())

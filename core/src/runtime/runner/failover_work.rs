@@ -41,7 +41,7 @@ impl JobRunner {
         };
         let shared = self.shared.clone();
         let registry = shared.registry.as_ref();
-        failover::queue(registry, &self.shared.cache, &self.paths, dead, &orphans).await?;
+        ops::failover::queue(registry, &self.shared.cache, &self.paths, dead, &orphans).await?;
         Ok(())
     }
 
@@ -94,7 +94,7 @@ impl JobRunner {
         let shared = self.shared.clone();
         let registry = shared.registry.as_ref();
         for orphan in share {
-            if failover::claim(registry, &self.shared.cache, &self.paths, orphan.item, &me)
+            if ops::failover::claim(registry, &self.shared.cache, &self.paths, orphan.item, &me)
                 .await?
                 .is_some()
             {
@@ -130,7 +130,7 @@ impl JobRunner {
         let mark = self.mark(fire_ms);
         let shared = self.shared.clone();
         let registry = shared.registry.as_ref();
-        let start = execution::start(
+        let start = ops::execution::start(
             registry,
             &self.shared.cache,
             &self.paths,

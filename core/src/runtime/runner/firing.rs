@@ -68,7 +68,7 @@ impl JobRunner {
                 let registry = shared.registry.as_ref();
                 let mark = self.mark(fire_ms);
                 let cache = &self.shared.cache;
-                match execution::start(
+                match ops::execution::start(
                     registry,
                     cache,
                     &self.paths,
@@ -107,7 +107,7 @@ impl JobRunner {
             return Ok(());
         }
         let total = self.config.checked_total_count()?;
-        if !guarantee::record(self.shared.registry.as_ref(), &self.paths, stage, items, total)
+        if !ops::guarantee::record(self.shared.registry.as_ref(), &self.paths, stage, items, total)
             .await?
         {
             return Ok(());
@@ -174,7 +174,7 @@ impl JobRunner {
                 let items = self.not_running_this_fire(self.existing_enabled_items()?, fire_ms);
                 let shared = self.shared.clone();
                 let registry = shared.registry.as_ref();
-                let marked = execution::mark_misfire_while_flagged(
+                let marked = ops::execution::mark_misfire_while_flagged(
                     registry,
                     &shared.cache,
                     &self.paths,
@@ -191,7 +191,7 @@ impl JobRunner {
             }
             let items = self.not_running_this_fire(self.my_items()?, fire_ms);
             let shared = self.shared.clone();
-            execution::mark_misfire(
+            ops::execution::mark_misfire(
                 shared.registry.as_ref(),
                 &shared.cache,
                 &self.paths,
@@ -201,6 +201,12 @@ impl JobRunner {
             .await?;
         }
         self.skip(fire_ms, SkipReason::Misfire)
+    }
+
+    /// The latest scheduled fire at or before `now_ms`, if the job has a schedule.
+    pub(super) fn latest_fire_by(&self, now_ms: i64) -> Option<i64> {
+        let schedule = self.schedule.as_ref()?;
+        schedule.iter_after(now_ms - LATEST_FIRE_WINDOW_MS).take_while(|&t| t <= now_ms).last()
     }
 
     /// Whether any item of the job owes a catch-up run.
@@ -269,7 +275,7 @@ impl JobRunner {
             if !self.is_leader() {
                 let paths = self.paths.clone();
                 let leaderless =
-                    |c: &crate::runtime::cache::Cache| election::leader(c, &paths).is_none();
+                    |c: &crate::protocol::view::View| election::leader(c, &paths).is_none();
                 let settled = self
                     .wait_or_halt(timeout, |c| {
                         !sharding::pending_for(c, &paths, fire_ms) || leaderless(c)
@@ -292,7 +298,7 @@ impl JobRunner {
             // After two lost races, stop trusting the cache: read the starting state from the
             // registry (a watch that merges events can leave the cache a step behind).
             let fresh = attempt >= 2;
-            let outcome = sharding::reshard(
+            let outcome = ops::sharding::reshard(
                 self.shared.registry.as_ref(),
                 &self.shared.cache,
                 &self.paths,
@@ -331,7 +337,7 @@ impl JobRunner {
     pub(super) async fn wait_or_halt(
         &self,
         timeout: Duration,
-        condition: impl Fn(&crate::runtime::cache::Cache) -> bool,
+        condition: impl Fn(&crate::protocol::view::View) -> bool,
     ) -> bool {
         tokio::select! {
             biased;
@@ -432,10 +438,18 @@ impl JobRunner {
         if self.config.misfire && self.misfire_owed() && self.ensure_sharded(now).await? {
             let owed =
                 execution::misfired(&self.shared.cache.read(), &self.paths, &self.my_items()?);
-            if let Some(fire_ms) = owed.iter().map(|&(_, fire)| fire).max() {
+            for (_, garbage) in owed.iter().filter_map(|(n, o)| Some((n, o.as_ref().err()?))) {
+                self.report_garbage(garbage);
+            }
+            // The catch-up answers the latest fire a marker names; markers that name none (empty,
+            // as ElasticJob writes them, or unreadable) owe the latest fire due by now.
+            let named = owed.iter().filter_map(|(_, o)| o.as_ref().ok().copied().flatten()).max();
+            let fire_ms = named
+                .or_else(|| (!owed.is_empty()).then(|| self.latest_fire_by(now).unwrap_or(now)));
+            if let Some(fire_ms) = fire_ms {
                 let items: Vec<u32> = owed.iter().map(|&(n, _)| n).collect();
                 let shared = self.shared.clone();
-                execution::clear_misfire(
+                ops::execution::clear_misfire(
                     shared.registry.as_ref(),
                     &shared.cache,
                     &self.paths,

@@ -21,18 +21,17 @@ use super::timer::TimerKind;
 use super::{Command, Shared};
 use crate::config::{store, JobConfig};
 use crate::cron::CronSchedule;
-use crate::election;
 use crate::error::{Error, Result};
-use crate::execution::{self, Completion, OwnerCheck, RunningMark, Start};
-use crate::failover;
-use crate::guarantee;
 use crate::job::{
     ExecutionSource, Executor, FireInfo, FireReport, FireRequest, ItemOutcome, Job, ShardingContext,
 };
 use crate::layout::{GuaranteeStage, ItemNode, JobNode, JobPaths};
+use crate::protocol::execution::{self, Completion, OwnerCheck, RunningMark, Start};
+use crate::protocol::records::{Completed, Garbage};
+use crate::protocol::sharding::{self, Reshard, DISABLED};
+use crate::protocol::{election, failover};
 use crate::registry::{CreateMode, RegistryError, RegistryExt, SessionEvent};
-use crate::runtime::instance::Completed;
-use crate::sharding::service::{self as sharding, Reshard, DISABLED};
+use crate::runtime::ops;
 
 mod changes;
 mod failover_work;
@@ -209,6 +208,16 @@ impl JobRunner {
         self.shared.events.emit(event);
     }
 
+    /// Reports a registry node the protocol could not read (and read in the safe way instead).
+    fn report_garbage(&self, garbage: &Garbage) {
+        self.emit(SchedulerEvent::RegistryGarbage {
+            job: self.name().to_owned(),
+            path: garbage.path.clone(),
+            value: garbage.value.clone(),
+            reason: garbage.reason.clone(),
+        });
+    }
+
     fn report_error(&self, e: &Error) {
         self.emit(SchedulerEvent::Error { job: self.name().to_owned(), message: e.to_string() });
     }
@@ -281,10 +290,15 @@ impl JobRunner {
                     orphans.push(failover::Orphan { item, fire_ms, rank });
                 }
             }
-            if let (true, Some(schedule), Some(old)) =
-                (self.config.misfire, &self.schedule, predecessor)
+            let node = self.paths.instance(&me);
+            let since = predecessor.map(|old| Completed::parse(&node, &old.data));
+            if let Some(Err(garbage)) = &since {
+                // Nothing tells which fires our previous session missed.
+                self.report_garbage(garbage);
+            }
+            if let (true, Some(schedule), Some(Ok(Completed { fire_ms: since, .. }))) =
+                (self.config.misfire, &self.schedule, since)
             {
-                let since = Completed::parse(&old.data).fire_ms;
                 orphans.extend(failover::missed_since(
                     &cache,
                     &self.paths,
@@ -299,7 +313,7 @@ impl JobRunner {
             orphans
         };
         let registry = self.shared.registry.as_ref();
-        failover::queue(registry, &self.shared.cache, &self.paths, &me, &orphans).await?;
+        ops::failover::queue(registry, &self.shared.cache, &self.paths, &me, &orphans).await?;
         Ok(())
     }
 
@@ -357,7 +371,7 @@ impl JobRunner {
             let shared = self.shared.clone();
             let registry = shared.registry.as_ref();
             let completion = work.completion.as_ref();
-            execution::finish(
+            ops::execution::finish(
                 registry,
                 &shared.cache,
                 &self.paths,
@@ -374,8 +388,13 @@ impl JobRunner {
     /// Asks for a reshard before the next fire.
     async fn flag_reshard(&self) -> Result<()> {
         let now = self.shared.handles.clock.now_ms();
-        sharding::set_necessary(self.shared.registry.as_ref(), &self.shared.cache, &self.paths, now)
-            .await
+        ops::sharding::set_necessary(
+            self.shared.registry.as_ref(),
+            &self.shared.cache,
+            &self.paths,
+            now,
+        )
+        .await
     }
 
     /// Processes events until the job stops.
@@ -486,6 +505,9 @@ const REASSIGNED_ATTEMPTS: usize = 4;
 const RACE_PAUSE: Duration = Duration::from_millis(200);
 /// The pause between recording the last completed run and removing the instance node on stop.
 const STOP_PAUSE: Duration = Duration::from_millis(100);
+/// How far back `latest_fire_by` looks for a fire (a day: any cron fires within it or is
+/// taken to owe the current time).
+const LATEST_FIRE_WINDOW_MS: i64 = 24 * 3600 * 1000;
 /// How long cancelled items get to return after the shutdown deadline.
 const CANCEL_GRACE: Duration = Duration::from_secs(1);
 

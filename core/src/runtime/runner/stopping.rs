@@ -66,7 +66,7 @@ impl JobRunner {
         // failover taker's markers by now: leave them alone.
         let flight = flight.filter(|f| self.same_session(f.session));
         if self.connected {
-            election::abdicate(registry, &self.shared.cache, &self.paths, &me).await?;
+            ops::election::abdicate(registry, &self.shared.cache, &self.paths, &me).await?;
             let node = self.paths.instance(&me);
             if let Some(flight) = flight.as_ref().filter(|f| f.marked && complete) {
                 let completion = self.completion(flight.run, flight.fire_ms);
@@ -96,7 +96,7 @@ impl JobRunner {
     ) -> Result<()> {
         let registry = self.shared.registry.as_ref();
         let (items, failed_over) = (&flight.items, &flight.failed_over);
-        execution::finish(
+        ops::execution::finish(
             registry,
             &self.shared.cache,
             &self.paths,

@@ -1,4 +1,4 @@
-//! Failover (DESIGN sections 5 and 7): the items a vanished instance was running are queued under
+//! Failover: the items a vanished instance was running are queued under
 //! `leader/failover/items/{n}` and re-executed at once by the survivors, each exactly once. Owns
 //! the queue and the `sharding/{n}/failover` markers.
 //!
@@ -6,7 +6,7 @@
 //!   transaction that removes the markers of a completed run also records that run in the
 //!   instance node. When an instance node vanishes (crash, expiry, operator shutdown, a stop whose
 //!   items were cancelled), the markers it left — still there, or remembered as tombstones by the
-//!   cache — whose run is newer than its last completed run are exactly the interrupted items.
+//!   view — whose run is newer than its last completed run are exactly the interrupted items.
 //!   Items that had completed are never re-run.
 //! - **Queueing.** Every survivor queues what it found, in a transaction that also checks the
 //!   version of the item's owner node as the survivor saw it. A claim changes that version, so a
@@ -22,13 +22,11 @@
 use std::collections::BTreeMap;
 
 use crate::cron::CronSchedule;
-use crate::execution::RunningMark;
 use crate::layout::{ItemNode, JobPaths};
-use crate::registry::{
-    CoordinatorRegistry, CreateMode, RegistryError, RegistryExt, Result, TxnOp, TxnResult,
-};
-use crate::runtime::cache::{Cache, SharedCache};
-use crate::runtime::instance::Completed;
+use crate::registry::{CreateMode, RegistryError, TxnOp};
+
+use super::records::{Completed, Garbage, RunningMark};
+use super::view::View;
 
 /// An item waiting in the failover queue, with the scheduled fire it missed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -40,17 +38,29 @@ pub struct Orphan {
     pub rank: u64,
 }
 
+/// What the instance node of `id` (still there, or remembered as a tombstone) records as its last
+/// completed run; `None` when the view knows no such node.
+pub fn recorded_completion(
+    view: &View,
+    paths: &JobPaths,
+    id: &str,
+) -> Option<Result<Completed, Garbage>> {
+    let instance = paths.instance(id);
+    let node = view.get(&instance).or_else(|| view.tombstone(&instance))?;
+    Some(Completed::parse(&instance, &node.data))
+}
+
 /// The items `dead` was running when its instance node vanished, below `total`: those whose
-/// `running` marker (still there, or remembered by the cache) carries a run newer than the last
-/// run `dead` recorded as completed.
-pub fn orphans_of(cache: &Cache, paths: &JobPaths, dead: &str, total: u32) -> Vec<Orphan> {
-    let instance = paths.instance(dead);
-    let last_state = cache.get(&instance).or_else(|| cache.tombstone(&instance));
-    let completed = last_state.map_or(0, |node| Completed::parse(&node.data).run);
+/// `running` marker (still there, or remembered by the view) carries a run newer than the last
+/// run `dead` recorded as completed. An unreadable record of that run counts as nothing
+/// completed: every marker `dead` left is re-run (at least once, rather than lost).
+pub fn orphans_of(view: &View, paths: &JobPaths, dead: &str, total: u32) -> Vec<Orphan> {
+    let completed =
+        recorded_completion(view, paths, dead).and_then(Result::ok).map_or(0, |c| c.run);
     (0..total)
         .filter_map(|item| {
             let path = paths.item_node(item, ItemNode::Running);
-            let node = cache.get(&path).or_else(|| cache.tombstone(&path))?;
+            let node = view.get(&path).or_else(|| view.tombstone(&path))?;
             let mark = RunningMark::decode(&node.data)?;
             (mark.instance == dead && mark.run > completed).then_some(Orphan {
                 item,
@@ -64,11 +74,11 @@ pub fn orphans_of(cache: &Cache, paths: &JobPaths, dead: &str, total: u32) -> Ve
 }
 
 /// The items `dead` owned, was not running, and whose schedule fell due since its last completed
-/// fire: fires lost while its crash went undetected (DESIGN section 7). Each gets one catch-up,
+/// fire: fires lost while its crash went undetected. Each gets one catch-up,
 /// for the latest fire it missed, through the failover queue. `skip` holds the orphans already
 /// found; disabled items owe nothing.
 pub fn missed_by(
-    cache: &Cache,
+    view: &View,
     paths: &JobPaths,
     dead: &str,
     total: u32,
@@ -76,19 +86,19 @@ pub fn missed_by(
     now_ms: i64,
     skip: &[Orphan],
 ) -> Vec<Orphan> {
-    let instance = paths.instance(dead);
-    let Some(last_state) = cache.get(&instance).or_else(|| cache.tombstone(&instance)) else {
+    // Without a readable record of its last completed fire, nothing tells which fires `dead`
+    // missed; the caller reports the garbage.
+    let Some(Ok(completed)) = recorded_completion(view, paths, dead) else {
         return Vec::new();
     };
-    let since = Completed::parse(&last_state.data).fire_ms;
-    missed_since(cache, paths, dead, total, schedule, since, now_ms, skip)
+    missed_since(view, paths, dead, total, schedule, completed.fire_ms, now_ms, skip)
 }
 
 /// [`missed_by`] with the dead instance's last completed fire given (a restarted instance reads
 /// it from the node of its predecessor, which it replaces).
 #[allow(clippy::too_many_arguments)]
 pub fn missed_since(
-    cache: &Cache,
+    view: &View,
     paths: &JobPaths,
     dead: &str,
     total: u32,
@@ -106,8 +116,8 @@ pub fn missed_since(
     let Some(fire_ms) = latest else { return Vec::new() };
     let first_rank = skip.len() as u64;
     (0..total)
-        .filter(|&n| cache.text(&paths.item_node(n, ItemNode::Instance)).as_deref() == Some(dead))
-        .filter(|&n| !cache.exists(&paths.item_node(n, ItemNode::Disabled)))
+        .filter(|&n| view.text(&paths.item_node(n, ItemNode::Instance)).as_deref() == Some(dead))
+        .filter(|&n| !view.exists(&paths.item_node(n, ItemNode::Disabled)))
         .filter(|&n| skip.iter().all(|o| o.item != n))
         .enumerate()
         .map(|(i, item)| Orphan { item, fire_ms, rank: first_rank + i as u64 })
@@ -118,7 +128,7 @@ pub fn missed_since(
 /// live `running` markers under `me` whose run is older than `my_first_run`. They die with the
 /// old session; until then they tell which items to run again.
 pub fn left_by_predecessor(
-    cache: &Cache,
+    view: &View,
     paths: &JobPaths,
     me: &str,
     total: u32,
@@ -126,7 +136,7 @@ pub fn left_by_predecessor(
 ) -> Vec<Orphan> {
     (0..total)
         .filter_map(|item| {
-            let node = cache.get(&paths.item_node(item, ItemNode::Running))?;
+            let node = view.get(&paths.item_node(item, ItemNode::Running))?;
             let mark = RunningMark::decode(&node.data)?;
             (mark.instance == me && mark.run < my_first_run).then_some(Orphan {
                 item,
@@ -143,48 +153,8 @@ pub fn left_by_predecessor(
 /// it saw.
 const MAX_MISSED_FIRES_SCANNED: usize = 100_000;
 
-/// Queues `orphans` (see the module docs) in one transaction, so that every survivor computes
-/// its share over the whole queue. If another survivor queued them first, or a taker already
-/// claimed one, the transaction fails and nothing more is needed.
-pub async fn queue(
-    registry: &dyn CoordinatorRegistry,
-    cache: &SharedCache,
-    paths: &JobPaths,
-    dead: &str,
-    orphans: &[Orphan],
-) -> Result<()> {
-    if orphans.is_empty() {
-        return Ok(());
-    }
-    registry.ensure(&paths.failover_items()).await?;
-    let mut ops = Vec::new();
-    let mut entries = Vec::new();
-    for orphan in orphans {
-        let owner = paths.item_node(orphan.item, ItemNode::Instance);
-        if let Some(version) = cache.read().get(&owner).map(|n| n.version) {
-            ops.push(TxnOp::check(owner, Some(version)));
-        }
-        let entry = paths.failover_item(orphan.item);
-        // The entry reuses the marker format, with the rank where the run number goes.
-        let data =
-            RunningMark { fire_ms: orphan.fire_ms, run: orphan.rank, instance: dead.to_owned() }
-                .encode();
-        ops.push(TxnOp::create(entry.clone(), data.clone(), CreateMode::Persistent));
-        entries.push((entry, data));
-    }
-    match registry.transaction(ops).await {
-        Ok(_) => {
-            cache.update(|c| {
-                entries.iter().for_each(|(entry, data)| c.wrote(entry, data, 0, false))
-            });
-            Ok(())
-        }
-        Err(e) if is_lost_race(&e) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-fn is_lost_race(e: &RegistryError) -> bool {
+/// A queue or claim transaction that failed because another instance got there first.
+pub fn is_lost_race(e: &RegistryError) -> bool {
     matches!(
         e.transaction_failure(),
         Some((
@@ -196,14 +166,13 @@ fn is_lost_race(e: &RegistryError) -> bool {
     )
 }
 
-/// The queue as the cache shows it.
-pub fn queued(cache: &Cache, paths: &JobPaths) -> Vec<Orphan> {
-    cache
-        .children(&paths.failover_items())
+/// The queue as the view shows it.
+pub fn queued(view: &View, paths: &JobPaths) -> Vec<Orphan> {
+    view.children(&paths.failover_items())
         .iter()
         .filter_map(|name| {
             let item: u32 = name.parse().ok()?;
-            let node = cache.get(&paths.failover_item(item))?;
+            let node = view.get(&paths.failover_item(item))?;
             let mark = RunningMark::decode(&node.data);
             let (fire_ms, rank) = mark.map_or((0, u64::from(item)), |m| (m.fire_ms, m.run));
             Some(Orphan { item, fire_ms, rank })
@@ -218,56 +187,42 @@ pub fn share_of(queue: &[Orphan], eligible: &[String], me: &str) -> Vec<Orphan> 
     queue.iter().copied().filter(|o| o.rank % seats == index as u64).collect()
 }
 
-/// Claims one queued item for `me`. Returns the item's new owner version (its fencing token),
-/// or `None` if someone else claimed it first.
-pub async fn claim(
-    registry: &dyn CoordinatorRegistry,
-    cache: &SharedCache,
-    paths: &JobPaths,
-    item: u32,
-    me: &str,
-) -> Result<Option<u64>> {
-    let owner = paths.item_node(item, ItemNode::Instance);
-    let marker = paths.item_node(item, ItemNode::Failover);
-    let owner_exists = cache.read().exists(&owner);
-    let mut ops = vec![TxnOp::delete(paths.failover_item(item), None)];
-    ops.push(if owner_exists {
-        TxnOp::set(owner.clone(), me.as_bytes().to_vec(), None)
-    } else {
-        TxnOp::create(owner.clone(), me.as_bytes().to_vec(), CreateMode::Persistent)
-    });
-    ops.push(TxnOp::create(marker.clone(), me.as_bytes().to_vec(), CreateMode::Ephemeral));
-    match registry.transaction(ops).await {
-        Ok(results) => {
-            let version = match results.get(1) {
-                Some(TxnResult::Set { version }) => *version,
-                _ => 0,
-            };
-            cache.update(|c| {
-                c.deleted(&paths.failover_item(item));
-                c.wrote(&owner, me.as_bytes(), version, false);
-                c.wrote(&marker, me.as_bytes(), 0, true);
-            });
-            Ok(Some(version))
+/// The transaction that queues `orphans` (see the module docs), so that every survivor
+/// computes its share over the whole queue. If another survivor queued them first, or a taker
+/// already claimed one, it fails ([`is_lost_race`]) and nothing more is needed. The parent
+/// `leader/failover/items` must exist.
+pub fn queue(view: &View, paths: &JobPaths, dead: &str, orphans: &[Orphan]) -> Vec<TxnOp> {
+    let mut ops = Vec::new();
+    for orphan in orphans {
+        let owner = paths.item_node(orphan.item, ItemNode::Instance);
+        if let Some(version) = view.get(&owner).map(|n| n.version) {
+            ops.push(TxnOp::check(owner, Some(version)));
         }
-        Err(e) if is_lost_race(&e) => Ok(None),
-        Err(e) => Err(e),
+        // The entry reuses the marker format, with the rank where the run number goes.
+        let data =
+            RunningMark { fire_ms: orphan.fire_ms, run: orphan.rank, instance: dead.to_owned() }
+                .encode();
+        ops.push(TxnOp::create(paths.failover_item(orphan.item), data, CreateMode::Persistent));
     }
+    ops
 }
 
-/// Empties the queue (failover was turned off in the config).
-pub async fn clear_queue(
-    registry: &dyn CoordinatorRegistry,
-    cache: &SharedCache,
-    paths: &JobPaths,
-) -> Result<()> {
-    let queue = queued(&cache.read(), paths);
-    for orphan in queue {
-        let entry = paths.failover_item(orphan.item);
-        registry.delete_if_exists(&entry).await?;
-        cache.update(|c| c.deleted(&entry));
-    }
-    Ok(())
+/// The transaction that claims one queued item for `me`: deletes the entry (only one claimant
+/// can), makes `me` the item's owner (advancing its fencing token) and creates the ephemeral
+/// `failover` marker. Op 1 is the owner write, whose new version is the fencing token.
+pub fn claim(view: &View, paths: &JobPaths, item: u32, me: &str) -> Vec<TxnOp> {
+    let owner = paths.item_node(item, ItemNode::Instance);
+    let marker = paths.item_node(item, ItemNode::Failover);
+    let owner_exists = view.exists(&owner);
+    vec![
+        TxnOp::delete(paths.failover_item(item), None),
+        if owner_exists {
+            TxnOp::set(owner, me.as_bytes().to_vec(), None)
+        } else {
+            TxnOp::create(owner, me.as_bytes().to_vec(), CreateMode::Persistent)
+        },
+        TxnOp::create(marker, me.as_bytes().to_vec(), CreateMode::Ephemeral),
+    ]
 }
 
 /// Groups orphans by the fire they missed, earliest first.

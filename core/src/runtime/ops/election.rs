@@ -1,17 +1,8 @@
-//! Leader election of a job (DESIGN section 5): the leader is whoever created the ephemeral node
-//! `leader/election/instance`. Creating a node is atomic on every backend, so at most one live
-//! session holds it; when its session ends the node goes, the survivors see the deletion through
-//! the watch and race to create it again. No latch and no extra watch per job are needed, which
-//! keeps one watch per process for any number of jobs.
+//! Running the election's registry operations (see [`crate::protocol::election`]).
 
 use crate::layout::JobPaths;
 use crate::registry::{CoordinatorRegistry, CreateMode, RegistryError, Result};
-use crate::runtime::cache::{Cache, SharedCache};
-
-/// The id of the current leader, as the cache shows it.
-pub fn leader(cache: &Cache, paths: &JobPaths) -> Option<String> {
-    cache.text(&paths.leader_instance())
-}
+use crate::runtime::cache::SharedCache;
 
 /// Tries to become the leader. Returns whether `me` leads afterwards.
 pub async fn try_lead(

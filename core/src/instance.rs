@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+pub use crate::protocol::records::Completed;
 use crate::registry::{path, RegistryError};
 
 /// The separator ElasticJob puts between the parts of an instance id.
@@ -40,35 +41,12 @@ impl InstanceId {
 
     /// The data of this instance's `instances/{id}` node: ElasticJob's YAML fields, plus the
     /// last run of the job this instance completed and that run's fire time (see
-    /// [`crate::failover`]).
+    /// [`crate::protocol::failover`]).
     pub fn node_data(&self, completed: Completed) -> String {
         format!(
             "jobInstanceId: {}\nserverIp: {}\ncompletedRun: {}\ncompletedFire: {}\n",
             self.id, self.ip, completed.run, completed.fire_ms
         )
-    }
-}
-
-/// What an instance node records of the job's last completed run on that instance.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Completed {
-    /// The run number (see [`crate::failover`]).
-    pub run: u64,
-    /// The scheduled fire that run belonged to.
-    pub fire_ms: i64,
-}
-
-impl Completed {
-    /// Reads it from an instance node's data (zeros when absent, as in a node ElasticJob wrote).
-    pub fn parse(data: &[u8]) -> Self {
-        let text = String::from_utf8_lossy(data);
-        let field = |name: &str| {
-            text.lines().find_map(|line| line.strip_prefix(name)).map(str::trim).map(str::to_owned)
-        };
-        Completed {
-            run: field("completedRun:").and_then(|v| v.parse().ok()).unwrap_or(0),
-            fire_ms: field("completedFire:").and_then(|v| v.parse().ok()).unwrap_or(0),
-        }
     }
 }
 
@@ -97,8 +75,7 @@ mod tests {
             data,
             "jobInstanceId: 10.0.0.7@-@4242\nserverIp: 10.0.0.7\ncompletedRun: 42\ncompletedFire: 1700000010000\n"
         );
-        assert_eq!(Completed::parse(data.as_bytes()), done);
-        assert_eq!(Completed::parse(b"jobInstanceId: x\nserverIp: y\n"), Completed::default());
+        assert_eq!(Completed::parse("/j/instances/x", data.as_bytes()), Ok(done));
         let s = InstanceId::new("10.0.0.7", 1, Some("b")).unwrap();
         assert_eq!(s.as_str(), "10.0.0.7@-@1@-@b");
         assert_eq!(ip_of(s.as_str()), "10.0.0.7");

@@ -1,0 +1,14 @@
+//! Leader election of a job: the leader is whoever created the ephemeral node
+//! `leader/election/instance`. Creating a node is atomic on every backend, so at most one live
+//! session holds it; when its session ends the node goes, the survivors see the deletion through
+//! the watch and race to create it again. No latch and no extra watch per job are needed, which
+//! keeps one watch per process for any number of jobs.
+
+use crate::layout::JobPaths;
+
+use super::view::View;
+
+/// The id of the current leader, as the view shows it.
+pub fn leader(view: &View, paths: &JobPaths) -> Option<String> {
+    view.text(&paths.leader_instance())
+}

@@ -1,0 +1,207 @@
+//! The resharding protocol: the `necessary` flag, the leader's assignment commit, and each
+//! instance's view of its own items. Owns `leader/sharding/*` and `sharding/{n}/instance`.
+//!
+//! The leader commits the new assignment and the removal of both flags in ONE transaction, and
+//! that transaction also checks the version of `necessary` it started from: an instance that
+//! joined (and set the flag again) while the leader computed makes the commit fail, and the
+//! leader shards again instead of leaving the newcomer without items until the next membership
+//! change (the start-up race seen in ElasticJob 3.0.4).
+
+use std::collections::BTreeMap;
+
+use crate::instance::ip_of;
+use crate::layout::{ItemNode, JobPaths};
+use crate::registry::{CreateMode, RegistryError, TxnOp};
+use crate::sharding::{sort_for_sharding, Assignment, ShardingError, ShardingStrategies};
+
+use super::view::View;
+
+/// The value of a disabled server node.
+pub const DISABLED: &str = "DISABLED";
+
+/// Whether a reshard is pending or running.
+pub fn pending(view: &View, paths: &JobPaths) -> bool {
+    view.exists(&paths.sharding_necessary()) || view.exists(&paths.sharding_processing())
+}
+
+/// Whether the fire at `fire_ms` must wait for a reshard: one is running, or was asked for
+/// before the fire's time (a flag without a readable time, as ElasticJob writes it, counts).
+///
+/// A flag raised in the fire's own millisecond does not hold that fire: the membership change
+/// that raised it (typically a session ending on the same tick) races with every instance's
+/// handling of the fire, and a leader that handled the fire before the flag arrived would not
+/// reshard for it, leaving the instances that saw the flag waiting for its next fire.
+pub fn pending_for(view: &View, paths: &JobPaths, fire_ms: i64) -> bool {
+    if view.exists(&paths.sharding_processing()) {
+        return true;
+    }
+    view.get(&paths.sharding_necessary()).is_some_and(|flag| {
+        flag.text().trim().parse::<i64>().map_or(true, |raised| raised < fire_ms)
+    })
+}
+
+/// Whether any item of the job is running anywhere.
+pub fn any_running(view: &View, paths: &JobPaths) -> bool {
+    view.children(&paths.sharding()).iter().any(|n| {
+        n.parse::<u32>().is_ok_and(|item| view.exists(&paths.item_node(item, ItemNode::Running)))
+    })
+}
+
+/// The live instances that may get items: registered, on a server that is not disabled, in the
+/// order ElasticJob feeds them to a strategy.
+pub fn eligible_instances(view: &View, paths: &JobPaths) -> Vec<String> {
+    let mut instances: Vec<String> = view
+        .children(&paths.instances())
+        .into_iter()
+        .filter(|id| view.text(&paths.server(ip_of(id))).as_deref() != Some(DISABLED))
+        .collect();
+    sort_for_sharding(&mut instances);
+    instances
+}
+
+/// The items assigned to `instance`, below `total_count`, ascending.
+pub fn items_of(view: &View, paths: &JobPaths, instance: &str, total_count: u32) -> Vec<u32> {
+    (0..total_count)
+        .filter(|&n| {
+            view.text(&paths.item_node(n, ItemNode::Instance)).as_deref() == Some(instance)
+        })
+        .collect()
+}
+
+/// What a reshard attempt did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reshard {
+    /// The assignment was committed and both flags removed.
+    Committed(Assignment),
+    /// The flag changed while computing (an instance joined or left): try again.
+    Raced,
+    /// No reshard was pending.
+    NotNeeded,
+    /// This instance does not hold the job's leadership (any more).
+    NotLeader,
+}
+
+/// What a reshard starts from: the flag's version, the leader node's version (the commit is
+/// fenced by both), the eligible instances and which item nodes exist.
+#[derive(Debug)]
+pub struct ReshardStart {
+    pub necessary_version: u64,
+    pub leader_version: u64,
+    pub instances: Vec<String>,
+    pub existing: BTreeMap<u32, bool>,
+}
+
+impl ReshardStart {
+    /// What the view shows, or why there is no reshard to make.
+    pub fn from_view(c: &View, paths: &JobPaths, me: &str) -> Result<Self, Reshard> {
+        let flag = c.get(&paths.sharding_necessary()).ok_or(Reshard::NotNeeded)?;
+        let leader = c
+            .get(&paths.leader_instance())
+            .filter(|n| n.data == me.as_bytes())
+            .ok_or(Reshard::NotLeader)?;
+        let existing = c
+            .children(&paths.sharding())
+            .iter()
+            .filter_map(|n| n.parse().ok())
+            .map(|n| (n, c.exists(&paths.item_node(n, ItemNode::Instance))))
+            .collect();
+        Ok(ReshardStart {
+            necessary_version: flag.version,
+            leader_version: leader.version,
+            instances: eligible_instances(c, paths),
+            existing,
+        })
+    }
+}
+
+/// A commit that failed because the registry moved on: the flag was set again (op 0), or the
+/// view had not yet shown an item node that another leader created or an operator removed.
+pub fn is_flag_race(e: &RegistryError) -> bool {
+    matches!(
+        e.transaction_failure(),
+        Some((
+            _,
+            RegistryError::BadVersion { .. }
+                | RegistryError::NoNode { .. }
+                | RegistryError::NodeExists { .. }
+        ))
+    )
+}
+
+/// The leader's reshard as decided: the assignment and the transaction that commits it.
+#[derive(Debug, Clone)]
+pub struct ReshardPlan {
+    pub assignment: Assignment,
+    /// Markers of items beyond a reduced count, removed before the commit.
+    pub stale_markers: Vec<String>,
+    /// The commit, fenced by the flag's and the leader node's versions; it removes both flags.
+    pub ops: Vec<TxnOp>,
+}
+
+/// Computes the assignment over the eligible instances of `start` and the transaction that
+/// commits it. The caller has made sure no item is running, and that `sharding` exists.
+pub fn plan(
+    paths: &JobPaths,
+    job: &str,
+    strategy: Option<&str>,
+    strategies: &ShardingStrategies,
+    total_count: u32,
+    start: &ReshardStart,
+) -> Result<ReshardPlan, ShardingError> {
+    let (instances, existing_items) = (&start.instances, &start.existing);
+    let refs: Vec<&str> = instances.iter().map(String::as_str).collect();
+    let assignment = if refs.is_empty() {
+        Assignment::new()
+    } else {
+        strategies.shard(strategy, job, &refs, total_count)?
+    };
+    // Items beyond a reduced count keep their owner node, emptied, rather than being deleted: the
+    // node's version is the item's fencing token, and it must keep growing if the count grows
+    // again. Their markers go first, outside the transaction.
+    let stale_markers = existing_items
+        .range(total_count..)
+        .flat_map(|(&stale, _)| {
+            [ItemNode::Misfire, ItemNode::Disabled, ItemNode::Failover]
+                .map(|marker| paths.item_node(stale, marker))
+        })
+        .collect();
+    let mut ops = vec![
+        TxnOp::check(paths.sharding_necessary(), Some(start.necessary_version)),
+        // Only the leader commits: a deposed one (its session expired, it lives on in a new
+        // session) fails here instead of overwriting its successor's work.
+        TxnOp::check(paths.leader_instance(), Some(start.leader_version)),
+    ];
+    let push_owner = |ops: &mut Vec<TxnOp>, n: u32, owner: &[u8]| {
+        let node = paths.item_node(n, ItemNode::Instance);
+        match existing_items.get(&n) {
+            Some(true) => ops.push(TxnOp::set(node, owner.to_vec(), None)),
+            Some(false) => ops.push(TxnOp::create(node, owner.to_vec(), CreateMode::Persistent)),
+            None => {
+                ops.push(TxnOp::create(paths.item(n), Vec::new(), CreateMode::Persistent));
+                ops.push(TxnOp::create(node, owner.to_vec(), CreateMode::Persistent));
+            }
+        }
+    };
+    for (instance, items) in assignment.iter() {
+        for &n in items {
+            push_owner(&mut ops, n, instance.as_bytes());
+        }
+    }
+    for (&stale, &owned) in existing_items.range(total_count..) {
+        if owned {
+            push_owner(&mut ops, stale, b"");
+        }
+    }
+    ops.push(TxnOp::delete(paths.sharding_necessary(), None));
+    ops.push(TxnOp::delete(paths.sharding_processing(), None));
+    Ok(ReshardPlan { assignment, stale_markers, ops })
+}
+
+/// The raise time `necessary` should hold after a raise at `now_ms`: the earliest of the two
+/// (see the runtime's `set_necessary`), or `now_ms` when the stored time is unreadable.
+pub fn raised_time(view_data: &[u8], now_ms: i64) -> i64 {
+    std::str::from_utf8(view_data)
+        .ok()
+        .and_then(|t| t.trim().parse::<i64>().ok())
+        .map_or(now_ms, |r| r.min(now_ms))
+}
