@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-pub use crate::protocol::records::Completed;
+use crate::protocol::records::InstanceRecord;
 use crate::registry::{path, RegistryError};
 
 /// The separator ElasticJob puts between the parts of an instance id.
@@ -39,14 +39,9 @@ impl InstanceId {
         &self.id
     }
 
-    /// The data of this instance's `instances/{id}` node: ElasticJob's YAML fields, plus the
-    /// last run of the job this instance completed and that run's fire time (see
-    /// [`crate::protocol::failover`]).
-    pub fn node_data(&self, completed: Completed) -> String {
-        format!(
-            "jobInstanceId: {}\nserverIp: {}\ncompletedRun: {}\ncompletedFire: {}\n",
-            self.id, self.ip, completed.run, completed.fire_ms
-        )
+    /// The data of this instance's `instances/{id}` node, exactly as ElasticJob writes it.
+    pub fn node_data(&self) -> String {
+        InstanceRecord { job_instance_id: self.id.clone(), server_ip: self.ip.clone() }.encode()
     }
 }
 
@@ -69,13 +64,7 @@ mod tests {
     fn ids_follow_elasticjob() {
         let i = InstanceId::new("10.0.0.7", 4242, None).unwrap();
         assert_eq!(i.as_str(), "10.0.0.7@-@4242");
-        let done = Completed { run: 42, fire_ms: 1_700_000_010_000 };
-        let data = i.node_data(done);
-        assert_eq!(
-            data,
-            "jobInstanceId: 10.0.0.7@-@4242\nserverIp: 10.0.0.7\ncompletedRun: 42\ncompletedFire: 1700000010000\n"
-        );
-        assert_eq!(Completed::parse("/j/instances/x", data.as_bytes()), Ok(done));
+        assert_eq!(i.node_data(), "jobInstanceId: 10.0.0.7@-@4242\nserverIp: 10.0.0.7\n");
         let s = InstanceId::new("10.0.0.7", 1, Some("b")).unwrap();
         assert_eq!(s.as_str(), "10.0.0.7@-@1@-@b");
         assert_eq!(ip_of(s.as_str()), "10.0.0.7");

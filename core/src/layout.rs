@@ -1,4 +1,4 @@
-//! The registry layout of a job (DESIGN section 3), shared with ElasticJob-Lite 3.x so that its
+//! The registry layout of a job, shared with ElasticJob-Lite 3.x so that its
 //! operators and tools recognise it:
 //!
 //! ```text
@@ -17,6 +17,7 @@
 //!       /leader/failover/items/{n}   P  orphaned items waiting for a taker
 //!       /trigger/{instance}          P  one-shot manual trigger
 //!       /guarantee/{started,completed}/{n}
+//!       /shardcron/ledger/{instance} P  the last scheduled fire the instance started
 //! ```
 //!
 //! Every path is built here ([`JobPaths`]) and every watched path is classified here
@@ -89,6 +90,15 @@ impl JobPaths {
     }
     pub fn trigger(&self, instance: &str) -> String {
         self.sub(format_args!("trigger/{instance}"))
+    }
+    /// Where this instance's fire ledger lives (shardcron's own bookkeeping, in a subtree
+    /// ElasticJob's tools never read): the last scheduled fire it started, so that survivors can
+    /// tell which fires it missed before its crash was noticed.
+    pub fn ledgers(&self) -> String {
+        self.sub("shardcron/ledger")
+    }
+    pub fn ledger(&self, instance: &str) -> String {
+        self.sub(format_args!("shardcron/ledger/{instance}"))
     }
     pub fn guarantee(&self, stage: GuaranteeStage, item: u32) -> String {
         self.sub(format_args!("guarantee/{}/{item}", stage.name()))
@@ -163,6 +173,7 @@ pub enum JobNode {
     FailoverItem(u32),
     Trigger(String),
     Guarantee(GuaranteeStage, u32),
+    Ledger(String),
     /// A directory node (`instances`, `sharding/3`, `leader/...`) or a node shardcron does not
     /// use; carried so that callers can ignore it explicitly.
     Other,
@@ -206,6 +217,7 @@ impl JobNode {
                 item(n).map_or(JobNode::Other, JobNode::FailoverItem)
             }
             ["trigger", id] => JobNode::Trigger((*id).to_owned()),
+            ["shardcron", "ledger", id] => JobNode::Ledger((*id).to_owned()),
             ["guarantee", stage, n] => {
                 let stage = match *stage {
                     "started" => Some(GuaranteeStage::Started),
@@ -241,6 +253,7 @@ mod tests {
             (p.sharding_processing(), JobNode::ShardingProcessing),
             (p.failover_item(3), JobNode::FailoverItem(3)),
             (p.trigger("i1"), JobNode::Trigger("i1".into())),
+            (p.ledger("i1"), JobNode::Ledger("i1".into())),
             (
                 p.guarantee(GuaranteeStage::Completed, 2),
                 JobNode::Guarantee(GuaranteeStage::Completed, 2),

@@ -19,6 +19,7 @@
 //!   heap for any number of jobs; one runner task per job; the only module that does registry
 //!   I/O for the protocol and reads the clock.
 //! - [`instance`]: who an instance is (`{ip}@-@{pid}`).
+//! - [`events`]: what the scheduler reports as it works.
 //! - [`guarantee`]: the distribute-once listener callbacks.
 //! - [`api`]: operations and statistics for consoles, over the registry alone.
 //! - [`handles`]: clock, spawner and randomness handles.
@@ -30,6 +31,7 @@ pub mod api;
 pub mod config;
 pub mod cron;
 mod error;
+pub mod events;
 pub mod guarantee;
 pub mod handles;
 pub mod instance;

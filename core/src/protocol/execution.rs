@@ -2,23 +2,25 @@
 //! `monitorExecution` is on) and `sharding/{n}/misfire` when a fire was skipped because items
 //! still ran.
 //!
-//! Starting and finishing the items of one fire are one transaction each, whatever the number of
-//! items. `running` nodes are ephemeral and hold `{fire_ms} {run} {instance}`
-//! ([`RunningMark`]), so a crashed runner's markers vanish with its session (ElasticJob's
-//! zombie markers, its issues #467 and #1754) and a survivor can still tell from its view whose
-//! they were and which fire they belonged to.
+//! A `running` marker holds the id of the instance running the item, as ElasticJob writes it.
+//! With failover on it is persistent: when its instance vanishes mid-run, the marker stays and
+//! says which items were interrupted, and the failover taker takes it over (a versioned write,
+//! so the old owner can no longer remove it). With failover off it is ephemeral and goes with
+//! its session, as in ElasticJob. Starting and finishing the items of one fire are one
+//! transaction each, whatever the number of items; the instance's [`Ledger`] changes in the
+//! same transactions.
 
 use crate::layout::{ItemNode, JobPaths};
-use crate::registry::{CreateMode, RegistryError, TxnOp};
+use crate::registry::{CreateMode, RegistryError, TxnOp, TxnResult, Version};
 
-pub use super::records::RunningMark;
-use super::records::{parse_time, Garbage};
+use super::records::{parse_time, Garbage, Ledger};
 use super::view::View;
 
 /// How marking the start of a fire went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Start {
-    Marked,
+    /// Marked; each item's marker with its version (what a fenced finish expects).
+    Marked(Vec<(u32, Version)>),
     /// Item `0` is still marked running (by an earlier fire, here or elsewhere).
     AlreadyRunning(u32),
     /// The owner node of item `0` is no longer the version the view showed: a reshard
@@ -27,18 +29,7 @@ pub enum Start {
     Reassigned(u32),
 }
 
-/// Whether the start transaction also checks that the items' owner nodes are still the
-/// versions this instance's view shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OwnerCheck {
-    /// Scheduled and catch-up fires: the items are this instance's by the assignment in the
-    /// view, and the transaction fails if a reshard replaced it meanwhile.
-    Cached,
-    /// Failover work: the items were claimed, not assigned.
-    None,
-}
-
-/// The start transaction of a fire and how to read its failure.
+/// The start transaction of a fire and how to read its outcome.
 #[derive(Debug, Clone)]
 pub struct StartPlan {
     pub ops: Vec<TxnOp>,
@@ -49,44 +40,92 @@ pub struct StartPlan {
     settled: Vec<u32>,
 }
 
-/// Marks `items` running for `mark`, all or none.
+/// What a start transaction marks.
+#[derive(Debug, Clone, Copy)]
+pub struct StartOf<'a> {
+    pub me: &'a str,
+    pub items: &'a [u32],
+    pub fire_ms: i64,
+    /// Markers survive the session (failover on).
+    pub persistent: bool,
+    /// Scheduled and catch-up fires: the items are ours by the assignment in the view, and the
+    /// transaction fails if a reshard replaced it meanwhile.
+    pub check_owners: bool,
+    /// A catch-up: the misfire markers of the items are settled by this run, whatever fire
+    /// they name. Otherwise only markers naming this very fire are (an instance that was busy
+    /// when the fire came, with a reshard pending, marked every item, not knowing who would
+    /// own it after the reshard).
+    pub catch_up: bool,
+}
+
+/// Marks `start.items` running, all or none; with a ledger (failover on), records the fire in
+/// it.
 pub fn start(
     view: &View,
     paths: &JobPaths,
-    items: &[u32],
-    mark: &RunningMark,
-    owners: OwnerCheck,
+    start: StartOf<'_>,
+    ledger: Option<&Ledger>,
 ) -> StartPlan {
-    let data = mark.encode();
-    let mut ops = Vec::with_capacity(items.len() * 2);
+    let mut ops = Vec::with_capacity(start.items.len() * 2 + 1);
     let mut checked = Vec::new();
     let mut settled = Vec::new();
-    if owners == OwnerCheck::Cached {
-        for &n in items {
-            if let Some(owner) = view.get(&paths.item_node(n, ItemNode::Instance)) {
-                ops.push(TxnOp::check(paths.item_node(n, ItemNode::Instance), Some(owner.version)));
+    if start.check_owners {
+        for &n in start.items {
+            let path = paths.item_node(n, ItemNode::Instance);
+            if let Some(owner) = view.get(&path) {
+                ops.push(TxnOp::check(path, Some(owner.version)));
                 checked.push(n);
             }
         }
-        // Misfire markers that owe a catch-up for this very fire are settled by running it: an
-        // instance that was busy when the fire came (and a reshard was pending) marked every
-        // item, not knowing who would own it after the reshard.
-        for &n in items {
+        for &n in start.items {
             let path = paths.item_node(n, ItemNode::Misfire);
             let Some(marker) = view.get(&path) else { continue };
-            if parse_time(&path, &marker.data, "a misfire marker").ok() == Some(mark.fire_ms) {
+            let names_this_fire =
+                parse_time(&path, &marker.data, "a misfire marker").ok() == Some(start.fire_ms);
+            if start.catch_up || names_this_fire {
                 ops.push(TxnOp::delete(path, Some(marker.version)));
                 settled.push(n);
             }
         }
     }
-    ops.extend(items.iter().map(|&n| {
-        TxnOp::create(paths.item_node(n, ItemNode::Running), data.clone(), CreateMode::Ephemeral)
-    }));
-    StartPlan { ops, items: items.to_vec(), checked, settled }
+    let mode = if start.persistent { CreateMode::Persistent } else { CreateMode::Ephemeral };
+    ops.extend(
+        start.items.iter().map(|&n| {
+            TxnOp::create(paths.item_node(n, ItemNode::Running), start.me.as_bytes(), mode)
+        }),
+    );
+    if let Some(ledger) = ledger {
+        let mut next = ledger.clone();
+        for &n in start.items {
+            next.running.insert(n, start.fire_ms);
+        }
+        next.last_fire_ms = Some(next.last_fire_ms.map_or(start.fire_ms, |f| f.max(start.fire_ms)));
+        ops.push(write_ledger(view, paths, start.me, &next));
+    }
+    StartPlan { ops, items: start.items.to_vec(), checked, settled }
+}
+
+/// The op that writes `me`'s ledger: a set fenced on the version the view shows, or a create.
+pub fn write_ledger(view: &View, paths: &JobPaths, me: &str, ledger: &Ledger) -> TxnOp {
+    let path = paths.ledger(me);
+    match view.get(&path) {
+        Some(node) => TxnOp::set(path, ledger.encode(), Some(node.version)),
+        None => TxnOp::create(path, ledger.encode(), CreateMode::Persistent),
+    }
+}
+
+/// `me`'s ledger as the view shows it (empty when absent), or its garbage.
+pub fn ledger_of(view: &View, paths: &JobPaths, instance: &str) -> Option<Result<Ledger, Garbage>> {
+    let path = paths.ledger(instance);
+    view.get(&path).map(|node| Ledger::parse(&path, &node.data))
 }
 
 impl StartPlan {
+    /// What a committed start transaction marked.
+    pub fn marked(&self) -> Start {
+        Start::Marked(self.items.iter().map(|&n| (n, 0)).collect())
+    }
+
     /// What a failed start transaction means, or `None` for a failure that is an error.
     pub fn outcome(&self, e: &RegistryError) -> Option<Start> {
         let fenced = self.checked.len() + self.settled.len();
@@ -96,51 +135,89 @@ impl StartPlan {
             {
                 Some(Start::Reassigned(self.checked[i]))
             }
-            // A misfire marker changed meanwhile: decide again on a fresh view.
-            (i, RegistryError::BadVersion { .. } | RegistryError::NoNode { .. }) if i < fenced => {
-                Some(Start::Reassigned(self.settled[i - self.checked.len()]))
+            // A misfire marker or the ledger changed meanwhile: decide again on a fresh view.
+            (i, RegistryError::BadVersion { .. } | RegistryError::NoNode { .. })
+                if i < fenced || i >= fenced + self.items.len() =>
+            {
+                Some(Start::Reassigned(self.items.first().copied().unwrap_or(0)))
             }
-            (i, RegistryError::NodeExists { .. }) if i >= fenced => {
+            (i, RegistryError::NodeExists { .. })
+                if i >= fenced && i < fenced + self.items.len() =>
+            {
                 Some(Start::AlreadyRunning(self.items[i - fenced]))
+            }
+            (_, RegistryError::NodeExists { .. }) => {
+                Some(Start::Reassigned(self.items.first().copied().unwrap_or(0)))
             }
             _ => None,
         }
     }
 }
 
-/// The instance node update that records a completed run, written in the same transaction as
-/// the removal of the run's markers.
-#[derive(Debug, Clone)]
-pub struct Completion {
-    pub instance_path: String,
-    pub instance_data: Vec<u8>,
+/// A marker this instance holds and will remove when its item ends: the item, the marker's
+/// version when this instance wrote it, and whether it also holds the item's `failover` marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub item: u32,
+    pub version: Version,
+    pub failed_over: bool,
 }
 
-/// The nodes a finished run removes: the `running` markers of `items` and the `failover`
-/// markers of `failed_over` (items this instance ran as a failover taker).
-pub fn finished_markers(paths: &JobPaths, items: &[u32], failed_over: &[u32]) -> Vec<String> {
-    items
+/// The finish transaction of items whose code returned: each `running` marker removed only if
+/// it is still the version this instance wrote (a failover taker's write replaced it
+/// otherwise, and the item is no longer ours to finish), the `failover` markers, and the items
+/// out of the ledger.
+pub fn finish(
+    view: &View,
+    paths: &JobPaths,
+    me: &str,
+    held: &[Held],
+    ledger: Option<&Ledger>,
+) -> Vec<TxnOp> {
+    let mut ops: Vec<TxnOp> = held
         .iter()
-        .map(|&n| paths.item_node(n, ItemNode::Running))
-        .chain(failed_over.iter().map(|&n| paths.item_node(n, ItemNode::Failover)))
-        .collect()
-}
-
-/// The finish transaction: the completion first (a watcher that sees the markers go has seen
-/// it already), then the removal of `markers`.
-pub fn finish(markers: &[String], completion: Option<&Completion>) -> Vec<TxnOp> {
-    let mut ops: Vec<TxnOp> = completion
-        .map(|c| TxnOp::set(c.instance_path.clone(), c.instance_data.clone(), None))
-        .into_iter()
+        .map(|h| TxnOp::delete(paths.item_node(h.item, ItemNode::Running), Some(h.version)))
         .collect();
-    ops.extend(markers.iter().map(|p| TxnOp::delete(p.clone(), None)));
+    ops.extend(held.iter().filter(|h| h.failed_over).filter_map(|h| {
+        let path = paths.item_node(h.item, ItemNode::Failover);
+        view.exists(&path).then(|| TxnOp::delete(path, None))
+    }));
+    if let Some(ledger) = ledger {
+        let mut next = ledger.clone();
+        let before = next.running.len();
+        for h in held {
+            next.running.remove(&h.item);
+        }
+        if next.running.len() != before {
+            ops.push(write_ledger(view, paths, me, &next));
+        }
+    }
     ops
 }
 
-/// The `running` mark of item `n`, if it is marked with a readable mark.
-pub fn running_mark(view: &View, paths: &JobPaths, n: u32) -> Option<RunningMark> {
-    view.get(&paths.item_node(n, ItemNode::Running))
-        .and_then(|node| RunningMark::decode(&node.data))
+/// The held marker a failed finish transaction lost (op `index` failed): that one is taken
+/// over or gone, and the rest are finished without it. `None` when the failure is not about
+/// a marker.
+pub fn lost_marker(held: &[Held], e: &RegistryError) -> Option<usize> {
+    match e.transaction_failure()? {
+        (i, RegistryError::BadVersion { .. } | RegistryError::NoNode { .. }) if i < held.len() => {
+            Some(i)
+        }
+        _ => None,
+    }
+}
+
+/// The version a transaction gave the node its op `index` wrote (0 for a create).
+pub fn written_version(results: &[TxnResult], index: usize) -> Version {
+    match results.get(index) {
+        Some(TxnResult::Set { version }) => *version,
+        _ => 0,
+    }
+}
+
+/// The instance the `running` marker of item `n` names, if it is marked.
+pub fn running_owner(view: &View, paths: &JobPaths, n: u32) -> Option<String> {
+    view.get(&paths.item_node(n, ItemNode::Running)).map(|node| node.text().trim().to_owned())
 }
 
 /// Whether any of `items` is marked running (by anyone).
@@ -148,18 +225,19 @@ pub fn any_running(view: &View, paths: &JobPaths, items: &[u32]) -> bool {
     items.iter().any(|&n| view.exists(&paths.item_node(n, ItemNode::Running)))
 }
 
-/// The transaction that marks `items` misfired for `fire_ms`, holding only while `flag` (a
-/// reshard flag) still exists: the marks are for a fire that will run under the assignment the
-/// pending reshard makes.
-pub fn misfire_while_flagged(
+/// The transaction that marks `items` misfired for `fire_ms` (creating or replacing each
+/// marker as the view shows it). With `flag` (a reshard flag), it holds only while the flag
+/// still exists: the marks are for a fire that will run under the assignment the pending
+/// reshard makes.
+pub fn mark_misfire(
     view: &View,
     paths: &JobPaths,
     items: &[u32],
     fire_ms: i64,
-    flag: &str,
+    flag: Option<&str>,
 ) -> Vec<TxnOp> {
     let data = fire_ms.to_string();
-    let mut ops = vec![TxnOp::check(flag, None)];
+    let mut ops: Vec<TxnOp> = flag.map(|f| TxnOp::check(f, None)).into_iter().collect();
     ops.extend(items.iter().map(|&n| {
         let p = paths.item_node(n, ItemNode::Misfire);
         if view.exists(&p) {

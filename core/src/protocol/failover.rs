@@ -1,34 +1,34 @@
-//! Failover: the items a vanished instance was running are queued under
-//! `leader/failover/items/{n}` and re-executed at once by the survivors, each exactly once. Owns
-//! the queue and the `sharding/{n}/failover` markers.
+//! Failover: the items a vanished instance was running, and with `misfire` on the fires it
+//! missed before its departure was noticed, are queued under `leader/failover/items/{n}` and
+//! run again by the survivors, each exactly once.
 //!
-//! - **Finding orphans.** Every launch gets a run number, written into its `running` markers; the
-//!   transaction that removes the markers of a completed run also records that run in the
-//!   instance node. When an instance node vanishes (crash, expiry, operator shutdown, a stop whose
-//!   items were cancelled), the markers it left — still there, or remembered as tombstones by the
-//!   view — whose run is newer than its last completed run are exactly the interrupted items.
-//!   Items that had completed are never re-run.
+//! - **Finding orphans.** With failover on, `running` markers are persistent: a marker that
+//!   still names an instance whose instance node is gone is an interrupted item (a run that
+//!   completed removed its marker in its finish transaction). The instance's ledger says which
+//!   fire each one belonged to, and which scheduled fire it started last: the fires due since,
+//!   for the items it owned, were missed.
 //! - **Queueing.** Every survivor queues what it found, in a transaction that also checks the
-//!   version of the item's owner node as the survivor saw it. A claim changes that version, so a
-//!   slow survivor cannot queue an item again after it was taken: no double execution.
-//! - **Claiming.** The queue is shared among the eligible instances (rotating by their order), so
-//!   idle survivors claim in parallel, all in one round; an item whose share-holder is busy is
-//!   claimed by it after its own run. A claim is one transaction: delete the queue entry (only
-//!   one claimant can), make the claimant the item's owner (which also advances the item's fencing
-//!   token) and create the ephemeral `failover` marker.
-//! - **Running.** The taker waits until the old `running` marker is gone (a live old owner removes
-//!   it only when its item code has returned), so an item never runs on two live sessions at once.
-
-use std::collections::BTreeMap;
+//!   version of each item's owner node as it saw it and removes the dead instance's ledger. The
+//!   first transaction wins; a slow survivor's fails, so nothing is queued twice.
+//! - **Claiming.** The queue is shared among the eligible instances (rotating by rank), so idle
+//!   survivors claim in parallel, in one round. A claim is one transaction: delete the entry
+//!   (only one claimant can), make the claimant the item's owner (which advances the item's
+//!   fencing token), take the `running` marker over (a write fenced on the version the dead
+//!   instance left, so a marker its owner removed after all is not run again) and create the
+//!   ephemeral `failover` marker.
+//! - **Why the taker need not wait.** An instance node goes when its session ends: by then the
+//!   instance has stopped its items, as its own lease ran out first (see
+//!   [`crate::registry`]'s sessions), or it left gracefully after they returned.
 
 use crate::cron::CronSchedule;
 use crate::layout::{ItemNode, JobPaths};
 use crate::registry::{CreateMode, RegistryError, TxnOp};
 
-use super::records::{Completed, Garbage, RunningMark};
+use super::execution::{ledger_of, running_owner, write_ledger};
+use super::records::{FailoverEntry, Garbage, Ledger, Orphaned};
 use super::view::View;
 
-/// An item waiting in the failover queue, with the scheduled fire it missed.
+/// An item to queue, or queued, with the fire it owes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Orphan {
     pub item: u32,
@@ -36,66 +36,59 @@ pub struct Orphan {
     /// Its place among the orphans queued together; shares are dealt by it, so they stay the
     /// same while the queue empties.
     pub rank: u64,
+    pub why: Orphaned,
 }
 
-/// What the instance node of `id` (still there, or remembered as a tombstone) records as its last
-/// completed run; `None` when the view knows no such node.
-pub fn recorded_completion(
-    view: &View,
-    paths: &JobPaths,
-    id: &str,
-) -> Option<Result<Completed, Garbage>> {
-    let instance = paths.instance(id);
-    let node = view.get(&instance).or_else(|| view.tombstone(&instance))?;
-    Some(Completed::parse(&instance, &node.data))
-}
-
-/// The items `dead` was running when its instance node vanished, below `total`: those whose
-/// `running` marker (still there, or remembered by the view) carries a run newer than the last
-/// run `dead` recorded as completed. An unreadable record of that run counts as nothing
-/// completed: every marker `dead` left is re-run (at least once, rather than lost).
-pub fn orphans_of(view: &View, paths: &JobPaths, dead: &str, total: u32) -> Vec<Orphan> {
-    let completed =
-        recorded_completion(view, paths, dead).and_then(Result::ok).map_or(0, |c| c.run);
-    (0..total)
-        .filter_map(|item| {
-            let path = paths.item_node(item, ItemNode::Running);
-            let node = view.get(&path).or_else(|| view.tombstone(&path))?;
-            let mark = RunningMark::decode(&node.data)?;
-            (mark.instance == dead && mark.run > completed).then_some(Orphan {
-                item,
-                fire_ms: mark.fire_ms,
-                rank: 0,
-            })
-        })
-        .enumerate()
-        .map(|(rank, orphan)| Orphan { rank: rank as u64, ..orphan })
-        .collect()
-}
-
-/// The items `dead` owned, was not running, and whose schedule fell due since its last completed
-/// fire: fires lost while its crash went undetected. Each gets one catch-up,
-/// for the latest fire it missed, through the failover queue. `skip` holds the orphans already
-/// found; disabled items owe nothing.
-pub fn missed_by(
+/// What a departed instance left: its interrupted items, and (with `missed_until`) one
+/// catch-up per item it owned for the latest fire it missed up to that time. `fallback_fire` is
+/// the fire an interrupted item owes when the ledger does not say (absent or unreadable: the
+/// garbage is returned for the caller to report).
+pub fn left_by(
     view: &View,
     paths: &JobPaths,
     dead: &str,
     total: u32,
-    schedule: &CronSchedule,
-    now_ms: i64,
-    skip: &[Orphan],
-) -> Vec<Orphan> {
-    // Without a readable record of its last completed fire, nothing tells which fires `dead`
-    // missed; the caller reports the garbage.
-    let Some(Ok(completed)) = recorded_completion(view, paths, dead) else {
-        return Vec::new();
+    missed: Option<(&CronSchedule, i64)>,
+    fallback_fire: i64,
+) -> (Vec<Orphan>, Option<Garbage>) {
+    let (ledger, garbage) = match ledger_of(view, paths, dead) {
+        None => (None, None),
+        Some(Ok(ledger)) => (Some(ledger), None),
+        Some(Err(g)) => (None, Some(g)),
     };
-    missed_since(view, paths, dead, total, schedule, completed.fire_ms, now_ms, skip)
+    let mut orphans: Vec<Orphan> = (0..total)
+        .filter(|&n| running_owner(view, paths, n).as_deref() == Some(dead))
+        .map(|item| {
+            let fire_ms = ledger
+                .as_ref()
+                .and_then(|l| l.running.get(&item).copied())
+                .unwrap_or(fallback_fire);
+            Orphan { item, fire_ms, rank: 0, why: Orphaned::Interrupted }
+        })
+        .collect();
+    if let (Some((schedule, until)), Some(since)) =
+        (missed, ledger.as_ref().and_then(|l| l.last_fire_ms))
+    {
+        let interrupted: Vec<u32> = orphans.iter().map(|o| o.item).collect();
+        orphans.extend(missed_since(
+            view,
+            paths,
+            dead,
+            total,
+            schedule,
+            since,
+            until,
+            &interrupted,
+        ));
+    }
+    for (rank, orphan) in orphans.iter_mut().enumerate() {
+        orphan.rank = rank as u64;
+    }
+    (orphans, garbage)
 }
 
-/// [`missed_by`] with the dead instance's last completed fire given (a restarted instance reads
-/// it from the node of its predecessor, which it replaces).
+/// The items `dead` owned (by the view's assignment), was not running, and whose schedule fell
+/// due after `since_ms` up to `until_ms`: one catch-up each, for the latest such fire.
 #[allow(clippy::too_many_arguments)]
 pub fn missed_since(
     view: &View,
@@ -104,54 +97,55 @@ pub fn missed_since(
     total: u32,
     schedule: &CronSchedule,
     since_ms: i64,
-    now_ms: i64,
-    skip: &[Orphan],
+    until_ms: i64,
+    skip: &[u32],
 ) -> Vec<Orphan> {
-    // The latest fire in (since, now]; bounded, for a frequent cron after a long outage.
+    // The latest fire in (since, until]; bounded, for a frequent cron after a long outage.
     let latest = schedule
         .iter_after(since_ms)
         .take(MAX_MISSED_FIRES_SCANNED)
-        .take_while(|&t| t <= now_ms)
+        .take_while(|&t| t <= until_ms)
         .last();
     let Some(fire_ms) = latest else { return Vec::new() };
-    let first_rank = skip.len() as u64;
     (0..total)
         .filter(|&n| view.text(&paths.item_node(n, ItemNode::Instance)).as_deref() == Some(dead))
         .filter(|&n| !view.exists(&paths.item_node(n, ItemNode::Disabled)))
-        .filter(|&n| skip.iter().all(|o| o.item != n))
-        .enumerate()
-        .map(|(i, item)| Orphan { item, fire_ms, rank: first_rank + i as u64 })
+        .filter(|n| !skip.contains(n))
+        .map(|item| Orphan { item, fire_ms, rank: 0, why: Orphaned::Missed })
         .collect()
 }
 
-/// What an earlier incarnation of `me` (same instance id: a restarted process) left running: the
-/// live `running` markers under `me` whose run is older than `my_first_run`. They die with the
-/// old session; until then they tell which items to run again.
-pub fn left_by_predecessor(
-    view: &View,
-    paths: &JobPaths,
-    me: &str,
-    total: u32,
-    my_first_run: u64,
-) -> Vec<Orphan> {
-    (0..total)
-        .filter_map(|item| {
-            let node = view.get(&paths.item_node(item, ItemNode::Running))?;
-            let mark = RunningMark::decode(&node.data)?;
-            (mark.instance == me && mark.run < my_first_run).then_some(Orphan {
-                item,
-                fire_ms: mark.fire_ms,
-                rank: 0,
-            })
-        })
-        .enumerate()
-        .map(|(rank, orphan)| Orphan { rank: rank as u64, ..orphan })
-        .collect()
-}
-
-/// How many fires of a dead instance's gap `missed_by` looks at before settling for the last one
-/// it saw.
+/// How many fires of a dead instance's gap `missed_since` looks at before settling for the last
+/// one it saw.
 const MAX_MISSED_FIRES_SCANNED: usize = 100_000;
+
+/// The transaction that queues `orphans` of `dead` and removes its ledger. The parent
+/// `leader/failover/items` must exist. It fails ([`is_lost_race`]) when another survivor queued
+/// them first, or a taker already claimed one: nothing more is needed then.
+pub fn queue(view: &View, paths: &JobPaths, dead: &str, orphans: &[Orphan]) -> Vec<TxnOp> {
+    let mut ops = Vec::new();
+    for orphan in orphans {
+        let owner = paths.item_node(orphan.item, ItemNode::Instance);
+        if let Some(version) = view.get(&owner).map(|n| n.version) {
+            ops.push(TxnOp::check(owner, Some(version)));
+        }
+        let entry = FailoverEntry {
+            fire_ms: orphan.fire_ms,
+            rank: orphan.rank,
+            why: orphan.why,
+            dead: dead.to_owned(),
+        };
+        ops.push(TxnOp::create(
+            paths.failover_item(orphan.item),
+            entry.encode(),
+            CreateMode::Persistent,
+        ));
+    }
+    if let Some(ledger) = view.get(&paths.ledger(dead)) {
+        ops.push(TxnOp::delete(paths.ledger(dead), Some(ledger.version)));
+    }
+    ops
+}
 
 /// A queue or claim transaction that failed because another instance got there first.
 pub fn is_lost_race(e: &RegistryError) -> bool {
@@ -166,90 +160,108 @@ pub fn is_lost_race(e: &RegistryError) -> bool {
     )
 }
 
-/// The queue as the view shows it.
-pub fn queued(view: &View, paths: &JobPaths) -> Vec<Orphan> {
-    view.children(&paths.failover_items())
-        .iter()
-        .filter_map(|name| {
-            let item: u32 = name.parse().ok()?;
-            let node = view.get(&paths.failover_item(item))?;
-            let mark = RunningMark::decode(&node.data);
-            let (fire_ms, rank) = mark.map_or((0, u64::from(item)), |m| (m.fire_ms, m.run));
-            Some(Orphan { item, fire_ms, rank })
-        })
-        .collect()
+/// Queue entries by item.
+pub type Entries = Vec<(u32, FailoverEntry)>;
+
+/// The queue as the view shows it, ascending by item; unreadable entries with their garbage.
+pub fn queued(view: &View, paths: &JobPaths) -> (Entries, Vec<(u32, Garbage)>) {
+    let mut entries = Vec::new();
+    let mut garbage = Vec::new();
+    for name in view.children(&paths.failover_items()) {
+        let Ok(item) = name.parse::<u32>() else { continue };
+        let path = paths.failover_item(item);
+        let Some(node) = view.get(&path) else { continue };
+        match FailoverEntry::parse(&path, &node.data) {
+            Ok(entry) => entries.push((item, entry)),
+            Err(g) => garbage.push((item, g)),
+        }
+    }
+    (entries, garbage)
 }
 
 /// The queued items `me` should claim: dealt round-robin over `eligible` by their rank.
-pub fn share_of(queue: &[Orphan], eligible: &[String], me: &str) -> Vec<Orphan> {
+pub fn share_of(
+    queue: &[(u32, FailoverEntry)],
+    eligible: &[String],
+    me: &str,
+) -> Vec<(u32, FailoverEntry)> {
     let Some(index) = eligible.iter().position(|i| i == me) else { return Vec::new() };
     let seats = eligible.len() as u64;
-    queue.iter().copied().filter(|o| o.rank % seats == index as u64).collect()
+    queue.iter().filter(|(_, e)| e.rank % seats == index as u64).cloned().collect()
 }
 
-/// The transaction that queues `orphans` (see the module docs), so that every survivor
-/// computes its share over the whole queue. If another survivor queued them first, or a taker
-/// already claimed one, it fails ([`is_lost_race`]) and nothing more is needed. The parent
-/// `leader/failover/items` must exist.
-pub fn queue(view: &View, paths: &JobPaths, dead: &str, orphans: &[Orphan]) -> Vec<TxnOp> {
-    let mut ops = Vec::new();
-    for orphan in orphans {
-        let owner = paths.item_node(orphan.item, ItemNode::Instance);
-        if let Some(version) = view.get(&owner).map(|n| n.version) {
-            ops.push(TxnOp::check(owner, Some(version)));
+/// A claim as decided from the view.
+#[derive(Debug, Clone)]
+pub enum Claim {
+    /// Take the item: the transaction, and the index of its `running` op (whose resulting
+    /// version the taker's finish expects).
+    Take { ops: Vec<TxnOp>, running_op: usize },
+    /// The entry is stale (an interrupted item whose marker no longer names the dead
+    /// instance: its owner finished it after all, or someone took it): remove it only.
+    Drop(Vec<TxnOp>),
+}
+
+/// Decides the claim of queued `item` (entry `entry`) for `me`, with `me`'s ledger to record
+/// the item in.
+pub fn claim(
+    view: &View,
+    paths: &JobPaths,
+    item: u32,
+    entry: &FailoverEntry,
+    me: &str,
+    ledger: &Ledger,
+) -> Claim {
+    let queue_entry = paths.failover_item(item);
+    let entry_version = view.get(&queue_entry).map(|n| n.version);
+    let running = paths.item_node(item, ItemNode::Running);
+    let marker = view.get(&running);
+    let take_marker = match (entry.why, marker) {
+        (Orphaned::Interrupted, Some(node)) if node.text().trim() == entry.dead => {
+            TxnOp::set(running, me.as_bytes(), Some(node.version))
         }
-        // The entry reuses the marker format, with the rank where the run number goes.
-        let data =
-            RunningMark { fire_ms: orphan.fire_ms, run: orphan.rank, instance: dead.to_owned() }
-                .encode();
-        ops.push(TxnOp::create(paths.failover_item(orphan.item), data, CreateMode::Persistent));
-    }
-    ops
-}
-
-/// The transaction that claims one queued item for `me`: deletes the entry (only one claimant
-/// can), makes `me` the item's owner (advancing its fencing token) and creates the ephemeral
-/// `failover` marker. Op 1 is the owner write, whose new version is the fencing token.
-pub fn claim(view: &View, paths: &JobPaths, item: u32, me: &str) -> Vec<TxnOp> {
+        (Orphaned::Missed, None) => TxnOp::create(running, me.as_bytes(), CreateMode::Persistent),
+        _ => return Claim::Drop(vec![TxnOp::delete(queue_entry, entry_version)]),
+    };
     let owner = paths.item_node(item, ItemNode::Instance);
-    let marker = paths.item_node(item, ItemNode::Failover);
-    let owner_exists = view.exists(&owner);
-    vec![
-        TxnOp::delete(paths.failover_item(item), None),
-        if owner_exists {
-            TxnOp::set(owner, me.as_bytes().to_vec(), None)
+    let mut next = ledger.clone();
+    next.running.insert(item, entry.fire_ms);
+    let ops = vec![
+        TxnOp::delete(queue_entry, entry_version),
+        if view.exists(&owner) {
+            TxnOp::set(owner, me.as_bytes(), None)
         } else {
-            TxnOp::create(owner, me.as_bytes().to_vec(), CreateMode::Persistent)
+            TxnOp::create(owner, me.as_bytes(), CreateMode::Persistent)
         },
-        TxnOp::create(marker, me.as_bytes().to_vec(), CreateMode::Ephemeral),
-    ]
-}
-
-/// Groups orphans by the fire they missed, earliest first.
-pub fn by_fire(orphans: Vec<Orphan>) -> BTreeMap<i64, Vec<u32>> {
-    let mut groups: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
-    for o in orphans {
-        groups.entry(o.fire_ms).or_default().push(o.item);
-    }
-    groups
+        take_marker,
+        TxnOp::create(
+            paths.item_node(item, ItemNode::Failover),
+            me.as_bytes(),
+            CreateMode::Ephemeral,
+        ),
+        write_ledger(view, paths, me, &next),
+    ];
+    Claim::Take { ops, running_op: 2 }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn o(item: u32, rank: u64) -> Orphan {
-        Orphan { item, fire_ms: 10, rank }
+    fn e(rank: u64) -> FailoverEntry {
+        FailoverEntry { fire_ms: 10, rank, why: Orphaned::Interrupted, dead: "x".into() }
     }
 
     #[test]
     fn shares_are_dealt_by_rank_and_stay_put_as_the_queue_empties() {
         let eligible = vec!["a".to_owned(), "b".to_owned()];
-        let queue = [o(1, 0), o(3, 1), o(5, 2)];
-        assert_eq!(share_of(&queue, &eligible, "a"), vec![o(1, 0), o(5, 2)]);
-        assert_eq!(share_of(&queue, &eligible, "b"), vec![o(3, 1)]);
+        let queue = [(1, e(0)), (3, e(1)), (5, e(2))];
+        let items = |share: Vec<(u32, FailoverEntry)>| {
+            share.into_iter().map(|(n, _)| n).collect::<Vec<_>>()
+        };
+        assert_eq!(items(share_of(&queue, &eligible, "a")), vec![1, 5]);
+        assert_eq!(items(share_of(&queue, &eligible, "b")), vec![3]);
         // b claimed item 3: a's share does not change.
-        assert_eq!(share_of(&[o(1, 0), o(5, 2)], &eligible, "a"), vec![o(1, 0), o(5, 2)]);
+        assert_eq!(items(share_of(&[(1, e(0)), (5, e(2))], &eligible, "a")), vec![1, 5]);
         assert!(share_of(&queue, &eligible, "c").is_empty(), "not eligible, no share");
     }
 }

@@ -14,10 +14,12 @@
 //! - [`sharding`]: the reshard flag, the leader's assignment commit, who owns which item.
 //! - [`execution`]: the `running` and `misfire` markers of a fire.
 //! - [`failover`]: finding, queueing and claiming the items a vanished instance left.
+//! - [`job`]: one job on one instance as a state machine over all of the above.
 
 pub mod election;
 pub mod execution;
 pub mod failover;
+pub mod job;
 pub mod records;
 pub mod sharding;
 pub mod view;

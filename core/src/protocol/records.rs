@@ -6,8 +6,6 @@
 //! [`Garbage`] (path, shortened value, reason), never a silent default; the caller decides the
 //! safe reading and reports it.
 
-use std::fmt;
-
 /// A registry node whose data the protocol cannot read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unreadable data in {path}: {reason} (found {value})")]
@@ -37,76 +35,129 @@ pub fn shorten(data: &[u8]) -> String {
     format!("{shown:?}")
 }
 
-/// What an instance node records of the job's last completed run on that instance.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Completed {
-    /// The run number (see [`super::failover`]).
-    pub run: u64,
-    /// The scheduled fire that run belonged to.
-    pub fire_ms: i64,
-}
-
-impl Completed {
-    /// Reads it from an instance node's data. A node without the fields (as ElasticJob writes
-    /// it) has completed nothing that shardcron could tell: zeros. A field that is present but
-    /// not a number is garbage.
-    pub fn parse(path: &str, data: &[u8]) -> Result<Self, Garbage> {
-        let text = std::str::from_utf8(data)
-            .map_err(|_| Garbage::new(path, data, "an instance node holds UTF-8 YAML"))?;
-        let field =
-            |name: &str| text.lines().find_map(|line| line.strip_prefix(name)).map(str::trim);
-        let run = match field("completedRun:") {
-            None => 0,
-            Some(v) => v
-                .parse()
-                .map_err(|_| Garbage::new(path, data, "completedRun is not a run number"))?,
-        };
-        let fire_ms = match field("completedFire:") {
-            None => 0,
-            Some(v) => v
-                .parse()
-                .map_err(|_| Garbage::new(path, data, "completedFire is not a fire time"))?,
-        };
-        Ok(Completed { run, fire_ms })
-    }
-}
-
-/// The content of a `running` marker: which instance runs the item, for which scheduled fire.
+/// What an instance node holds: exactly the two fields ElasticJob writes (its YAML loader
+/// rejects any other field, so shardcron keeps its own bookkeeping elsewhere).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunningMark {
-    pub fire_ms: i64,
-    /// The instance's run number of this launch; the instance node records the last completed
-    /// one, which is how failover tells finished runs from interrupted ones.
-    pub run: u64,
-    pub instance: String,
+pub struct InstanceRecord {
+    pub job_instance_id: String,
+    pub server_ip: String,
 }
 
-impl RunningMark {
-    pub fn encode(&self) -> Vec<u8> {
-        self.to_string().into_bytes()
+impl InstanceRecord {
+    pub fn encode(&self) -> String {
+        format!("jobInstanceId: {}\nserverIp: {}\n", self.job_instance_id, self.server_ip)
     }
 
-    /// Reads a marker: `{fire_ms} {run} {instance}`.
+    /// Reads `jobInstanceId: …` and `serverIp: …` lines (ElasticJob 3.0 may add `labels`).
     pub fn parse(path: &str, data: &[u8]) -> Result<Self, Garbage> {
-        Self::decode(data).ok_or_else(|| {
-            Garbage::new(path, data, "a running marker holds `{fire time} {run} {instance id}`")
+        let bad = |why: &str| Garbage::new(path, data, why);
+        let text =
+            std::str::from_utf8(data).map_err(|_| bad("an instance node holds UTF-8 YAML"))?;
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|line| line.strip_prefix(name))
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+        };
+        let job_instance_id =
+            field("jobInstanceId:").ok_or_else(|| bad("jobInstanceId is missing"))?;
+        let server_ip = field("serverIp:").ok_or_else(|| bad("serverIp is missing"))?;
+        Ok(InstanceRecord {
+            job_instance_id: job_instance_id.to_owned(),
+            server_ip: server_ip.to_owned(),
         })
     }
+}
 
-    /// `None` for data that is not a mark (an ElasticJob instance writes its id alone).
-    pub fn decode(data: &[u8]) -> Option<Self> {
-        let text = std::str::from_utf8(data).ok()?;
-        let mut parts = text.splitn(3, ' ');
-        let fire_ms = parts.next()?.parse().ok()?;
-        let run = parts.next()?.parse().ok()?;
-        let instance = parts.next().filter(|i| !i.is_empty())?;
-        Some(RunningMark { fire_ms, run, instance: instance.to_owned() })
+/// Why an item waits in the failover queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Orphaned {
+    /// Its owner vanished while running it: its `running` marker still names the owner, and the
+    /// taker takes that marker over.
+    Interrupted,
+    /// Its owner vanished before the fire came and went unnoticed: nobody ran that fire.
+    Missed,
+}
+
+/// An entry of the failover queue (`leader/failover/items/{n}`): the fire the item owes, its
+/// rank among the orphans queued together (shares are dealt by it), why, and whose it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailoverEntry {
+    pub fire_ms: i64,
+    pub rank: u64,
+    pub why: Orphaned,
+    pub dead: String,
+}
+
+impl FailoverEntry {
+    pub fn encode(&self) -> Vec<u8> {
+        let why = match self.why {
+            Orphaned::Interrupted => "interrupted",
+            Orphaned::Missed => "missed",
+        };
+        format!("{} {} {why} {}", self.fire_ms, self.rank, self.dead).into_bytes()
+    }
+
+    /// Reads `{fire_ms} {rank} {interrupted|missed} {instance}`.
+    pub fn parse(path: &str, data: &[u8]) -> Result<Self, Garbage> {
+        let bad = || {
+            Garbage::new(
+                path,
+                data,
+                "a failover entry holds `{fire time} {rank} {interrupted|missed} {instance id}`",
+            )
+        };
+        let text = std::str::from_utf8(data).map_err(|_| bad())?;
+        let mut parts = text.splitn(4, ' ');
+        let fire_ms = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+        let rank = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+        let why = match parts.next() {
+            Some("interrupted") => Orphaned::Interrupted,
+            Some("missed") => Orphaned::Missed,
+            _ => return Err(bad()),
+        };
+        let dead = parts.next().filter(|d| !d.is_empty()).ok_or_else(bad)?.to_owned();
+        Ok(FailoverEntry { fire_ms, rank, why, dead })
     }
 }
 
-impl fmt::Display for RunningMark {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} {}", self.fire_ms, self.run, self.instance)
+/// An instance's fire ledger (`shardcron/ledger/{instance}`): the last scheduled fire it
+/// started, and the fire each item it holds a `running` marker for belongs to. The instance
+/// writes it in the same transactions as its markers, so the two always agree; survivors read
+/// it when the instance vanished.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ledger {
+    pub last_fire_ms: Option<i64>,
+    /// Item → fire, for every item this instance marked running and has not finished.
+    pub running: std::collections::BTreeMap<u32, i64>,
+}
+
+impl Ledger {
+    pub fn encode(&self) -> Vec<u8> {
+        use std::fmt::Write as _;
+        let mut text = self.last_fire_ms.map_or_else(|| "-".to_owned(), |f| f.to_string());
+        for (item, fire) in &self.running {
+            let _ = write!(text, "\n{item} {fire}");
+        }
+        text.into_bytes()
+    }
+
+    /// Reads a first line with the last fire (`-` for none), then `{item} {fire}` lines.
+    pub fn parse(path: &str, data: &[u8]) -> Result<Self, Garbage> {
+        let bad =
+            || Garbage::new(path, data, "a ledger holds a fire time, then `{item} {fire}` lines");
+        let text = std::str::from_utf8(data).map_err(|_| bad())?;
+        let mut lines = text.lines();
+        let last_fire_ms = match lines.next().map(str::trim) {
+            None | Some("-") => None,
+            Some(t) => Some(t.parse().map_err(|_| bad())?),
+        };
+        let mut running = std::collections::BTreeMap::new();
+        for line in lines {
+            let (item, fire) = line.split_once(' ').ok_or_else(bad)?;
+            running.insert(item.parse().map_err(|_| bad())?, fire.parse().map_err(|_| bad())?);
+        }
+        Ok(Ledger { last_fire_ms, running })
     }
 }
 
@@ -124,30 +175,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn marks_round_trip_and_reject_foreign_data() {
-        let mark =
-            RunningMark { fire_ms: 1_700_000_010_000, run: 3, instance: "10.0.0.1@-@7".into() };
-        assert_eq!(mark.encode(), b"1700000010000 3 10.0.0.1@-@7");
-        assert_eq!(RunningMark::decode(&mark.encode()), Some(mark));
-        assert_eq!(RunningMark::decode(b""), None);
-        assert_eq!(RunningMark::decode(b"soon 10.0.0.1"), None);
-        assert_eq!(RunningMark::decode(b"1 2 "), None);
-        let e = RunningMark::parse("/j/sharding/0/running", b"garbage value").unwrap_err();
+    fn failover_entries_round_trip_and_reject_foreign_data() {
+        let entry = FailoverEntry {
+            fire_ms: 1_700_000_010_000,
+            rank: 3,
+            why: Orphaned::Missed,
+            dead: "10.0.0.1@-@7".into(),
+        };
+        assert_eq!(entry.encode(), b"1700000010000 3 missed 10.0.0.1@-@7");
+        assert_eq!(FailoverEntry::parse("/e", &entry.encode()), Ok(entry));
+        for bad in [&b""[..], b"soon 1 missed a", b"1 2 lost a", b"1 2 missed ", b"1 x missed a"] {
+            assert!(FailoverEntry::parse("/e", bad).is_err(), "{bad:?}");
+        }
+        let e = FailoverEntry::parse("/e", b"garbage value").unwrap_err();
         assert_eq!(e.value, "\"garbage value\"");
     }
 
     #[test]
-    fn completed_runs_parse_strictly() {
+    fn instance_records_parse_strictly() {
         let p = "/j/instances/a";
-        let data = b"jobInstanceId: a\nserverIp: b\ncompletedRun: 42\ncompletedFire: 17\n";
-        assert_eq!(Completed::parse(p, data), Ok(Completed { run: 42, fire_ms: 17 }));
-        assert_eq!(
-            Completed::parse(p, b"jobInstanceId: a\nserverIp: b\n"),
-            Ok(Completed::default())
-        );
-        let e = Completed::parse(p, b"completedRun: banana\n").unwrap_err();
-        assert!(e.to_string().contains("completedRun is not a run number"), "{e}");
-        assert!(Completed::parse(p, &[0xff, 0xfe]).is_err());
+        let record = InstanceRecord { job_instance_id: "a@-@1".into(), server_ip: "a".into() };
+        assert_eq!(record.encode(), "jobInstanceId: a@-@1\nserverIp: a\n");
+        assert_eq!(InstanceRecord::parse(p, record.encode().as_bytes()), Ok(record));
+        let e = InstanceRecord::parse(p, b"completedRun: banana\n").unwrap_err();
+        assert!(e.to_string().contains("jobInstanceId is missing"), "{e}");
+        assert!(InstanceRecord::parse(p, &[0xff, 0xfe]).is_err());
+    }
+
+    #[test]
+    fn ledgers_round_trip() {
+        let ledger = Ledger { last_fire_ms: Some(5000), running: [(0, 5000), (7, 3000)].into() };
+        assert_eq!(ledger.encode(), b"5000\n0 5000\n7 3000");
+        assert_eq!(Ledger::parse("/l", &ledger.encode()), Ok(ledger));
+        assert_eq!(Ledger::parse("/l", b"-"), Ok(Ledger::default()));
+        assert!(Ledger::parse("/l", b"x").is_err());
+        assert!(Ledger::parse("/l", b"1\n2").is_err());
     }
 
     #[test]

@@ -40,10 +40,16 @@ pub fn pending_for(view: &View, paths: &JobPaths, fire_ms: i64) -> bool {
     })
 }
 
-/// Whether any item of the job is running anywhere.
+/// Whether any item of the job is running on a live instance. A marker left by an instance
+/// that is gone (persistent, with failover on) waits for its taker and holds no reshard back:
+/// nothing runs there.
 pub fn any_running(view: &View, paths: &JobPaths) -> bool {
+    let live = view.children(&paths.instances());
     view.children(&paths.sharding()).iter().any(|n| {
-        n.parse::<u32>().is_ok_and(|item| view.exists(&paths.item_node(item, ItemNode::Running)))
+        n.parse::<u32>().is_ok_and(|item| {
+            view.get(&paths.item_node(item, ItemNode::Running))
+                .is_some_and(|m| live.iter().any(|i| i.as_bytes() == m.data.as_slice()))
+        })
     })
 }
 
@@ -132,15 +138,14 @@ pub fn is_flag_race(e: &RegistryError) -> bool {
 #[derive(Debug, Clone)]
 pub struct ReshardPlan {
     pub assignment: Assignment,
-    /// Markers of items beyond a reduced count, removed before the commit.
-    pub stale_markers: Vec<String>,
-    /// The commit, fenced by the flag's and the leader node's versions; it removes both flags.
+    /// The commit, fenced by the flag's and the leader node's versions; it removes the flag.
     pub ops: Vec<TxnOp>,
 }
 
 /// Computes the assignment over the eligible instances of `start` and the transaction that
 /// commits it. The caller has made sure no item is running, and that `sharding` exists.
 pub fn plan(
+    view: &View,
     paths: &JobPaths,
     job: &str,
     strategy: Option<&str>,
@@ -155,22 +160,23 @@ pub fn plan(
     } else {
         strategies.shard(strategy, job, &refs, total_count)?
     };
-    // Items beyond a reduced count keep their owner node, emptied, rather than being deleted: the
-    // node's version is the item's fencing token, and it must keep growing if the count grows
-    // again. Their markers go first, outside the transaction.
-    let stale_markers = existing_items
-        .range(total_count..)
-        .flat_map(|(&stale, _)| {
-            [ItemNode::Misfire, ItemNode::Disabled, ItemNode::Failover]
-                .map(|marker| paths.item_node(stale, marker))
-        })
-        .collect();
     let mut ops = vec![
         TxnOp::check(paths.sharding_necessary(), Some(start.necessary_version)),
         // Only the leader commits: a deposed one (its session expired, it lives on in a new
         // session) fails here instead of overwriting its successor's work.
         TxnOp::check(paths.leader_instance(), Some(start.leader_version)),
     ];
+    // Items beyond a reduced count keep their owner node, emptied, rather than being deleted:
+    // the node's version is the item's fencing token, and it must keep growing if the count
+    // grows again. Their markers go (a view behind on one fails the commit: it is retried).
+    for (&stale, _) in existing_items.range(total_count..) {
+        for marker in [ItemNode::Misfire, ItemNode::Disabled, ItemNode::Failover] {
+            let path = paths.item_node(stale, marker);
+            if view.exists(&path) {
+                ops.push(TxnOp::delete(path, None));
+            }
+        }
+    }
     let push_owner = |ops: &mut Vec<TxnOp>, n: u32, owner: &[u8]| {
         let node = paths.item_node(n, ItemNode::Instance);
         match existing_items.get(&n) {
@@ -193,15 +199,47 @@ pub fn plan(
         }
     }
     ops.push(TxnOp::delete(paths.sharding_necessary(), None));
-    ops.push(TxnOp::delete(paths.sharding_processing(), None));
-    Ok(ReshardPlan { assignment, stale_markers, ops })
+    Ok(ReshardPlan { assignment, ops })
 }
 
-/// The raise time `necessary` should hold after a raise at `now_ms`: the earliest of the two
-/// (see the runtime's `set_necessary`), or `now_ms` when the stored time is unreadable.
-pub fn raised_time(view_data: &[u8], now_ms: i64) -> i64 {
-    std::str::from_utf8(view_data)
+/// The transaction that asks for a reshard before the next fire, raised at `now_ms`, as
+/// decided from the view. Setting (rather than creating) the flag bumps its version, which is
+/// what makes a concurrent leader's commit fail and retry.
+///
+/// The flag holds the time it was raised: a fire scheduled before it runs with the assignment
+/// it was due under, and the reshard waits for the next fire, so that one fire never runs
+/// partly under the old and partly under the new assignment. A flag already raised keeps its
+/// (earliest) time: instances may be waiting for the reshard of a fire between the two times,
+/// and a later time would release them to run that fire under the old assignment while the
+/// leader runs it under the new one.
+pub fn raise(view: &View, paths: &JobPaths, now_ms: i64) -> Vec<TxnOp> {
+    let path = paths.sharding_necessary();
+    match view.get(&path) {
+        Some(flag) => {
+            let data = raised_time(&flag.data, now_ms).to_string();
+            vec![TxnOp::set(path, data, Some(flag.version))]
+        }
+        None => vec![TxnOp::create(path, now_ms.to_string(), CreateMode::Persistent)],
+    }
+}
+
+/// [`raise`] against a flag read from the registry at `version` with `data` (after the view
+/// proved behind).
+pub fn raise_over(paths: &JobPaths, data: &[u8], version: u64, now_ms: i64) -> Vec<TxnOp> {
+    let data = raised_time(data, now_ms).to_string();
+    vec![TxnOp::set(paths.sharding_necessary(), data, Some(version))]
+}
+
+/// The raise time `necessary` should hold after a raise at `now_ms`: the earliest of the two,
+/// or `now_ms` when the stored time is unreadable.
+pub fn raised_time(data: &[u8], now_ms: i64) -> i64 {
+    std::str::from_utf8(data)
         .ok()
         .and_then(|t| t.trim().parse::<i64>().ok())
         .map_or(now_ms, |r| r.min(now_ms))
+}
+
+/// The raise time of the pending flag, if one is raised (`None` for an unreadable time).
+pub fn flag_time(view: &View, paths: &JobPaths) -> Option<Option<i64>> {
+    view.get(&paths.sharding_necessary()).map(|flag| flag.text().trim().parse::<i64>().ok())
 }

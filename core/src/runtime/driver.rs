@@ -104,9 +104,7 @@ impl Driver {
                 // matters to it.
                 WatchEvent::Resync { .. } => {
                     for mailbox in self.jobs.values() {
-                        for node in [JobNode::Config, JobNode::LeaderInstance] {
-                            let _ = mailbox.send(JobEvent::Changed(node));
-                        }
+                        let _ = mailbox.send(JobEvent::Resynced);
                     }
                 }
                 single => {
@@ -131,6 +129,7 @@ impl Driver {
                 let event = match kind {
                     TimerKind::Fire => JobEvent::Fire { fire_ms: at_ms },
                     TimerKind::Reconcile => JobEvent::Reconcile,
+                    TimerKind::Wait => JobEvent::Wait,
                 };
                 let _ = mailbox.send(event);
             }

@@ -1,5 +1,6 @@
 //! The scheduler runtime: any number of jobs in one process, on one registry session, one
-//! subtree watch and one timer heap (DESIGN sections 5, 7, 8).
+//! subtree watch and one timer heap. The only module that does registry I/O for the protocol,
+//! reads the clock and spawns tasks.
 //!
 //! ```no_run
 //! # async fn demo(registry: std::sync::Arc<dyn shardcron_core::registry::CoordinatorRegistry>) -> shardcron_core::Result<()> {
@@ -23,7 +24,8 @@
 //!
 //! ## Layout
 //! - `driver`: the one task that owns the watch, the session stream and the timers.
-//! - `runner`: one task per job, which fires it and reacts to its registry changes.
+//! - `runner`: one task per job: the I/O shell of the job's [`crate::protocol::job`] state
+//!   machine (performs its registry requests, timers and launches, feeds back the results).
 //! - `mailbox`: a runner's queue of events, small while the job is idle.
 //! - `cache`: the watch-fed view of the namespace that fires read instead of the registry.
 //! - `timer`, `instance`, `events`: the timer heap, this instance's id, the reported events.
@@ -32,7 +34,6 @@ pub mod cache;
 mod driver;
 pub mod events;
 mod mailbox;
-mod ops;
 mod runner;
 pub mod timer;
 
@@ -45,7 +46,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
 
 pub use crate::instance::InstanceId;
 pub use events::{EventSink, FireKind, SchedulerEvent, SkipReason};
@@ -271,8 +271,6 @@ pub struct Scheduler {
 #[derive(Debug, Clone)]
 struct JobHandle {
     mailbox: mailbox::Sender<JobEvent>,
-    /// Cancelled to stop the job: ends its waits at once, before it sees the `Stop` event.
-    halt: CancellationToken,
 }
 
 impl fmt::Debug for Scheduler {
@@ -306,14 +304,12 @@ impl Scheduler {
             return Err(Error::JobExists { job: name });
         }
         let (tx, rx) = mailbox::mailbox();
-        let halt = CancellationToken::new();
         // Route events before starting, so that nothing between registration and `run` is lost.
         self.shared.command(Command::Register { job: name.clone(), mailbox: tx.clone() });
-        match JobRunner::start(self.shared.clone(), config, job, rx, tx.clone(), halt.clone()).await
-        {
+        match JobRunner::start(self.shared.clone(), config, job, rx, tx.clone()).await {
             Ok(runner) => {
-                self.jobs.lock().insert(name, JobHandle { mailbox: tx, halt });
-                self.shared.handles.spawner.spawn(Box::pin(Box::new(runner).run()));
+                self.jobs.lock().insert(name, JobHandle { mailbox: tx });
+                self.shared.handles.spawner.spawn(Box::pin(runner.run()));
                 Ok(())
             }
             Err(e) => {
@@ -334,7 +330,6 @@ impl Scheduler {
     }
 
     async fn stop_job(shared: &Shared, name: &str, handle: JobHandle) {
-        handle.halt.cancel();
         let (reply, done) = oneshot::channel();
         let reason = "removed from the scheduler".to_owned();
         let _ = handle.mailbox.send(JobEvent::Stop { reason, reply: Some(reply) });

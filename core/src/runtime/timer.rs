@@ -11,6 +11,8 @@ pub enum TimerKind {
     Fire,
     /// The leader's periodic check of the assignment (`reconcileIntervalMinutes`).
     Reconcile,
+    /// The deadline of what the job's protocol waits for.
+    Wait,
 }
 
 /// A timer: one job's deadline of one kind.
@@ -37,7 +39,7 @@ impl TimerHeap {
 
     /// Clears every timer of `job`.
     pub fn disarm_job(&mut self, job: &str) {
-        for kind in [TimerKind::Fire, TimerKind::Reconcile] {
+        for kind in [TimerKind::Fire, TimerKind::Reconcile, TimerKind::Wait] {
             self.arm((job.to_owned(), kind), None);
         }
     }

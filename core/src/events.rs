@@ -1,0 +1,78 @@
+//! What the scheduler reports as it works: a structured event for every fire, item, election,
+//! sharding and session change. Tests and the simulator check invariants on them, the `worker`
+//! command prints them as JSON lines, and logs carry the same facts through `tracing`.
+
+use crate::registry::SessionEvent;
+
+/// Why a scheduled fire ran no item on this instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkipReason {
+    /// The registry link is down (`Suspended`): no new work may start.
+    Disconnected,
+    /// The job is disabled in its config.
+    JobDisabled,
+    /// An operator disabled this instance's server.
+    ServerDisabled,
+    /// This instance owns no enabled item.
+    NoItems,
+    /// The previous fire still runs here; the items are marked misfired.
+    Misfire,
+    /// The time-diff check failed: the local clock is this far from the registry's.
+    ClockSkew { diff_ms: i64 },
+    /// A reshard did not complete in time.
+    ShardingTimeout,
+    /// The fire came due while this instance was held up (a long reshard wait, a blocked
+    /// runtime) until a later fire was due too; the later one runs instead.
+    Late,
+    /// The job was stopping on this instance (graceful stop, removal, scheduler shutdown)
+    /// when the fire was handled.
+    ShuttingDown,
+    /// A registry operation failed; see the message.
+    RegistryError(String),
+}
+
+/// Where a fire comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FireKind {
+    Scheduled,
+    Misfire,
+    Manual,
+    Failover,
+}
+
+/// One thing the scheduler did or saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SchedulerEvent {
+    /// The job's next fire is armed.
+    Armed { job: String, next_fire_ms: i64 },
+    /// A fire ran nothing here.
+    Skipped { job: String, fire_ms: i64, reason: SkipReason },
+    /// An item started.
+    ItemStarted { job: String, item: u32, fire_ms: i64, kind: FireKind, token: u64 },
+    /// An item ended; `ok` is false for a failure or a panic.
+    ItemFinished { job: String, item: u32, fire_ms: i64, ok: bool },
+    /// The job's error handler raised a failure (`jobErrorHandlerType: THROW`).
+    FireFailed { job: String, fire_ms: i64, item: u32, error: String },
+    /// This instance claimed an orphaned item of `fire_ms` to run it again.
+    FailoverClaimed { job: String, item: u32, fire_ms: i64 },
+    /// The leader's reconcile found an item without a live owner and flagged a reshard.
+    Reconciled { job: String },
+    /// This instance became the job's leader.
+    LeaderElected { job: String },
+    /// The leader committed an assignment.
+    Sharded { job: String, assignment: Vec<(String, Vec<u32>)> },
+    /// A config written to the registry by someone else was unusable; the last good one stays.
+    ConfigRejected { job: String, reason: String },
+    /// A new config from the registry took effect.
+    ConfigApplied { job: String },
+    /// The scheduler's session changed state.
+    Session(SessionEvent),
+    /// The job stopped on this instance.
+    JobStopped { job: String, reason: String },
+    /// A registry node of the job held data the scheduler could not read; it acted on the safe
+    /// reading named in `reason` (and repairs the node where it owns it).
+    RegistryGarbage { job: String, path: String, value: String, reason: String },
+    /// A registry operation failed in the background; the scheduler retries where it can.
+    Error { job: String, message: String },
+}

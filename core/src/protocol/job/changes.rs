@@ -1,0 +1,443 @@
+//! Reacting to the registry and the session: fires falling due, membership, leadership, servers,
+//! triggers, config changes, the reshard flag and the leader's reconcile.
+
+use super::{BidStep, Ctx, FlagStep, JobProtocol, Next, Pending, Reply, Request};
+use crate::config::store;
+use crate::cron::CronSchedule;
+use crate::events::{FireKind, SchedulerEvent, SkipReason};
+use crate::layout::{ItemNode, JobNode};
+use crate::protocol::{election, sharding};
+use crate::registry::{CreateMode, RegistryError, SessionEvent, TxnOp};
+
+impl JobProtocol {
+    pub(super) fn on_fire_due(&mut self, fire_ms: i64, ctx: &Ctx<'_>) {
+        if self.armed_fire == Some(fire_ms) {
+            self.armed_fire = None;
+        }
+        if self.stop.is_some() {
+            self.skip(fire_ms, SkipReason::ShuttingDown);
+            return;
+        }
+        self.arm_after(fire_ms, ctx);
+        self.enqueue(fire_ms, FireKind::Scheduled, None);
+    }
+
+    /// Queues a fire to handle.
+    pub(super) fn enqueue(&mut self, fire_ms: i64, kind: FireKind, only: Option<Vec<u32>>) {
+        self.due.push_back((fire_ms, kind, only));
+    }
+
+    /// Records every fire waiting to be handled (and the one being handled) as skipped.
+    pub(super) fn skip_due_while(&mut self, _ctx: &Ctx<'_>, reason: SkipReason) {
+        if let Some(fire) = self.fire.take() {
+            self.skip_fire(fire.fire_ms, fire.kind, reason.clone());
+        }
+        while let Some((fire_ms, kind, _)) = self.due.pop_front() {
+            self.skip_fire(fire_ms, kind, reason.clone());
+        }
+    }
+
+    /// Records a fire as skipped; a manual trigger that cannot run now is kept for later.
+    pub(super) fn skip_fire(&mut self, fire_ms: i64, kind: FireKind, reason: SkipReason) {
+        if kind == FireKind::Manual && reason == SkipReason::Disconnected {
+            self.manual_pending = true;
+            return;
+        }
+        self.skip(fire_ms, reason);
+    }
+
+    pub(super) fn on_reconcile(&mut self, ctx: &Ctx<'_>) {
+        self.arm_reconcile(ctx);
+        if !self.connected || self.stop.is_some() || !self.is_leader(ctx) {
+            return;
+        }
+        if sharding::pending(ctx.view, &self.paths) {
+            return;
+        }
+        let eligible = sharding::eligible_instances(ctx.view, &self.paths);
+        let stale = (0..self.total()).any(|n| {
+            let owner = ctx.view.text(&self.paths.item_node(n, ItemNode::Instance));
+            !owner.is_some_and(|o| eligible.contains(&o))
+        });
+        if stale {
+            self.flag_owed = true;
+            let job = self.job().to_owned();
+            self.emit(SchedulerEvent::Reconciled { job });
+        }
+    }
+
+    pub(super) fn on_resync(&mut self, ctx: &Ctx<'_>) {
+        for node in [JobNode::Config, JobNode::LeaderInstance, JobNode::Instance(self.me.clone())] {
+            self.on_change(node, ctx);
+        }
+        let trigger = self.paths.trigger(&self.me);
+        if ctx.view.exists(&trigger) {
+            self.trigger_owed = true;
+        }
+    }
+
+    pub(super) fn on_change(&mut self, node: JobNode, ctx: &Ctx<'_>) {
+        if self.stop.is_some() {
+            return;
+        }
+        match node {
+            JobNode::Config => self.on_config_change(ctx),
+            JobNode::LeaderInstance => {
+                self.was_leader = self.is_leader(ctx);
+            }
+            JobNode::Instance(id) if id == self.me => {
+                // Our node vanished while our session lives: an operator shut this instance
+                // down. A session that ended since we registered took the node with it (the
+                // runtime counts ended sessions before it routes their events), and the
+                // registration that follows puts it back. Confirmed with a read before acting.
+                let gone = !ctx.view.exists(&self.paths.instance(&self.me));
+                let same_session = self.registration.registered_in() == Some(ctx.sessions_lost);
+                if gone && self.connected && same_session {
+                    self.confirm_gone_owed = true;
+                }
+            }
+            JobNode::Server(ip) => {
+                if !self.is_leader(ctx) {
+                    return;
+                }
+                self.flag_owed = true;
+                if ip == self.ip && self.server_disabled(ctx) {
+                    // A leader on a disabled server abdicates; the survivors elect again.
+                    self.abdicate_owed = true;
+                }
+            }
+            JobNode::Trigger(id)
+                if id == self.me && ctx.view.exists(&self.paths.trigger(&self.me)) =>
+            {
+                self.trigger_owed = true;
+            }
+            JobNode::Item(n, ItemNode::Instance) => self.on_owner_change(n, ctx),
+            _ => {}
+        }
+    }
+
+    /// An owner node changed: if it names no live instance (an operator's or a tool's write,
+    /// or garbage) the leader has it resharded at once, not at the next reconcile.
+    fn on_owner_change(&mut self, n: u32, ctx: &Ctx<'_>) {
+        if n >= self.total() || !self.is_leader(ctx) || sharding::pending(ctx.view, &self.paths) {
+            return;
+        }
+        let path = self.paths.item_node(n, ItemNode::Instance);
+        let Some(owner) = ctx.view.get(&path) else { return };
+        let live = ctx.view.children(&self.paths.instances());
+        if !live.iter().any(|i| i.as_bytes() == owner.data.as_slice()) {
+            let garbage = crate::protocol::records::Garbage::new(
+                &path,
+                &owner.data,
+                "the owner is no live instance of the job; the item is resharded",
+            );
+            self.report_garbage(&garbage);
+            self.flag_owed = true;
+        }
+    }
+
+    fn on_config_change(&mut self, ctx: &Ctx<'_>) {
+        let Some(node) = ctx.view.get(&self.paths.config()) else { return };
+        if self.config_version.replace(node.version) == Some(node.version) {
+            return;
+        }
+        let parsed =
+            store::parse_stored(self.job(), &node.data, &self.settings.known).and_then(|c| {
+                let schedule = match c.cron_expression() {
+                    Some(cron) => Some(
+                        CronSchedule::parse(cron, c.time_zone.as_deref().unwrap_or(""))
+                            .map_err(|e| e.to_string())?,
+                    ),
+                    None => None,
+                };
+                Ok((c, schedule))
+            });
+        let (config, schedule) = match parsed {
+            Ok(ok) => ok,
+            Err(reason) => {
+                let job = self.job().to_owned();
+                self.emit(SchedulerEvent::ConfigRejected { job, reason });
+                return;
+            }
+        };
+        if config == self.config {
+            return;
+        }
+        let reschedule =
+            config.cron != self.config.cron || config.time_zone != self.config.time_zone;
+        let reshard = config.sharding_total_count != self.config.sharding_total_count
+            || config.job_sharding_strategy_type != self.config.job_sharding_strategy_type;
+        let failover_off = self.config.failover && !config.failover;
+        self.config = config.clone();
+        self.schedule = schedule;
+        self.actions.push(super::Action::UseConfig(Box::new(config)));
+        let job = self.job().to_owned();
+        self.emit(SchedulerEvent::ConfigApplied { job });
+        if reschedule && self.registration.registered() {
+            self.arm_after(ctx.now_ms, ctx);
+        }
+        if reshard {
+            self.flag_owed = true;
+        }
+        // Failover turned off: orphans waiting for a taker will not get one; the leader clears
+        // the queue so that no stale entry is taken if it is turned on again.
+        if failover_off && self.is_leader(ctx) {
+            self.clear_queue_owed = true;
+        }
+    }
+
+    pub(super) fn on_session(&mut self, event: SessionEvent, _ctx: &Ctx<'_>) {
+        match event {
+            SessionEvent::Suspended | SessionEvent::Closed => {
+                self.connected = false;
+                self.was_leader = false;
+            }
+            SessionEvent::Expired => {
+                self.connected = false;
+                self.was_leader = false;
+                // Our ephemeral nodes and leadership are gone: running items may now be taken
+                // over elsewhere, so tell them to stop. Their markers (persistent with failover
+                // on) stay ours to finish or to hand over when we are back.
+                if let Some(flight) = &self.in_flight {
+                    self.actions.push(super::Action::Cancel(flight.launch));
+                }
+                self.registration.lost();
+                self.outstanding = None;
+                self.then = None;
+            }
+            SessionEvent::Reconnected => self.connected = true,
+            SessionEvent::Connected { .. } => {
+                if !self.connected {
+                    // A new session after an expiry: register again (ElasticJob shut the job
+                    // down for good here, its issue #1857).
+                    self.connected = true;
+                    self.registration.lost();
+                }
+            }
+        }
+    }
+
+    /// Joins and departures since the last look (registered instances only).
+    pub(super) fn notice_membership(&mut self, ctx: &Ctx<'_>) {
+        let present = ctx.view.children(&self.paths.instances());
+        let gone: Vec<String> = self
+            .members
+            .iter()
+            .filter(|m| **m != self.me && !present.contains(m))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.members.remove(&id);
+            // Every instance that sees a departure gets the reshard done (as in ElasticJob):
+            // a leader that left cannot, and its successor may have seen it go before winning.
+            self.flag_owed = true;
+            if self.failover_enabled() {
+                self.departed.insert(id);
+            }
+        }
+        let leader = self.is_leader(ctx);
+        for id in present {
+            if self.members.insert(id) && leader {
+                self.flag_owed = true;
+            }
+        }
+    }
+
+    /// Bids for leadership when the job has no leader, abdicates when owed.
+    pub(super) fn leadership_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
+        let leader = election::leader(ctx.view, &self.paths);
+        if self.abdicate_owed {
+            let node = ctx.view.get(&self.paths.leader_instance());
+            match node.filter(|n| n.data == self.me.as_bytes()) {
+                Some(n) => {
+                    let ops = vec![TxnOp::delete(self.paths.leader_instance(), Some(n.version))];
+                    return Some(Next::Request(Pending::Abdicate, Request::Txn(ops)));
+                }
+                None => self.abdicate_owed = false,
+            }
+        }
+        if leader.is_none()
+            && !self.server_disabled(ctx)
+            && self.bid_blocked != Some(ctx.view.revision())
+        {
+            let request = Request::Create {
+                path: self.paths.leader_instance(),
+                data: self.me.as_bytes().to_vec(),
+                mode: CreateMode::Ephemeral,
+            };
+            return Some(Next::Request(Pending::Bid(BidStep::Create), request));
+        }
+        None
+    }
+
+    pub(super) fn on_bid_reply(
+        &mut self,
+        step: BidStep,
+        result: Result<Reply, RegistryError>,
+        ctx: &Ctx<'_>,
+    ) {
+        let path = self.paths.leader_instance();
+        match (step, result) {
+            (BidStep::Create | BidStep::Replace, Ok(_)) => {
+                self.bid_blocked = None;
+                if !self.was_leader {
+                    let job = self.job().to_owned();
+                    self.emit(SchedulerEvent::LeaderElected { job });
+                }
+                self.was_leader = true;
+            }
+            // The view may not show the winner yet: ask the registry once.
+            (BidStep::Create, Err(RegistryError::NodeExists { .. })) => {
+                self.then = Some((Pending::Bid(BidStep::Read), Request::Get(path)));
+            }
+            (BidStep::Read, Ok(Reply::Node(Some(holder)))) if holder.data == self.me.as_bytes() => {
+                // A node with our id that we did not just create belongs to an earlier session
+                // of this id (a restarted process, before the old session timed out).
+                // Leadership must live in the current session: replace it.
+                let ops = vec![
+                    TxnOp::delete(path.clone(), Some(holder.version)),
+                    TxnOp::create(path, self.me.as_bytes(), CreateMode::Ephemeral),
+                ];
+                self.then = Some((Pending::Bid(BidStep::Replace), Request::Txn(ops)));
+            }
+            // Someone else leads (or the node went: the next look bids again).
+            (BidStep::Read, Ok(Reply::Node(Some(_)))) => {
+                self.bid_blocked = Some(ctx.view.revision())
+            }
+            (BidStep::Read, Ok(_)) => {}
+            (BidStep::Replace, Err(e)) if crate::protocol::failover::is_lost_race(&e) => {
+                self.bid_blocked = Some(ctx.view.revision());
+            }
+            (_, Err(e)) => self.failed(&e),
+        }
+    }
+
+    /// Raises the reshard flag as the view shows it: a versioned write over it, or a create
+    /// (with its parents: the first raise of a job).
+    pub(super) fn raise_request(&self, ctx: &Ctx<'_>) -> Request {
+        let path = self.paths.sharding_necessary();
+        match ctx.view.get(&path) {
+            Some(_) => Request::Txn(sharding::raise(ctx.view, &self.paths, ctx.now_ms)),
+            None => Request::Create {
+                path,
+                data: ctx.now_ms.to_string().into_bytes(),
+                mode: CreateMode::Persistent,
+            },
+        }
+    }
+
+    pub(super) fn on_flag_reply(
+        &mut self,
+        step: FlagStep,
+        result: Result<Reply, RegistryError>,
+        ctx: &Ctx<'_>,
+    ) {
+        let read =
+            || (Pending::RaiseFlag(FlagStep::Read), Request::Get(self.paths.sharding_necessary()));
+        match (step, result) {
+            (FlagStep::FromView | FlagStep::OverRead, Ok(_)) => {
+                self.flag_owed = false;
+                self.flag_attempts = 0;
+            }
+            // The view was behind: whoever wrote the flag may have raised it before the change
+            // we raise it for. Read it, and raise over what is there.
+            (FlagStep::FromView, Err(e)) if e.transaction_failure().is_some() || e.is_node_exists() => {
+                self.then = Some(read());
+            }
+            // Lost to a raise that came after our read, so after our change: done.
+            (FlagStep::OverRead, Err(e))
+                if e.is_node_exists()
+                    || matches!(
+                        e.transaction_failure(),
+                        Some((_, RegistryError::BadVersion { .. } | RegistryError::NodeExists { .. }))
+                    ) =>
+            {
+                self.flag_owed = false;
+                self.flag_attempts = 0;
+            }
+            // Deleted under us: a reshard committed, maybe without our change. Raise it again.
+            (FlagStep::OverRead, Err(e)) if e.transaction_failure().is_some() => {
+                self.flag_attempts += 1;
+                if self.flag_attempts >= FLAG_ATTEMPTS {
+                    self.flag_attempts = 0;
+                    let what =
+                        format!("raising the reshard flag {}", self.paths.sharding_necessary());
+                    let job = self.job().to_owned();
+                    self.errored = true;
+                    self.emit(SchedulerEvent::Error {
+                        job,
+                        message: format!("{what}: gave up after repeated concurrent changes of the node; retried on the next event"),
+                    });
+                } else {
+                    self.then = Some(read());
+                }
+            }
+            (FlagStep::Read, Ok(Reply::Node(node))) => {
+                let ops = match node {
+                    Some(flag) => {
+                        sharding::raise_over(&self.paths, &flag.data, flag.version, ctx.now_ms)
+                    }
+                    None => vec![TxnOp::create(
+                        self.paths.sharding_necessary(),
+                        ctx.now_ms.to_string(),
+                        CreateMode::Persistent,
+                    )],
+                };
+                self.then = Some((Pending::RaiseFlag(FlagStep::OverRead), Request::Txn(ops)));
+            }
+            (_, Ok(_)) => {}
+            (_, Err(e)) => self.failed(&e),
+        }
+    }
+
+    /// Confirming that our instance node is really gone (an operator's shutdown).
+    pub(super) fn on_confirm_gone(&mut self, result: Result<Reply, RegistryError>, ctx: &Ctx<'_>) {
+        match result {
+            Ok(Reply::Node(None))
+                if self.registration.registered_in() == Some(ctx.sessions_lost) =>
+            {
+                // The survivors take our running items over at once: cancel them now.
+                if let Some(flight) = &self.in_flight {
+                    self.actions.push(super::Action::Cancel(flight.launch));
+                }
+                self.on_stop("instance node removed by an operator".to_owned(), ctx);
+            }
+            Ok(_) => {}
+            Err(e) => self.failed(&e),
+        }
+    }
+
+    /// Small duties: confirming an operator's shutdown, manual triggers, clearing the queue.
+    pub(super) fn housekeeping_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
+        if self.confirm_gone_owed {
+            self.confirm_gone_owed = false;
+            let request = Request::Get(self.paths.instance(&self.me));
+            return Some(Next::Request(Pending::ConfirmGone, request));
+        }
+        if self.trigger_owed {
+            let trigger = self.paths.trigger(&self.me);
+            if !ctx.view.exists(&trigger) {
+                self.trigger_owed = false;
+            } else {
+                let ops = vec![TxnOp::delete(trigger, None)];
+                return Some(Next::Request(Pending::DeleteTrigger, Request::Txn(ops)));
+            }
+        }
+        if self.clear_queue_owed {
+            let entries = ctx.view.children(&self.paths.failover_items());
+            if entries.is_empty() || !self.is_leader(ctx) {
+                self.clear_queue_owed = false;
+            } else {
+                let ops = entries
+                    .iter()
+                    .map(|e| TxnOp::delete(format!("{}/{e}", self.paths.failover_items()), None))
+                    .collect();
+                return Some(Next::Request(Pending::ClearQueue, Request::Txn(ops)));
+            }
+        }
+        None
+    }
+}
+
+/// How often a raise of the reshard flag is retried against concurrent writers.
+const FLAG_ATTEMPTS: u32 = 16;

@@ -1,0 +1,420 @@
+//! Handling a fire: the checks, the reshard at fire time (the leader commits it, followers wait
+//! for it on the view), the start transaction, the launch, and the misfire of a fire that came
+//! while items still ran.
+
+use super::{Action, Ctx, InFlight, JobProtocol, Launch, LaunchId, Next, Pending, Reply, Request};
+use crate::events::{FireKind, SchedulerEvent, SkipReason};
+use crate::layout::{GuaranteeStage, ItemNode};
+use crate::protocol::execution::{self, Held, Start, StartOf, StartPlan};
+use crate::protocol::records::Ledger;
+use crate::protocol::sharding::{self, Reshard, ReshardStart};
+use crate::registry::RegistryError;
+use crate::sharding::Assignment;
+
+/// The fire being handled.
+#[derive(Debug, Clone)]
+pub(super) struct FireState {
+    pub fire_ms: i64,
+    pub kind: FireKind,
+    only: Option<Vec<u32>>,
+    /// The time whose reshard must be done before the fire runs: the fire's own for scheduled
+    /// and manual fires; when it was queued, for a catch-up (which runs under the current
+    /// assignment: its markers follow the items to their new owners).
+    sharded_by: i64,
+    skew_checked: bool,
+    /// Until when the fire waits for the reshard (set when the wait begins).
+    sharding_deadline: Option<i64>,
+    /// A decision lost a race: wait for the view to move past this revision, at most until
+    /// the time given, then decide again.
+    catch_up: Option<(u64, i64)>,
+    /// What the fire waits for now, if anything: the deadline to arm.
+    waiting_until: Option<i64>,
+    /// The start found an item still running: it is a misfire here.
+    misfired: bool,
+    /// The reshard flag the misfire marks were tied to went: mark our own items instead.
+    flag_gone: bool,
+    races: u32,
+    /// The assignment of the reshard commit outstanding, reported once committed.
+    pending_assignment: Option<Assignment>,
+}
+
+impl FireState {
+    fn new(fire_ms: i64, kind: FireKind, only: Option<Vec<u32>>, now_ms: i64) -> Self {
+        let sharded_by = if kind == FireKind::Misfire { now_ms } else { fire_ms };
+        FireState {
+            fire_ms,
+            kind,
+            only,
+            sharded_by,
+            skew_checked: false,
+            sharding_deadline: None,
+            catch_up: None,
+            waiting_until: None,
+            misfired: false,
+            flag_gone: false,
+            races: 0,
+            pending_assignment: None,
+        }
+    }
+
+    pub fn deadline(&self) -> Option<i64> {
+        self.waiting_until
+    }
+}
+
+/// The fire request outstanding.
+#[derive(Debug)]
+pub(super) enum Step {
+    Skew,
+    EnsureSharding,
+    Reshard { seen: u64 },
+    Start { plan: StartPlan, seen: u64 },
+    Misfire { flagged: bool, seen: u64 },
+}
+
+/// What to do with the fire being handled.
+enum Decision {
+    Skip(SkipReason),
+    Wait(i64),
+    Ask(Step, Request),
+    Launch(Vec<u32>),
+    /// Handled with no request and no skip (a manual trigger kept for later).
+    Drop,
+}
+
+/// How many lost races (a raced reshard, a start that found the assignment replaced, a misfire
+/// mark on a view behind) a fire takes before it gives up with `ShardingTimeout`.
+const RACES: u32 = 8;
+
+impl JobProtocol {
+    pub(super) fn fire_next(&mut self, ctx: &Ctx<'_>) -> Next {
+        if self.fire.is_none() {
+            let Some((fire_ms, kind, only)) = self.due.pop_front() else { return Next::Idle };
+            self.fire = Some(FireState::new(fire_ms, kind, only, ctx.now_ms));
+        }
+        let Some(mut f) = self.fire.take() else { return Next::Idle };
+        f.waiting_until = None;
+        match self.decide(&mut f, ctx) {
+            Decision::Skip(reason) => {
+                self.skip_fire(f.fire_ms, f.kind, reason);
+                Next::Again
+            }
+            Decision::Drop => Next::Again,
+            Decision::Wait(until) => {
+                f.waiting_until = Some(until);
+                self.fire = Some(f);
+                Next::Idle
+            }
+            Decision::Ask(step, request) => {
+                self.fire = Some(f);
+                Next::Request(Pending::Fire(step), request)
+            }
+            Decision::Launch(items) => {
+                self.launch(f.fire_ms, f.kind, &items, Vec::new(), ctx);
+                Next::Again
+            }
+        }
+    }
+
+    fn decide(&mut self, f: &mut FireState, ctx: &Ctx<'_>) -> Decision {
+        let view = ctx.view;
+        if let Some(reason) = self.refusal(ctx) {
+            return Decision::Skip(reason);
+        }
+        if self.in_flight.is_some() || f.misfired {
+            if f.kind == FireKind::Manual {
+                self.manual_pending = true;
+                return Decision::Drop;
+            }
+            // As ElasticJob: every item this instance owns owes the skipped fire one catch-up.
+            return self.misfire(f, ctx);
+        }
+        if let Some((seen, until)) = f.catch_up {
+            if view.revision() <= seen && ctx.now_ms < until {
+                return Decision::Wait(until);
+            }
+            f.catch_up = None;
+        }
+        if !f.skew_checked && self.config.max_time_diff().is_some() {
+            return Decision::Ask(Step::Skew, Request::RegistryTime);
+        }
+        if sharding::pending_for(view, &self.paths, f.sharded_by) {
+            let deadline =
+                *f.sharding_deadline.get_or_insert(ctx.now_ms + self.settings.sharding_timeout_ms);
+            if ctx.now_ms >= deadline || f.races >= RACES {
+                return Decision::Skip(SkipReason::ShardingTimeout);
+            }
+            // Followers wait for the leader's commit (a leaderless job gets its bid first).
+            if !self.is_leader(ctx) || sharding::any_running(view, &self.paths) {
+                return Decision::Wait(deadline);
+            }
+            if !view.exists(&self.paths.sharding()) {
+                return Decision::Ask(Step::EnsureSharding, Request::Ensure(self.paths.sharding()));
+            }
+            match ReshardStart::from_view(view, &self.paths, &self.me) {
+                Ok(start) => {
+                    let plan = sharding::plan(
+                        view,
+                        &self.paths,
+                        self.job(),
+                        self.config.job_sharding_strategy_type.as_deref(),
+                        &self.settings.strategies,
+                        self.total(),
+                        &start,
+                    );
+                    return match plan {
+                        Ok(plan) => {
+                            f.pending_assignment = Some(plan.assignment);
+                            Decision::Ask(
+                                Step::Reshard { seen: view.revision() },
+                                Request::Txn(plan.ops),
+                            )
+                        }
+                        Err(e) => {
+                            let job = self.job().to_owned();
+                            self.emit(SchedulerEvent::Error { job, message: e.to_string() });
+                            Decision::Skip(SkipReason::ShardingTimeout)
+                        }
+                    };
+                }
+                Err(Reshard::NotLeader) => return Decision::Wait(deadline),
+                // Only `processing` (a legacy or foreign flag) holds the fire: wait it out.
+                Err(_) => return Decision::Wait(deadline),
+            }
+        }
+        f.sharding_deadline = None;
+        // A scheduled fire handled only once the next one fell due is superseded by it: run
+        // now, it would run partly under an assignment made after its time.
+        if f.kind == FireKind::Scheduled
+            && self
+                .schedule
+                .as_ref()
+                .and_then(|s| s.next_after(f.fire_ms))
+                .is_some_and(|n| n <= ctx.now_ms)
+        {
+            return Decision::Skip(SkipReason::Late);
+        }
+        let mut items = self.my_items(ctx);
+        if let Some(only) = &f.only {
+            items.retain(|n| only.contains(n));
+        }
+        if items.is_empty() {
+            return Decision::Skip(SkipReason::NoItems);
+        }
+        if !self.config.monitor_execution {
+            return Decision::Launch(items);
+        }
+        if f.races >= RACES {
+            return Decision::Skip(SkipReason::ShardingTimeout);
+        }
+        let ledger = self.ledger_for_write(ctx);
+        let start = StartOf {
+            me: &self.me,
+            items: &items,
+            fire_ms: f.fire_ms,
+            persistent: self.failover_enabled(),
+            check_owners: true,
+            catch_up: f.kind == FireKind::Misfire,
+        };
+        let plan = execution::start(view, &self.paths, start, ledger.as_ref());
+        let request = Request::Txn(plan.ops.clone());
+        Decision::Ask(Step::Start { plan, seen: view.revision() }, request)
+    }
+
+    /// Our ledger as the view shows it, when failover keeps one (garbage reads as empty and is
+    /// rewritten by the next write).
+    pub(super) fn ledger_for_write(&mut self, ctx: &Ctx<'_>) -> Option<Ledger> {
+        if !self.failover_enabled() {
+            return None;
+        }
+        Some(match execution::ledger_of(ctx.view, &self.paths, &self.me) {
+            None => Ledger::default(),
+            Some(Ok(ledger)) => ledger,
+            Some(Err(garbage)) => {
+                self.report_garbage(&garbage);
+                Ledger::default()
+            }
+        })
+    }
+
+    /// The fire came while this instance still runs: with `misfire` on, its items owe one
+    /// catch-up run for it.
+    fn misfire(&mut self, f: &mut FireState, ctx: &Ctx<'_>) -> Decision {
+        let view = ctx.view;
+        if !self.config.misfire || f.kind != FireKind::Scheduled {
+            return Decision::Skip(SkipReason::Misfire);
+        }
+        if f.races >= RACES {
+            return Decision::Skip(SkipReason::Misfire);
+        }
+        if let Some((seen, until)) = f.catch_up {
+            if view.revision() <= seen && ctx.now_ms < until {
+                return Decision::Wait(until);
+            }
+            f.catch_up = None;
+        }
+        // With a reshard pending for this fire, the others run it under an assignment not
+        // made yet (it waits for our items to end): every item owes the catch-up, and whoever
+        // runs the fire for an item settles its marker (see `execution::start`). That holds
+        // only while the flag does; once the reshard committed, the new assignment says which
+        // items are ours.
+        let flag = [self.paths.sharding_necessary(), self.paths.sharding_processing()]
+            .into_iter()
+            .find(|p| view.exists(p))
+            .filter(|_| !f.flag_gone && sharding::pending_for(view, &self.paths, f.fire_ms));
+        let candidates = match &flag {
+            Some(_) => (0..self.total())
+                .filter(|&n| view.exists(&self.paths.item(n)))
+                .filter(|&n| !execution::item_disabled(view, &self.paths, n))
+                .collect(),
+            None => self.my_items(ctx),
+        };
+        // Items the run in flight runs for this very fire (a catch-up started by another
+        // instance's marks before the fire reached us) owe it nothing.
+        let items: Vec<u32> = match self.in_flight.as_ref().filter(|i| i.fire_ms == f.fire_ms) {
+            Some(flight) => candidates
+                .into_iter()
+                .filter(|n| flight.held.iter().all(|h| h.item != *n))
+                .collect(),
+            None => candidates,
+        };
+        if items.is_empty() {
+            return Decision::Skip(SkipReason::Misfire);
+        }
+        let ops = execution::mark_misfire(view, &self.paths, &items, f.fire_ms, flag.as_deref());
+        let step = Step::Misfire { flagged: flag.is_some(), seen: view.revision() };
+        Decision::Ask(step, Request::Txn(ops))
+    }
+
+    /// The enabled items this instance owns, ascending.
+    pub(super) fn my_items(&self, ctx: &Ctx<'_>) -> Vec<u32> {
+        sharding::items_of(ctx.view, &self.paths, &self.me, self.total())
+            .into_iter()
+            .filter(|&n| !execution::item_disabled(ctx.view, &self.paths, n))
+            .collect()
+    }
+
+    pub(super) fn on_fire_reply(
+        &mut self,
+        step: Step,
+        result: Result<Reply, RegistryError>,
+        ctx: &Ctx<'_>,
+    ) {
+        let Some(mut f) = self.fire.take() else { return };
+        let race_pause = ctx.now_ms + self.settings.catch_up_ms;
+        match (step, result) {
+            (Step::Skew, Ok(Reply::Time(registry_ms))) => {
+                let diff_ms = ctx.now_ms - registry_ms;
+                let max_ms = self
+                    .config
+                    .max_time_diff()
+                    .map_or(i64::MAX, |m| i64::try_from(m.as_millis()).unwrap_or(i64::MAX));
+                if diff_ms.abs() > max_ms {
+                    self.skip_fire(f.fire_ms, f.kind, SkipReason::ClockSkew { diff_ms });
+                    return;
+                }
+                f.skew_checked = true;
+            }
+            (Step::EnsureSharding, Ok(_)) => {}
+            (Step::EnsureSharding, Err(RegistryError::NodeExists { .. })) => {}
+            (Step::Reshard { .. }, Ok(_)) => {
+                if let Some(assignment) = f.pending_assignment.take() {
+                    self.emit_sharded(&assignment);
+                }
+            }
+            (Step::Reshard { seen }, Err(e)) if sharding::is_flag_race(&e) => {
+                // Let the view catch up with whatever moved, then compute again.
+                f.races += 1;
+                f.pending_assignment = None;
+                f.catch_up = Some((seen, race_pause));
+            }
+            (Step::Start { plan, .. }, Ok(_)) => {
+                let Start::Marked(marked) = plan.marked() else { return };
+                let items: Vec<u32> = marked.iter().map(|&(n, _)| n).collect();
+                let held = marked
+                    .iter()
+                    .map(|&(item, version)| Held { item, version, failed_over: false })
+                    .collect();
+                self.launch(f.fire_ms, f.kind, &items, held, ctx);
+                return;
+            }
+            (Step::Start { plan, seen }, Err(e)) => match plan.outcome(&e) {
+                // A failover taker (or an earlier fire) still runs one of our items: it is a
+                // misfire here too.
+                Some(Start::AlreadyRunning(_)) => f.misfired = true,
+                // The leader resharded and our view has not shown it yet: wait for it, then
+                // decide again under the new assignment.
+                Some(Start::Reassigned(_)) => {
+                    f.races += 1;
+                    f.catch_up = Some((seen, race_pause));
+                }
+                _ => {
+                    self.skip_fire(f.fire_ms, f.kind, SkipReason::RegistryError(e.to_string()));
+                    return;
+                }
+            },
+            (Step::Misfire { .. }, Ok(_)) => {
+                self.skip_fire(f.fire_ms, f.kind, SkipReason::Misfire);
+                return;
+            }
+            (Step::Misfire { flagged, seen }, Err(e)) => match e.transaction_failure() {
+                // The flag went: the reshard committed, and the new assignment says whose items
+                // owe the catch-up.
+                Some((0, RegistryError::NoNode { .. })) if flagged => {
+                    f.flag_gone = true;
+                    f.catch_up = Some((seen, race_pause));
+                }
+                // The view was behind on a marker.
+                Some((_, RegistryError::NoNode { .. } | RegistryError::NodeExists { .. })) => {
+                    f.races += 1;
+                    f.catch_up = Some((seen, race_pause));
+                }
+                _ => {
+                    self.skip_fire(f.fire_ms, f.kind, SkipReason::RegistryError(e.to_string()));
+                    return;
+                }
+            },
+            (_, Err(e)) => {
+                self.skip_fire(f.fire_ms, f.kind, SkipReason::RegistryError(e.to_string()));
+                return;
+            }
+            (_, Ok(_)) => {}
+        }
+        self.fire = Some(f);
+    }
+
+    fn emit_sharded(&mut self, assignment: &Assignment) {
+        let assignment =
+            assignment.iter().map(|(i, items)| (i.to_owned(), items.to_vec())).collect();
+        let job = self.job().to_owned();
+        self.emit(SchedulerEvent::Sharded { job, assignment });
+    }
+
+    /// Runs `items` of the fire at `fire_ms` now, holding `held` markers.
+    pub(super) fn launch(
+        &mut self,
+        fire_ms: i64,
+        kind: FireKind,
+        items: &[u32],
+        held: Vec<Held>,
+        ctx: &Ctx<'_>,
+    ) {
+        let id = LaunchId(self.launches);
+        self.launches += 1;
+        let mut with_tokens = Vec::with_capacity(items.len());
+        for &item in items {
+            // The fencing token: the version of the item's owner node, which every change of
+            // owner (a reshard commit, a failover claim) advances.
+            let token = ctx
+                .view
+                .get(&self.paths.item_node(item, ItemNode::Instance))
+                .map_or(0, |n| n.version);
+            let job = self.job().to_owned();
+            self.emit(SchedulerEvent::ItemStarted { job, item, fire_ms, kind, token });
+            with_tokens.push((item, token));
+        }
+        self.in_flight = Some(InFlight { launch: id, fire_ms, kind, held });
+        self.actions.push(Action::Launch(Launch { id, fire_ms, kind, items: with_tokens }));
+        self.record_once(GuaranteeStage::Started, fire_ms, items);
+    }
+}

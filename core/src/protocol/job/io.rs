@@ -1,0 +1,120 @@
+//! What crosses the boundary between a job's protocol and the runtime: the inputs the protocol
+//! steps on, the actions it asks for, and the registry requests among them with their replies.
+
+use std::fmt;
+
+use crate::config::JobConfig;
+use crate::events::{FireKind, SchedulerEvent};
+use crate::job::FireReport;
+use crate::layout::{GuaranteeStage, JobNode};
+use crate::registry::{CreateMode, Node, RegistryError, SessionEvent, TxnOp, TxnResult};
+
+/// Identifies a registry request; its reply comes back with the same id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OpId(pub u64);
+
+/// Identifies a launch of items; its report comes back with the same id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LaunchId(pub u64);
+
+/// One registry request. At most one is outstanding per job at a time: the protocol waits for
+/// its reply before it asks for the next, so the job's writes apply in the order it decided
+/// them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Apply the ops atomically (creates need their parent).
+    Txn(Vec<TxnOp>),
+    /// Create a node, creating missing parents as persistent nodes.
+    Create { path: String, data: Vec<u8>, mode: CreateMode },
+    /// Create a persistent node (and parents) unless it exists.
+    Ensure(String),
+    /// Read a node.
+    Get(String),
+    /// Read the names of a node's children (none when it does not exist).
+    Children(String),
+    /// Read the registry server's clock.
+    RegistryTime,
+}
+
+/// The successful reply to a [`Request`], in the same shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Txn(Vec<TxnResult>),
+    Created,
+    Ensured,
+    Node(Option<Node>),
+    Children(Vec<String>),
+    Time(i64),
+}
+
+/// Something that happened to the job, as the protocol learns it.
+#[derive(Debug)]
+pub enum Input {
+    /// The job was added to this instance: register it.
+    Start,
+    /// The schedule fell due for the fire at `fire_ms`.
+    FireDue { fire_ms: i64 },
+    /// Time for the leader's periodic check of the assignment.
+    ReconcileDue,
+    /// A wait the protocol armed ([`Action::ArmWait`]) reached its deadline.
+    WaitDue,
+    /// A node of the job's subtree changed; the view already shows the change.
+    Changed(JobNode),
+    /// The view was replaced by a snapshot: anything may have changed.
+    Resynced,
+    /// The session changed state.
+    Session(SessionEvent),
+    /// The reply to request `op`.
+    Reply { op: OpId, result: Result<Reply, RegistryError> },
+    /// The items of launch `launch` returned.
+    Done { launch: LaunchId, report: Box<FireReport> },
+    /// Stop the job here: no new work, running items finish (at most until the shutdown
+    /// timeout), this instance's nodes leave the registry.
+    Stop { reason: String },
+}
+
+/// What the protocol asks the runtime to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Perform a registry request and feed its reply back as [`Input::Reply`].
+    Request { op: OpId, request: Request },
+    /// Arm (or, with `None`, disarm) the timer of the job's next fire.
+    ArmFire(Option<i64>),
+    /// Arm (or disarm) the leader's reconcile timer.
+    ArmReconcile(Option<i64>),
+    /// Arm (or disarm) the deadline of what the protocol waits for; it comes back as
+    /// [`Input::WaitDue`].
+    ArmWait(Option<i64>),
+    /// Run items; their report comes back as [`Input::Done`].
+    Launch(Launch),
+    /// Tell the items of a launch to stop: this instance may have lost them.
+    Cancel(LaunchId),
+    /// Report an event.
+    Emit(SchedulerEvent),
+    /// Run the distribute-once listeners of a stage for a fire (this instance completed the set).
+    RunOnceListeners { stage: GuaranteeStage, fire_ms: i64 },
+    /// A new config took effect: run items with it from now on.
+    UseConfig(Box<JobConfig>),
+    /// The job has stopped on this instance: route nothing more to it.
+    Stopped,
+}
+
+/// Items to run now.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Launch {
+    pub id: LaunchId,
+    pub fire_ms: i64,
+    pub kind: FireKind,
+    /// Each item with its fencing token.
+    pub items: Vec<(u32, u64)>,
+}
+
+impl fmt::Debug for Launch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Launch#{} {:?} fire {} items {:?}",
+            self.id.0, self.kind, self.fire_ms, self.items
+        )
+    }
+}

@@ -1,0 +1,177 @@
+//! Stopping the job on this instance: no new fires; the items in flight may finish until the
+//! shutdown deadline, then they are cancelled and get a short grace; then this instance's nodes
+//! leave the registry, in the order that lets cancelled items fail over.
+//!
+//! Items that returned lose their `running` markers (fenced) before the instance node goes:
+//! nothing to take over. Cancelled items keep their persistent markers (failover on), which
+//! name this instance: once its node is gone, the survivors queue them and run them again.
+
+use super::{Action, Ctx, JobProtocol, Next, Pending, Reply, Request};
+use crate::events::{SchedulerEvent, SkipReason};
+use crate::protocol::execution::running_owner;
+use crate::registry::{RegistryError, TxnOp};
+
+/// Where a stop is.
+#[derive(Debug)]
+pub(super) struct StopState {
+    reason: String,
+    phase: Phase,
+    /// Leave steps answered (done, or found done by someone else).
+    answered: Vec<Step>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the items in flight, until the deadline.
+    Draining {
+        deadline: i64,
+    },
+    /// The items were cancelled; they get until then to return.
+    Grace {
+        until: i64,
+    },
+    Leaving,
+    Done,
+}
+
+/// The leave request outstanding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    Abdicate,
+    Ledger,
+    Instance,
+}
+
+impl StopState {
+    pub fn done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    pub fn deadline(&self) -> Option<i64> {
+        match self.phase {
+            Phase::Draining { deadline } => Some(deadline),
+            Phase::Grace { until } => Some(until),
+            Phase::Leaving | Phase::Done => None,
+        }
+    }
+}
+
+impl JobProtocol {
+    pub(super) fn on_stop(&mut self, reason: String, ctx: &Ctx<'_>) {
+        if self.stop.is_some() {
+            return;
+        }
+        // Fires that fell due before the stop are recorded, not lost without a word: queued,
+        // being handled, or armed and now disarmed.
+        self.skip_due_while(ctx, SkipReason::ShuttingDown);
+        if let Some(fire_ms) = self.armed_fire.take().filter(|&t| t <= ctx.now_ms) {
+            self.skip(fire_ms, SkipReason::ShuttingDown);
+        }
+        self.actions.push(Action::ArmFire(None));
+        self.actions.push(Action::ArmReconcile(None));
+        let phase = match &self.in_flight {
+            Some(_) => Phase::Draining { deadline: ctx.now_ms + self.settings.shutdown_timeout_ms },
+            None => Phase::Leaving,
+        };
+        self.stop = Some(StopState { reason, phase, answered: Vec::new() });
+    }
+
+    pub(super) fn leave_next(&mut self, ctx: &Ctx<'_>) -> Next {
+        let Some(phase) = self.stop.as_ref().map(|s| s.phase) else { return Next::Idle };
+        let set = |me: &mut Self, phase| {
+            if let Some(stop) = me.stop.as_mut() {
+                stop.phase = phase;
+            }
+        };
+        match phase {
+            Phase::Done => Next::Idle,
+            Phase::Draining { deadline } => match &self.in_flight {
+                None => {
+                    set(self, Phase::Leaving);
+                    Next::Again
+                }
+                Some(flight) if ctx.now_ms >= deadline => {
+                    self.actions.push(Action::Cancel(flight.launch));
+                    set(self, Phase::Grace { until: ctx.now_ms + self.settings.cancel_grace_ms });
+                    Next::Again
+                }
+                Some(_) => Next::Idle,
+            },
+            Phase::Grace { until } => {
+                if self.in_flight.is_some() && ctx.now_ms < until {
+                    return Next::Idle;
+                }
+                if self.in_flight.is_some() {
+                    let job = self.job().to_owned();
+                    self.emit(SchedulerEvent::Error {
+                        job,
+                        message: "items did not return within the cancel grace; their takers may overlap them".into(),
+                    });
+                }
+                set(self, Phase::Leaving);
+                Next::Again
+            }
+            Phase::Leaving => self.leaving_next(ctx),
+        }
+    }
+
+    fn leaving_next(&mut self, ctx: &Ctx<'_>) -> Next {
+        if self.connected && !self.errored {
+            if !self.finishing.is_empty() {
+                return self.finish_next(ctx);
+            }
+            let view = ctx.view;
+            let answered =
+                |me: &Self, step| me.stop.as_ref().is_some_and(|s| s.answered.contains(&step));
+            let leader =
+                view.get(&self.paths.leader_instance()).filter(|n| n.data == self.me.as_bytes());
+            if let Some(node) = leader.filter(|_| !answered(self, Step::Abdicate)) {
+                let ops = vec![TxnOp::delete(self.paths.leader_instance(), Some(node.version))];
+                return Next::Request(Pending::Leave(Step::Abdicate), Request::Txn(ops));
+            }
+            // Our ledger goes too, unless cancelled items still name us: the survivors read it
+            // for their fires (and remove it when they queue them).
+            let marked = (0..self.total())
+                .any(|n| running_owner(view, &self.paths, n).as_deref() == Some(self.me.as_str()));
+            let ledger = view.get(&self.paths.ledger(&self.me));
+            if let Some(node) = ledger.filter(|_| !marked && !answered(self, Step::Ledger)) {
+                let ops = vec![TxnOp::delete(self.paths.ledger(&self.me), Some(node.version))];
+                return Next::Request(Pending::Leave(Step::Ledger), Request::Txn(ops));
+            }
+            if view.exists(&self.paths.instance(&self.me)) && !answered(self, Step::Instance) {
+                let ops = vec![TxnOp::delete(self.paths.instance(&self.me), None)];
+                return Next::Request(Pending::Leave(Step::Instance), Request::Txn(ops));
+            }
+        }
+        let reason = self.stop.as_ref().map(|s| s.reason.clone()).unwrap_or_default();
+        if let Some(stop) = self.stop.as_mut() {
+            stop.phase = Phase::Done;
+        }
+        let job = self.job().to_owned();
+        self.emit(SchedulerEvent::JobStopped { job, reason });
+        self.actions.push(Action::Stopped);
+        Next::Idle
+    }
+
+    pub(super) fn on_leave_reply(
+        &mut self,
+        step: Step,
+        result: Result<Reply, RegistryError>,
+        _ctx: &Ctx<'_>,
+    ) {
+        match result {
+            // A node gone or changed already is fine: someone else removed it.
+            Ok(_) => {}
+            Err(e) if e.transaction_failure().is_some() => {}
+            Err(e) => {
+                // Give up on the registry: the session's end removes the ephemerals.
+                self.errored = true;
+                let job = self.job().to_owned();
+                self.emit(SchedulerEvent::Error { job, message: e.to_string() });
+            }
+        }
+        if let Some(stop) = self.stop.as_mut() {
+            stop.answered.push(step);
+        }
+    }
+}

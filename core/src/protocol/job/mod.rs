@@ -1,0 +1,566 @@
+//! One job on one instance, as a pure state machine: [`JobProtocol::step`] takes an [`Input`]
+//! (a fire falling due, a change of the view, a session event, the reply to a registry request,
+//! items that returned, a wait's deadline, a stop) with the view and the time, and returns the
+//! [`Action`]s to perform (registry requests, timers, launches, cancellations, events).
+//!
+//! The machine is *level-triggered*: after every input it looks at what it owes, in a fixed
+//! order of priority, and asks for the next registry request that moves it forward (at most one
+//! outstanding at a time, so the job's writes apply in the order it decided them). Waits
+//! (a follower waiting for the leader's reshard, a leader waiting for running items, a view
+//! that must catch up with a raced write, a stop waiting for items to return) are states with a
+//! deadline the runtime arms, never sleeps.
+//!
+//! Priorities, highest first:
+//! 1. stopping (the stop's own steps);
+//! 2. with the session down: nothing (fires are skipped as disconnected);
+//! 3. registration (server node, instance node, the directories, what an earlier session of
+//!    this instance left, the reshard flag, a leadership bid);
+//! 4. finishing items that returned (fenced removal of their markers);
+//! 5. the reshard flag, then departures (queueing what a vanished instance left);
+//! 6. leadership: bid when there is no leader, abdicate when our server was disabled;
+//! 7. manual triggers, clearing the failover queue;
+//! 8. the distribute-once records of started and completed fires;
+//! 9. the fire being handled, then the next due fire;
+//! 10. when idle: failover claims and runs, then a misfire catch-up, then a pending trigger.
+
+mod changes;
+mod fire;
+mod io;
+mod leave;
+mod once;
+mod orphans;
+mod register;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+pub use io::{Action, Input, Launch, LaunchId, OpId, Reply, Request};
+
+use crate::config::{JobConfig, KnownTypes};
+use crate::cron::CronSchedule;
+use crate::events::{FireKind, SchedulerEvent, SkipReason};
+use crate::layout::JobPaths;
+use crate::registry::RegistryError;
+use crate::sharding::ShardingStrategies;
+
+use super::election;
+use super::execution::Held;
+use super::records::Garbage;
+use super::view::View;
+use fire::FireState;
+use leave::StopState;
+use once::OnceRecord;
+use register::Registration;
+
+/// What the protocol needs to know beyond the job's config.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// How long a fire waits for a reshard (followers) or for running items to end (leader).
+    pub sharding_timeout_ms: i64,
+    /// How long a stopping job waits for its running items before cancelling them.
+    pub shutdown_timeout_ms: i64,
+    /// How long cancelled items get to return after the shutdown deadline.
+    pub cancel_grace_ms: i64,
+    /// How long a decision that lost a race waits for the view to show what it lost to.
+    pub catch_up_ms: i64,
+    /// Whether distribute-once listeners are registered (their records cost registry writes).
+    pub once_listeners: bool,
+    pub strategies: ShardingStrategies,
+    /// The strategy and error-handler names configs may use here.
+    pub known: KnownTypes,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            sharding_timeout_ms: 30_000,
+            shutdown_timeout_ms: 30_000,
+            cancel_grace_ms: 1_000,
+            catch_up_ms: 200,
+            once_listeners: false,
+            strategies: ShardingStrategies::default(),
+            known: KnownTypes::default(),
+        }
+    }
+}
+
+/// What every step reads besides its input.
+#[derive(Debug, Clone, Copy)]
+pub struct Ctx<'a> {
+    /// The namespace as this process knows it (the watch, plus its own writes).
+    pub view: &'a View,
+    /// The time, in epoch milliseconds.
+    pub now_ms: i64,
+    /// How many of this client's sessions ended (expired or were given up as lost) so far: a
+    /// change tells an instance node gone with the session from one an operator deleted.
+    pub sessions_lost: u64,
+}
+
+/// The outcome of looking for the next thing to do.
+enum Next {
+    /// Ask the registry for this, and wait for the reply.
+    Request(Pending, Request),
+    /// Something changed without a request: look again.
+    Again,
+    /// Nothing to do until the next input.
+    Idle,
+}
+
+/// Why a request is outstanding: what its reply continues.
+#[derive(Debug)]
+enum Pending {
+    Register(register::Step),
+    RaiseFlag(FlagStep),
+    Queue { dead: Option<String> },
+    Bid(BidStep),
+    Abdicate,
+    Finish(Vec<Held>),
+    DeleteTrigger,
+    ClearQueue,
+    ConfirmGone,
+    Fire(fire::Step),
+    Claim { item: u32, fire_ms: i64, running_op: usize },
+    DropEntry,
+    Once(once::Step),
+    Leave(leave::Step),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum FlagStep {
+    /// A versioned write from the view.
+    FromView,
+    /// The view proved behind: read the flag.
+    Read,
+    /// A versioned write over what the read returned.
+    OverRead,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum BidStep {
+    Create,
+    /// The node exists: read whose it is (the view may not show the winner yet).
+    Read,
+    /// It is ours, from an earlier session of this id: replace it.
+    Replace,
+}
+
+/// Items running here.
+#[derive(Debug)]
+struct InFlight {
+    launch: LaunchId,
+    fire_ms: i64,
+    kind: FireKind,
+    /// The markers this run holds (empty without `monitorExecution`).
+    held: Vec<Held>,
+}
+
+/// One job on one instance; see the module documentation.
+#[derive(Debug)]
+pub struct JobProtocol {
+    me: String,
+    ip: String,
+    paths: JobPaths,
+    config: JobConfig,
+    schedule: Option<CronSchedule>,
+    settings: Settings,
+    actions: Vec<Action>,
+    next_id: u64,
+    outstanding: Option<(OpId, Pending)>,
+    /// A request failed since the last input: what it was for is retried on the next input,
+    /// not at once (a registry that fails would otherwise be asked again in a loop).
+    errored: bool,
+    connected: bool,
+    registration: Registration,
+    /// The instances of the job as last seen, to tell joins and departures from data changes.
+    members: BTreeSet<String>,
+    /// Instances seen leaving whose leftovers are not queued yet.
+    departed: BTreeSet<String>,
+    flag_owed: bool,
+    abdicate_owed: bool,
+    trigger_owed: bool,
+    clear_queue_owed: bool,
+    confirm_gone_owed: bool,
+    /// Fires that fell due and wait to be handled, in order.
+    due: VecDeque<(i64, FireKind, Option<Vec<u32>>)>,
+    fire: Option<FireState>,
+    in_flight: Option<InFlight>,
+    /// Markers of items that returned, still to remove.
+    finishing: Vec<Held>,
+    /// Claimed failover items not yet run, by the fire they owe, with their marker versions.
+    backlog: BTreeMap<i64, Vec<Held>>,
+    once: VecDeque<OnceRecord>,
+    manual_pending: bool,
+    stop: Option<StopState>,
+    /// The fire time the timer is armed for, until its fire is handled.
+    armed_fire: Option<i64>,
+    /// The deadline of the wait armed with the runtime.
+    armed_wait: Option<i64>,
+    was_leader: bool,
+    /// The next request of a sequence a reply started (a read after a lost race, a replace
+    /// after a read), asked for before anything else.
+    then: Option<(Pending, Request)>,
+    /// A bid lost to a leader the view did not show yet: no new bid until the view changes.
+    bid_blocked: Option<u64>,
+    /// A claim lost to another taker the view did not show yet: likewise.
+    claim_blocked: Option<u64>,
+    flag_attempts: u32,
+    last_error: Option<String>,
+    /// Garbage already reported (path and value), so that each corruption is reported once.
+    reported: BTreeSet<(String, String)>,
+    /// The version of the `config` node last evaluated, so that each stored version is judged
+    /// once however many notifications point at it.
+    config_version: Option<u64>,
+    launches: u64,
+}
+
+impl JobProtocol {
+    /// The protocol of `config`'s job for instance `me` on server `ip`. The config is the one
+    /// the job runs with (already published); the job registers on [`Input::Start`].
+    pub fn new(
+        me: &str,
+        ip: &str,
+        config: JobConfig,
+        schedule: Option<CronSchedule>,
+        settings: Settings,
+    ) -> Self {
+        JobProtocol {
+            me: me.to_owned(),
+            ip: ip.to_owned(),
+            paths: JobPaths::new(&config.job_name),
+            config,
+            schedule,
+            settings,
+            actions: Vec::new(),
+            next_id: 0,
+            outstanding: None,
+            errored: false,
+            connected: true,
+            registration: Registration::default(),
+            members: BTreeSet::new(),
+            departed: BTreeSet::new(),
+            flag_owed: false,
+            abdicate_owed: false,
+            trigger_owed: false,
+            clear_queue_owed: false,
+            confirm_gone_owed: false,
+            due: VecDeque::new(),
+            fire: None,
+            in_flight: None,
+            finishing: Vec::new(),
+            backlog: BTreeMap::new(),
+            once: VecDeque::new(),
+            manual_pending: false,
+            stop: None,
+            armed_fire: None,
+            armed_wait: None,
+            was_leader: false,
+            then: None,
+            bid_blocked: None,
+            claim_blocked: None,
+            flag_attempts: 0,
+            last_error: None,
+            reported: BTreeSet::new(),
+            config_version: None,
+            launches: 0,
+        }
+    }
+
+    /// The job's name.
+    pub fn job(&self) -> &str {
+        &self.config.job_name
+    }
+
+    /// The config the job runs with.
+    pub fn config(&self) -> &JobConfig {
+        &self.config
+    }
+
+    /// Whether the job is registered on this instance (the instance node is written).
+    pub fn registered(&self) -> bool {
+        self.registration.registered()
+    }
+
+    /// The message of the last failed request, if one failed since this was last asked.
+    pub fn take_error(&mut self) -> Option<String> {
+        self.last_error.take()
+    }
+
+    /// Whether the job has stopped on this instance.
+    pub fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(StopState::done)
+    }
+
+    /// Takes one input and returns what to do about it.
+    pub fn step(&mut self, input: Input, ctx: &Ctx<'_>) -> Vec<Action> {
+        if !matches!(input, Input::Reply { .. }) {
+            self.errored = false;
+        }
+        match input {
+            Input::Start => self.registration = Registration::starting(),
+            Input::FireDue { fire_ms } => self.on_fire_due(fire_ms, ctx),
+            Input::ReconcileDue => self.on_reconcile(ctx),
+            Input::WaitDue => self.armed_wait = None,
+            Input::Changed(node) => self.on_change(node, ctx),
+            Input::Resynced => self.on_resync(ctx),
+            Input::Session(event) => self.on_session(event, ctx),
+            Input::Reply { op, result } => self.on_reply(op, result, ctx),
+            Input::Done { launch, report } => self.on_done(launch, *report, ctx),
+            Input::Stop { reason } => self.on_stop(reason, ctx),
+        }
+        self.drive(ctx);
+        std::mem::take(&mut self.actions)
+    }
+
+    /// Asks for requests until one is outstanding or nothing is left to do, then arms the
+    /// deadline of whatever the job waits for.
+    fn drive(&mut self, ctx: &Ctx<'_>) {
+        // Each round either asks for a request (and stops), or settles something for good
+        // (a skip, a launch, a queued fire): the bound only guards against a bug looping.
+        for _ in 0..DRIVE_ROUNDS {
+            if self.outstanding.is_some() {
+                break;
+            }
+            match self.next(ctx) {
+                Next::Request(pending, request) => {
+                    let op = OpId(self.next_id);
+                    self.next_id += 1;
+                    self.outstanding = Some((op, pending));
+                    self.actions.push(Action::Request { op, request });
+                }
+                Next::Again => continue,
+                Next::Idle => break,
+            }
+        }
+        let deadline = self.wait_deadline();
+        if deadline != self.armed_wait {
+            self.armed_wait = deadline;
+            self.actions.push(Action::ArmWait(deadline));
+        }
+    }
+
+    /// The next thing to do, by the priorities of the module documentation.
+    fn next(&mut self, ctx: &Ctx<'_>) -> Next {
+        if let Some((pending, request)) = self.then.take() {
+            return Next::Request(pending, request);
+        }
+        if self.stop.is_some() {
+            return self.leave_next(ctx);
+        }
+        if !self.connected {
+            self.skip_due_while(ctx, SkipReason::Disconnected);
+            return Next::Idle;
+        }
+        if self.errored {
+            // Whatever failed is retried on the next input; fires due meanwhile say why they
+            // did not run.
+            return Next::Idle;
+        }
+        if !self.registration.done() {
+            return self.register_next(ctx);
+        }
+        if !self.finishing.is_empty() {
+            return self.finish_next(ctx);
+        }
+        self.notice_membership(ctx);
+        if self.flag_owed {
+            return Next::Request(Pending::RaiseFlag(FlagStep::FromView), self.raise_request(ctx));
+        }
+        if let Some(next) = self.departure_next(ctx) {
+            return next;
+        }
+        if let Some(next) = self.leadership_next(ctx) {
+            return next;
+        }
+        if let Some(next) = self.housekeeping_next(ctx) {
+            return next;
+        }
+        if let Some(next) = self.once_next() {
+            return next;
+        }
+        match self.fire_next(ctx) {
+            Next::Idle => {}
+            other => return other,
+        }
+        if self.in_flight.is_none() && self.fire.is_none() && self.due.is_empty() {
+            return self.idle_next(ctx);
+        }
+        Next::Idle
+    }
+
+    /// Continues what the reply to `op` was for.
+    fn on_reply(&mut self, op: OpId, result: Result<Reply, RegistryError>, ctx: &Ctx<'_>) {
+        let Some((expected, pending)) = self.outstanding.take() else { return };
+        if expected != op {
+            // Not the reply we wait for: a runtime bug; keep waiting for ours.
+            self.outstanding = Some((expected, pending));
+            return;
+        }
+        match pending {
+            Pending::Register(step) => self.on_register_reply(step, result, ctx),
+            Pending::RaiseFlag(step) => self.on_flag_reply(step, result, ctx),
+            Pending::Queue { dead } => self.on_queue_reply(dead, result),
+            Pending::Bid(step) => self.on_bid_reply(step, result, ctx),
+            Pending::Abdicate => {
+                self.abdicate_owed = false;
+                self.was_leader = false;
+                self.tolerate(result, super::failover::is_lost_race);
+            }
+            Pending::Finish(held) => self.on_finish_reply(held, result),
+            Pending::DeleteTrigger => {
+                if self.tolerate(result, |e| e.transaction_failure().is_some()) {
+                    self.trigger_owed = false;
+                    self.enqueue(ctx.now_ms, FireKind::Manual, None);
+                }
+            }
+            Pending::ClearQueue => {
+                if self.tolerate(result, super::failover::is_lost_race) {
+                    self.clear_queue_owed = false;
+                }
+            }
+            Pending::ConfirmGone => self.on_confirm_gone(result, ctx),
+            Pending::Fire(step) => self.on_fire_reply(step, result, ctx),
+            Pending::Claim { item, fire_ms, running_op } => {
+                self.on_claim_reply(item, fire_ms, running_op, result, ctx)
+            }
+            Pending::DropEntry => {
+                self.tolerate(result, super::failover::is_lost_race);
+            }
+            Pending::Once(step) => self.on_once_reply(step, result),
+            Pending::Leave(step) => self.on_leave_reply(step, result, ctx),
+        }
+    }
+
+    /// Reads a reply whose expected failures (`expected`) count as done: `true` when done,
+    /// `false` (reported, retried on the next input) for any other failure.
+    fn tolerate(
+        &mut self,
+        result: Result<Reply, RegistryError>,
+        expected: impl Fn(&RegistryError) -> bool,
+    ) -> bool {
+        match result {
+            Ok(_) => true,
+            Err(e) if expected(&e) => true,
+            Err(e) => {
+                self.failed(&e);
+                false
+            }
+        }
+    }
+
+    /// Reports a failed request; what it was for is retried on the next input.
+    fn failed(&mut self, e: &RegistryError) {
+        self.errored = true;
+        self.last_error = Some(e.to_string());
+        self.emit(SchedulerEvent::Error { job: self.job().to_owned(), message: e.to_string() });
+    }
+
+    fn emit(&mut self, event: SchedulerEvent) {
+        self.actions.push(Action::Emit(event));
+    }
+
+    fn skip(&mut self, fire_ms: i64, reason: SkipReason) {
+        let job = self.job().to_owned();
+        self.emit(SchedulerEvent::Skipped { job, fire_ms, reason });
+    }
+
+    /// Reports a registry node the protocol could not read (and read in the safe way instead).
+    fn report_garbage(&mut self, garbage: &Garbage) {
+        self.emit(SchedulerEvent::RegistryGarbage {
+            job: self.job().to_owned(),
+            path: garbage.path.clone(),
+            value: garbage.value.clone(),
+            reason: garbage.reason.clone(),
+        });
+    }
+
+    fn is_leader(&self, ctx: &Ctx<'_>) -> bool {
+        election::leader(ctx.view, &self.paths).as_deref() == Some(self.me.as_str())
+    }
+
+    fn failover_enabled(&self) -> bool {
+        self.config.failover && self.config.monitor_execution
+    }
+
+    /// The job's item count (a stored config was validated, so it is positive).
+    fn total(&self) -> u32 {
+        self.config.checked_total_count().unwrap_or(0)
+    }
+
+    /// Why no new work may start right now, if that is so.
+    fn refusal(&self, ctx: &Ctx<'_>) -> Option<SkipReason> {
+        if !self.connected {
+            return Some(SkipReason::Disconnected);
+        }
+        if self.config.disabled {
+            return Some(SkipReason::JobDisabled);
+        }
+        if self.server_disabled(ctx) {
+            return Some(SkipReason::ServerDisabled);
+        }
+        None
+    }
+
+    fn server_disabled(&self, ctx: &Ctx<'_>) -> bool {
+        ctx.view.text(&self.paths.server(&self.ip)).as_deref() == Some(super::sharding::DISABLED)
+    }
+
+    /// The earliest deadline of what the job waits for.
+    fn wait_deadline(&self) -> Option<i64> {
+        let fire = self.fire.as_ref().and_then(FireState::deadline);
+        let stop = self.stop.as_ref().and_then(StopState::deadline);
+        match (fire, stop) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Arms the next fire strictly after `after_ms` (or the latest overdue one, if the job fell
+    /// behind: it runs now or is recorded as a misfire; older overdue ones are reported late).
+    fn arm_after(&mut self, after_ms: i64, ctx: &Ctx<'_>) {
+        let mut next = None;
+        let mut late = Vec::new();
+        if let Some(schedule) = &self.schedule {
+            let mut overdue = schedule
+                .iter_after(after_ms)
+                .take_while(|&t| t <= ctx.now_ms)
+                .take(MAX_OVERDUE_SCAN);
+            let mut latest = overdue.next();
+            for t in overdue {
+                late.extend(latest.replace(t));
+            }
+            next = latest.or_else(|| schedule.next_after(after_ms.max(ctx.now_ms)));
+        }
+        for fire_ms in late {
+            self.skip(fire_ms, SkipReason::Late);
+        }
+        self.armed_fire = next;
+        self.actions.push(Action::ArmFire(next));
+        if let Some(next_fire_ms) = next {
+            let job = self.job().to_owned();
+            self.emit(SchedulerEvent::Armed { job, next_fire_ms });
+        }
+    }
+
+    /// The latest scheduled fire at or before `now_ms` (within a day), else `now_ms`: the fire a
+    /// catch-up answers when no record says which.
+    fn latest_fire_by(&self, now_ms: i64) -> i64 {
+        self.schedule
+            .as_ref()
+            .and_then(|s| s.iter_after(now_ms - DAY_MS).take_while(|&t| t <= now_ms).last())
+            .unwrap_or(now_ms)
+    }
+
+    /// Arms the next reconcile, `reconcileIntervalMinutes` from now (off below one minute).
+    fn arm_reconcile(&mut self, ctx: &Ctx<'_>) {
+        let at = self.config.reconcile_interval().map(|interval| {
+            let ms = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX / 2);
+            ctx.now_ms.saturating_add(ms)
+        });
+        self.actions.push(Action::ArmReconcile(at));
+    }
+}
+
+/// A bound on the rounds of one [`JobProtocol::drive`]; see there.
+const DRIVE_ROUNDS: usize = 10_000;
+const DAY_MS: i64 = 24 * 3600 * 1000;
+/// How many overdue fires `arm_after` looks through (a per-second cron after a long stall).
+const MAX_OVERDUE_SCAN: usize = 100_000;

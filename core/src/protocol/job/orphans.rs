@@ -1,0 +1,208 @@
+//! What items leave behind: finishing the markers of items that returned, queueing what a
+//! departed instance left, claiming and running this instance's share of the failover queue,
+//! and the misfire catch-up.
+
+use super::{Ctx, JobProtocol, LaunchId, Next, Pending, Reply, Request};
+use crate::events::{FireKind, SchedulerEvent};
+use crate::job::{FireReport, ItemOutcome};
+use crate::layout::GuaranteeStage;
+use crate::protocol::execution::{self, Held};
+use crate::protocol::failover::{self, Claim};
+use crate::protocol::sharding;
+use crate::registry::RegistryError;
+
+impl JobProtocol {
+    /// Queues what the next departed instance left (failover on).
+    pub(super) fn departure_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
+        let dead = self.departed.iter().next()?.clone();
+        if !ctx.view.exists(&self.paths.failover_items()) {
+            return Some(Next::Request(
+                Pending::Queue { dead: None },
+                Request::Ensure(self.paths.failover_items()),
+            ));
+        }
+        // Fires after the pending reshard's raise time run under the assignment it makes (they
+        // wait for it); the ones before were the dead instance's to run, and it missed them.
+        let until = match sharding::flag_time(ctx.view, &self.paths) {
+            Some(Some(raised)) => raised.min(ctx.now_ms),
+            _ => ctx.now_ms,
+        };
+        let missed = match (self.config.misfire, &self.schedule) {
+            (true, Some(schedule)) => Some((schedule, until)),
+            _ => None,
+        };
+        let fallback = self.latest_fire_by(ctx.now_ms);
+        let (orphans, garbage) =
+            failover::left_by(ctx.view, &self.paths, &dead, self.total(), missed, fallback);
+        if let Some(garbage) = garbage {
+            self.report_garbage(&garbage);
+        }
+        let ops = failover::queue(ctx.view, &self.paths, &dead, &orphans);
+        if ops.is_empty() {
+            self.departed.remove(&dead);
+            return Some(Next::Again);
+        }
+        Some(Next::Request(Pending::Queue { dead: Some(dead) }, Request::Txn(ops)))
+    }
+
+    pub(super) fn on_queue_reply(
+        &mut self,
+        dead: Option<String>,
+        result: Result<Reply, RegistryError>,
+    ) {
+        match result {
+            // Another survivor queued them first, or a taker claimed one already.
+            Ok(_) => {}
+            Err(e) if failover::is_lost_race(&e) || e.is_node_exists() => {}
+            Err(e) => {
+                self.failed(&e);
+                return;
+            }
+        }
+        if let Some(dead) = dead {
+            self.departed.remove(&dead);
+        }
+    }
+
+    /// Removes the markers of items that returned, fenced: a marker a failover taker took
+    /// over is no longer ours to remove.
+    pub(super) fn finish_next(&mut self, ctx: &Ctx<'_>) -> Next {
+        let ledger = self.ledger_for_write(ctx);
+        let ops =
+            execution::finish(ctx.view, &self.paths, &self.me, &self.finishing, ledger.as_ref());
+        Next::Request(Pending::Finish(self.finishing.clone()), Request::Txn(ops))
+    }
+
+    pub(super) fn on_finish_reply(
+        &mut self,
+        held: Vec<Held>,
+        result: Result<Reply, RegistryError>,
+    ) {
+        match result {
+            Ok(_) => self.finishing.retain(|h| !held.contains(h)),
+            Err(e) => match execution::lost_marker(&held, &e) {
+                // Taken over (or gone with an ephemeral session): not ours any more.
+                Some(i) => self.finishing.retain(|h| *h != held[i]),
+                None => self.failed(&e),
+            },
+        }
+    }
+
+    /// The items of a launch returned.
+    pub(super) fn on_done(&mut self, launch: LaunchId, report: FireReport, _ctx: &Ctx<'_>) {
+        let Some(flight) = self.in_flight.take_if(|f| f.launch == launch) else { return };
+        for (&item, outcome) in &report.items {
+            let ok = matches!(outcome, ItemOutcome::Completed);
+            let job = self.job().to_owned();
+            self.emit(SchedulerEvent::ItemFinished { job, item, fire_ms: flight.fire_ms, ok });
+        }
+        if let (Some(failure), Some(&item)) = (&report.raised, report.raised_items.first()) {
+            let (job, error) = (self.job().to_owned(), failure.to_string());
+            self.emit(SchedulerEvent::FireFailed { job, fire_ms: flight.fire_ms, item, error });
+        }
+        self.record_once(GuaranteeStage::Completed, flight.fire_ms, &report.completed_items());
+        // Items whose code returned (well or not) ran: their markers go. Items cut short by a
+        // cancellation (this instance lost them, or is stopping past its deadline) keep their
+        // persistent markers: they are orphans for a taker to run again.
+        let keep_cancelled = self.failover_enabled();
+        for held in flight.held {
+            let cancelled =
+                matches!(report.items.get(&held.item), Some(ItemOutcome::Cancelled) | None);
+            if !(keep_cancelled && cancelled) {
+                self.finishing.push(held);
+            }
+        }
+        let _ = flight.kind;
+    }
+
+    /// When nothing runs: failover work first (the older debt: a job that always overruns owes
+    /// a catch-up after every run, which would starve an orphan for good), then the misfire
+    /// catch-up, then a trigger that came while items ran.
+    pub(super) fn idle_next(&mut self, ctx: &Ctx<'_>) -> Next {
+        if self.refusal(ctx).is_some() {
+            return Next::Idle;
+        }
+        if self.failover_enabled() {
+            if let Some(next) = self.claim_next(ctx) {
+                return next;
+            }
+            if let Some((fire_ms, held)) = self.backlog.pop_first() {
+                let items: Vec<u32> = held.iter().map(|h| h.item).collect();
+                self.launch(fire_ms, FireKind::Failover, &items, held, ctx);
+                return Next::Again;
+            }
+        }
+        if self.config.misfire {
+            let owed = execution::misfired(ctx.view, &self.paths, &self.my_items(ctx));
+            if !owed.is_empty() {
+                for (_, garbage) in owed.iter().filter_map(|(n, o)| Some((n, o.as_ref().err()?))) {
+                    let garbage = garbage.clone();
+                    self.report_garbage(&garbage);
+                }
+                // The catch-up answers the latest fire a marker names; markers that name none
+                // (empty, as ElasticJob writes them, or unreadable) owe the latest fire due.
+                let named =
+                    owed.iter().filter_map(|(_, o)| o.as_ref().ok().copied().flatten()).max();
+                let fire_ms = named.unwrap_or_else(|| self.latest_fire_by(ctx.now_ms));
+                let items = owed.iter().map(|&(n, _)| n).collect();
+                self.enqueue(fire_ms, FireKind::Misfire, Some(items));
+                return Next::Again;
+            }
+        }
+        if std::mem::take(&mut self.manual_pending) {
+            self.enqueue(ctx.now_ms, FireKind::Manual, None);
+            return Next::Again;
+        }
+        Next::Idle
+    }
+
+    /// Claims the next item of this instance's share of the failover queue.
+    fn claim_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
+        if self.claim_blocked == Some(ctx.view.revision()) {
+            return None;
+        }
+        let (queue, garbage) = failover::queued(ctx.view, &self.paths);
+        for (item, g) in garbage {
+            if self.reported.insert((self.paths.failover_item(item), g.value.clone())) {
+                self.report_garbage(&g);
+            }
+        }
+        let eligible = sharding::eligible_instances(ctx.view, &self.paths);
+        let share = failover::share_of(&queue, &eligible, &self.me);
+        let (item, entry) = share.into_iter().next()?;
+        let ledger = self.ledger_for_write(ctx).unwrap_or_default();
+        Some(match failover::claim(ctx.view, &self.paths, item, &entry, &self.me, &ledger) {
+            Claim::Take { ops, running_op } => Next::Request(
+                Pending::Claim { item, fire_ms: entry.fire_ms, running_op },
+                Request::Txn(ops),
+            ),
+            Claim::Drop(ops) => Next::Request(Pending::DropEntry, Request::Txn(ops)),
+        })
+    }
+
+    pub(super) fn on_claim_reply(
+        &mut self,
+        item: u32,
+        fire_ms: i64,
+        running_op: usize,
+        result: Result<Reply, RegistryError>,
+        ctx: &Ctx<'_>,
+    ) {
+        match result {
+            Ok(Reply::Txn(results)) => {
+                let version = execution::written_version(&results, running_op);
+                let job = self.job().to_owned();
+                self.emit(SchedulerEvent::FailoverClaimed { job, item, fire_ms });
+                self.backlog.entry(fire_ms).or_default().push(Held {
+                    item,
+                    version,
+                    failed_over: true,
+                });
+            }
+            Ok(_) => {}
+            // Someone else claimed it first: look again once the view shows it.
+            Err(e) if failover::is_lost_race(&e) => self.claim_blocked = Some(ctx.view.revision()),
+            Err(e) => self.failed(&e),
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! Registration: on start and after every new session, the instance puts its nodes in the
+//! registry, queues what an earlier session of it left, asks for a reshard and bids for
+//! leadership.
+
+use super::{Ctx, JobProtocol, Next, Pending, Reply, Request};
+use crate::protocol::execution::{ledger_of, running_owner};
+use crate::protocol::failover::{self, Orphan};
+use crate::protocol::records::{Ledger, Orphaned};
+use crate::registry::{CreateMode, RegistryError, TxnOp};
+
+/// How far registration got.
+#[derive(Debug, Default)]
+pub(super) struct Registration {
+    state: State,
+    /// Whether this is the process's first registration of the job (a restart of the same
+    /// instance id may find what its previous process left).
+    first: bool,
+    /// `sessions_lost` when the instance node was last written.
+    instance_in: Option<u64>,
+    /// A create found a node at our path the view did not show: replace it.
+    must_replace: bool,
+}
+
+#[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
+enum State {
+    /// Not asked to register yet (before `Start`).
+    #[default]
+    Idle,
+    Registering,
+    Done,
+}
+
+/// The registration request outstanding.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Step {
+    Server,
+    Instance,
+    ReplaceInstance,
+    Directory,
+    Leftovers,
+}
+
+impl Registration {
+    pub fn starting() -> Self {
+        Registration {
+            state: State::Registering,
+            first: true,
+            instance_in: None,
+            must_replace: false,
+        }
+    }
+
+    pub fn done(&self) -> bool {
+        self.state != State::Registering
+    }
+
+    pub fn registered(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// The session ended: register again once a new one is there.
+    pub fn lost(&mut self) {
+        if self.state == State::Done {
+            self.state = State::Registering;
+        }
+    }
+
+    /// The `sessions_lost` reading of the last registration, if registered.
+    pub fn registered_in(&self) -> Option<u64> {
+        self.instance_in.filter(|_| self.state == State::Done)
+    }
+}
+
+impl JobProtocol {
+    pub(super) fn register_next(&mut self, ctx: &Ctx<'_>) -> Next {
+        let view = ctx.view;
+        let server = self.paths.server(&self.ip);
+        if !view.exists(&server) {
+            let request = Request::Create {
+                path: server,
+                data: b"ENABLED".to_vec(),
+                mode: CreateMode::Persistent,
+            };
+            return Next::Request(Pending::Register(Step::Server), request);
+        }
+        let instance = self.paths.instance(&self.me);
+        if self.registration.instance_in != Some(ctx.sessions_lost) {
+            let data = self.instance_data();
+            if view.exists(&instance) || self.registration.must_replace {
+                return Next::Request(
+                    Pending::Register(Step::ReplaceInstance),
+                    self.replace_instance(),
+                );
+            }
+            let request = Request::Create { path: instance, data, mode: CreateMode::Ephemeral };
+            return Next::Request(Pending::Register(Step::Instance), request);
+        }
+        if self.failover_enabled() {
+            for dir in [self.paths.ledgers(), self.paths.failover_items()] {
+                if !view.exists(&dir) {
+                    return Next::Request(Pending::Register(Step::Directory), Request::Ensure(dir));
+                }
+            }
+            if let Some(ops) = self.leftovers(ctx) {
+                return Next::Request(Pending::Register(Step::Leftovers), Request::Txn(ops));
+            }
+        }
+        self.registration.state = State::Done;
+        self.registration.first = false;
+        self.members = view.children(&self.paths.instances()).into_iter().collect();
+        self.flag_owed = true;
+        self.arm_after(ctx.now_ms, ctx);
+        self.arm_reconcile(ctx);
+        Next::Again
+    }
+
+    fn instance_data(&self) -> Vec<u8> {
+        crate::protocol::records::InstanceRecord {
+            job_instance_id: self.me.clone(),
+            server_ip: self.ip.clone(),
+        }
+        .encode()
+        .into_bytes()
+    }
+
+    /// Our node from a session that is not gone yet (this process restarted, or the watch has
+    /// not shown its expiry yet), or a twin: replace it.
+    fn replace_instance(&self) -> Request {
+        let path = self.paths.instance(&self.me);
+        Request::Txn(vec![
+            TxnOp::delete(path.clone(), None),
+            TxnOp::create(path, self.instance_data(), CreateMode::Ephemeral),
+        ])
+    }
+
+    /// What an earlier session of this instance left (items it was running, marked with our
+    /// id but not held by this process; and after a restart, with `misfire` on, the fires it
+    /// missed since its last one), as the transaction that queues it and rewrites our ledger.
+    /// The survivors cannot tell: our instance node never went away for them.
+    fn leftovers(&mut self, ctx: &Ctx<'_>) -> Option<Vec<TxnOp>> {
+        let ledger = match ledger_of(ctx.view, &self.paths, &self.me) {
+            None => Ledger::default(),
+            Some(Ok(ledger)) => ledger,
+            Some(Err(garbage)) => {
+                self.report_garbage(&garbage);
+                Ledger::default()
+            }
+        };
+        let held: Vec<u32> = self.held_items();
+        let mut orphans: Vec<Orphan> = (0..self.total())
+            .filter(|n| !held.contains(n))
+            .filter(|&n| {
+                running_owner(ctx.view, &self.paths, n).as_deref() == Some(self.me.as_str())
+            })
+            .map(|item| Orphan {
+                item,
+                fire_ms: ledger
+                    .running
+                    .get(&item)
+                    .copied()
+                    .unwrap_or_else(|| self.latest_fire_by(ctx.now_ms)),
+                rank: 0,
+                why: Orphaned::Interrupted,
+            })
+            .collect();
+        let mut last_fire = ledger.last_fire_ms;
+        if let (true, true, Some(schedule), Some(since)) =
+            (self.registration.first, self.config.misfire, &self.schedule, ledger.last_fire_ms)
+        {
+            let skip: Vec<u32> =
+                orphans.iter().map(|o| o.item).chain(held.iter().copied()).collect();
+            let total = self.total();
+            let missed = failover::missed_since(
+                ctx.view,
+                &self.paths,
+                &self.me,
+                total,
+                schedule,
+                since,
+                ctx.now_ms,
+                &skip,
+            );
+            if let Some(fire) = missed.first().map(|o| o.fire_ms) {
+                last_fire = Some(fire);
+            }
+            orphans.extend(missed);
+        }
+        if orphans.is_empty() {
+            return None;
+        }
+        for (rank, orphan) in orphans.iter_mut().enumerate() {
+            orphan.rank = rank as u64;
+        }
+        let mut ops = failover::queue(ctx.view, &self.paths, &self.me, &orphans);
+        // `queue` removes a departed instance's ledger; ours stays, without the queued items.
+        ops.retain(|op| op.path() != self.paths.ledger(&self.me));
+        let mut next = ledger.clone();
+        for orphan in &orphans {
+            next.running.remove(&orphan.item);
+        }
+        next.last_fire_ms = last_fire;
+        ops.push(crate::protocol::execution::write_ledger(ctx.view, &self.paths, &self.me, &next));
+        Some(ops)
+    }
+
+    /// Items whose markers this process holds (running, returned but not finished, claimed).
+    pub(super) fn held_items(&self) -> Vec<u32> {
+        let flight = self.in_flight.iter().flat_map(|f| f.held.iter());
+        let backlog = self.backlog.values().flatten();
+        flight.chain(&self.finishing).chain(backlog).map(|h| h.item).collect()
+    }
+
+    pub(super) fn on_register_reply(
+        &mut self,
+        step: Step,
+        result: Result<Reply, RegistryError>,
+        ctx: &Ctx<'_>,
+    ) {
+        match (step, result) {
+            (Step::Instance | Step::ReplaceInstance, Ok(_)) => {
+                self.registration.instance_in = Some(ctx.sessions_lost);
+                self.registration.must_replace = false;
+            }
+            // Our old session's node, or a twin's, that the view did not show: replace it.
+            (Step::Instance, Err(RegistryError::NodeExists { .. })) => {
+                self.registration.must_replace = true;
+            }
+            // The node went meanwhile (the old session ended): create it.
+            (Step::ReplaceInstance, Err(e)) if failover::is_lost_race(&e) => {
+                self.registration.must_replace = false;
+            }
+            (Step::Server | Step::Directory, Err(RegistryError::NodeExists { .. })) => {}
+            // The view was behind on a node the leftovers touch: it catches up by the next input.
+            (Step::Leftovers, Err(e)) if failover::is_lost_race(&e) => self.failed(&e),
+            (_, Ok(_)) => {}
+            (_, Err(e)) => self.failed(&e),
+        }
+    }
+}

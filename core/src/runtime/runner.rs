@@ -1,0 +1,338 @@
+//! One job on one instance, the I/O shell around its [`JobProtocol`]: a task that feeds the
+//! protocol the events the driver routes to it, with the view and the time, and performs the
+//! actions it returns (registry requests, timers, launches, events). Jobs are independent
+//! tasks, so a slow registry call of one job never delays another's fire; the driver stays free
+//! of I/O.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::events::{FireKind, SchedulerEvent};
+use super::mailbox;
+use super::timer::TimerKind;
+use super::{Command, Shared};
+use crate::config::{store, JobConfig};
+use crate::cron::CronSchedule;
+use crate::error::Result;
+use crate::job::{ExecutionSource, Executor, FireInfo, FireRequest, Job, ShardingContext};
+use crate::layout::{GuaranteeStage, JobNode};
+use crate::protocol::job::{
+    self, Action, Ctx, Input, JobProtocol, Launch, LaunchId, Reply, Request,
+};
+use crate::registry::{RegistryError, RegistryExt, SessionEvent};
+
+/// What the driver (or the runner itself) tells a runner.
+#[derive(Debug)]
+pub(crate) enum JobEvent {
+    /// The schedule fell due.
+    Fire {
+        fire_ms: i64,
+    },
+    /// Time for the leader's periodic check of the assignment.
+    Reconcile,
+    /// A wait the protocol armed reached its deadline.
+    Wait,
+    /// A node of the job's subtree changed; the cache already shows the change.
+    Changed(JobNode),
+    /// The cache was replaced by a snapshot.
+    Resynced,
+    Session(SessionEvent),
+    /// The items of a launch returned.
+    Done {
+        launch: LaunchId,
+        report: Box<crate::job::FireReport>,
+    },
+    /// Stop gracefully: finish running items (at most until the deadline), leave the registry.
+    Stop {
+        reason: String,
+        reply: Option<oneshot::Sender<()>>,
+    },
+}
+
+pub(crate) struct JobRunner {
+    shared: Arc<Shared>,
+    protocol: JobProtocol,
+    job: Job,
+    config: JobConfig,
+    /// Runs the items, with this job's error handler and the scheduler's listeners.
+    executor: Arc<Executor>,
+    mailbox: mailbox::Receiver<JobEvent>,
+    me: mailbox::Sender<JobEvent>,
+    /// The cancellation of each launch still running.
+    launches: BTreeMap<LaunchId, CancellationToken>,
+    /// Who asked for the stop, told once the job has stopped.
+    stop_replies: Vec<oneshot::Sender<()>>,
+}
+
+impl std::fmt::Debug for JobRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobRunner").field("job", &self.protocol.job()).finish()
+    }
+}
+
+impl JobRunner {
+    /// Publishes the config and registers this instance for the job. On success the runner is
+    /// ready to [`run`](Self::run); the registry is untouched if the config is invalid.
+    pub async fn start(
+        shared: Arc<Shared>,
+        config: JobConfig,
+        job: Job,
+        mailbox: mailbox::Receiver<JobEvent>,
+        me: mailbox::Sender<JobEvent>,
+    ) -> Result<Box<Self>> {
+        let registry = shared.registry.as_ref();
+        let config = store::publish(registry, &config, &shared.known).await?;
+        let schedule = schedule_of(&config)?;
+        let executor = Arc::new(executor_for(&shared, &config)?);
+        let settings = job::Settings {
+            sharding_timeout_ms: millis(shared.settings.sharding_timeout),
+            shutdown_timeout_ms: millis(shared.settings.shutdown_timeout),
+            once_listeners: !shared.once_listeners.is_empty(),
+            strategies: shared.settings.strategies.clone(),
+            known: shared.known.clone(),
+            ..job::Settings::default()
+        };
+        let instance = &shared.instance;
+        let protocol =
+            JobProtocol::new(instance.as_str(), instance.ip(), config.clone(), schedule, settings);
+        let mut runner = Box::new(JobRunner {
+            shared,
+            protocol,
+            job,
+            config,
+            executor,
+            mailbox,
+            me,
+            launches: BTreeMap::new(),
+            stop_replies: Vec::new(),
+        });
+        runner.feed(Input::Start).await;
+        if !runner.protocol.registered() {
+            // Leave no instance node behind for a job this scheduler will not run: the leader
+            // would give it items that nobody runs. Best effort: the error that matters is the
+            // registration's.
+            let error = runner
+                .protocol
+                .take_error()
+                .unwrap_or_else(|| "registration did not complete".into());
+            let node = crate::layout::JobPaths::new(runner.protocol.job())
+                .instance(runner.shared.instance.as_str());
+            if let Err(cleanup) = runner.shared.registry.delete_if_exists(&node).await {
+                tracing::warn!(job = runner.protocol.job(), error = %cleanup, "could not remove the instance node of a job that failed to start");
+            }
+            runner.shared.cache.update(|c| c.deleted(&node));
+            return Err(crate::error::Error::Refused {
+                job: runner.protocol.job().to_owned(),
+                reason: error,
+            });
+        }
+        Ok(runner)
+    }
+
+    /// Processes events until the job stops.
+    pub async fn run(mut self: Box<Self>) {
+        while let Some(event) = self.mailbox.recv().await {
+            let input = match event {
+                JobEvent::Fire { fire_ms } => Input::FireDue { fire_ms },
+                JobEvent::Reconcile => Input::ReconcileDue,
+                JobEvent::Wait => Input::WaitDue,
+                JobEvent::Changed(node) => Input::Changed(node),
+                JobEvent::Resynced => Input::Resynced,
+                JobEvent::Session(event) => Input::Session(event),
+                JobEvent::Done { launch, report } => {
+                    self.launches.remove(&launch);
+                    Input::Done { launch, report }
+                }
+                JobEvent::Stop { reason, reply } => {
+                    self.stop_replies.extend(reply);
+                    Input::Stop { reason }
+                }
+            };
+            // Boxed: the handling of an event is a large future, and unboxed it would be part
+            // of every idle runner's (< 10 KiB per job). One allocation per event.
+            Box::pin(self.feed(input)).await;
+            if self.protocol.stopped() {
+                break;
+            }
+        }
+        for reply in self.stop_replies.drain(..) {
+            let _ = reply.send(());
+        }
+    }
+
+    /// Steps the protocol on `input`, then on the reply of every request it asks for, until
+    /// it waits for something else.
+    async fn feed(&mut self, input: Input) {
+        let mut actions = self.step(input);
+        while !actions.is_empty() {
+            let mut replies = Vec::new();
+            for action in actions {
+                if let Some(reply) = self.perform(action).await {
+                    replies.push(reply);
+                }
+            }
+            actions = Vec::new();
+            for reply in replies {
+                actions.extend(self.step(reply));
+            }
+        }
+    }
+
+    fn step(&mut self, input: Input) -> Vec<Action> {
+        let now_ms = self.shared.handles.clock.now_ms();
+        let sessions_lost = self.shared.sessions_expired.load(Ordering::SeqCst);
+        let view = self.shared.cache.read();
+        let ctx = Ctx { view: &view, now_ms, sessions_lost };
+        self.protocol.step(input, &ctx)
+    }
+
+    /// Performs one action; a registry request's reply comes back as the next input.
+    async fn perform(&mut self, action: Action) -> Option<Input> {
+        let name = || self.protocol.job().to_owned();
+        match action {
+            Action::Request { op, request } => {
+                let result = self.request(request).await;
+                return Some(Input::Reply { op, result });
+            }
+            Action::ArmFire(at_ms) => {
+                self.shared.command(Command::Arm { job: name(), kind: TimerKind::Fire, at_ms })
+            }
+            Action::ArmReconcile(at_ms) => {
+                self.shared.command(Command::Arm { job: name(), kind: TimerKind::Reconcile, at_ms })
+            }
+            Action::ArmWait(at_ms) => {
+                self.shared.command(Command::Arm { job: name(), kind: TimerKind::Wait, at_ms })
+            }
+            Action::Launch(launch) => self.launch(launch),
+            Action::Cancel(launch) => {
+                if let Some(cancel) = self.launches.get(&launch) {
+                    cancel.cancel();
+                }
+            }
+            Action::Emit(event) => self.shared.events.emit(event),
+            Action::RunOnceListeners { stage, fire_ms } => {
+                let listeners = self.shared.once_listeners.clone();
+                let job = name();
+                self.shared.handles.spawner.spawn(Box::pin(async move {
+                    for listener in listeners {
+                        match stage {
+                            GuaranteeStage::Started => listener.all_started(&job, fire_ms).await,
+                            GuaranteeStage::Completed => {
+                                listener.all_completed(&job, fire_ms).await
+                            }
+                        }
+                    }
+                }));
+            }
+            Action::UseConfig(config) => match executor_for(&self.shared, &config) {
+                Ok(executor) => {
+                    self.executor = Arc::new(executor);
+                    self.config = *config;
+                }
+                Err(e) => self
+                    .shared
+                    .events
+                    .emit(SchedulerEvent::ConfigRejected { job: name(), reason: e.to_string() }),
+            },
+            Action::Stopped => self.shared.command(Command::Forget { job: name() }),
+        }
+        None
+    }
+
+    /// Performs a registry request, recording what it changed in the view at once (read your
+    /// own writes) before the watch delivers it.
+    async fn request(&self, request: Request) -> std::result::Result<Reply, RegistryError> {
+        let registry = self.shared.registry.as_ref();
+        let cache = &self.shared.cache;
+        match request {
+            Request::Txn(ops) => {
+                let results = registry.transaction(ops.clone()).await?;
+                cache.update(|c| c.committed(&ops, &results));
+                Ok(Reply::Txn(results))
+            }
+            Request::Create { path, data, mode } => {
+                let created = registry.create(&path, &data, mode).await?;
+                cache.update(|c| c.wrote(&created, &data, 0, mode.is_ephemeral()));
+                Ok(Reply::Created)
+            }
+            Request::Ensure(path) => {
+                if registry.ensure(&path).await? {
+                    cache.update(|c| c.wrote(&path, b"", 0, false));
+                }
+                Ok(Reply::Ensured)
+            }
+            Request::Get(path) => Ok(Reply::Node(registry.get(&path).await?)),
+            Request::Children(path) => {
+                Ok(Reply::Children(registry.children_or_empty(&path).await?))
+            }
+            Request::RegistryTime => Ok(Reply::Time(registry.registry_time().await?)),
+        }
+    }
+
+    fn launch(&mut self, launch: Launch) {
+        let cancel = CancellationToken::new();
+        let config = &self.config;
+        let item_parameters = config.item_parameters().unwrap_or_default();
+        let total = config.checked_total_count().unwrap_or(1);
+        let source = match launch.kind {
+            FireKind::Scheduled => ExecutionSource::Normal,
+            FireKind::Misfire => ExecutionSource::Misfire,
+            FireKind::Manual => ExecutionSource::Manual,
+            FireKind::Failover => ExecutionSource::Failover,
+        };
+        let info = FireInfo {
+            job_name: config.job_name.clone(),
+            instance: self.shared.instance.as_str().to_owned(),
+            fire_time_ms: launch.fire_ms,
+            source,
+            items: launch.items.iter().map(|&(n, _)| n).collect(),
+        };
+        let job_parameter = config.job_parameter.clone().unwrap_or_default();
+        let contexts: Vec<ShardingContext> = launch
+            .items
+            .iter()
+            .map(|&(item, token)| {
+                let parameter = item_parameters.get(&item).cloned().unwrap_or_default();
+                ShardingContext::new(&info, total, job_parameter.clone(), item, parameter)
+                    .with_fencing(token, cancel.child_token())
+            })
+            .collect();
+        let request = FireRequest {
+            info,
+            contexts,
+            max_parallel_items: self.shared.settings.max_parallel_items,
+        };
+        let executor = self.executor.clone();
+        let job = self.job.clone();
+        let me = self.me.clone();
+        let id = launch.id;
+        self.launches.insert(id, cancel);
+        self.shared.handles.spawner.spawn(Box::pin(async move {
+            let report = executor.run(&job, request).await;
+            let _ = me.send(JobEvent::Done { launch: id, report: Box::new(report) });
+        }));
+    }
+}
+
+fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
+}
+
+fn executor_for(shared: &Shared, config: &JobConfig) -> Result<Executor> {
+    let handler = shared.error_handlers.resolve(config.job_error_handler_type.as_deref())?.clone();
+    let executor = Executor::new(shared.handles.clone()).with_error_handler(handler);
+    Ok(shared.listeners.iter().cloned().fold(executor, Executor::with_listener))
+}
+
+fn schedule_of(config: &JobConfig) -> Result<Option<CronSchedule>> {
+    match config.cron_expression() {
+        Some(cron) => {
+            Ok(Some(CronSchedule::parse(cron, config.time_zone.as_deref().unwrap_or(""))?))
+        }
+        None => Ok(None),
+    }
+}
