@@ -176,14 +176,14 @@ async fn a_leader_crash_during_resharding_is_survived() {
     until(&cluster, 10).await;
     let b = cluster.instance_opts("10.0.0.2", short_sessions()).await;
     b.scheduler.add_job(config(4, true), working(1)).await.unwrap();
-    // A (the leader) becomes slow: its reshard at +20 s creates `processing` at +25 s, and it dies
-    // at +27 s in the middle of its commit.
+    // A (the leader) becomes slow: its reshard commit at +20 s is still on its way at +27 s,
+    // when it dies.
     until(&cluster, 18).await;
     cluster.server.set_latency(a.client_id(), Duration::from_secs(5));
     until(&cluster, 27).await;
-    let processing =
-        cluster.client().exists(&format!("/{JOB}/leader/sharding/processing")).await.unwrap();
-    assert!(processing, "the leader was resharding when it died");
+    let flagged =
+        cluster.client().exists(&format!("/{JOB}/leader/sharding/necessary")).await.unwrap();
+    assert!(flagged, "the leader was resharding when it died");
     cluster.crash(&a);
     until(&cluster, 45).await;
     assert!(owners_at(&cluster, 40).iter().all(|(_, i)| *i == b.id()));
@@ -267,6 +267,7 @@ async fn operator_shutdown_fails_the_running_items_over_at_once() {
     JobOperations::new(&client).shutdown(JOB, Some(&target.id())).await.unwrap();
     // (the catch-up of the long items for the fire at +20 s, skipped while they ran, ends at +28.5 s)
     until(&cluster, 29).await;
+    cluster.dump();
     let retaken: Vec<i64> = cluster
         .runs(JOB)
         .into_iter()
@@ -408,7 +409,7 @@ async fn a_fire_costs_one_transaction_to_start_and_one_to_finish() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn reconcile_repairs_an_item_without_a_live_owner() {
+async fn an_item_left_to_a_ghost_owner_is_resharded() {
     let cluster = TestCluster::new(36);
     let mut c = config(4, false);
     c.cron = Some("0 0/2 * * * ?".into());
@@ -420,12 +421,17 @@ async fn reconcile_repairs_an_item_without_a_live_owner() {
     // Someone (a bug, an operator) leaves an item to a ghost, without flagging a reshard.
     client.set(&format!("/{JOB}/sharding/2/instance"), b"10.9.9.9@-@1", None).await.unwrap();
     until(&cluster, 125).await;
-    let reconciled = cluster
+    // The leader sees the owner node change and flags a reshard at once (reporting the node),
+    // rather than at its next reconcile.
+    let reported = cluster
         .events()
         .iter()
-        .filter(|r| matches!(r.event, SchedulerEvent::Reconciled { .. }))
+        .filter(|r| {
+            matches!(&r.event, SchedulerEvent::RegistryGarbage { path, .. }
+                if path == &format!("/{JOB}/sharding/2/instance"))
+        })
         .count();
-    assert_eq!(reconciled, 1, "the leader's reconcile flagged it once");
+    assert_eq!(reported, 1, "the leader reported the ghost owner once");
     // The next fire (+160 s) reshards: the ghost's item has a live owner again and runs.
     until(&cluster, 165).await;
     cluster.assert_each_item_once(JOB, &[160], 4);

@@ -177,6 +177,9 @@ impl JobRunner {
             }
             actions = Vec::new();
             for reply in replies {
+                // Let the driver apply the watch events that arrived meanwhile first: the
+                // protocol decides its next request on the view.
+                tokio::task::yield_now().await;
                 actions.extend(self.step(reply));
             }
         }

@@ -256,10 +256,9 @@ impl JobProtocol {
                 None => self.abdicate_owed = false,
             }
         }
-        if leader.is_none()
-            && !self.server_disabled(ctx)
-            && self.bid_blocked != Some(ctx.view.revision())
-        {
+        let wanted = self.bid_owed || leader.is_none();
+        if wanted && !self.server_disabled(ctx) && self.bid_blocked != Some(ctx.view.revision()) {
+            self.bid_owed = false;
             let request = Request::Create {
                 path: self.paths.leader_instance(),
                 data: self.me.as_bytes().to_vec(),
@@ -341,7 +340,9 @@ impl JobProtocol {
             }
             // The view was behind: whoever wrote the flag may have raised it before the change
             // we raise it for. Read it, and raise over what is there.
-            (FlagStep::FromView, Err(e)) if e.transaction_failure().is_some() || e.is_node_exists() => {
+            (FlagStep::FromView, Err(e))
+                if e.transaction_failure().is_some() || e.is_node_exists() =>
+            {
                 self.then = Some(read());
             }
             // Lost to a raise that came after our read, so after our change: done.
@@ -349,7 +350,10 @@ impl JobProtocol {
                 if e.is_node_exists()
                     || matches!(
                         e.transaction_failure(),
-                        Some((_, RegistryError::BadVersion { .. } | RegistryError::NodeExists { .. }))
+                        Some((
+                            _,
+                            RegistryError::BadVersion { .. } | RegistryError::NodeExists { .. }
+                        ))
                     ) =>
             {
                 self.flag_owed = false;

@@ -126,6 +126,12 @@ impl JobProtocol {
                 self.manual_pending = true;
                 return Decision::Drop;
             }
+            if f.kind == FireKind::Misfire {
+                // The catch-up cannot start (an item still runs somewhere): its markers stay,
+                // and it is tried again once the view changes.
+                self.catch_up_blocked = Some(view.revision());
+                return Decision::Drop;
+            }
             // As ElasticJob: every item this instance owns owes the skipped fire one catch-up.
             return self.misfire(f, ctx);
         }
@@ -195,6 +201,16 @@ impl JobProtocol {
             return Decision::Skip(SkipReason::Late);
         }
         let mut items = self.my_items(ctx);
+        if f.kind == FireKind::Misfire {
+            // A catch-up is decided under the current assignment: the misfire markers follow
+            // the items to their new owners, so which items owe one (and the fire they owe)
+            // is read now, not when the catch-up was queued.
+            let Some((fire_ms, owed)) = self.owed_catch_up(&items, ctx) else {
+                return Decision::Drop;
+            };
+            f.fire_ms = fire_ms;
+            items = owed;
+        }
         if let Some(only) = &f.only {
             items.retain(|n| only.contains(n));
         }

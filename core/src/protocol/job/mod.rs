@@ -175,6 +175,7 @@ pub struct JobProtocol {
     /// Instances seen leaving whose leftovers are not queued yet.
     departed: BTreeSet<String>,
     flag_owed: bool,
+    bid_owed: bool,
     abdicate_owed: bool,
     trigger_owed: bool,
     clear_queue_owed: bool,
@@ -202,6 +203,8 @@ pub struct JobProtocol {
     bid_blocked: Option<u64>,
     /// A claim lost to another taker the view did not show yet: likewise.
     claim_blocked: Option<u64>,
+    /// A catch-up that could not start: none again until the view changes.
+    catch_up_blocked: Option<u64>,
     flag_attempts: u32,
     last_error: Option<String>,
     /// Garbage already reported (path and value), so that each corruption is reported once.
@@ -238,6 +241,7 @@ impl JobProtocol {
             members: BTreeSet::new(),
             departed: BTreeSet::new(),
             flag_owed: false,
+            bid_owed: false,
             abdicate_owed: false,
             trigger_owed: false,
             clear_queue_owed: false,
@@ -256,6 +260,7 @@ impl JobProtocol {
             then: None,
             bid_blocked: None,
             claim_blocked: None,
+            catch_up_blocked: None,
             flag_attempts: 0,
             last_error: None,
             reported: BTreeSet::new(),
@@ -330,7 +335,9 @@ impl JobProtocol {
                 Next::Idle => break,
             }
         }
-        let deadline = self.wait_deadline();
+        // A deadline already past was handled by the look above, or waits behind a higher
+        // priority that the next input moves on: arming it would only wake the job for nothing.
+        let deadline = self.wait_deadline().filter(|&at| at > ctx.now_ms);
         if deadline != self.armed_wait {
             self.armed_wait = deadline;
             self.actions.push(Action::ArmWait(deadline));
@@ -422,6 +429,8 @@ impl JobProtocol {
                 self.on_claim_reply(item, fire_ms, running_op, result, ctx)
             }
             Pending::DropEntry => {
+                // Look at the queue again once the view shows the entry gone.
+                self.claim_blocked = Some(ctx.view.revision());
                 self.tolerate(result, super::failover::is_lost_race);
             }
             Pending::Once(step) => self.on_once_reply(step, result),

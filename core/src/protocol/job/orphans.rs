@@ -132,28 +132,47 @@ impl JobProtocol {
                 return Next::Again;
             }
         }
-        if self.config.misfire {
-            let owed = execution::misfired(ctx.view, &self.paths, &self.my_items(ctx));
-            if !owed.is_empty() {
-                for (_, garbage) in owed.iter().filter_map(|(n, o)| Some((n, o.as_ref().err()?))) {
-                    let garbage = garbage.clone();
-                    self.report_garbage(&garbage);
-                }
-                // The catch-up answers the latest fire a marker names; markers that name none
-                // (empty, as ElasticJob writes them, or unreadable) owe the latest fire due.
-                let named =
-                    owed.iter().filter_map(|(_, o)| o.as_ref().ok().copied().flatten()).max();
-                let fire_ms = named.unwrap_or_else(|| self.latest_fire_by(ctx.now_ms));
-                let items = owed.iter().map(|&(n, _)| n).collect();
-                self.enqueue(fire_ms, FireKind::Misfire, Some(items));
-                return Next::Again;
-            }
+        if self.config.misfire
+            && self.catch_up_blocked != Some(ctx.view.revision())
+            && self.owed_catch_up(&self.my_items(ctx), ctx).is_some()
+        {
+            self.enqueue(ctx.now_ms, FireKind::Misfire, None);
+            return Next::Again;
         }
         if std::mem::take(&mut self.manual_pending) {
             self.enqueue(ctx.now_ms, FireKind::Manual, None);
             return Next::Again;
         }
         Next::Idle
+    }
+
+    /// The catch-up `items` owe, if any: the latest fire their misfire markers name (markers
+    /// that name none, empty as ElasticJob writes them or unreadable, owe the latest fire due),
+    /// and the items that owe one.
+    pub(super) fn owed_catch_up(
+        &mut self,
+        items: &[u32],
+        ctx: &Ctx<'_>,
+    ) -> Option<(i64, Vec<u32>)> {
+        let owed = execution::misfired(ctx.view, &self.paths, items);
+        if owed.is_empty() {
+            return None;
+        }
+        for (n, o) in &owed {
+            if let Err(garbage) = o {
+                let key = (
+                    self.paths.item_node(*n, crate::layout::ItemNode::Misfire),
+                    garbage.value.clone(),
+                );
+                if self.reported.insert(key) {
+                    let garbage = garbage.clone();
+                    self.report_garbage(&garbage);
+                }
+            }
+        }
+        let named = owed.iter().filter_map(|(_, o)| o.as_ref().ok().copied().flatten()).max();
+        let fire_ms = named.unwrap_or_else(|| self.latest_fire_by(ctx.now_ms));
+        Some((fire_ms, owed.iter().map(|&(n, _)| n).collect()))
     }
 
     /// Claims the next item of this instance's share of the failover queue.

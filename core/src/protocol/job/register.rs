@@ -17,8 +17,12 @@ pub(super) struct Registration {
     first: bool,
     /// `sessions_lost` when the instance node was last written.
     instance_in: Option<u64>,
-    /// A create found a node at our path the view did not show: replace it.
-    must_replace: bool,
+    /// How the next write of the instance node goes: a replace when a node is (or was found)
+    /// at our path, a create otherwise. Decided by the last reply, not by the view alone,
+    /// which may be behind on the old node's deletion.
+    replace: Option<bool>,
+    /// Writes of the instance node that lost a race since the last success.
+    attempts: u32,
 }
 
 #[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
@@ -46,7 +50,8 @@ impl Registration {
             state: State::Registering,
             first: true,
             instance_in: None,
-            must_replace: false,
+            replace: None,
+            attempts: 0,
         }
     }
 
@@ -86,7 +91,8 @@ impl JobProtocol {
         let instance = self.paths.instance(&self.me);
         if self.registration.instance_in != Some(ctx.sessions_lost) {
             let data = self.instance_data();
-            if view.exists(&instance) || self.registration.must_replace {
+            let replace = self.registration.replace.unwrap_or_else(|| view.exists(&instance));
+            if replace {
                 return Next::Request(
                     Pending::Register(Step::ReplaceInstance),
                     self.replace_instance(),
@@ -109,6 +115,9 @@ impl JobProtocol {
         self.registration.first = false;
         self.members = view.children(&self.paths.instances()).into_iter().collect();
         self.flag_owed = true;
+        // A bid at every registration, whatever the view shows: the view may not show yet
+        // that the leader's node went with its session.
+        self.bid_owed = true;
         self.arm_after(ctx.now_ms, ctx);
         self.arm_reconcile(ctx);
         Next::Again
@@ -203,6 +212,24 @@ impl JobProtocol {
         Some(ops)
     }
 
+    /// A write of the instance node lost a race: try the other way, a bounded number of times.
+    fn instance_raced(&mut self, replace: bool) {
+        self.registration.attempts += 1;
+        self.registration.replace = Some(replace);
+        if self.registration.attempts >= INSTANCE_ATTEMPTS {
+            self.registration.attempts = 0;
+            self.registration.replace = None;
+            let e = RegistryError::Backend {
+                backend: "shardcron",
+                op: crate::registry::Op::Create,
+                path: self.paths.instance(&self.me),
+                message: "the instance node kept changing under this instance's writes; retried on the next event".into(),
+                retryable: true,
+            };
+            self.failed(&e);
+        }
+    }
+
     /// Items whose markers this process holds (running, returned but not finished, claimed).
     pub(super) fn held_items(&self) -> Vec<u32> {
         let flight = self.in_flight.iter().flat_map(|f| f.held.iter());
@@ -219,15 +246,14 @@ impl JobProtocol {
         match (step, result) {
             (Step::Instance | Step::ReplaceInstance, Ok(_)) => {
                 self.registration.instance_in = Some(ctx.sessions_lost);
-                self.registration.must_replace = false;
+                self.registration.replace = None;
+                self.registration.attempts = 0;
             }
-            // Our old session's node, or a twin's, that the view did not show: replace it.
-            (Step::Instance, Err(RegistryError::NodeExists { .. })) => {
-                self.registration.must_replace = true;
-            }
-            // The node went meanwhile (the old session ended): create it.
+            // Our old session's node, or a twin's, that the view did not show: replace it; or
+            // the node went meanwhile (the old session ended): create it.
+            (Step::Instance, Err(RegistryError::NodeExists { .. })) => self.instance_raced(true),
             (Step::ReplaceInstance, Err(e)) if failover::is_lost_race(&e) => {
-                self.registration.must_replace = false;
+                self.instance_raced(false)
             }
             (Step::Server | Step::Directory, Err(RegistryError::NodeExists { .. })) => {}
             // The view was behind on a node the leftovers touch: it catches up by the next input.
@@ -237,3 +263,6 @@ impl JobProtocol {
         }
     }
 }
+
+/// How often the instance node's write is retried against races before waiting for an input.
+const INSTANCE_ATTEMPTS: u32 = 8;
