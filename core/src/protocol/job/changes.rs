@@ -198,9 +198,7 @@ impl JobProtocol {
                 // Our ephemeral nodes and leadership are gone: running items may now be taken
                 // over elsewhere, so tell them to stop. Their markers (persistent with failover
                 // on) stay ours to finish or to hand over when we are back.
-                if let Some(flight) = &self.in_flight {
-                    self.actions.push(super::Action::Cancel(flight.launch));
-                }
+                self.cancel_in_flight();
                 self.registration.lost();
                 self.outstanding = None;
                 self.then = None;
@@ -401,9 +399,7 @@ impl JobProtocol {
                 if self.registration.registered_in() == Some(ctx.sessions_lost) =>
             {
                 // The survivors take our running items over at once: cancel them now.
-                if let Some(flight) = &self.in_flight {
-                    self.actions.push(super::Action::Cancel(flight.launch));
-                }
+                self.cancel_in_flight();
                 self.on_stop("instance node removed by an operator".to_owned(), ctx);
             }
             Ok(_) => {}

@@ -122,7 +122,8 @@ impl JobProtocol {
             return Decision::Skip(reason);
         }
         if self.in_flight.is_some() || f.misfired {
-            if f.kind == FireKind::Manual {
+            if f.kind == FireKind::Manual && !f.misfired {
+                // A trigger while this instance runs: it runs once the run ends.
                 self.manual_pending = true;
                 return Decision::Drop;
             }
@@ -429,7 +430,7 @@ impl JobProtocol {
             self.emit(SchedulerEvent::ItemStarted { job, item, fire_ms, kind, token });
             with_tokens.push((item, token));
         }
-        self.in_flight = Some(InFlight { launch: id, fire_ms, kind, held });
+        self.in_flight = Some(InFlight { launch: id, fire_ms, kind, held, cancelled: false });
         self.actions.push(Action::Launch(Launch { id, fire_ms, kind, items: with_tokens }));
         self.record_once(GuaranteeStage::Started, fire_ms, items);
     }

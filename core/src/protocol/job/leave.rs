@@ -90,8 +90,8 @@ impl JobProtocol {
                     set(self, Phase::Leaving);
                     Next::Again
                 }
-                Some(flight) if ctx.now_ms >= deadline => {
-                    self.actions.push(Action::Cancel(flight.launch));
+                Some(_) if ctx.now_ms >= deadline => {
+                    self.cancel_in_flight();
                     set(self, Phase::Grace { until: ctx.now_ms + self.settings.cancel_grace_ms });
                     Next::Again
                 }

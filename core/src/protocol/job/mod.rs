@@ -151,6 +151,9 @@ struct InFlight {
     kind: FireKind,
     /// The markers this run holds (empty without `monitorExecution`).
     held: Vec<Held>,
+    /// The run was told to stop (this instance may have lost its items): whatever its items
+    /// return, they may not have done their work, so they count as interrupted.
+    cancelled: bool,
 }
 
 /// One job on one instance; see the module documentation.
@@ -452,6 +455,15 @@ impl JobProtocol {
                 self.failed(&e);
                 false
             }
+        }
+    }
+
+    /// Tells the run in flight to stop: this instance may have lost its items.
+    fn cancel_in_flight(&mut self) {
+        if let Some(flight) = self.in_flight.as_mut() {
+            flight.cancelled = true;
+            let launch = flight.launch;
+            self.actions.push(Action::Cancel(launch));
         }
     }
 

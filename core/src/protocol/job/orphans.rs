@@ -106,13 +106,12 @@ impl JobProtocol {
         // persistent markers: they are orphans for a taker to run again.
         let keep_cancelled = self.failover_enabled();
         for held in flight.held {
-            let cancelled =
-                matches!(report.items.get(&held.item), Some(ItemOutcome::Cancelled) | None);
+            let cancelled = flight.cancelled
+                || matches!(report.items.get(&held.item), Some(ItemOutcome::Cancelled) | None);
             if !(keep_cancelled && cancelled) {
                 self.finishing.push(held);
             }
         }
-        let _ = flight.kind;
     }
 
     /// When nothing runs: failover work first (the older debt: a job that always overruns owes

@@ -23,6 +23,8 @@ pub(super) struct Registration {
     replace: Option<bool>,
     /// Writes of the instance node that lost a race since the last success.
     attempts: u32,
+    /// What an earlier session left is queued (by us, or by the survivors first).
+    leftovers_done: bool,
 }
 
 #[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
@@ -52,6 +54,7 @@ impl Registration {
             instance_in: None,
             replace: None,
             attempts: 0,
+            leftovers_done: false,
         }
     }
 
@@ -68,6 +71,7 @@ impl Registration {
         if self.state == State::Done {
             self.state = State::Registering;
         }
+        self.leftovers_done = false;
     }
 
     /// The `sessions_lost` reading of the last registration, if registered.
@@ -107,7 +111,7 @@ impl JobProtocol {
                     return Next::Request(Pending::Register(Step::Directory), Request::Ensure(dir));
                 }
             }
-            if let Some(ops) = self.leftovers(ctx) {
+            if let Some(ops) = self.leftovers(ctx).filter(|_| !self.registration.leftovers_done) {
                 return Next::Request(Pending::Register(Step::Leftovers), Request::Txn(ops));
             }
         }
@@ -256,8 +260,11 @@ impl JobProtocol {
                 self.instance_raced(false)
             }
             (Step::Server | Step::Directory, Err(RegistryError::NodeExists { .. })) => {}
-            // The view was behind on a node the leftovers touch: it catches up by the next input.
-            (Step::Leftovers, Err(e)) if failover::is_lost_race(&e) => self.failed(&e),
+            // The survivors saw our node go and queued what our earlier session left first.
+            (Step::Leftovers, Err(e)) if failover::is_lost_race(&e) => {
+                self.registration.leftovers_done = true;
+            }
+            (Step::Leftovers, Ok(_)) => self.registration.leftovers_done = true,
             (_, Ok(_)) => {}
             (_, Err(e)) => self.failed(&e),
         }
