@@ -39,7 +39,7 @@ pub(crate) struct Session {
     pub root: zk::Client,
     /// ZooKeeper's session id, as the contract reports it.
     pub id: u64,
-    /// When the request that opened the session was sent: its first contact for the lease.
+    /// When the last request of the opening (answered) was sent: the lease's first contact.
     pub opened_at: Instant,
 }
 
@@ -60,7 +60,6 @@ impl Session {
 /// bounded by the connect timeout.
 pub(crate) async fn open(options: &ZkOptions) -> Result<Session> {
     let namespace = options.namespace_path();
-    let opened_at = Instant::now();
     let attempt = async {
         let mut connector = zk::Client::connector()
             .with_session_timeout(options.session_timeout)
@@ -78,6 +77,9 @@ pub(crate) async fn open(options: &ZkOptions) -> Result<Session> {
             }
         })?;
         ensure_namespace(&root, &namespace, options).await?;
+        // The last request of the opening is the session's first contact for the lease (the
+        // connect request itself may have waited out a partition before it got through).
+        let opened_at = Instant::now();
         check_write_access(&root, &namespace, options).await?;
         let id = root.session_id().0 as u64;
         let ns =

@@ -136,10 +136,8 @@ async fn forward(client: TcpStream, upstream: String, mut modes: watch::Receiver
 async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut modes: watch::Receiver<Mode>) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let n = match from.read(&mut buf).await {
-            Ok(n) => n,
-            Err(_) => 0,
-        };
+        // A read error ends the direction like a close.
+        let n: usize = from.read(&mut buf).await.unwrap_or_default();
         if !flowing(&mut modes).await {
             return;
         }
