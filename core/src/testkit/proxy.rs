@@ -124,6 +124,10 @@ async fn forward(client: TcpStream, upstream: String, mut modes: watch::Receiver
         return;
     }
     let Ok(server) = TcpStream::connect(&upstream).await else { return };
+    // Forward each chunk at once: with Nagle's algorithm on the proxy's two legs, small
+    // request/answer exchanges wait for delayed acknowledgements (tens of ms each).
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
     tokio::join!(
