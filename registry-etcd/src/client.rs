@@ -12,6 +12,7 @@ use etcd_client::{
 };
 use parking_lot::Mutex;
 use shardcron_core::handles::{Clock, SystemClock};
+use shardcron_core::registry::lease::LeaseClock;
 use shardcron_core::registry::recipes::{SequentialLatch, SequentialMutex};
 use shardcron_core::registry::{
     path, Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op,
@@ -114,8 +115,14 @@ impl EtcdRegistry {
         }
         let ttl = options.ttl_secs();
         let mut granting = lease_client.clone();
+        let clock = LeaseClock::new(options.lease_margin);
+        let sent = tokio::time::Instant::now();
         let lease = match tokio::time::timeout(timeout, granting.grant(ttl, None)).await {
-            Ok(Ok(granted)) => granted.id(),
+            Ok(Ok(granted)) => {
+                let granted_ttl = session::granted_ttl(granted.ttl());
+                clock.start(session::session_id(granted.id()), granted_ttl, sent);
+                granted.id()
+            }
             Ok(Err(e)) => return Err(explain_connect(map(e, Op::Connect, &at), &options)),
             Err(_) => {
                 return Err(RegistryError::Timeout { op: Op::Connect, path: at, after: timeout })
@@ -123,7 +130,14 @@ impl EtcdRegistry {
         };
         let session = Session::new(lease);
         let (shutdown, shutdown_rx) = watch::channel(false);
-        tokio::spawn(session::run(lease_client.clone(), session.clone(), ttl, lease, shutdown_rx));
+        tokio::spawn(session::run(
+            lease_client.clone(),
+            session.clone(),
+            clock,
+            ttl,
+            lease,
+            shutdown_rx,
+        ));
         tracing::debug!(endpoints = %at, namespace = keys.namespace(), lease, "etcd registry connected");
         Ok(EtcdRegistry {
             inner: Arc::new(Shared {
@@ -160,6 +174,10 @@ impl EtcdRegistry {
     ) -> Result<T> {
         if self.inner.session.is_closed() {
             return Err(RegistryError::Closed { op, path: path.to_owned() });
+        }
+        // A lost session is never used again; the new one comes with `Connected`.
+        if self.inner.session.is_lost() {
+            return Err(RegistryError::ConnectionLoss { op, path: path.to_owned() });
         }
         let after = self.inner.options.operation_timeout;
         let result = match tokio::time::timeout(after, work).await {

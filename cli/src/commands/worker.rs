@@ -52,7 +52,7 @@ and these only on their own event:
   kind        item_start: scheduled, misfire (a catch-up run), manual or failover
   ok          item_end: true if the item completed; false if it failed or was cancelled
   assignment  sharding (reported by the leader that committed it): {\"<instance>\": [items]}
-  state       session: connected, suspended, reconnected, expired or closed
+  state       session: connected, suspended, reconnected, lost, expired or closed
   session_id  session with state connected: the new session's id
   reason      skip: disconnected, job_disabled, server_disabled, no_items, misfire,
               clock_skew, sharding_timeout or registry_error; fire_failed, config_rejected,

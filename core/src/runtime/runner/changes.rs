@@ -163,14 +163,18 @@ impl JobRunner {
 
     pub(super) async fn on_session(&mut self, event: SessionEvent) -> Result<()> {
         match event {
-            SessionEvent::Suspended | SessionEvent::Expired | SessionEvent::Closed => {
+            SessionEvent::Suspended
+            | SessionEvent::Lost
+            | SessionEvent::Expired
+            | SessionEvent::Closed => {
                 self.connected = false;
                 self.was_leader = false;
-                if event == SessionEvent::Expired {
-                    // Our markers and ownership are gone with the session: running items may
-                    // now be taken over elsewhere, so tell them to stop, and remember them: our
-                    // new session queues them for failover (the survivors may never see our
-                    // instance node go, if we re-register before they look).
+                if matches!(event, SessionEvent::Lost | SessionEvent::Expired) {
+                    // Our markers and ownership are gone with the session (or, when it is
+                    // lost, may go at any moment, before the server tells anyone): running
+                    // items may be taken over elsewhere, so tell them to stop, and remember
+                    // them: our new session queues them for failover (the survivors may never
+                    // see our instance node go, if we re-register before they look).
                     if let Some(flight) = &self.in_flight {
                         flight.cancel.cancel();
                         if flight.marked {
