@@ -36,6 +36,7 @@ pub mod layout;
 pub mod registry;
 pub mod runtime;
 pub mod sharding;
+mod stderr_fallback;
 
 pub use error::{Error, Result};
 #[cfg(feature = "testkit")]
