@@ -53,6 +53,7 @@ pub mod counting;
 pub mod error;
 pub mod ext;
 pub mod path;
+pub mod reachability;
 pub mod recipes;
 mod types;
 
