@@ -402,7 +402,9 @@ fn an_unreachable_etcd_is_named_with_every_endpoint_and_the_time_spent() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "");
     assert!(
-        stderr.contains("INFO connecting to etcd at http://127.0.0.1:1,http://127.0.0.1:2 (up to 300ms)"),
+        stderr.contains(
+            "INFO connecting to etcd at http://127.0.0.1:1,http://127.0.0.1:2 (up to 300ms)"
+        ),
         "progress first: {stderr}"
     );
     let error = error_line(&stderr);

@@ -255,8 +255,7 @@ fn etcd_connect_options(options: &EtcdOptions) -> std::result::Result<ConnectOpt
 /// there, the time spent, the last error and what to check.
 async fn unreachable(endpoints: &str, spent: Duration, last: &RegistryError) -> RegistryError {
     let addresses: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
-    let probed =
-        shardcron_core::registry::reachability::describe_addresses(&addresses, 2379).await;
+    let probed = shardcron_core::registry::reachability::describe_addresses(&addresses, 2379).await;
     let last = match last {
         RegistryError::Backend { message, .. } => message.clone(),
         RegistryError::ConnectionLoss { .. } => "the connection failed".to_owned(),

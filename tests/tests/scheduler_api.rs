@@ -88,10 +88,7 @@ async fn a_job_without_cron_is_warned_about_at_registration() {
         .collect();
     assert_eq!(about, ["forgotten"], "only the job whose cron was never set");
     let warning = warnings.lock().iter().find(|w| w.job == "forgotten").cloned().unwrap();
-    assert_eq!(
-        warning.message,
-        "job has no cron: it never fires by itself, only when triggered"
-    );
+    assert_eq!(warning.message, "job has no cron: it never fires by itself, only when triggered");
 }
 
 /// One recorded warning: its message and its `job` field.

@@ -121,7 +121,10 @@ mod tests {
     #[test]
     fn without_an_equivalent_the_hint_says_why() {
         let message = suggested("0 9 1 * MON");
-        assert!(message.contains("cannot say \"this day of the month or this weekday\""), "{message}");
+        assert!(
+            message.contains("cannot say \"this day of the month or this weekday\""),
+            "{message}"
+        );
         let message = suggested("0 9 * * 5-1");
         assert!(message.contains("e.g. `0 */5 * * * ?` for every 5 minutes"), "{message}");
         assert_eq!(hint("0 0 0 * * ? 2020 1"), "");

@@ -102,7 +102,9 @@ impl JobErrorHandler for LogErrorHandler {
                 error = %error,
                 "item failed"
             ),
-            None => tracing::warn!(job, fire = %at, source = %source, error = %error, "fire failed"),
+            None => {
+                tracing::warn!(job, fire = %at, source = %source, error = %error, "fire failed")
+            }
         }
         eprint_if_unobserved(tracing::Level::WARN, || {
             failure_text(job, item, Some((&at, source)), error)

@@ -22,7 +22,9 @@ fn with_port(address: &str, default_port: u16) -> String {
     let host = host.trim_end_matches('/');
     // `host:port` and `[v6]:port` have a port; `host` and `[v6]` do not.
     let has_port = match host.rsplit_once(':') {
-        Some((before, _)) => !before.is_empty() && (!host.starts_with('[') || before.ends_with(']')),
+        Some((before, _)) => {
+            !before.is_empty() && (!host.starts_with('[') || before.ends_with(']'))
+        }
         None => false,
     };
     if has_port {

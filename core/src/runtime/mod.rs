@@ -30,11 +30,11 @@
 
 pub mod cache;
 mod driver;
-mod stop_signals;
 pub mod events;
 pub mod instance;
 mod mailbox;
 mod runner;
+mod stop_signals;
 pub mod timer;
 
 use std::collections::BTreeMap;
