@@ -57,9 +57,9 @@ Lines starting with >>> narrate the next scripted step. The summary at the end c
 the events, fires, item runs, interrupted and failed-over items, items not run, shardings, \
 duplicates (an item of one fire that completed twice) and registry nodes left behind, and says \
 what each number is. Items not run are explained: typically the items of a fire that was due on \
-the crashed instance before its session expired, while the cluster still counted it as live; \
-failover re-runs only the items that were running when their instance died, so those are not \
-caught up, and the next fire runs them.
+the crashed instance before its session expired, while the cluster still counted it as live. \
+Each item a dead instance owned gets one catch-up run, and the failover re-run of its \
+interrupted fire is that run, so those are not caught up; the next fire runs them.
 
 Exit status 0 when every step happened as described; 1 (with a one-line reason on stderr) when \
 a step did not happen in time, an item ran twice, or registry nodes were left behind.";
@@ -594,6 +594,8 @@ struct NotRun {
     owner: Option<String>,
     /// Whether they were due on the killed instance before the registry knew it was dead.
     while_undetected: bool,
+    /// The earlier fire whose failover re-run was these items' one catch-up, if one was.
+    caught_up_for: Option<i64>,
     /// The next fire that completed all of them.
     next_fire_ms: Option<i64>,
 }
@@ -782,13 +784,20 @@ impl Summary {
             (None, _, _) => "no instance reported starting them".to_owned(),
         };
         // Not run means no later run (failover, misfire catch-up) completed them either.
+        let why_not = match n.caught_up_for {
+            Some(earlier) => format!(
+                "each item a dead instance owned gets one catch-up run, and for {} {} that was \
+                 the failover re-run of {}",
+                plural(&n.items),
+                list(&n.items),
+                fire(earlier)
+            ),
+            None => "no failover or misfire run completed them".to_owned(),
+        };
         let next = n.next_fire_ms.map_or_else(String::new, |ms| {
             format!("; the next fire, {}, ran them on the live instances", at(ms))
         });
-        format!(
-            "{items}: {cause}. Not caught up: failover re-runs only the items that were running \
-             when their instance died{next}"
-        )
+        format!("{items}: {cause}. Not caught up: {why_not}{next}")
     }
 }
 
@@ -826,7 +835,26 @@ fn why_not_run(
         .range(fire_ms + 1..)
         .find(|later| items.iter().all(|item| completions.contains_key(&(*item, **later))))
         .copied();
-    NotRun { fire_ms, items, owner, while_undetected, next_fire_ms }
+    // A dead instance's item gets one catch-up run: the failover re-run of an interrupted fire
+    // takes that place (see `failover::missed_by`).
+    let failover_fires: BTreeSet<i64> = items
+        .iter()
+        .map(|item| {
+            log.iter().find_map(|r| match &r.event {
+                SchedulerEvent::ItemStarted {
+                    item: i,
+                    fire_ms: f,
+                    kind: FireKind::Failover,
+                    ..
+                } if i == item && *f != fire_ms => Some(*f),
+                _ => None,
+            })
+        })
+        .collect::<Option<_>>()
+        .unwrap_or_default();
+    let caught_up_for =
+        (failover_fires.len() == 1).then(|| failover_fires.into_iter().next()).flatten();
+    NotRun { fire_ms, items, owner, while_undetected, caught_up_for, next_fire_ms }
 }
 
 /// `items 0,1 of fire 2.79s; item 3 of fire 4.79s`.
@@ -1145,6 +1173,7 @@ mod tests {
                 items: vec![0, 1],
                 owner: Some(VICTIM.into()),
                 while_undetected: true,
+                caught_up_for: Some(10),
                 next_fire_ms: Some(4010),
             }]
         );
@@ -1163,9 +1192,9 @@ mod tests {
                  expired at 2.50s)",
                 "  not run        2  items 0,1 of fire 2.01s: due on 10.0.0.3 after it was killed \
                  at 0.01s and before its session expired at 2.50s, while the cluster still \
-                 counted it as live. Not caught up: failover re-runs only the items that were \
-                 running when their instance died; the next fire, 4.01s, ran them on the live \
-                 instances",
+                 counted it as live. Not caught up: each item a dead instance owned gets one \
+                 catch-up run, and for items 0,1 that was the failover re-run of fire 0.01s; the \
+                 next fire, 4.01s, ran them on the live instances",
                 "  shardings      2  assignments the leader committed: 0.01s over 2 instances, 4.01s \
                  over 1 instance",
                 "  duplicates     0  item fires that completed more than once",
@@ -1188,8 +1217,7 @@ mod tests {
         assert!(
             not_run.ends_with(
                 "; items 0,1,2,3,4,5 of fire 6.01s: due on 10.0.0.2, which did not report \
-                 starting them. Not caught up: failover re-runs only the items that were running \
-                 when their instance died"
+                 starting them. Not caught up: no failover or misfire run completed them"
             ),
             "{not_run}"
         );
