@@ -91,3 +91,30 @@ fn the_demo_shows_every_phase_and_no_duplicate() {
         assert!(bytes.len() > 10 && bytes[6] == b's' && &bytes[7..9] == b"  ", "{line:?}");
     }
 }
+
+/// The first "about N seconds" of `text`, whitespace and line breaks ignored.
+fn duration_claim(text: &str) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let at = words
+        .windows(3)
+        .position(|w| {
+            w[0].ends_with("about") && w[1].parse::<u32>().is_ok() && w[2].starts_with("second")
+        })
+        .unwrap_or_else(|| panic!("no \"about N seconds\" in:\n{text}"));
+    format!("about {} seconds", words[at + 1])
+}
+
+#[test]
+fn the_readme_and_the_help_give_the_same_duration() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let demo = readme.find("cargo run -p shardcron-cli -- demo").expect("the README runs the demo");
+    // The paragraph that introduces the command (the one before its code block).
+    let block = readme[..demo].rfind("```").unwrap_or(0);
+    let intro = &readme[readme[..block].trim_end().rfind("\n\n").unwrap_or(0)..block];
+    let help =
+        Command::new(env!("CARGO_BIN_EXE_shardcron")).args(["demo", "--help"]).output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    assert_eq!(duration_claim(intro), duration_claim(&help));
+    assert!(help.contains("8 with --fast"), "{help}");
+}
