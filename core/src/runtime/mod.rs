@@ -1,5 +1,5 @@
 //! The scheduler runtime: any number of jobs in one process, on one registry session, one
-//! subtree watch and one timer heap (DESIGN sections 5, 7, 8).
+//! subtree watch and one timer heap (`docs/architecture.md`).
 //!
 //! ```no_run
 //! # async fn demo(registry: std::sync::Arc<dyn shardcron_core::registry::CoordinatorRegistry>) -> shardcron_core::Result<()> {
