@@ -413,10 +413,7 @@ pub async fn namespaces_isolated(b: &dyn Backend) {
     let one = fresh(b, "namespaces_isolated_one").await;
     let two = fresh(b, "namespaces_isolated_two").await;
     one.registry.create("/same/name", b"one", CreateMode::Persistent).await.unwrap();
-    assert!(
-        !two.registry.exists("/same/name").await.unwrap(),
-        "namespaces do not see each other"
-    );
+    assert!(!two.registry.exists("/same/name").await.unwrap(), "namespaces do not see each other");
     two.registry.create("/same/name", b"two", CreateMode::Persistent).await.unwrap();
     assert_eq!(one.registry.get("/same/name").await.unwrap().unwrap().data, b"one");
     assert_eq!(two.registry.get("/same/name").await.unwrap().unwrap().data, b"two");
