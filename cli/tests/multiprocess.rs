@@ -6,7 +6,7 @@
 //! - every item of every fire from the first one to the last one ran to completion exactly once
 //!   (`item_end` with `ok: true`, counted per `(fire_ms, item)` over all workers), except the
 //!   fires of the killed worker's items that fell due while its crash went undetected, which
-//!   must be caught up by a later failover or misfire run (DESIGN section 7);
+//!   must be caught up by a later failover or misfire run;
 //! - the items the victim was running were claimed (`failover_claim`) and re-run (`item_start`
 //!   with `kind: failover` and the original `fire_ms`) by a survivor, once, to completion;
 //! - no item ran on two instances at once (the intervals between an item's `item_start` and its
@@ -48,7 +48,7 @@ use serde_json::Value;
 /// The period is not a multiple of the session timeouts measured (2, 4, 8 s): the victim dies
 /// ~0.3 s into a fire, so its death is noticed between fires, while the survivors are idle.
 /// (With a period that divides the timeout, the survivors are running their own items when it
-/// is noticed, and claim the orphans only after them, as DESIGN section 5 says: the delay is
+/// is noticed, and claim the orphans only after them, by design: the delay is
 /// then the end of their run, not the failover's.)
 const JOB: &str = "mp";
 const TOTAL: u32 = 6;
@@ -994,7 +994,7 @@ fn judge(
 }
 
 /// What is left in the job's subtree after every worker stopped: nodes that are leaks by the
-/// contract (DESIGN section 9, invariant 5) go to `violations`; the rest is summarised. Then
+/// contract (no registry node left behind) go to `violations`; the rest is summarised. Then
 /// the subtree is deleted.
 fn leaks(registry: &str, violations: &mut Vec<String>) -> String {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

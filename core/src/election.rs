@@ -1,4 +1,4 @@
-//! Leader election of a job (DESIGN section 5): the leader is whoever created the ephemeral node
+//! Leader election of a job: the leader is whoever created the ephemeral node
 //! `leader/election/instance`. Creating a node is atomic on every backend, so at most one live
 //! session holds it; when its session ends the node goes, the survivors see the deletion through
 //! the watch and race to create it again. No latch and no extra watch per job are needed, which

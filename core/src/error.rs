@@ -48,6 +48,23 @@ pub enum Error {
     #[error("the scheduler has shut down")]
     ShutDown,
 
+    /// A second stop signal arrived while [`Scheduler::shutdown_on_ctrl_c`] waited for running
+    /// items to finish.
+    ///
+    /// [`Scheduler::shutdown_on_ctrl_c`]: crate::runtime::Scheduler::shutdown_on_ctrl_c
+    #[error(
+        "stopped by a second signal before the running items finished; with failover on, \
+         other instances re-run them once this instance's registry session ends"
+    )]
+    ShutdownInterrupted,
+
+    /// The handlers of the stop signals (Ctrl-C, SIGTERM) could not be installed.
+    #[error("cannot handle stop signals: {source}")]
+    Signals {
+        #[source]
+        source: std::io::Error,
+    },
+
     /// A conditional write kept losing to concurrent writers of the same node.
     #[error("{what}: gave up after repeated concurrent changes of the node; retry later")]
     Contended { what: String },

@@ -3,7 +3,7 @@
 //! still ran. Owns those two nodes.
 //!
 //! Starting and finishing the items of one fire are one transaction each, whatever the number of
-//! items (DESIGN section 8). `running` nodes are ephemeral and hold `{fire_ms} {instance}`, so a
+//! items (`docs/targets.md`). `running` nodes are ephemeral and hold `{fire_ms} {instance}`, so a
 //! crashed runner's markers vanish with its session (ElasticJob #467, #1754) and a survivor can
 //! still tell from its cache whose they were and which fire they belonged to.
 

@@ -1,4 +1,4 @@
-//! Failover (DESIGN sections 5 and 7): the items a vanished instance was running are queued under
+//! Failover: the items a vanished instance was running are queued under
 //! `leader/failover/items/{n}` and re-executed at once by the survivors, each exactly once. Owns
 //! the queue and the `sharding/{n}/failover` markers.
 //!
@@ -64,7 +64,7 @@ pub fn orphans_of(cache: &Cache, paths: &JobPaths, dead: &str, total: u32) -> Ve
 }
 
 /// The items `dead` owned, was not running, and whose schedule fell due since its last completed
-/// fire: fires lost while its crash went undetected (DESIGN section 7). Each gets one catch-up,
+/// fire: fires lost while its crash went undetected. Each gets one catch-up,
 /// for the latest fire it missed, through the failover queue. `skip` holds the orphans already
 /// found; disabled items owe nothing.
 pub fn missed_by(

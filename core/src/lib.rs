@@ -8,7 +8,7 @@
 //! ## Layout
 //! - [`registry`]: the [`CoordinatorRegistry`](registry::CoordinatorRegistry) trait and its
 //!   contract, typed errors, paths, the latch and mutex recipes.
-//! - [`layout`]: the registry node layout of a job (DESIGN section 3), typed.
+//! - [`layout`]: the registry node layout of a job (`docs/registry-layout.md`), typed.
 //! - [`config`]: [`JobConfig`](config::JobConfig), ElasticJob-compatible YAML, validation.
 //! - [`cron`]: Quartz-compatible cron schedules with time zones and DST as Quartz 2.3 does them.
 //! - [`sharding`]: the pure sharding strategies (AVG_ALLOCATION, ODEVITY, ROUND_ROBIN, custom).
@@ -17,7 +17,8 @@
 //! - [`election`], [`execution`], [`failover`], [`guarantee`], [`sharding::service`]: the
 //!   coordination services, each owning its registry nodes.
 //! - [`api`]: operations and statistics for consoles, over the registry alone.
-//! - [`handles`]: clock, spawner and randomness handles (DESIGN section 6).
+//! - [`handles`]: clock, spawner and randomness handles (what makes the simulator
+//!   deterministic).
 //! - [`job`]: job kinds (simple, dataflow, script), the executor of one fire, listeners and
 //!   error handlers.
 //! - `testkit` (feature `testkit`): the registry behaviour suite every backend runs.
@@ -36,6 +37,7 @@ pub mod layout;
 pub mod registry;
 pub mod runtime;
 pub mod sharding;
+mod stderr_fallback;
 
 pub use error::{Error, Result};
 #[cfg(feature = "testkit")]

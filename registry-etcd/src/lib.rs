@@ -2,7 +2,7 @@
 //!
 //! The etcd backend of the shardcron registry contract
 //! ([`CoordinatorRegistry`](shardcron_core::registry::CoordinatorRegistry)), passing the same
-//! behaviour suite as the in-memory and ZooKeeper backends (DESIGN sections 1, 2 and 7). Where
+//! behaviour suite as the in-memory and ZooKeeper backends. Where
 //! ElasticJob's etcd provider had no lease keep-alive, non-atomic transactions and no working
 //! watches, this one maps every clause of the contract onto an etcd primitive:
 //!

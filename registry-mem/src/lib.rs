@@ -2,7 +2,7 @@
 //!
 //! A deterministic in-memory implementation of the shardcron registry contract
 //! ([`CoordinatorRegistry`](shardcron_core::registry::CoordinatorRegistry)), for tests and for
-//! the simulator (DESIGN sections 2 and 6).
+//! the simulator (`docs/architecture.md`: determinism and the simulator).
 //!
 //! One [`MemServer`] holds the tree; any number of clients ([`MemRegistry`]) connect to it, each
 //! with its own session, namespace and streams. It behaves like a ZooKeeper ensemble seen through

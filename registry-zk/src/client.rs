@@ -93,7 +93,10 @@ impl ZkRegistry {
     /// missing, and checks that the credentials may write it.
     ///
     /// Errors: `Auth` for credentials the namespace's ACL rejects; `Backend { retryable: true }`
-    /// when no server answered in time; `InvalidPath` for a bad namespace.
+    /// when no server answered in time (the message names every host with what a TCP
+    /// connection to it finds, the attempts and the time spent); `InvalidPath` for a bad
+    /// namespace. Each attempt is announced (info) and each failure reported (warn) through
+    /// `tracing`.
     pub async fn connect(options: ZkOptions) -> Result<Self> {
         options.validate().map_err(|e| RegistryError::Backend {
             backend: error::BACKEND,

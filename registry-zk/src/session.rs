@@ -107,25 +107,77 @@ pub(crate) async fn open(options: &ZkOptions) -> Result<Session> {
 
 /// Opens a session, retrying with the options' backoff; `attempts: None` retries until
 /// `give_up` says so. Errors that no retry can fix (credentials, a bad namespace) end at once.
+///
+/// Each attempt is announced (info) and each failure reported (warn) through `tracing`, so a
+/// slow start is not silent. When every attempt failed, the error names every host with what a
+/// plain TCP connection to it finds, the attempts and the time spent.
 pub(crate) async fn open_with_retry(
     options: &ZkOptions,
     attempts: Option<u32>,
     give_up: impl Fn() -> bool,
 ) -> Result<Session> {
+    let started = std::time::Instant::now();
+    let hosts = options.connect_string();
+    let of = attempts.map_or_else(String::new, |n| format!(" of {}", n.max(1)));
     let mut failed = 0u32;
     loop {
+        tracing::info!(
+            "connecting to ZooKeeper at {hosts} (attempt {}{of}, up to {:?})",
+            failed + 1,
+            options.connect_timeout
+        );
         let err = match open(options).await {
-            Ok(session) => return Ok(session),
+            Ok(session) => {
+                tracing::info!("connected to ZooKeeper at {hosts}, session {:#x}", session.id);
+                return Ok(session);
+            }
             Err(e) => e,
         };
         failed = failed.saturating_add(1);
         let out_of_attempts = attempts.is_some_and(|n| failed >= n.max(1));
-        if !err.is_retryable() || out_of_attempts || give_up() {
+        if !err.is_retryable() {
             return Err(err);
         }
+        if out_of_attempts || give_up() {
+            return Err(unreachable(options, failed, started.elapsed(), &err).await);
+        }
         let pause = options.retry.pause(failed);
-        tracing::warn!(error = %err, ?pause, "opening a ZooKeeper session failed; retrying");
+        tracing::warn!(
+            "ZooKeeper attempt {failed}{of} failed after {:.1} s: {err}; retrying in {pause:?}",
+            started.elapsed().as_secs_f64()
+        );
         tokio::time::sleep(pause).await;
+    }
+}
+
+/// The error of a start-up that got no session: every host and what TCP finds there, how many
+/// attempts, how long, the last attempt's error and what to check.
+async fn unreachable(
+    options: &ZkOptions,
+    attempts: u32,
+    spent: Duration,
+    last: &RegistryError,
+) -> RegistryError {
+    let hosts = shardcron_core::registry::reachability::describe_addresses(
+        &options.hosts,
+        crate::options::DEFAULT_PORT,
+    )
+    .await;
+    let last = match last {
+        RegistryError::Backend { message, .. } => message.clone(),
+        other => other.to_string(),
+    };
+    RegistryError::Backend {
+        backend: BACKEND,
+        op: Op::Connect,
+        path: options.namespace_path(),
+        message: format!(
+            "no ZooKeeper session after {attempts} attempt(s) in {:.1} s; hosts tried: {hosts}; \
+             last attempt: {last}. Check that ZooKeeper runs at these addresses (the URL's \
+             connect_timeout_ms and retry_attempts set how long connecting may take)",
+            spent.as_secs_f64()
+        ),
+        retryable: true,
     }
 }
 

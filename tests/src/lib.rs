@@ -266,7 +266,7 @@ impl TestCluster {
         }
     }
 
-    /// DESIGN section 9, invariant 1: no item runs on two instances at once while both hold
+    /// The first guarantee of `GUARANTEES.md`: no item runs on two instances at once while both hold
     /// valid sessions.
     pub fn assert_exclusive(&self, job: &str) {
         let runs = self.runs(job);

@@ -70,6 +70,11 @@ finish (for up to --shutdown-timeout-ms, 30 s by default, then they are cancelle
 exits with status 0. A second signal stops it at once, with status 1. An operator's \
 shutdown (deleting the instance node) stops it gracefully too.
 
+DIAGNOSTICS: stderr gets the log, one line per message: warnings and errors, and the progress \
+of connecting to ZooKeeper or etcd (each attempt, each failure; when every attempt failed, the \
+error names every host with what a TCP connection to it finds, and the time spent). Set \
+RUST_LOG (e.g. RUST_LOG=debug) to see more or less.
+
 Invalid input (a malformed registry URL, a bad cron expression, a total outside 1..1000000, a \
 job name, IP or suffix that cannot be a registry path segment) exits with status 2 and a \
 one-line reason on stderr; a registry that cannot be reached, with status 1.";
@@ -195,9 +200,27 @@ pub fn sleeping_job(item: Duration) -> Job {
     })
 }
 
+/// What stderr shows unless RUST_LOG says otherwise: warnings, and how connecting goes.
+const DEFAULT_LOG: &str = "warn,shardcron_registry_zk=info,shardcron_registry_etcd=info";
+
+/// Sends `tracing` events to stderr, filtered by RUST_LOG or [`DEFAULT_LOG`].
+fn log_to_stderr() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
+    // Fails only if a subscriber is already installed: then that one logs.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(io::stderr)
+        .with_ansi(io::stderr().is_terminal())
+        .with_target(false)
+        .with_env_filter(filter)
+        .try_init();
+}
+
 /// Runs the worker until a signal, then stops it gracefully.
 pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     let plan = Plan::from_args(args)?;
+    log_to_stderr();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -84,6 +84,7 @@ pub mod error;
 pub mod ext;
 pub mod lease;
 pub mod path;
+pub mod reachability;
 pub mod recipes;
 mod types;
 

@@ -1,6 +1,6 @@
 //! The local cache of the namespace, fed by the process's one subtree watch.
 //!
-//! Every decision a fire takes reads this cache, not the registry (DESIGN section 8: zero reads
+//! Every decision a fire takes reads this cache, not the registry (`docs/targets.md`: zero reads
 //! per fire). ElasticJob's cache could miss a process's own write for a moment after it (#2194);
 //! here a successful write is recorded at once as *pending*, and reads see it until the watch
 //! delivers the change (or a later one) for the same path.

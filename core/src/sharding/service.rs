@@ -1,4 +1,4 @@
-//! The resharding protocol (DESIGN section 5): the `necessary` flag, the leader's assignment
+//! The resharding protocol: the `necessary` flag, the leader's assignment
 //! commit, and each instance's view of its own items. Owns `leader/sharding/*` and
 //! `sharding/{n}/instance`.
 //!

@@ -502,14 +502,11 @@ pub async fn root_is_read_only(b: &dyn Backend) {
 pub async fn namespaces_isolated(b: &dyn Backend) {
     let one = fresh(b, "namespaces_isolated_one").await;
     let two = fresh(b, "namespaces_isolated_two").await;
-    one.registry.create("/shared/name", b"one", CreateMode::Persistent).await.unwrap();
-    assert!(
-        !two.registry.exists("/shared/name").await.unwrap(),
-        "namespaces do not see each other"
-    );
-    two.registry.create("/shared/name", b"two", CreateMode::Persistent).await.unwrap();
-    assert_eq!(one.registry.get("/shared/name").await.unwrap().unwrap().data, b"one");
-    assert_eq!(two.registry.get("/shared/name").await.unwrap().unwrap().data, b"two");
+    one.registry.create("/same/name", b"one", CreateMode::Persistent).await.unwrap();
+    assert!(!two.registry.exists("/same/name").await.unwrap(), "namespaces do not see each other");
+    two.registry.create("/same/name", b"two", CreateMode::Persistent).await.unwrap();
+    assert_eq!(one.registry.get("/same/name").await.unwrap().unwrap().data, b"one");
+    assert_eq!(two.registry.get("/same/name").await.unwrap().unwrap().data, b"two");
 }
 
 // ---------------------------------------------------------------- transactions

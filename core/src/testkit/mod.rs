@@ -1,7 +1,8 @@
 //! The registry behaviour suite: one set of cases, written against the contract in
-//! [`crate::registry`], that every backend runs unchanged (STYLE practice 2).
+//! [`crate::registry`], that every backend runs unchanged.
 //!
-//! A backend's test file provides a [`Backend`] and expands [`registry_behaviour_suite!`]:
+//! A backend's test file provides a [`Backend`] and expands
+//! [`registry_behaviour_suite!`](crate::registry_behaviour_suite):
 //!
 //! ```text
 //! shardcron_core::registry_behaviour_suite! {

@@ -316,7 +316,7 @@ impl JobRunner {
         });
     }
 
-    /// The leader's periodic repair (DESIGN section 5): if an item has no live, enabled owner
+    /// The leader's periodic repair: if an item has no live, enabled owner
     /// (an owner that vanished while no reshard was flagged, a flag lost to an error), flag a
     /// reshard so that the next fire fixes it. Reads only the cache.
     async fn reconcile(&mut self) -> Result<()> {
@@ -386,8 +386,8 @@ impl JobRunner {
         while let Some(event) = self.mailbox.recv().await {
             let stop = matches!(event, JobEvent::Stop { .. });
             // Boxed: the handling of an event (a fire, a reshard, a stop) is a large state
-            // machine, and unboxed it would be part of every idle runner's future (DESIGN
-            // section 8: < 10 KiB per job). One allocation per event, freed when it is handled.
+            // machine, and unboxed it would be part of every idle runner's future
+            // (`docs/targets.md`: < 10 KiB per job). One allocation per event, freed when it is handled.
             if let Err(e) = Box::pin(self.handle(event)).await {
                 self.report_error(&e);
             }

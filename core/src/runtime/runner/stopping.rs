@@ -18,7 +18,7 @@ impl JobRunner {
     /// The order of the last writes matters to failover. Items that completed lose their
     /// `running` markers before the instance node goes: nothing to take over. Items that did not
     /// complete keep their markers until after the instance node is gone, so the survivors see
-    /// them as orphans and run them again (DESIGN section 8: failover after a graceful stop).
+    /// them as orphans and run them again (failover after a graceful stop, `docs/targets.md`).
     pub(super) async fn stop(&mut self, reason: &str) -> Result<()> {
         if self.stopping {
             return Ok(());
