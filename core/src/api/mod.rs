@@ -127,6 +127,7 @@ impl<'a> JobOperations<'a> {
     /// instance when `instance` is `None`.
     pub async fn shutdown(&self, job: &str, instance: Option<&str>) -> Result<usize> {
         let paths = JobPaths::new(job);
+        self.require_job(&paths, job).await?;
         let targets = match instance {
             Some(i) => vec![i.to_owned()],
             None => self.live_instances(job).await?,
