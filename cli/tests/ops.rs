@@ -5,6 +5,8 @@
 //! The servers' addresses come from `SHARDCRON_ZK` and `SHARDCRON_ETCD` (`scripts/test.sh`
 //! starts them); without them the tests skip, unless `SHARDCRON_REQUIRE_SERVERS=1`.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure report
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
