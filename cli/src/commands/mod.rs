@@ -1,6 +1,7 @@
 //! The subcommands, one module each. To add one: write `commands/<name>.rs` with an `Args`
 //! struct and a `run(&Args, &mut dyn Write) -> Result<(), CliError>`, then add a variant below.
 
+pub mod console;
 pub mod cron;
 pub mod demo;
 pub mod events;
@@ -49,6 +50,8 @@ pub enum Command {
     Remove(ops::actions::RemoveArgs),
     #[command(about = ops::views::DUMP_ABOUT)]
     Dump(ops::views::DumpArgs),
+    #[command(about = console::ABOUT, long_about = console::LONG_ABOUT)]
+    Console(console::Args),
 }
 
 impl Command {
@@ -59,6 +62,7 @@ impl Command {
             Self::Sharding(args) => sharding::run(args, out),
             Self::Worker(args) => worker::run(args, out),
             Self::Demo(args) => demo::run(args, out),
+            Self::Console(args) => console::run(args, out),
             ops_command => match ops::run(ops_command, out) {
                 Some(result) => result,
                 None => Err(CliError::Failed("unknown command".into())),
