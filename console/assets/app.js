@@ -122,7 +122,7 @@ function renderJob(detail) {
   $("#items tbody").replaceChildren(...detail.sharding.map((item) => {
     const disabled = item.status === "DISABLED";
     const path = "/jobs/" + enc(job) + "/sharding/" + item.item + (disabled ? "/enable" : "/disable");
-    return element("tr", { "data-item": item.item },
+    return element("tr", { "data-item": item.item, class: disabled ? "off" : "" },
       element("td", {}, item.item),
       element("td", { class: "status" }, badge(item.status)),
       element("td", { class: "mono" }, item.instanceId || "-"),
