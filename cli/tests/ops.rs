@@ -69,9 +69,26 @@ struct Worker {
 
 impl Worker {
     fn start(url: &str, job: &str) -> Worker {
+        Worker::spawn(&[
+            "worker",
+            "--registry",
+            url,
+            "--job",
+            job,
+            "--total",
+            "3",
+            "--cron",
+            "0/1 * * * * ?",
+            "--item-ms",
+            "100",
+            "--ip",
+            "127.0.0.9",
+        ])
+    }
+
+    fn spawn(args: &[&str]) -> Worker {
         let mut child = Command::new(BIN)
-            .args(["worker", "--registry", url, "--job", job, "--total", "3"])
-            .args(["--cron", "0/1 * * * * ?", "--item-ms", "100", "--ip", "127.0.0.9"])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -212,4 +229,76 @@ fn an_unreachable_registry_is_refused() {
     refused("zk://127.0.0.1:1/x?connect_timeout_ms=300", &["jobs"]);
     refused("zk://127.0.0.1:1/x?connect_timeout_ms=300", &["trigger", "demo"]);
     refused("redis://h:1/x", &["jobs"]);
+}
+
+/// A worker serving script jobs runs the ones added later whose program it allows, and only
+/// those.
+fn serve_jobs_scenario(url: &str) {
+    let dir =
+        std::env::temp_dir().join(format!("shardcron-serve-{}-{}", std::process::id(), url.len()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("runs.log");
+    let script = dir.join("record.sh");
+    std::fs::write(&script, format!("#!/bin/sh\necho \"$@\" >> {}\n", log.display())).unwrap();
+    let mut permissions = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&script, permissions).unwrap();
+    let script = script.display().to_string();
+
+    let worker =
+        Worker::spawn(&["worker", "--registry", url, "--serve-jobs", "--allow-command", &script]);
+    let allowed = dir.join("allowed.yaml");
+    let line = format!("{script} 'first arg'");
+    std::fs::write(
+        &allowed,
+        format!(
+            "cron: 0/1 * * * * ?\nshardingTotalCount: 2\nprops:\n  script.command.line: {line}\n"
+        ),
+    )
+    .unwrap();
+    let refused = dir.join("refused.yaml");
+    std::fs::write(&refused, "cron: 0/1 * * * * ?\nshardingTotalCount: 1\nprops:\n  script.command.line: /bin/echo hello\n").unwrap();
+    ok(url, &["add", "refused", &refused.display().to_string()]);
+    ok(url, &["add", "scripted", &allowed.display().to_string()]);
+    worker.wait_for("a run of the added script job", |e| {
+        e["event"] == "item_end" && e["job"] == "scripted" && e["ok"] == true
+    });
+    let runs = std::fs::read_to_string(&log).unwrap();
+    let first = runs.lines().next().unwrap();
+    assert!(first.starts_with("first arg {"), "the context is the last argument: {first}");
+    assert!(first.contains("\"jobName\":\"scripted\""), "{first}");
+    let jobs = json(url, &["jobs"]);
+    let status = |name: &str| {
+        jobs.as_array().unwrap().iter().find(|j| j["jobName"] == name).unwrap()["status"].clone()
+    };
+    assert_eq!(status("scripted"), "OK");
+    assert_eq!(status("refused"), "CRASHED", "/bin/echo is not on the allow-list");
+    drop(worker);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn serve_jobs_on_zookeeper() {
+    let Some(address) = address("SHARDCRON_ZK") else { return };
+    serve_jobs_scenario(&format!(
+        "zk://{address}/{}?session_timeout_ms=2000",
+        namespace("zk-serve")
+    ));
+}
+
+#[cfg(feature = "etcd")]
+#[test]
+fn serve_jobs_on_etcd() {
+    let Some(address) = address("SHARDCRON_ETCD") else { return };
+    serve_jobs_scenario(&format!("etcd://{address}/{}?ttl_s=2", namespace("etcd-serve")));
+}
+
+#[test]
+fn serve_jobs_refuses_a_missing_allowed_program() {
+    let out = Command::new(BIN)
+        .args(["worker", "--registry", "mem:", "--serve-jobs", "--allow-command", "/no/such/x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-command /no/such/x"));
 }

@@ -6,6 +6,7 @@ pub mod cron;
 pub mod demo;
 pub mod events;
 pub mod ops;
+pub mod serve_jobs;
 pub mod sharding;
 pub mod worker;
 
