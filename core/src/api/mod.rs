@@ -9,7 +9,7 @@
 //! ops.trigger("billing").await?;                  // run once now on every live instance
 //! ops.set_item_disabled("billing", 2, true).await?; // skip item 2 from the next fire on
 //! for item in ops.sharding_status("billing").await? {
-//!     println!("{} -> {:?} {:?}", item.item, item.instance, item.status);
+//!     println!("{} -> {:?} {:?}", item.item, item.instance_id, item.status);
 //! }
 //! # Ok(()) }
 //! ```
