@@ -459,7 +459,9 @@ fn help_documents_the_json_lines() {
     assert_eq!(output.status.code(), Some(0));
     let help = String::from_utf8(output.stdout).unwrap();
     for needle in [
-        "Usage: shardcron worker [OPTIONS] --registry <URL> --job <NAME>",
+        // --job may be left out with --serve-jobs.
+        "Usage: shardcron worker [OPTIONS] --registry <URL>",
+        "--job <NAME>",
         "fire_ms",
         "at_ms",
         "event     item_start, item_end, sharding, leader, failover_claim, session, skip,",

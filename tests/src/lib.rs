@@ -1,5 +1,8 @@
 //! Helpers shared by the cross-crate tests: an in-memory cluster of schedulers in virtual time
-//! whose events are recorded for the tests to check.
+//! whose events are recorded for the tests to check, and recorded namespaces to load
+//! ([`fixtures`]).
+
+pub mod fixtures;
 
 use std::sync::Arc;
 

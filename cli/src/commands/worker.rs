@@ -90,9 +90,10 @@ pub struct Args {
     #[arg(long, value_name = "URL")]
     pub registry: String,
 
-    /// Job name; workers with the same job on the same registry share its items.
-    #[arg(long, value_name = "NAME")]
-    pub job: String,
+    /// Job name; workers with the same job on the same registry share its items. May be left
+    /// out with --serve-jobs.
+    #[arg(long, value_name = "NAME", required_unless_present = "serve_jobs")]
+    pub job: Option<String>,
 
     /// Quartz cron expression of the job (quote it).
     #[arg(long, value_name = "EXPR", default_value = DEFAULT_CRON)]
@@ -122,6 +123,15 @@ pub struct Args {
     /// On a graceful stop, how long running items may still run before they are cancelled.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     pub shutdown_timeout_ms: u64,
+
+    /// Also run the namespace's script jobs (`props: script.command.line`), including ones
+    /// added later with `shardcron add` or the console, if their program is allowed.
+    #[arg(long)]
+    pub serve_jobs: bool,
+
+    /// A program script jobs may run (repeat for several); any other is refused.
+    #[arg(long, value_name = "PATH", requires = "serve_jobs")]
+    pub allow_command: Vec<std::path::PathBuf>,
 }
 
 /// What a validated command line asks for.
@@ -132,14 +142,17 @@ struct Plan {
     suffix: Option<String>,
     /// The id the scheduler will register under, for the event lines.
     instance: InstanceId,
-    config: JobConfig,
+    /// The demo job (`None` with --serve-jobs and no --job).
+    config: Option<JobConfig>,
+    handlers: Option<shardcron::runtime::JobHandlers>,
     item: Duration,
     shutdown_timeout: Duration,
 }
 
 impl Plan {
     fn from_args(args: &Args) -> Result<Self, CliError> {
-        job_name(&args.job)?;
+        let job = args.job.as_deref();
+        job.map(job_name).transpose()?;
         let total = total_count(args.total)?;
         CronSchedule::parse(&args.cron, "")
             .map_err(|e| CliError::InvalidInput(format!("--cron {:?}: {e}", args.cron)))?;
@@ -153,18 +166,26 @@ impl Plan {
             CliError::InvalidInput(format!("--instance-suffix {suffix:?}: {e}"))
         })?;
         // `total` is at most 1,000,000: it fits.
-        let mut config = JobConfig::new(&args.job, i32::try_from(total).unwrap_or(i32::MAX));
+        let mut config =
+            JobConfig::new(job.unwrap_or_default(), i32::try_from(total).unwrap_or(i32::MAX));
         config.cron = Some(args.cron.clone());
         config.failover = args.failover;
         config.overwrite = true;
         config.description = Some("shardcron worker demo job".into());
-        config.validate().map_err(|e| CliError::InvalidInput(e.to_string()))?;
+        if job.is_some() {
+            config.validate().map_err(|e| CliError::InvalidInput(e.to_string()))?;
+        }
+        let handlers = match args.serve_jobs {
+            true => Some(super::serve_jobs::script_handlers(&args.allow_command)?),
+            false => None,
+        };
         Ok(Plan {
             url: args.registry.clone(),
             ip: args.ip.clone(),
             suffix: args.instance_suffix.clone(),
             instance,
-            config,
+            config: job.map(|_| config),
+            handlers,
             item: Duration::from_millis(args.item_ms),
             shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
         })
@@ -248,6 +269,10 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
     });
     let settings = Settings { shutdown_timeout: plan.shutdown_timeout, ..Settings::default() };
     let mut builder = SchedulerBuilder::new(registry).ip(&plan.ip).settings(settings).events(sink);
+    let serving = plan.handlers.is_some();
+    if let Some(handlers) = plan.handlers {
+        builder = builder.job_handlers(handlers);
+    }
     if let Some(suffix) = &plan.suffix {
         builder = builder.instance_suffix(suffix);
     }
@@ -256,7 +281,11 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
         .await
         .map_err(|e| CliError::Failed(format!("cannot start the scheduler: {e}")))?;
     let mut printer = Printer { out, failed: None };
-    if let Err(e) = scheduler.add_job(plan.config, sleeping_job(plan.item)).await {
+    let demo = match plan.config {
+        Some(config) => scheduler.add_job(config, sleeping_job(plan.item)).await,
+        None => Ok(()),
+    };
+    if let Err(e) = demo {
         let _ = scheduler.shutdown().await;
         while let Ok(line) = lines.try_recv() {
             printer.print(&line);
@@ -271,7 +300,8 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
             line = lines.recv() => {
                 let Some(line) = line else { break };
                 printer.print(&line);
-                if line.event == "stopped" || printer.failed.is_some() {
+                // A worker serving jobs keeps serving when an operator stops one of them.
+                if (line.event == "stopped" && !serving) || printer.failed.is_some() {
                     break;
                 }
             }

@@ -28,6 +28,7 @@
 //! - `cache`: the watch-fed view of the namespace that fires read instead of the registry.
 //! - `timer`, `instance`, `events`: the timer heap, this instance's id, the reported events.
 
+mod adopt;
 pub mod cache;
 mod driver;
 pub mod events;
@@ -48,6 +49,7 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+pub use adopt::{JobHandlers, Resolution};
 pub use events::{EventSink, FireKind, SchedulerEvent, SkipReason};
 pub use instance::InstanceId;
 
@@ -143,6 +145,7 @@ pub struct SchedulerBuilder {
     listeners: Vec<Arc<dyn JobListener>>,
     once_listeners: Vec<Arc<dyn DistributeOnceListener>>,
     sink: Option<EventSink>,
+    handlers: JobHandlers,
 }
 
 impl fmt::Debug for SchedulerBuilder {
@@ -166,6 +169,7 @@ impl SchedulerBuilder {
             listeners: Vec::new(),
             once_listeners: Vec::new(),
             sink: None,
+            handlers: JobHandlers::default(),
         }
     }
     /// Time, spawning and randomness (default: [`Handles::real`]).
@@ -207,6 +211,14 @@ impl SchedulerBuilder {
     /// Receives every [`SchedulerEvent`].
     pub fn events(mut self, sink: EventSink) -> Self {
         self.sink = Some(sink);
+        self
+    }
+
+    /// Code for jobs added to the registry by others (a console, the CLI): when such a job's
+    /// config appears and `handlers` has code for it, the scheduler runs it with the stored
+    /// config. See [`JobHandlers`].
+    pub fn job_handlers(mut self, handlers: JobHandlers) -> Self {
+        self.handlers = handlers;
         self
     }
 
@@ -257,7 +269,12 @@ impl SchedulerBuilder {
             timers: Default::default(),
         };
         shared.handles.spawner.spawn(Box::pin(driver.run()));
-        Ok(Scheduler { shared, jobs: Arc::default(), shut_down: Arc::default() })
+        let scheduler = Scheduler { shared, jobs: Arc::default(), shut_down: Arc::default() };
+        if !self.handlers.is_empty() {
+            let adopting = adopt::run(scheduler.clone(), self.handlers);
+            scheduler.shared.handles.spawner.spawn(Box::pin(adopting));
+        }
+        Ok(scheduler)
     }
 }
 
