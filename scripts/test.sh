@@ -16,7 +16,8 @@ log() { printf '\n==> %s\n' "$*"; }
 #   default-jdk-headless javac/java to run that oracle
 #   zookeeper, etcd-server: the registry servers the backend tests run against
 #   protobuf-compiler, libprotobuf-dev: protoc and its well-known .proto files, for etcd-client
-REQUIRED_PACKAGES=(libquartz2-java default-jdk-headless zookeeper etcd-server protobuf-compiler libprotobuf-dev)
+#   chromium, chromium-driver: the browser and its WebDriver, for the console's browser test
+REQUIRED_PACKAGES=(libquartz2-java default-jdk-headless zookeeper etcd-server protobuf-compiler libprotobuf-dev chromium chromium-driver)
 
 install_missing_packages() {
   local missing=()
@@ -36,8 +37,10 @@ install_missing_packages() {
 
 install_missing_packages
 
-# The cron differential test must run against real Quartz here, not skip.
+# The cron differential test must run against real Quartz here, not skip; the console's browser
+# test against real chromium.
 export SHARDCRON_REQUIRE_QUARTZ=1
+export SHARDCRON_REQUIRE_BROWSER=1
 
 stop_servers() {
   scripts/etcd.sh stop || true

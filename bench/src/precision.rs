@@ -307,7 +307,7 @@ fn why_late(r: &PrecisionResult, results: &[PrecisionResult]) -> String {
          cache and registry keys that do not compare whole strings (interned jobs, a per-job \
          node table), fewer strings per item in the job API, and the fires of one tick \
          batched (one wake-up, one transaction for the markers of every job firing in the \
-         tick: DESIGN section 8's later target). tokio-cron-scheduler is later still: it \
+         tick: a later target in docs/targets.md). tokio-cron-scheduler is later still: it \
          polls its job list every 500 ms.\n",
         us(r)
     ));

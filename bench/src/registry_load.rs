@@ -396,7 +396,7 @@ fn render(
     body.push_str(
         "\nReference, not measured here: ElasticJob-Lite 3.0.4 sends 62 registry requests per \
          instance per fire, and its followers poll every 100 ms while waiting for a reshard \
-         (40-700 requests/s, ElasticJob #2395, #2488; DESIGN section 7).\n\n\
+         (40-700 requests/s, ElasticJob #2395, #2488).\n\n\
          What the server receives beyond the trait's operations comes from the backends, not \
          from the scheduler: ZooKeeper's watch notifications carry no data, so the ZooKeeper \
          backend reads every changed node (`getData`, or `exists` to confirm a deletion) on \

@@ -20,7 +20,7 @@ pub const SECTIONS: &[(&str, &str)] = &[
     ("micro", "6. Cron and sharding micro-benchmarks"),
 ];
 
-/// Whether a figure meets its DESIGN section 8 target.
+/// Whether a figure meets its target (`docs/targets.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Status {
     Met,
@@ -181,7 +181,7 @@ fn header(command: &str, blocks: &[(String, String)]) -> String {
     );
     let _ = writeln!(out, "Last written {} by `{command}`.  ", utc_now());
     let _ = writeln!(out, "Machine: {}.\n", proc::machine());
-    out.push_str("## Targets (DESIGN section 8) at a glance\n\n");
+    out.push_str("## Targets (docs/targets.md) at a glance\n\n");
     out.push_str("| section | target | measured | verdict | why |\n|---|---|---|---|---|\n");
     for (id, title) in SECTIONS {
         let Some((_, block)) = blocks.iter().find(|(b, _)| b == id) else {

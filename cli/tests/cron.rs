@@ -84,6 +84,35 @@ fn fewer_lines_when_the_schedule_ends() {
 }
 
 #[test]
+fn a_schedule_that_never_fires_says_so_with_status_1() {
+    for (args, message) in [
+        (
+            &["cron", "next", "0 0 0 30 2 ?"][..],
+            "error: `0 0 0 30 2 ?` never fires: no date matches all of its fields at once (like \
+             February 30, or the 31st of a 30-day month)\n",
+        ),
+        (
+            &["cron", "next", "--after", "2024-01-01T00:00:00Z", "0 0 0 1 1 ? 2020"][..],
+            "error: `0 0 0 1 1 ? 2020` never fires after 2024-01-01T00:00:00+00:00: its last fire \
+             time is earlier (its year field ends, and Quartz years end at 2099)\n",
+        ),
+    ] {
+        let out = shardcron(args);
+        assert_eq!(text(&out.stdout), "");
+        assert_eq!(text(&out.stderr), message);
+        assert_eq!(out.status.code(), Some(1));
+    }
+}
+
+#[test]
+fn a_unix_cron_gets_its_quartz_form_suggested() {
+    assert_rejects(
+        &shardcron(&["cron", "next", "*/5 * * * *"]),
+        "this looks like a Unix cron (minute first, no seconds): did you mean `0 */5 * * * ?`",
+    );
+}
+
+#[test]
 fn default_instant_is_now() {
     let out = shardcron(&["cron", "next", "--count", "2", "* * * * * ?"]);
     assert_eq!(out.status.code(), Some(0));

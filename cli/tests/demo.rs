@@ -1,5 +1,6 @@
 //! Runs the built `shardcron demo --fast` and checks that its timeline shows every phase, in
-//! order, and that the summary it computes from the events reports no duplicate.
+//! order, and that the summary it computes from the events reports no duplicate and explains
+//! every number.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
@@ -56,19 +57,64 @@ fn the_demo_shows_every_phase_and_no_duplicate() {
         find(&lines, stop, &[ip, "stopped"]);
         find(&lines, stop, &[ip, "left", "instance node deleted"]);
     }
-    let summary = find(&lines, finish, &["summary: "]);
-    let summary = lines[summary];
-    assert!(summary.contains("duplicates: 0"), "{summary}");
-    assert!(summary.contains("registry nodes left: 0"), "{summary}");
-    assert!(summary.contains("interrupted by the crash"), "{summary}");
-    assert!(!summary.contains(" 0 failed over"), "{summary}");
+    let summary = find(&lines, finish, &["summary, counted from the events above:"]);
+    let row = |label: &str| {
+        let at = find(&lines, summary, &[&format!("  {label:<12}")]);
+        lines[at]
+    };
+    assert!(row("duplicates").contains("   0  item fires that completed more than once"));
+    assert!(row("nodes left").contains("   0  ephemeral registry nodes"));
+    assert!(row("interrupted").contains("running on 10.0.0.3 when it was killed at"));
+    let failed_over = row("failed over");
+    assert!(!failed_over.contains("   0  "), "{failed_over}");
+    assert!(failed_over.contains("failover: the survivors take over the items a dead instance"));
+    assert!(row("fires").contains("fire times at which at least one item started"));
+    assert!(row("completed").contains("item runs that completed"));
+    assert!(row("shardings").contains("assignments the leader committed: "));
+    // Every item fire not run is explained, with whether it was caught up.
+    let not_run = row("not run");
+    if !not_run.contains("   0  every item of every fire completed") {
+        assert!(not_run.contains("Not caught up: "), "{not_run}");
+        assert!(
+            not_run.contains("while the cluster still counted it as live")
+                || not_run.contains("did not report starting them"),
+            "{not_run}"
+        );
+    }
     assert!(!stdout.contains("gave up"), "{stdout}");
     // Aligned columns: the time is right-aligned in 7 columns, then two spaces.
-    for line in &lines[header + 1..] {
-        if line.is_empty() || line.starts_with("summary") {
+    for line in &lines[header + 1..summary] {
+        if line.is_empty() {
             continue;
         }
         let bytes = line.as_bytes();
         assert!(bytes.len() > 10 && bytes[6] == b's' && &bytes[7..9] == b"  ", "{line:?}");
     }
+}
+
+/// The first "about N seconds" of `text`, whitespace and line breaks ignored.
+fn duration_claim(text: &str) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let at = words
+        .windows(3)
+        .position(|w| {
+            w[0].ends_with("about") && w[1].parse::<u32>().is_ok() && w[2].starts_with("second")
+        })
+        .unwrap_or_else(|| panic!("no \"about N seconds\" in:\n{text}"));
+    format!("about {} seconds", words[at + 1])
+}
+
+#[test]
+fn the_readme_and_the_help_give_the_same_duration() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let demo = readme.find("cargo run -p shardcron-cli -- demo").expect("the README runs the demo");
+    // The paragraph that introduces the command (the one before its code block).
+    let block = readme[..demo].rfind("```").unwrap_or(0);
+    let intro = &readme[readme[..block].trim_end().rfind("\n\n").unwrap_or(0)..block];
+    let help =
+        Command::new(env!("CARGO_BIN_EXE_shardcron")).args(["demo", "--help"]).output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    assert_eq!(duration_claim(intro), duration_claim(&help));
+    assert!(help.contains("8 with --fast"), "{help}");
 }

@@ -6,13 +6,19 @@
 //! - every item of every fire from the first one to the last one ran to completion exactly once
 //!   (`item_end` with `ok: true`, counted per `(fire_ms, item)` over all workers), except the
 //!   fires of the killed worker's items that fell due while its crash went undetected, which
-//!   must be caught up by a later failover or misfire run (DESIGN section 7);
+//!   must be caught up by a later failover or misfire run;
 //! - the items the victim was running were claimed (`failover_claim`) and re-run (`item_start`
 //!   with `kind: failover` and the original `fire_ms`) by a survivor, once, to completion;
 //! - no item ran on two instances at once (the intervals between an item's `item_start` and its
 //!   `item_end`, by the host's clock; a killed worker's runs end at the kill), and fencing
 //!   tokens never go back;
 //! - nothing the registry contract calls a leak is left once every worker stopped.
+//!
+//! The lease tests at the end (issue 14) take an owner out without killing it: its link frozen
+//! by a proxy the test starts (a silent partition) or its process stopped (SIGSTOP), each for
+//! three session timeouts, and check that its items stop before anyone takes them over and that
+//! the fires after its return run every item exactly once; another kills the leader of two
+//! workers without failover and checks that the survivor reshards in time.
 //!
 //! The failover delay (kill → the survivor's `item_start` of the orphan, or cancellation at the
 //! shutdown timeout → that `item_start` for the graceful stop) is printed: run with
@@ -42,7 +48,7 @@ use serde_json::Value;
 /// The period is not a multiple of the session timeouts measured (2, 4, 8 s): the victim dies
 /// ~0.3 s into a fire, so its death is noticed between fires, while the survivors are idle.
 /// (With a period that divides the timeout, the survivors are running their own items when it
-/// is noticed, and claim the orphans only after them, as DESIGN section 5 says: the delay is
+/// is noticed, and claim the orphans only after them, by design: the delay is
 /// then the end of their run, not the failover's.)
 const JOB: &str = "mp";
 const TOTAL: u32 = 6;
@@ -228,6 +234,9 @@ struct Proc {
 struct Cluster {
     label: String,
     registry: String,
+    /// The job's schedule (every worker publishes it) and whether failover is on.
+    cron: &'static str,
+    failover: bool,
     dir: PathBuf,
     workers: Vec<Proc>,
     tx: mpsc::Sender<Message>,
@@ -269,17 +278,36 @@ impl Cluster {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("multiprocess").join(namespace);
         std::fs::create_dir_all(&dir).unwrap();
         let (tx, rx) = mpsc::channel();
-        Cluster { label, registry, dir, workers: Vec::new(), tx, rx, events: Vec::new() }
+        let (cron, failover) = (CRON, true);
+        Cluster {
+            label,
+            registry,
+            cron,
+            failover,
+            dir,
+            workers: Vec::new(),
+            tx,
+            rx,
+            events: Vec::new(),
+        }
     }
 
     /// Starts worker number `workers.len()` (suffix `w1`, `w2`, ...) with `extra` arguments.
     fn spawn(&mut self, extra: &[&str]) -> usize {
+        let registry = self.registry.clone();
+        self.spawn_at(&registry, extra)
+    }
+
+    /// [`Cluster::spawn`], reaching the registry at `registry` (e.g. through a proxy).
+    fn spawn_at(&mut self, registry: &str, extra: &[&str]) -> usize {
         let index = self.workers.len();
         let suffix = format!("w{}", index + 1);
+        let failover: &[&str] = if self.failover { &["--failover"] } else { &[] };
         let mut child = Command::new(env!("CARGO_BIN_EXE_shardcron"))
             .arg("worker")
-            .args(["--registry", &self.registry, "--job", JOB, "--cron", CRON])
-            .args(["--total", &TOTAL.to_string(), "--failover", "--instance-suffix", &suffix])
+            .args(["--registry", registry, "--job", JOB, "--cron", self.cron])
+            .args(["--total", &TOTAL.to_string(), "--instance-suffix", &suffix])
+            .args(failover)
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -966,7 +994,7 @@ fn judge(
 }
 
 /// What is left in the job's subtree after every worker stopped: nodes that are leaks by the
-/// contract (DESIGN section 9, invariant 5) go to `violations`; the rest is summarised. Then
+/// contract (no registry node left behind) go to `violations`; the rest is summarised. Then
 /// the subtree is deleted.
 fn leaks(registry: &str, violations: &mut Vec<String>) -> String {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -1226,4 +1254,614 @@ fn measure_failover_delay_on_zookeeper() {
 #[ignore = "a measurement of several minutes: scripts/failover-delay.sh"]
 fn measure_failover_delay_on_etcd() {
     measure(Backend::Etcd);
+}
+
+// ---------------------------------------------------------------------------------- the lease
+//
+// An owner that loses touch with the registry without crashing: a silent partition (its link
+// frozen by a proxy: no reset, no close) or a frozen process (SIGSTOP), each longer than the
+// session timeout. The owner runs long items, the others short ones, so that the survivors are
+// idle when they take the owner's items over. Judged from the JSON lines: no item runs on two
+// instances at once (for a frozen process, the span it was stopped counts as not running), and
+// every fire after the owner is back in the assignment runs every item exactly once. The
+// report says how long before the server expired the owner's session (seen by a watch of the
+// test's own) its items stopped.
+
+/// Session timeout / lease TTL of the lease scenarios.
+const LEASE_SESSION_MS: u64 = 4_000;
+/// Fires every 10 s: the owner's 9 s items end before the next fire.
+const LEASE_CRON: &str = "0/10 * * * * ?";
+const LEASE_PERIOD_MS: i64 = 10_000;
+const OWNER_ITEM_MS: &str = "9000";
+const OTHER_ITEM_MS: &str = "1000";
+/// How long the owner is cut off or stopped: three session timeouts.
+const OUTAGE: Duration = Duration::from_secs(12);
+/// Complete fires judged after the owner is back.
+const FIRES_AFTER_RECOVERY: usize = 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outage {
+    /// The owner's link frozen by a proxy the test controls, then thawed.
+    Partition,
+    /// The owner's process stopped with SIGSTOP, then resumed with SIGCONT.
+    Sigstop,
+}
+
+impl Outage {
+    fn name(self) -> &'static str {
+        match self {
+            Outage::Partition => "partition",
+            Outage::Sigstop => "sigstop",
+        }
+    }
+}
+
+/// A [`LinkProxy`](shardcron_core::testkit::proxy::LinkProxy) with the runtime its tasks run on
+/// (the tests here are synchronous).
+struct Link {
+    /// Runs the proxy's tasks; dropped with the link.
+    _runtime: tokio::runtime::Runtime,
+    proxy: shardcron_core::testkit::proxy::LinkProxy,
+}
+
+impl Link {
+    fn to(address: &str) -> Link {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let proxy = runtime.block_on(shardcron_core::testkit::proxy::LinkProxy::start(address));
+        Link { _runtime: runtime, proxy }
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.proxy.shut();
+    }
+}
+
+/// A watch of the job's instance nodes from a registry client of the test's own: when each one
+/// was deleted (by the host's clock), i.e. when the server ended its session.
+struct Observer {
+    gone: Arc<Mutex<Vec<(String, i64)>>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Observer {
+    fn start(registry: &str) -> Observer {
+        let gone: Arc<Mutex<Vec<(String, i64)>>> = Arc::default();
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready_tx, ready) = mpsc::channel();
+        let (registry, sink) = (registry.to_owned(), gone.clone());
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+            let runtime = runtime.unwrap();
+            runtime.block_on(async move {
+                use futures::StreamExt;
+                use shardcron::registry::WatchEvent;
+                let r = shardcron::connect(&registry).await.expect("observer connects");
+                let mut stream = r.watch(&format!("/{JOB}/instances")).await.unwrap();
+                let _ = ready_tx.send(());
+                let mut present: BTreeSet<String> = BTreeSet::new();
+                loop {
+                    let event = tokio::select! {
+                        biased;
+                        _ = &mut stopped => break,
+                        event = stream.next() => event,
+                    };
+                    let Some(event) = event else { break };
+                    let now = now_ms();
+                    let name = |p: &str| p.rsplit('/').next().unwrap_or_default().to_owned();
+                    match event {
+                        WatchEvent::Created { path, .. } => {
+                            present.insert(name(&path));
+                        }
+                        WatchEvent::Deleted { path } => {
+                            present.remove(&name(&path));
+                            sink.lock().unwrap().push((name(&path), now));
+                        }
+                        WatchEvent::Resync { nodes } => {
+                            let now_present: BTreeSet<String> =
+                                nodes.keys().map(|p| name(p)).collect();
+                            for lost in present.difference(&now_present) {
+                                sink.lock().unwrap().push((lost.clone(), now));
+                            }
+                            present = now_present;
+                        }
+                        WatchEvent::Changed { .. } => {}
+                    }
+                }
+                let _ = r.close().await;
+            });
+        });
+        ready.recv_timeout(Duration::from_secs(20)).expect("the observer's watch is open");
+        Observer { gone, stop: Some(stop), thread: Some(thread) }
+    }
+
+    /// When the node of `instance` was first deleted at or after `after`.
+    fn gone_at(&self, instance: &str, after: i64) -> Option<i64> {
+        let gone = self.gone.lock().unwrap();
+        gone.iter().filter(|(i, at)| i == instance && *at >= after).map(|(_, at)| *at).min()
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The session states a worker reported from `from` on, as `state@+ms` after `from`.
+fn session_story(c: &Cluster, worker: usize, from: i64) -> String {
+    let states: Vec<String> = c
+        .events
+        .iter()
+        .filter(|e| e.worker == worker && e.event == "session" && e.at >= from)
+        .map(|e| {
+            let v: Value = serde_json::from_str(&e.raw).unwrap();
+            format!("{}@+{}", v["state"].as_str().unwrap_or("?"), e.at - from)
+        })
+        .collect();
+    states.join(" ")
+}
+
+/// The spans a run really ran: from its start to its end, less `paused` (a SIGSTOP of its
+/// worker: the process did nothing then). A run without an end ran until `open_end`.
+fn ran(r: &Run, paused: Option<(usize, i64, i64)>, open_end: i64) -> Vec<(i64, i64)> {
+    let end = r.end.unwrap_or(open_end);
+    match paused {
+        Some((w, stop, cont)) if w == r.worker && r.start < cont && end > stop => {
+            let mut spans = Vec::new();
+            if r.start < stop {
+                spans.push((r.start, stop));
+            }
+            if end > cont {
+                spans.push((cont.max(r.start), end));
+            }
+            spans
+        }
+        _ => vec![(r.start, end)],
+    }
+}
+
+/// Item by item: no two runs on different workers overlap (by what really ran).
+fn check_exclusion(
+    c: &Cluster,
+    paused: Option<(usize, i64, i64)>,
+    open_end: i64,
+    violations: &mut Vec<String>,
+) {
+    let runs = runs_of(&c.events);
+    let describe = |r: &Run| {
+        format!(
+            "{}#{} fire {} ({}) {}..{}",
+            c.name(r.worker),
+            r.item,
+            r.fire,
+            r.kind,
+            r.start,
+            r.end.map_or("?".into(), |e| e.to_string())
+        )
+    };
+    for item in 0..TOTAL {
+        let mine: Vec<&Run> = runs.iter().filter(|r| r.item == item).collect();
+        for (i, a) in mine.iter().enumerate() {
+            for b in &mine[i + 1..] {
+                if a.worker == b.worker {
+                    continue;
+                }
+                let overlap = ran(a, paused, open_end).iter().any(|&(a0, a1)| {
+                    ran(b, paused, open_end).iter().any(|&(b0, b1)| a0 < b1 && b0 < a1)
+                });
+                if overlap {
+                    violations.push(format!(
+                        "item {item} ran on two instances at once: {} and {}",
+                        describe(a),
+                        describe(b)
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// Every item of every fire from `first` to `last` (every `period`) completed exactly once.
+fn check_exactly_once(
+    c: &Cluster,
+    (first, last, period): (i64, i64, i64),
+    violations: &mut Vec<String>,
+) -> usize {
+    let runs = runs_of(&c.events);
+    let mut fires = 0;
+    let mut fire = first;
+    while fire <= last {
+        fires += 1;
+        for item in 0..TOTAL {
+            let done: Vec<&Run> = runs
+                .iter()
+                .filter(|r| r.item == item && r.fire == fire && r.ok == Some(true))
+                .collect();
+            if done.len() != 1 {
+                let who: Vec<String> = done
+                    .iter()
+                    .map(|r| format!("{} ({}) at {}", c.name(r.worker), r.kind, r.start))
+                    .collect();
+                violations.push(format!(
+                    "item {item} of fire {fire} completed {} times, expected once: {who:?}",
+                    done.len()
+                ));
+            }
+        }
+        fire += period;
+    }
+    fires
+}
+
+/// Waits for an assignment over exactly `instances` made at or after `after`; returns its time.
+fn await_assignment(
+    c: &mut Cluster,
+    instances: &BTreeSet<String>,
+    after: i64,
+    limit: Duration,
+) -> i64 {
+    let what = format!("an assignment over {instances:?} after {after}");
+    let (at, _) = c.wait_for(limit, &what, |c| {
+        c.last_assignment().filter(|(at, a)| {
+            *at >= after && a.keys().cloned().collect::<BTreeSet<_>>() == *instances
+        })
+    });
+    at
+}
+
+/// Waits for `n` fires completed by every item, the first at or after `from`; returns the
+/// first and the last.
+fn await_complete_fires(c: &mut Cluster, from: i64, n: usize, period: i64) -> (i64, i64) {
+    let mut first = None;
+    let mut last = from - 1;
+    for k in 0..n {
+        let fire = c.wait_for(
+            Duration::from_millis((2 * period) as u64 + 15_000),
+            &format!("complete fire {} of {n} after {from}", k + 1),
+            |c| c.all_completed(last + 1),
+        );
+        first.get_or_insert(fire);
+        last = fire;
+    }
+    (first.unwrap_or(from), last)
+}
+
+/// Stops the workers still running (SIGTERM) and waits for them to exit 0.
+fn stop_all(c: &mut Cluster) {
+    let running: Vec<usize> = (0..c.workers.len())
+        .filter(|&w| c.workers[w].killed_at.is_none() && c.workers[w].term_at.is_none())
+        .collect();
+    for &w in &running {
+        c.term(w);
+    }
+    for &w in &running {
+        let status = c.await_exit(w, Duration::from_secs(20));
+        assert!(status.success(), "{} exits 0 on SIGTERM: {status}\n{}", c.name(w), c.story(40));
+    }
+}
+
+/// Runs one lease scenario on `backend`; panics with the violations, returns the report.
+fn run_outage(backend: Backend, address: &str, outage: Outage) -> String {
+    let begun = Instant::now();
+    let namespace = format!(
+        "e2e-lease-{}-{}-{}-{}",
+        backend.name(),
+        outage.name(),
+        std::process::id(),
+        now_ms()
+    );
+    let registry = backend.url(address, &namespace, LEASE_SESSION_MS);
+    let link = (outage == Outage::Partition).then(|| Link::to(address));
+    let owner_registry = match &link {
+        Some(link) => backend.url(&link.proxy.addr(), &namespace, LEASE_SESSION_MS),
+        None => registry.clone(),
+    };
+    let label = format!(
+        "{} {} of an owner (session {LEASE_SESSION_MS} ms, namespace {namespace})",
+        backend.name(),
+        outage.name()
+    );
+    let observer = Observer::start(&registry);
+    let mut c = Cluster::new(label, registry.clone(), &namespace);
+    c.cron = LEASE_CRON;
+    let period = LEASE_PERIOD_MS;
+
+    let started = now_ms();
+    c.spawn(&["--item-ms", OTHER_ITEM_MS]);
+    c.spawn(&["--item-ms", OTHER_ITEM_MS]);
+    let owner = c.spawn_at(&owner_registry, &["--item-ms", OWNER_ITEM_MS]);
+    let everyone: BTreeSet<String> = c.workers.iter().map(|w| w.instance.clone()).collect();
+    let sharded = await_assignment(&mut c, &everyone, started, Duration::from_secs(40));
+    let assignment = c.last_assignment().unwrap().1;
+    let owner_items = assignment[&c.workers[owner].instance].clone();
+    assert!(!owner_items.is_empty(), "{}: the owner has items: {assignment:?}", c.label);
+    // A fire in which the owner runs its (long) items.
+    let (fire, owner_started) = c.wait_for(
+        Duration::from_millis((2 * period) as u64 + 10_000),
+        "the owner's items to start",
+        |c| {
+            let mut by_fire: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+            for e in c.events.iter().filter(|e| e.event == "item_start" && e.worker == owner) {
+                if let (Some(f), true) = (e.fire, e.fire.is_some_and(|f| f >= sharded - period)) {
+                    by_fire.entry(f).or_default().push(e.at);
+                }
+            }
+            by_fire
+                .into_iter()
+                .find(|(_, starts)| starts.len() == owner_items.len())
+                .map(|(f, starts)| (f, *starts.iter().max().unwrap()))
+        },
+    );
+    let wait = 1_000 - (now_ms() - owner_started);
+    if wait > 0 {
+        c.pump_for(Duration::from_millis(wait as u64));
+    }
+
+    // The outage.
+    let pid = c.workers[owner].child.id().to_string();
+    let outage_at = now_ms();
+    match (&link, outage) {
+        (Some(link), Outage::Partition) => link.proxy.freeze(),
+        _ => {
+            let status = Command::new("kill").args(["-STOP", &pid]).status().unwrap();
+            assert!(status.success());
+        }
+    }
+    c.pump_for(OUTAGE);
+    let back_at = now_ms();
+    match (&link, outage) {
+        (Some(link), Outage::Partition) => link.proxy.thaw(),
+        _ => {
+            let status = Command::new("kill").args(["-CONT", &pid]).status().unwrap();
+            assert!(status.success());
+        }
+    }
+    let paused = (outage == Outage::Sigstop).then_some((owner, outage_at, back_at));
+
+    // Recovery: the owner back in the assignment, then complete fires.
+    let recovered = await_assignment(
+        &mut c,
+        &everyone,
+        back_at,
+        Duration::from_millis((3 * period) as u64 + 20_000),
+    );
+    let (first_judged, last_judged) =
+        await_complete_fires(&mut c, recovered - period, FIRES_AFTER_RECOVERY, period);
+    stop_all(&mut c);
+    let ended = now_ms();
+
+    let mut violations = Vec::new();
+    let leaks = leaks(&registry, &mut violations);
+    check_exclusion(&c, paused, ended, &mut violations);
+    let fires = check_exactly_once(&c, (first_judged, last_judged, period), &mut violations);
+
+    // The report: the owner's items of the fire it lost, against the server's expiry.
+    let owner_instance = c.workers[owner].instance.clone();
+    let expired_at = observer.gone_at(&owner_instance, outage_at);
+    let runs = runs_of(&c.events);
+    let mut report = format!(
+        "{}: outage of {} ({} items {owner_items:?}) at {outage_at} during fire {fire}, back \
+         at +{} ms; server expired its session at {}; owner's session: {}\n",
+        c.label,
+        c.name(owner),
+        OWNER_ITEM_MS,
+        back_at - outage_at,
+        expired_at.map_or("never (!)".into(), |t| format!("+{} ms", t - outage_at)),
+        session_story(&c, owner, outage_at)
+    );
+    if expired_at.is_none() {
+        violations.push("the server never expired the owner's session".into());
+    }
+    for r in runs.iter().filter(|r| r.worker == owner && r.fire == fire && r.start < outage_at) {
+        let end = r.end.unwrap_or(ended);
+        let stopped = match outage {
+            // Frozen: it stopped running when the process was stopped.
+            Outage::Sigstop => outage_at.min(end),
+            Outage::Partition => end,
+        };
+        let _ = writeln!(
+            report,
+            "  owner's item {} (fire {fire}): ended at +{} ms (ok {:?}), stopped running {}",
+            r.item,
+            end - outage_at,
+            r.ok,
+            expired_at.map_or("?".into(), |t| format!(
+                "{} ms before the server-side expiry",
+                t - stopped
+            )),
+        );
+        let takers: Vec<&Run> = runs
+            .iter()
+            .filter(|t| t.item == r.item && t.fire == fire && t.worker != owner)
+            .collect();
+        for t in takers {
+            let _ = writeln!(
+                report,
+                "    taken over by {} ({}): started +{} ms ({} ms after the owner's run ended)",
+                c.name(t.worker),
+                t.kind,
+                t.start - outage_at,
+                t.start - end
+            );
+        }
+    }
+    let mut completions: BTreeMap<(i64, u32), Vec<String>> = BTreeMap::new();
+    for r in runs.iter().filter(|r| r.ok == Some(true)) {
+        completions.entry((r.fire, r.item)).or_default().push(format!(
+            "{} ({})",
+            c.name(r.worker),
+            r.kind
+        ));
+    }
+    for ((f, item), by) in completions.iter().filter(|(_, by)| by.len() > 1) {
+        let _ = writeln!(
+            report,
+            "  note: item {item} of fire {f} completed {} times: {by:?}",
+            by.len()
+        );
+    }
+    let _ = writeln!(
+        report,
+        "  {fires} fires after recovery judged ({first_judged}..{last_judged}); took {:.1} s; lines in {}",
+        begun.elapsed().as_secs_f64(),
+        c.dir.display()
+    );
+    if !leaks.is_empty() {
+        let _ = writeln!(report, "  registry after the stop: {leaks}");
+    }
+    if !violations.is_empty() {
+        panic!(
+            "{}: {} violation(s):\n  {}\n{report}\n{}",
+            c.label,
+            violations.len(),
+            violations.join("\n  "),
+            c.story(80)
+        );
+    }
+    drop(observer);
+    report
+}
+
+/// Two workers, failover off: kill -9 of the leader. The survivor reshards within the session
+/// timeout plus one fire, and every later fire runs every item exactly once.
+fn run_leader_kill_without_failover(backend: Backend, address: &str) -> String {
+    let begun = Instant::now();
+    let session_ms = LEASE_SESSION_MS;
+    let namespace =
+        format!("e2e-nofailover-{}-{}-{}", backend.name(), std::process::id(), now_ms());
+    let registry = backend.url(address, &namespace, session_ms);
+    let label = format!(
+        "{} kill -9 of the leader, failover off (session {session_ms} ms, namespace {namespace})",
+        backend.name()
+    );
+    let mut c = Cluster::new(label, registry.clone(), &namespace);
+    c.failover = false;
+    let started = now_ms();
+    c.spawn(&["--item-ms", ITEM_MS]);
+    c.spawn(&["--item-ms", ITEM_MS]);
+    let both: BTreeSet<String> = c.workers.iter().map(|w| w.instance.clone()).collect();
+    let sharded = await_assignment(&mut c, &both, started, Duration::from_secs(30));
+    let (fire, _) = c.wait_for(Duration::from_secs(15), "a fire run by both workers", |c| {
+        c.all_started(sharded - PERIOD_MS)
+    });
+    let leader = c
+        .events
+        .iter()
+        .rev()
+        .find(|e| e.event == "leader" || e.event == "sharding")
+        .map(|e| e.worker)
+        .unwrap();
+    let survivor = 1 - leader;
+    let _ = fire;
+    c.pump_for(Duration::from_millis(300));
+    c.kill9(leader);
+    let killed_at = c.workers[leader].killed_at.unwrap();
+
+    let alone: BTreeSet<String> = [c.workers[survivor].instance.clone()].into();
+    let resharded = await_assignment(
+        &mut c,
+        &alone,
+        killed_at,
+        Duration::from_millis(session_ms + 3 * PERIOD_MS as u64 + 10_000),
+    );
+    let (first, _) = c.wait_for(Duration::from_secs(15), "a fire run by the survivor alone", |c| {
+        c.all_started(resharded - PERIOD_MS)
+    });
+    // Within the session timeout plus one fire (and a second for the server's expiry check).
+    let bound = killed_at + session_ms as i64 + PERIOD_MS + 1_000;
+    let mut violations = Vec::new();
+    if first > bound {
+        violations.push(format!(
+            "the first fire run in full after the kill is {first}, {} ms after it: later than \
+             the session timeout plus one fire ({bound})",
+            first - killed_at
+        ));
+    }
+    let (_, last) = await_complete_fires(&mut c, first, 3, PERIOD_MS);
+    stop_all(&mut c);
+    let leaks = leaks(&registry, &mut violations);
+    check_exclusion(&c, None, killed_at, &mut violations);
+    let fires = check_exactly_once(&c, (first, last, PERIOD_MS), &mut violations);
+    let mut report = format!(
+        "{}: leader {} killed at {killed_at}; the survivor resharded +{} ms after, the first \
+         fire run in full by it was {first} (+{} ms); {fires} fires judged; took {:.1} s\n",
+        c.label,
+        c.name(leader),
+        resharded - killed_at,
+        first - killed_at,
+        begun.elapsed().as_secs_f64()
+    );
+    if !leaks.is_empty() {
+        let _ = writeln!(report, "  registry after the stop: {leaks}");
+    }
+    if !violations.is_empty() {
+        panic!(
+            "{}: {} violation(s):\n  {}\n{report}\n{}",
+            c.label,
+            violations.len(),
+            violations.join("\n  "),
+            c.story(80)
+        );
+    }
+    report
+}
+
+fn run_lease_test(backend: Backend, test: impl FnOnce(&str) -> String) {
+    let _serial = serial();
+    let Some(address) = backend.address() else { return };
+    println!("{}", test(&address));
+}
+
+/// ZooKeeper: an owner's link frozen (no reset) for 12 s while it runs 9 s items.
+#[test]
+fn silent_partition_of_an_owner_on_zookeeper() {
+    run_lease_test(Backend::ZooKeeper, |a| run_outage(Backend::ZooKeeper, a, Outage::Partition));
+}
+
+/// etcd: an owner's link frozen (no reset) for 12 s while it runs 9 s items.
+#[test]
+fn silent_partition_of_an_owner_on_etcd() {
+    run_lease_test(Backend::Etcd, |a| run_outage(Backend::Etcd, a, Outage::Partition));
+}
+
+/// ZooKeeper: an owner stopped with SIGSTOP for 12 s while it runs 9 s items, then resumed.
+#[test]
+fn sigstop_of_an_owner_on_zookeeper() {
+    run_lease_test(Backend::ZooKeeper, |a| run_outage(Backend::ZooKeeper, a, Outage::Sigstop));
+}
+
+/// etcd: an owner stopped with SIGSTOP for 12 s while it runs 9 s items, then resumed.
+#[test]
+fn sigstop_of_an_owner_on_etcd() {
+    run_lease_test(Backend::Etcd, |a| run_outage(Backend::Etcd, a, Outage::Sigstop));
+}
+
+/// ZooKeeper: two workers without failover, the leader killed. Today the survivor often
+/// never reshards: it sees the leader's instance node go before it wins the election, and only
+/// the leader flags a reshard on a departure.
+#[test]
+#[ignore = "needs the protocol's departure fix"]
+fn leader_kill_without_failover_on_zookeeper() {
+    run_lease_test(Backend::ZooKeeper, |a| run_leader_kill_without_failover(Backend::ZooKeeper, a));
+}
+
+/// etcd: two workers without failover, the leader killed. Today the survivor often
+/// never reshards: it sees the leader's instance node go before it wins the election, and only
+/// the leader flags a reshard on a departure.
+#[test]
+#[ignore = "needs the protocol's departure fix"]
+fn leader_kill_without_failover_on_etcd() {
+    run_lease_test(Backend::Etcd, |a| run_leader_kill_without_failover(Backend::Etcd, a));
 }

@@ -168,7 +168,8 @@ fn invalid_input_exits_2_with_one_line() {
         (
             shardcron(&[]),
             "'shardcron' requires a subcommand but one was not provided [subcommands: cron, sharding, \
-             worker, demo, help]",
+             worker, demo, jobs, job, servers, instances, trigger, disable, enable, shutdown, \
+             config, add, remove, dump, console, help]",
         ),
         (shardcron(&["bogus"]), "unrecognized subcommand 'bogus'"),
     ];

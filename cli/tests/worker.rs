@@ -380,17 +380,76 @@ fn invalid_input_exits_2_with_one_line() {
     );
 }
 
+/// The last line of `stderr`, which must be the one `error: ...` line.
+fn error_line(stderr: &str) -> &str {
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: cannot connect to the registry: "), "{stderr}");
+    assert_eq!(stderr.lines().filter(|l| l.starts_with("error:")).count(), 1, "{stderr}");
+    last
+}
+
 #[test]
 #[cfg(feature = "etcd")]
-fn an_unreachable_registry_exits_1() {
-    // Port 1 on the loopback: nothing listens there; the connect attempt fails fast.
-    let output =
-        worker(&["--registry", "etcd://127.0.0.1:1/ns?connect_timeout_ms=300", "--job", "j"]);
+fn an_unreachable_etcd_is_named_with_every_endpoint_and_the_time_spent() {
+    // Ports 1 and 2 on the loopback: nothing listens there; the connect attempt fails fast.
+    let output = worker(&[
+        "--registry",
+        "etcd://127.0.0.1:1,127.0.0.1:2/ns?connect_timeout_ms=300",
+        "--job",
+        "j",
+    ]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stderr.starts_with("error: cannot connect to the registry: "), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "");
+    assert!(
+        stderr.contains(
+            "INFO connecting to etcd at http://127.0.0.1:1,http://127.0.0.1:2 (up to 300ms)"
+        ),
+        "progress first: {stderr}"
+    );
+    let error = error_line(&stderr);
+    for needle in [
+        "could not reach etcd in ",
+        " s; endpoints tried: 127.0.0.1:1 (connection refused: nothing listens there), \
+         127.0.0.1:2 (connection refused: nothing listens there); last error: ",
+        "Check that etcd serves clients at these addresses",
+    ] {
+        assert!(error.contains(needle), "{needle:?} missing from {error}");
+    }
+}
+
+#[test]
+fn an_unreachable_zookeeper_reports_each_attempt_then_names_every_host() {
+    let output = worker(&[
+        "--registry",
+        "zk://127.0.0.1:1,127.0.0.1:2/ns?connect_timeout_ms=300&retry_attempts=2&retry_base_ms=100",
+        "--job",
+        "j",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 4, "{stderr}");
+    assert!(
+        lines[0].ends_with(
+            "INFO connecting to ZooKeeper at 127.0.0.1:1,127.0.0.1:2 (attempt 1 of 2, up to 300ms)"
+        ),
+        "{stderr}"
+    );
+    assert!(lines[1].contains("WARN ZooKeeper attempt 1 of 2 failed after 0."), "{stderr}");
+    assert!(lines[1].ends_with("; retrying in 100ms"), "{stderr}");
+    assert!(lines[2].ends_with("(attempt 2 of 2, up to 300ms)"), "{stderr}");
+    let error = error_line(&stderr);
+    for needle in [
+        "no ZooKeeper session after 2 attempt(s) in 0.",
+        " s; hosts tried: 127.0.0.1:1 (connection refused: nothing listens there), 127.0.0.1:2 \
+         (connection refused: nothing listens there); last attempt: no session on \
+         127.0.0.1:1,127.0.0.1:2 within the connect timeout of 300ms. Check that ZooKeeper runs \
+         at these addresses",
+    ] {
+        assert!(error.contains(needle), "{needle:?} missing from {error}");
+    }
 }
 
 #[test]
@@ -400,12 +459,15 @@ fn help_documents_the_json_lines() {
     assert_eq!(output.status.code(), Some(0));
     let help = String::from_utf8(output.stdout).unwrap();
     for needle in [
-        "Usage: shardcron worker [OPTIONS] --registry <URL> --job <NAME>",
+        // --job may be left out with --serve-jobs.
+        "Usage: shardcron worker [OPTIONS] --registry <URL>",
+        "--job <NAME>",
         "fire_ms",
         "at_ms",
         "event     item_start, item_end, sharding, leader, failover_claim, session, skip,",
         "null where they do not apply",
         "SIGTERM or Ctrl-C stops the worker gracefully",
+        "DIAGNOSTICS: stderr gets the log",
         "[default: \"0/5 * * * * ?\"]",
         "[default: 3]",
         "[default: 1000]",

@@ -48,6 +48,23 @@ pub enum Error {
     #[error("the scheduler has shut down")]
     ShutDown,
 
+    /// A second stop signal arrived while [`Scheduler::shutdown_on_ctrl_c`] waited for running
+    /// items to finish.
+    ///
+    /// [`Scheduler::shutdown_on_ctrl_c`]: crate::runtime::Scheduler::shutdown_on_ctrl_c
+    #[error(
+        "stopped by a second signal before the running items finished; with failover on, \
+         other instances re-run them once this instance's registry session ends"
+    )]
+    ShutdownInterrupted,
+
+    /// The handlers of the stop signals (Ctrl-C, SIGTERM) could not be installed.
+    #[error("cannot handle stop signals: {source}")]
+    Signals {
+        #[source]
+        source: std::io::Error,
+    },
+
     /// A conditional write kept losing to concurrent writers of the same node.
     #[error("{what}: gave up after repeated concurrent changes of the node; retry later")]
     Contended { what: String },
@@ -55,4 +72,37 @@ pub enum Error {
     /// An operation was refused because of the job's state in the registry.
     #[error("job {job}: {reason}")]
     Refused { job: String, reason: String },
+
+    /// Adding a job whose config the registry already holds.
+    #[error("job {job} already exists in the registry; change it with a config update instead")]
+    JobAlreadyRegistered { job: String },
+
+    /// No job of the namespace (or of the named job) has a server of that IP.
+    #[error("no server {ip}{}", in_job(.job))]
+    NoSuchServer { ip: String, job: Option<String> },
+
+    /// No job of the namespace (or of the named job) has a live instance of that id.
+    #[error("no live instance {instance}{}", in_job(.job))]
+    NoSuchInstance { instance: String, job: Option<String> },
+}
+
+impl Error {
+    /// True when the error says the request itself was wrong (an unknown job, server, instance
+    /// or item, an invalid config): repeating it unchanged cannot succeed. False for failures of
+    /// the registry, which may pass on a retry.
+    pub fn is_bad_request(&self) -> bool {
+        match self {
+            // A name that cannot be a registry path (`a/b` as an IP) is the request's fault.
+            Error::Registry(e) => matches!(e, RegistryError::InvalidPath { .. }),
+            Error::Contended { .. }
+            | Error::ShutDown
+            | Error::ShutdownInterrupted
+            | Error::Signals { .. } => false,
+            _ => true,
+        }
+    }
+}
+
+fn in_job(job: &Option<String>) -> String {
+    job.as_ref().map(|j| format!(" in job {j}")).unwrap_or_default()
 }

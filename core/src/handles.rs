@@ -1,7 +1,7 @@
 //! The injected handles through which shardcron reads time, draws random numbers and spawns tasks.
 //!
-//! The core never calls `SystemTime::now`, `Instant::now` or `thread_rng` itself (DESIGN section
-//! 6): it asks these handles. Production uses [`Handles::real`]; the simulator and tests use
+//! The core never calls `SystemTime::now`, `Instant::now` or `thread_rng` itself (see
+//! `docs/architecture.md`, determinism): it asks these handles. Production uses [`Handles::real`]; the simulator and tests use
 //! [`Handles::simulated`], whose clock follows tokio's clock, so a runtime with paused time
 //! (`#[tokio::test(start_paused = true)]`, or the simulator's single-threaded runtime) runs the
 //! unchanged core in virtual time, deterministically.

@@ -1,4 +1,4 @@
-//! The registry layout of a job, shared with ElasticJob-Lite 3.x so that its
+//! The registry layout of a job (`docs/registry-layout.md`), shared with ElasticJob-Lite 3.x so that its
 //! operators and tools recognise it:
 //!
 //! ```text

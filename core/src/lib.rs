@@ -8,7 +8,7 @@
 //! ## Layout
 //! - [`registry`]: the [`CoordinatorRegistry`](registry::CoordinatorRegistry) trait and its
 //!   contract, typed errors, paths, the latch and mutex recipes.
-//! - [`layout`]: the registry node layout of a job, typed.
+//! - [`layout`]: the registry node layout of a job (`docs/registry-layout.md`), typed.
 //! - [`config`]: [`JobConfig`](config::JobConfig), ElasticJob-compatible YAML, validation.
 //! - [`cron`]: Quartz-compatible cron schedules with time zones and DST as Quartz 2.3 does them.
 //! - [`sharding`]: the pure sharding strategies (AVG_ALLOCATION, ODEVITY, ROUND_ROBIN, custom).
@@ -22,7 +22,8 @@
 //! - [`events`]: what the scheduler reports as it works.
 //! - [`guarantee`]: the distribute-once listener callbacks.
 //! - [`api`]: operations and statistics for consoles, over the registry alone.
-//! - [`handles`]: clock, spawner and randomness handles.
+//! - [`handles`]: clock, spawner and randomness handles (what makes the simulator
+//!   deterministic).
 //! - [`job`]: job kinds (simple, dataflow, script), the executor of one fire, listeners and
 //!   error handlers.
 //! - `testkit` (feature `testkit`): the registry behaviour suite every backend runs.
@@ -41,6 +42,7 @@ pub mod protocol;
 pub mod registry;
 pub mod runtime;
 pub mod sharding;
+mod stderr_fallback;
 
 pub use error::{Error, Result};
 #[cfg(feature = "testkit")]

@@ -12,6 +12,7 @@ use etcd_client::{
 };
 use parking_lot::Mutex;
 use shardcron_core::handles::{Clock, SystemClock};
+use shardcron_core::registry::lease::LeaseClock;
 use shardcron_core::registry::recipes::{SequentialLatch, SequentialMutex};
 use shardcron_core::registry::{
     path, Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op,
@@ -79,8 +80,10 @@ impl EtcdRegistry {
     /// Connects, authenticates and opens a session (grants the first lease).
     ///
     /// Fails with `Auth` for wrong credentials (or missing ones on a server with authentication
-    /// on), `ConnectionLoss`/`Timeout` when no endpoint answers within the connect timeout, and
-    /// `Backend` for unusable options (the message says which).
+    /// on), `Backend { retryable: true }` when no endpoint answers within the connect timeout
+    /// (the message names every endpoint with what a TCP connection to it finds, and the time
+    /// spent), and `Backend { retryable: false }` for unusable options (the message says which).
+    /// Progress goes to `tracing` at info level.
     pub async fn connect(options: EtcdOptions) -> Result<Self> {
         let at = options.endpoint_urls().join(",");
         let config = |e: ConfigError| error::backend(Op::Connect, at.clone(), e.to_string(), false);
@@ -88,10 +91,31 @@ impl EtcdRegistry {
         let keys = KeySpace::new(options.namespace.as_deref())?;
         let connect_options = etcd_connect_options(&options).map_err(config)?;
         let timeout = options.connect_timeout;
+        let started = std::time::Instant::now();
+        tracing::info!("connecting to etcd at {at} (up to {timeout:?})");
+        match Self::open(options, keys, connect_options, &at).await {
+            Ok(registry) => {
+                tracing::info!("connected to etcd at {at}");
+                Ok(registry)
+            }
+            Err(e) if e.is_retryable() => Err(unreachable(&at, started.elapsed(), &e).await),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`connect`](Self::connect) after the checks of the options.
+    async fn open(
+        options: EtcdOptions,
+        keys: KeySpace,
+        connect_options: etcd_client::ConnectOptions,
+        at: &str,
+    ) -> Result<Self> {
+        let at = at.to_owned();
+        let timeout = options.connect_timeout;
         let connecting = Client::connect(options.endpoint_urls(), Some(connect_options));
         let client = match tokio::time::timeout(timeout, connecting).await {
             Ok(Ok(client)) => client,
-            Ok(Err(e)) => return Err(explain_connect(map(e, Op::Connect, &at), &options)),
+            Ok(Err(e)) => return Err(connect_error(e, &at, &options)),
             Err(_) => {
                 return Err(RegistryError::Timeout { op: Op::Connect, path: at, after: timeout })
             }
@@ -107,23 +131,36 @@ impl EtcdRegistry {
             probing.get(keys.subtree(path::ROOT), Some(GetOptions::new().with_count_only()));
         match tokio::time::timeout(timeout, probe).await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(explain_connect(map(e, Op::Connect, &at), &options)),
+            Ok(Err(e)) => return Err(connect_error(e, &at, &options)),
             Err(_) => {
                 return Err(RegistryError::Timeout { op: Op::Connect, path: at, after: timeout })
             }
         }
         let ttl = options.ttl_secs();
         let mut granting = lease_client.clone();
+        let clock = LeaseClock::new(options.lease_margin);
+        let sent = tokio::time::Instant::now();
         let lease = match tokio::time::timeout(timeout, granting.grant(ttl, None)).await {
-            Ok(Ok(granted)) => granted.id(),
-            Ok(Err(e)) => return Err(explain_connect(map(e, Op::Connect, &at), &options)),
+            Ok(Ok(granted)) => {
+                let granted_ttl = session::granted_ttl(granted.ttl());
+                clock.start(session::session_id(granted.id()), granted_ttl, sent);
+                granted.id()
+            }
+            Ok(Err(e)) => return Err(connect_error(e, &at, &options)),
             Err(_) => {
                 return Err(RegistryError::Timeout { op: Op::Connect, path: at, after: timeout })
             }
         };
         let session = Session::new(lease);
         let (shutdown, shutdown_rx) = watch::channel(false);
-        tokio::spawn(session::run(lease_client.clone(), session.clone(), ttl, lease, shutdown_rx));
+        tokio::spawn(session::run(
+            lease_client.clone(),
+            session.clone(),
+            clock,
+            ttl,
+            lease,
+            shutdown_rx,
+        ));
         tracing::debug!(endpoints = %at, namespace = keys.namespace(), lease, "etcd registry connected");
         Ok(EtcdRegistry {
             inner: Arc::new(Shared {
@@ -160,6 +197,10 @@ impl EtcdRegistry {
     ) -> Result<T> {
         if self.inner.session.is_closed() {
             return Err(RegistryError::Closed { op, path: path.to_owned() });
+        }
+        // A lost session is never used again; the new one comes with `Connected`.
+        if self.inner.session.is_lost() {
+            return Err(RegistryError::ConnectionLoss { op, path: path.to_owned() });
         }
         let after = self.inner.options.operation_timeout;
         let result = match tokio::time::timeout(after, work).await {
@@ -228,6 +269,44 @@ fn etcd_connect_options(options: &EtcdOptions) -> std::result::Result<ConnectOpt
 }
 
 /// Adds who and where to an authentication failure at connect time.
+/// The error of a connect that reached no endpoint in time: every endpoint and what TCP finds
+/// there, the time spent, the last error and what to check.
+async fn unreachable(endpoints: &str, spent: Duration, last: &RegistryError) -> RegistryError {
+    let addresses: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
+    let probed = shardcron_core::registry::reachability::describe_addresses(&addresses, 2379).await;
+    let last = match last {
+        RegistryError::Backend { message, .. } => message.clone(),
+        RegistryError::ConnectionLoss { .. } => "the connection failed".to_owned(),
+        other => other.to_string(),
+    };
+    error::backend(
+        Op::Connect,
+        endpoints.to_owned(),
+        format!(
+            "could not reach etcd in {:.1} s; endpoints tried: {probed}; last error: {last}. \
+             Check that etcd serves clients at these addresses (the URL's connect_timeout_ms \
+             sets how long connecting may take)",
+            spent.as_secs_f64()
+        ),
+        true,
+    )
+}
+
+/// An error while connecting, mapped; a lost connection keeps the transport's own words
+/// (refused, unresolvable host) for the message.
+fn connect_error(e: etcd_client::Error, at: &str, options: &EtcdOptions) -> RegistryError {
+    let detail = match &e {
+        etcd_client::Error::GRpcStatus(status) => {
+            format!("gRPC status {:?}: {}", status.code(), status.message())
+        }
+        other => error::full_message(other),
+    };
+    match explain_connect(map(e, Op::Connect, at), options) {
+        RegistryError::ConnectionLoss { op, path } => error::backend(op, path, detail, true),
+        other => other,
+    }
+}
+
 fn explain_connect(e: RegistryError, options: &EtcdOptions) -> RegistryError {
     match e {
         RegistryError::Auth { op, path, reason } => {

@@ -144,7 +144,7 @@ pub(crate) fn backend(op: Op, path: String, message: String, retryable: bool) ->
 }
 
 /// An error and its chain of sources, for messages.
-fn full_message(e: &dyn std::error::Error) -> String {
+pub(crate) fn full_message(e: &dyn std::error::Error) -> String {
     let mut message = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -2,14 +2,14 @@
 //!
 //! The etcd backend of the shardcron registry contract
 //! ([`CoordinatorRegistry`](shardcron_core::registry::CoordinatorRegistry)), passing the same
-//! behaviour suite as the in-memory and ZooKeeper backends (DESIGN sections 1, 2 and 7). Where
+//! behaviour suite as the in-memory and ZooKeeper backends. Where
 //! ElasticJob's etcd provider had no lease keep-alive, non-atomic transactions and no working
 //! watches, this one maps every clause of the contract onto an etcd primitive:
 //!
 //! | contract | etcd |
 //! |---|---|
 //! | tree of nodes | three key families per namespace (see `keys.rs` and the README): nodes, a child index, sequence counters |
-//! | session, ephemeral nodes | a lease kept alive every TTL/3 by its own task; ephemeral keys carry the lease |
+//! | session, ephemeral nodes | a lease kept alive every TTL/3 by its own task; ephemeral keys carry the lease; `Lost` when no keep-alive was answered for the TTL less the margin, counted from its send |
 //! | every write, transactions | one etcd `Txn` guarded by compares on everything the write read (optimistic, STM style) |
 //! | watches | a prefix watch resumed from the last delivered revision; `Resync` after compaction or expiry |
 //! | latch, mutex | the core's recipes over ephemeral-sequential nodes |

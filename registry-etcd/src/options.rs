@@ -5,9 +5,11 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use shardcron_core::registry::lease;
+
 /// The URL form [`EtcdOptions::from_url`] accepts, shown in every parse error.
 pub const URL_FORM: &str = "etcd://host:port[,host:port...]/namespace\
-     [?ttl_s=N&connect_timeout_ms=N&op_timeout_ms=N&user=NAME&password=SECRET\
+     [?ttl_s=N&lease_margin_ms=N&connect_timeout_ms=N&op_timeout_ms=N&user=NAME&password=SECRET\
      &ca=PEM_FILE&cert=PEM_FILE&key=PEM_FILE&domain=NAME] \
      (etcds:// for TLS; percent-encode special characters in user and password)";
 
@@ -69,6 +71,10 @@ pub struct EtcdOptions {
     pub credentials: Option<Credentials>,
     /// `Some` for TLS (endpoints become `https://`).
     pub tls: Option<TlsFiles>,
+    /// How much earlier than the lease TTL a client whose keep-alives go unanswered reports its
+    /// session `Lost` (see the crate docs); `None` for the contract's default, a tenth of the
+    /// TTL etcd granted. Between 1 % and half of the TTL.
+    pub lease_margin: Option<Duration>,
 }
 
 impl EtcdOptions {
@@ -83,6 +89,7 @@ impl EtcdOptions {
             operation_timeout: Duration::from_secs(15),
             credentials: None,
             tls: None,
+            lease_margin: None,
         }
     }
 
@@ -93,6 +100,11 @@ impl EtcdOptions {
 
     pub fn lease_ttl(mut self, ttl: Duration) -> Self {
         self.lease_ttl = ttl;
+        self
+    }
+
+    pub fn lease_margin(mut self, margin: Duration) -> Self {
+        self.lease_margin = Some(margin);
         self
     }
 
@@ -169,6 +181,7 @@ impl EtcdOptions {
                         .map_err(|_| bad(&format!("ttl_s must be whole seconds, got {value:?}")))?;
                     options.lease_ttl = Duration::from_secs(secs);
                 }
+                "lease_margin_ms" => options.lease_margin = Some(millis(&value)?),
                 "connect_timeout_ms" => options.connect_timeout = millis(&value)?,
                 "op_timeout_ms" => options.operation_timeout = millis(&value)?,
                 "user" => user = Some(value),
@@ -205,6 +218,12 @@ impl EtcdOptions {
         }
         if self.lease_ttl < Duration::from_secs(1) {
             return bad("lease_ttl", "must be at least 1 s (etcd counts leases in seconds)");
+        }
+        if let Some(margin) = self.lease_margin {
+            let ttl = Duration::from_secs(self.ttl_secs().unsigned_abs());
+            if let Err(reason) = lease::check_margin(ttl, margin) {
+                return bad("lease_margin", &reason);
+            }
         }
         if self.connect_timeout.is_zero() {
             return bad("connect_timeout", "must be positive");

@@ -8,12 +8,20 @@
 //! |---|---|---|
 //! | a keep-alive answered with TTL > 0 | (`Reconnected` if it was suspended) | next keep-alive in TTL/3 |
 //! | no answer within TTL/3, or a broken stream | `Suspended` (once) | retry every [`RETRY_PAUSE`] |
+//! | no answer to any keep-alive sent in the last TTL less the lease margin | `Lost` | revoke the lease until etcd answers, then as below |
 //! | an answer with TTL 0, or "lease not found" | `Expired` | grant a new lease, then `Connected{new id}` |
 //!
+//! The lease deadline: only keep-alives renew an etcd lease, and etcd counts the TTL from when
+//! it received one, so the task records when each keep-alive that etcd answered was *sent* and
+//! reports `Lost` once the granted TTL less the margin has run from the latest of them: before
+//! etcd can let the lease run out. A lost lease is never renewed again: the task revokes it
+//! (deleting its ephemeral nodes, if etcd still holds it) as soon as etcd answers, and only
+//! then reports `Expired` and grants a new one.
+//!
 //! While the link is down the task cannot know whether etcd still holds the lease, so it stays
-//! `Suspended` (like a ZooKeeper client) until etcd answers; if the outage outlasted the TTL that
-//! answer is "expired". An operation that finds the lease gone pokes the task so that the expiry
-//! is reported at once instead of at the next keep-alive.
+//! `Suspended` (like a ZooKeeper client) until etcd answers or the lease deadline passes. An
+//! operation that finds the lease gone pokes the task so that the expiry is reported at once
+//! instead of at the next keep-alive.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,9 +29,11 @@ use std::time::Duration;
 use etcd_client::{LeaseClient, LeaseKeepAliveStream, LeaseKeeper};
 use futures::StreamExt;
 use parking_lot::Mutex;
+use shardcron_core::registry::lease::LeaseClock;
 use shardcron_core::registry::{SessionEvent, SessionEvents};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
 
 use crate::error;
 
@@ -37,19 +47,31 @@ enum Phase {
     Live(i64),
     /// Keep-alives fail; the lease may or may not still exist.
     Suspended(i64),
+    /// The lease deadline passed unanswered; the lease is being revoked, never renewed.
+    Lost(i64),
     /// The lease is gone; a new one is being granted.
     Expired,
     Closed,
 }
 
 impl Phase {
-    /// The event a new subscriber opens with.
-    fn opening_event(self) -> SessionEvent {
+    /// The events a new subscriber opens with.
+    fn opening_events(self) -> &'static [SessionEvent] {
         match self {
-            Phase::Live(id) => SessionEvent::Connected { session: session_id(id) },
-            Phase::Suspended(_) => SessionEvent::Suspended,
-            Phase::Expired => SessionEvent::Expired,
-            Phase::Closed => SessionEvent::Closed,
+            // The id is not static: `Live` is handled by the caller.
+            Phase::Live(_) => &[],
+            Phase::Suspended(_) => &[SessionEvent::Suspended],
+            Phase::Lost(_) => &[SessionEvent::Suspended, SessionEvent::Lost],
+            Phase::Expired => &[SessionEvent::Expired],
+            Phase::Closed => &[SessionEvent::Closed],
+        }
+    }
+
+    /// The events a subscriber opening now gets.
+    fn opening(self) -> Vec<SessionEvent> {
+        match self {
+            Phase::Live(id) => vec![SessionEvent::Connected { session: session_id(id) }],
+            other => other.opening_events().to_vec(),
         }
     }
 }
@@ -84,12 +106,18 @@ impl Session {
         }
     }
 
-    /// The lease to attach ephemeral nodes to; `None` while there is no session.
+    /// The lease of the session, while there is one (also while it is lost and being revoked:
+    /// operations are refused then, see [`Session::is_lost`]).
     pub fn lease(&self) -> Option<i64> {
         match self.state.lock().phase {
-            Phase::Live(id) | Phase::Suspended(id) => Some(id),
+            Phase::Live(id) | Phase::Suspended(id) | Phase::Lost(id) => Some(id),
             Phase::Expired | Phase::Closed => None,
         }
+    }
+
+    /// Whether the session is lost: operations fail until the new session is there.
+    pub fn is_lost(&self) -> bool {
+        matches!(self.state.lock().phase, Phase::Lost(_))
     }
 
     /// A stream of session events opening with the current state.
@@ -102,7 +130,9 @@ impl Session {
         let (tx, rx) = unbounded_channel();
         let mut state = self.state.lock();
         // Cannot fail: the receiver is right here.
-        let _ = tx.send(state.phase.opening_event());
+        for event in state.phase.opening() {
+            let _ = tx.send(event);
+        }
         if state.phase != Phase::Closed {
             state.subscribers.push(tx);
         }
@@ -119,13 +149,18 @@ impl Session {
         if state.phase == phase || state.phase == Phase::Closed {
             return;
         }
-        let event = match (state.phase, phase) {
-            (Phase::Suspended(old), Phase::Live(new)) if old == new => SessionEvent::Reconnected,
-            (_, p) => p.opening_event(),
+        let events = match (state.phase, phase) {
+            (Phase::Suspended(old), Phase::Live(new)) if old == new => {
+                vec![SessionEvent::Reconnected]
+            }
+            // A lost lease is never renewed: nothing but its end or a close may follow.
+            (Phase::Lost(_), Phase::Live(_) | Phase::Suspended(_)) => return,
+            (Phase::Suspended(_), Phase::Lost(_)) => vec![SessionEvent::Lost],
+            (_, p) => p.opening(),
         };
-        tracing::debug!(?event, "etcd session");
+        tracing::debug!(?events, "etcd session");
         state.phase = phase;
-        state.subscribers.retain(|tx| tx.send(event).is_ok());
+        state.subscribers.retain(|tx| events.iter().all(|event| tx.send(*event).is_ok()));
         if phase == Phase::Closed {
             state.subscribers.clear();
         }
@@ -157,26 +192,43 @@ impl<T> futures::Stream for Channel<T> {
 /// What ended one lease's keep-alive loop.
 enum Ended {
     Expired,
+    Lost,
     Shutdown,
 }
 
 /// The keep-alive task of one client: keeps its lease alive, reports transitions, replaces an
-/// expired lease. Ends when `shutdown` fires or its sender is dropped.
+/// expired or lost lease. Ends when `shutdown` fires or its sender is dropped.
 pub(crate) async fn run(
     lease_client: LeaseClient,
     session: Session,
+    clock: LeaseClock,
     ttl_secs: i64,
     mut lease: i64,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let interval = Duration::from_millis(u64::try_from(ttl_secs).unwrap_or(1).max(1) * 1000 / 3);
     loop {
-        match keep_alive(&lease_client, &session, lease, interval, &mut shutdown).await {
+        match keep_alive(&lease_client, &session, &clock, lease, interval, &mut shutdown).await {
             Ended::Shutdown => return,
-            Ended::Expired => session.enter(Phase::Expired),
+            Ended::Expired => {}
+            Ended::Lost => {
+                tracing::warn!(
+                    lease,
+                    margin = ?clock.margin(),
+                    "no etcd keep-alive answered within the lease TTL less the margin: session \
+                     lost"
+                );
+                session.enter(Phase::Lost(lease));
+                if revoke_lost(&lease_client, lease, interval, &mut shutdown).await {
+                    return;
+                }
+            }
         }
+        clock.stop();
+        session.enter(Phase::Expired);
         lease = loop {
             let mut client = lease_client.clone();
+            let sent = Instant::now();
             let grant = tokio::time::timeout(interval, client.grant(ttl_secs, None));
             match grant.await {
                 Ok(Ok(granted)) if session.is_closed() => {
@@ -184,7 +236,10 @@ pub(crate) async fn run(
                     let _ = lease_client.clone().revoke(granted.id()).await;
                     return;
                 }
-                Ok(Ok(granted)) => break granted.id(),
+                Ok(Ok(granted)) => {
+                    clock.start(session_id(granted.id()), granted_ttl(granted.ttl()), sent);
+                    break granted.id();
+                }
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "etcd: cannot grant a new session lease yet")
                 }
@@ -198,19 +253,57 @@ pub(crate) async fn run(
     }
 }
 
-/// Keeps `lease` alive until it is gone or the client shuts down.
+/// A TTL etcd granted, in seconds, as a duration.
+pub(crate) fn granted_ttl(secs: i64) -> Duration {
+    Duration::from_secs(secs.max(0).unsigned_abs())
+}
+
+/// Revokes a lost lease until etcd answers (done, or the lease already gone); true when the
+/// client shut down first.
+async fn revoke_lost(
+    lease_client: &LeaseClient,
+    lease: i64,
+    interval: Duration,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    loop {
+        let mut client = lease_client.clone();
+        match tokio::time::timeout(interval, client.revoke(lease)).await {
+            Ok(Ok(_)) => {
+                tracing::info!(lease, "lost etcd lease revoked");
+                return false;
+            }
+            Ok(Err(e)) if error::is_lease_gone(&e) => return false,
+            Ok(Err(e)) => tracing::debug!(error = %e, lease, "revoking the lost lease failed"),
+            Err(_) => tracing::debug!(lease, "revoking the lost lease timed out"),
+        }
+        if wait(shutdown, RETRY_PAUSE, None).await {
+            return true;
+        }
+    }
+}
+
+/// Keeps `lease` alive until it is gone, lost, or the client shuts down.
 async fn keep_alive(
     lease_client: &LeaseClient,
     session: &Session,
+    clock: &LeaseClock,
     lease: i64,
     interval: Duration,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Ended {
     let mut stream: Option<(LeaseKeeper, LeaseKeepAliveStream)> = None;
     loop {
+        let sent = Instant::now();
         let round = tokio::time::timeout(interval, one_round(lease_client, lease, &mut stream));
-        let healthy = match round.await {
+        let answer = tokio::select! {
+            biased;
+            answer = round => answer,
+            () = sleep_until(clock.deadline()) => return Ended::Lost,
+        };
+        let healthy = match answer {
             Ok(Ok(ttl)) if ttl > 0 => {
+                clock.contact(session_id(lease), sent);
                 session.enter(Phase::Live(lease));
                 true
             }
@@ -230,9 +323,21 @@ async fn keep_alive(
             session.enter(Phase::Suspended(lease));
         }
         let pause = if healthy { interval } else { RETRY_PAUSE };
-        if wait(shutdown, pause, Some(&session.poke)).await {
-            return Ended::Shutdown;
+        tokio::select! {
+            biased;
+            stop = wait(shutdown, pause, Some(&session.poke)) => if stop {
+                return Ended::Shutdown;
+            },
+            () = sleep_until(clock.deadline()) => return Ended::Lost,
         }
+    }
+}
+
+/// Sleeps until `deadline`; forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -293,6 +398,14 @@ mod tests {
         s.enter(Phase::Expired);
         s.enter(Phase::Live(9));
         assert_eq!(s.lease(), Some(9));
+        // Lost from a live session: Suspended first; never back to live afterwards.
+        s.enter(Phase::Lost(9));
+        assert!(s.is_lost());
+        let mut late = s.subscribe();
+        s.enter(Phase::Live(9));
+        s.enter(Phase::Suspended(9));
+        s.enter(Phase::Expired);
+        s.enter(Phase::Live(11));
         s.close();
         let mut seen = Vec::new();
         while let Some(ev) = rx.recv().await {
@@ -305,8 +418,21 @@ mod tests {
                 SessionEvent::Reconnected,
                 SessionEvent::Expired,
                 SessionEvent::Connected { session: 9 },
+                SessionEvent::Suspended,
+                SessionEvent::Lost,
+                SessionEvent::Expired,
+                SessionEvent::Connected { session: 11 },
                 SessionEvent::Closed,
             ]
+        );
+        let mut opened_lost = Vec::new();
+        while let Some(ev) = late.recv().await {
+            opened_lost.push(ev);
+        }
+        assert_eq!(
+            opened_lost[..3],
+            [SessionEvent::Suspended, SessionEvent::Lost, SessionEvent::Expired],
+            "a stream opened while lost starts with Suspended, Lost"
         );
         let mut late = s.subscribe();
         assert_eq!(late.recv().await, Some(SessionEvent::Closed));

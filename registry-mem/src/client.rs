@@ -51,6 +51,11 @@ pub struct ConnectOptions {
     /// The longest an operation may take before it fails with `Timeout` (Curator's connection
     /// timeout default: 15 s).
     pub operation_timeout: Duration,
+    /// How much earlier than the session timeout a cut-off client reports its session `Lost`;
+    /// `None` for the contract's default, a tenth of the session timeout
+    /// ([`lease::default_margin`](shardcron_core::registry::lease::default_margin)). Must be
+    /// within [`lease::check_margin`](shardcron_core::registry::lease::check_margin)'s range.
+    pub lease_margin: Option<Duration>,
 }
 
 impl Default for ConnectOptions {
@@ -59,6 +64,7 @@ impl Default for ConnectOptions {
             namespace: None,
             session_timeout: Duration::from_secs(60),
             operation_timeout: Duration::from_secs(15),
+            lease_margin: None,
         }
     }
 }
@@ -76,6 +82,11 @@ impl ConnectOptions {
 
     pub fn operation_timeout(mut self, timeout: Duration) -> Self {
         self.operation_timeout = timeout;
+        self
+    }
+
+    pub fn lease_margin(mut self, margin: Duration) -> Self {
+        self.lease_margin = Some(margin);
         self
     }
 }
@@ -123,6 +134,12 @@ struct Admitted {
     session: Option<SessionId>,
 }
 
+/// Admission's answer: go, or wait until the frozen client is thawed and ask again.
+enum Admission {
+    Go(Admitted),
+    Frozen(tokio::sync::watch::Receiver<bool>),
+}
+
 impl MemRegistry {
     pub(crate) fn new(
         server: MemServer,
@@ -149,7 +166,7 @@ impl MemRegistry {
     }
 
     /// Decides whether an operation goes out at all, and with which latency and session.
-    fn admit(&self, op: Op, path: &str) -> Result<Admitted> {
+    fn admit(&self, op: Op, path: &str) -> Result<Admission> {
         let mut state = self.state();
         let client = state
             .clients
@@ -158,6 +175,10 @@ impl MemRegistry {
         if client.closed {
             return Err(RegistryError::Closed { op, path: path.to_owned() });
         }
+        // A frozen process issues nothing: the operation goes out once it is thawed.
+        if let Some(thawed) = client.frozen_until_thawed() {
+            return Ok(Admission::Frozen(thawed));
+        }
         client.operations += 1;
         if let Some(error) = client.take_failure() {
             return Err(retarget(error, op, path));
@@ -165,7 +186,7 @@ impl MemRegistry {
         if !client.link_up() {
             return Err(RegistryError::ConnectionLoss { op, path: path.to_owned() });
         }
-        Ok(Admitted { latency: client.latency, session: client.session })
+        Ok(Admission::Go(Admitted { latency: client.latency, session: client.session }))
     }
 
     /// Sends one operation to the server and applies it there with `apply`.
@@ -175,7 +196,13 @@ impl MemRegistry {
         path: &str,
         apply: impl FnOnce(&mut State, &Ctx<'_>) -> Result<T>,
     ) -> Result<T> {
-        let admitted = self.admit(op, path)?;
+        let admitted = loop {
+            let admission = self.admit(op, path)?;
+            match admission {
+                Admission::Go(admitted) => break admitted,
+                Admission::Frozen(thawed) => wait_thawed(thawed).await,
+            }
+        };
         let timeout = self.inner.operation_timeout;
         if admitted.latency >= timeout {
             tokio::time::sleep(timeout).await;
@@ -188,15 +215,31 @@ impl MemRegistry {
         if let Some(delay) = delay {
             delay.await;
         }
-        let mut state = self.state();
-        let client = state
-            .clients
-            .get(&self.inner.id)
-            .ok_or_else(|| RegistryError::Closed { op, path: path.to_owned() })?;
-        let session = client.ready(admitted.session, op, path)?;
-        let cx = Ctx { client: self.inner.id, ns: &self.inner.ns, session };
-        apply(&mut state, &cx)
+        loop {
+            let thawed = {
+                let mut state = self.state();
+                let client = state
+                    .clients
+                    .get(&self.inner.id)
+                    .ok_or_else(|| RegistryError::Closed { op, path: path.to_owned() })?;
+                match client.frozen_until_thawed() {
+                    None => {
+                        let session = client.ready(admitted.session, op, path)?;
+                        let cx = Ctx { client: self.inner.id, ns: &self.inner.ns, session };
+                        return apply(&mut state, &cx);
+                    }
+                    Some(thawed) => thawed,
+                }
+            };
+            // Frozen on its way: it reaches the server once the process runs again.
+            wait_thawed(thawed).await;
+        }
     }
+}
+
+/// Waits until a frozen client is thawed (or the server is gone).
+async fn wait_thawed(mut thawed: tokio::sync::watch::Receiver<bool>) {
+    let _ = thawed.wait_for(|frozen| !*frozen).await;
 }
 
 fn check_size(op: Op, path: &str, data: &[u8]) -> Result<()> {

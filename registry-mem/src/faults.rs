@@ -2,14 +2,14 @@
 //! how the code above copes. Each is a verb on [`MemServer`] taking the client's [`ClientId`].
 //!
 //! All of them are synchronous and take effect at once: by the time a hook returns, the server
-//! has done what it says (ephemerals deleted, events queued). Only the session deadline of a cut
-//! is in the future; it is a task spawned through the injected spawner that sleeps on tokio's
+//! has done what it says (ephemerals deleted, events queued). Only the deadlines of a cut (the
+//! client's lease deadline, the server's expiry) are in the future; each is a task spawned through the injected spawner that sleeps on tokio's
 //! (virtual, under the simulator) clock, so it fires whether or not anybody calls anything.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use shardcron_core::registry::{Op, RegistryError};
+use shardcron_core::registry::{lease, Op, RegistryError};
 
 use crate::client::ClientId;
 use crate::server::MemServer;
@@ -42,24 +42,61 @@ impl MemServer {
     }
 
     /// Cuts the client's link. Its operations fail with `ConnectionLoss` without being applied,
-    /// its session stream gets `Suspended`, and its watch events are held back. If the cut lasts
-    /// the session timeout the session expires at that moment (see
-    /// [`expire_session`](Self::expire_session)). No-op if already cut.
+    /// its session stream gets `Suspended`, and its watch events are held back. Two deadlines
+    /// start: at the client's local lease deadline (the session timeout less its lease margin,
+    /// on its possibly drifting clock: see [`set_clock_drift`](Self::set_clock_drift)) it reports
+    /// `Lost`; at the session timeout the server expires the session (ephemerals deleted, others
+    /// see it), which the client learns only when [healed](Self::heal). No-op if already cut.
     pub fn cut(&self, client: ClientId) {
         tracing::debug!(%client, "fault: cut");
         let now_ms = self.shared.handles.clock.now_ms();
-        let deadline = self.shared.lock().cut(client, now_ms);
-        if let Some(deadline) = deadline {
-            self.arm(deadline);
-        }
+        let deadlines = self.shared.lock().cut(client, now_ms);
+        self.arm_all(deadlines);
     }
 
-    /// Restores the client's link: if its session lived, the held watch events are delivered in
-    /// order and then `Reconnected`; if it expired meanwhile, a new session opens (`Connected`)
-    /// and every watch gets a `Resync` instead. No-op if not cut.
+    /// Restores the client's link: if its session lived and was not lost, the held watch events
+    /// are delivered in order and then `Reconnected`. Otherwise the client never resumes it: a
+    /// lost session still alive is closed (ephemerals deleted), and the client reports
+    /// `Expired`, opens a new session (`Connected`) and resyncs every watch. No-op if not cut
+    /// (or frozen: see [`thaw`](Self::thaw)).
     pub fn heal(&self, client: ClientId) {
         tracing::debug!(%client, "fault: heal");
         self.shared.lock().heal(client);
+    }
+
+    /// Freezes the client's process, as a long garbage-collection pause or a SIGSTOP would: the
+    /// server hears nothing from it from now on (its session expires at the session timeout),
+    /// and the client notices nothing, reports nothing and runs no timer; its operations wait
+    /// (they neither fail nor apply) and its watch events are held back. No-op if the client is
+    /// cut or frozen already.
+    pub fn freeze(&self, client: ClientId) {
+        tracing::debug!(%client, "fault: freeze");
+        let now_ms = self.shared.handles.clock.now_ms();
+        let deadlines = self.shared.lock().freeze(client, now_ms);
+        self.arm_all(deadlines);
+    }
+
+    /// Resumes a frozen client. Its lease timer runs first: if the local deadline passed while
+    /// it was frozen it reports `Suspended` and `Lost` at once, and then, as on
+    /// [`heal`](Self::heal), `Expired` and a new session. Otherwise its held events are
+    /// delivered and its waiting operations go on, as if nothing happened. No-op if not frozen.
+    pub fn thaw(&self, client: ClientId) {
+        tracing::debug!(%client, "fault: thaw");
+        let now_ms = self.shared.handles.clock.now_ms();
+        self.shared.lock().thaw(client, now_ms);
+    }
+
+    /// Makes the client's clock run `ppm` parts per million faster (positive) or slower than the
+    /// server's, for its lease deadlines from the next cut on. Clamped to the contract's bound,
+    /// [`MAX_CLOCK_DRIFT_PPM`](shardcron_core::registry::lease::MAX_CLOCK_DRIFT_PPM): within
+    /// it, with a margin that covers it, `Lost` still comes before the server's expiry.
+    pub fn set_clock_drift(&self, client: ClientId, ppm: i32) {
+        let bound = i32::try_from(lease::MAX_CLOCK_DRIFT_PPM).unwrap_or(i32::MAX);
+        let ppm = ppm.clamp(-bound, bound);
+        tracing::debug!(%client, ppm, "fault: clock drift");
+        if let Some(c) = self.shared.lock().clients.get_mut(&client) {
+            c.drift_ppm = ppm;
+        }
     }
 
     /// Delays each later operation of the client by `latency` before it applies. Operations of
@@ -123,34 +160,39 @@ impl MemServer {
     /// Every handle of a client was dropped (see [`crate::MemRegistry`]).
     pub(crate) fn abandon(&self, client: ClientId) {
         let now_ms = self.shared.handles.clock.now_ms();
-        let deadline = self.shared.lock().abandon(client, now_ms);
-        let Some(deadline) = deadline else { return };
+        let deadlines = self.shared.lock().abandon(client, now_ms);
         // A handle may be dropped after its runtime is gone; nothing can wait for the deadline
         // then, and nobody is left to observe the difference, so expire at once.
         if tokio::runtime::Handle::try_current().is_ok() {
-            self.arm(deadline);
-        } else {
-            self.shared.lock().settle(deadline.at_ms);
+            self.arm_all(deadlines);
+        } else if let Some(last) = deadlines.iter().map(|d| d.at_ms).max() {
+            self.shared.lock().settle(last);
         }
     }
 
-    /// Spawns the task that enforces a session deadline even if nobody calls anything.
+    fn arm_all(&self, deadlines: Vec<Deadline>) {
+        for deadline in deadlines {
+            self.arm(deadline);
+        }
+    }
+
+    /// Spawns the task that enforces a deadline even if nobody calls anything.
     fn arm(&self, deadline: Deadline) {
         let shared = Arc::downgrade(&self.shared);
         let clock = self.shared.handles.clock.clone();
-        let Deadline { client, cut, at_ms, mut cancel } = deadline;
+        let Deadline { client, cut, kind, at_ms, mut cancel } = deadline;
         self.shared.handles.spawner.spawn(Box::pin(async move {
             loop {
                 tokio::select! {
                     biased;
-                    // Healed, or the session ended otherwise: the cancel sender was dropped.
+                    // Healed, or the deadline is moot otherwise: the cancel sender was dropped.
                     _ = &mut cancel => return,
                     () = clock.sleep_until(at_ms) => {}
                 }
                 let Some(shared) = shared.upgrade() else { return };
                 // Taking the lock settles every due deadline. If this one is still pending,
                 // the clock was moved back (skew) while we slept: sleep again.
-                if !shared.lock().deadline_pending(client, cut) {
+                if !shared.lock().deadline_pending(client, cut, kind) {
                     return;
                 }
             }

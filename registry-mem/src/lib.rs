@@ -2,13 +2,19 @@
 //!
 //! A deterministic in-memory implementation of the shardcron registry contract
 //! ([`CoordinatorRegistry`](shardcron_core::registry::CoordinatorRegistry)), for tests and for
-//! the simulator (DESIGN sections 2 and 6).
+//! the simulator (`docs/architecture.md`: determinism and the simulator).
 //!
 //! One [`MemServer`] holds the tree; any number of clients ([`MemRegistry`]) connect to it, each
 //! with its own session, namespace and streams. It behaves like a ZooKeeper ensemble seen through
 //! Curator, ephemeral nodes, sequential names, watches and transactions included, and it adds
 //! *fault hooks* that break one client at a time on purpose: expire its session, cut its link
-//! and heal it, delay or fail its operations, restart the registry.
+//! and heal it, freeze its process and thaw it (a GC pause), let its clock drift, delay or fail
+//! its operations, restart the registry.
+//!
+//! Sessions keep the contract's lease: a client cut off reports `Suspended` at once and `Lost`
+//! at its local lease deadline (the session timeout less the lease margin, on its own, possibly
+//! drifting clock), while the server expires the session on its own clock at the session
+//! timeout; the client learns of that expiry only when it gets through again.
 //!
 //! It is deterministic: time is the injected clock's, timers are tokio's (which paused-time
 //! runtimes advance virtually), tasks go through the injected spawner, and every change is applied
@@ -64,7 +70,8 @@
 //!   operation from the client to the server (checks, latency, ordering).
 //! - `ops.rs`: the operations as the server applies them.
 //! - `tree.rs`: nodes, sequence counters, and batches that roll back unless committed.
-//! - `session.rs`: the client/session state machine (connected, cut, expired, closed).
+//! - `session.rs`: the client/session state machine (connected, cut, lost, frozen, expired,
+//!   closed) and its deadlines.
 //! - `watch.rs`: subscriptions, snapshots, delivery and held events.
 //! - `faults.rs`: the fault hooks on [`MemServer`] and [`SessionInfo`].
 //! - `namespace.rs`: mapping client paths into a namespace.

@@ -114,10 +114,14 @@ impl MemServer {
             let changes = batch.commit();
             state.publish(&changes);
         }
+        let margin =
+            crate::session::lease_margin(options.session_timeout, options.lease_margin, ns.root())?;
         state.last_client += 1;
         let id = ClientId(state.last_client);
         let session = state.new_session_id();
-        state.clients.insert(id, ClientState::new(ns.clone(), options.session_timeout, session));
+        state
+            .clients
+            .insert(id, ClientState::new(ns.clone(), options.session_timeout, margin, session));
         drop(guard);
         Ok(MemRegistry::new(self.clone(), id, ns, options.operation_timeout))
     }

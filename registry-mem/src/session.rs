@@ -1,24 +1,33 @@
 //! Clients and their sessions as the server sees them.
 //!
 //! A client is in one of these states (the link is the client's connection, the session the
-//! server's record of it):
+//! server's record of it, the report what the client last said on its session stream):
 //!
-//! | link | session | meaning | on the session stream |
+//! | link | session | report | meaning |
 //! |---|---|---|---|
-//! | up | live | normal operation | `Connected{s}` |
-//! | down | live | cut off; the server still holds the session until its deadline | `Suspended` |
-//! | down | none | cut off and the session expired; a new one opens on heal | `Expired` |
+//! | up | live | `Connected{s}` | normal operation |
+//! | down | live | `Suspended` | cut off; the server keeps the session until its deadline |
+//! | down | live or none | `Lost` | cut off past the client's local lease deadline |
+//! | down, frozen | live or none | unchanged | the client's process is frozen: it notices nothing |
 //!
-//! and, orthogonally, open or closed. The transitions below keep one rule: whatever ends a
-//! session deletes its ephemerals first (others see the deletions) and marks a gap on the
-//! client's own watches, and whatever opens a session resyncs them.
+//! and, orthogonally, open or closed. A client in contact renews its session all the time, so a
+//! cut at `t` starts two clocks: the server expires the session at `t + timeout` on its own
+//! clock, and the client reports `Lost` at `t + (timeout - margin)` on its clock, which may
+//! drift from the server's within [`lease::MAX_CLOCK_DRIFT_PPM`] (converted to server time
+//! here). The client learns of an expiry only when it gets through again; a lost session is
+//! never resumed: on heal the client closes it if it still lives, then reports `Expired` and a
+//! new session.
+//!
+//! The transitions keep one rule: whatever ends a session deletes its ephemerals first (others
+//! see the deletions) and marks a gap on the client's own watches, and whatever opens a session
+//! resyncs them.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use shardcron_core::registry::{Op, RegistryError, SessionEvent, SessionEvents};
+use shardcron_core::registry::{lease, Op, RegistryError, SessionEvent, SessionEvents};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use crate::client::ClientId;
 use crate::namespace::Namespace;
@@ -30,22 +39,66 @@ use crate::watch::{Channel, Watches};
 #[derive(Debug)]
 pub(crate) enum Link {
     Up,
-    /// Cut off since cut number `cut`. While the session lives, `deadline` holds when it expires
-    /// (clock milliseconds) and the sender whose drop cancels the deadline task.
-    Down {
-        cut: u64,
-        deadline: Option<(i64, oneshot::Sender<()>)>,
-    },
+    /// The server has heard nothing from the client since the cut or freeze.
+    Down(Down),
 }
 
-/// A session-deadline task that the caller spawns once the state lock is released: it sleeps
-/// until `at_ms` and settles the server, unless `cancel` fires (its sender dropped) first.
+/// A link that is down: since when, why, and the deadlines it started.
+#[derive(Debug)]
+pub(crate) struct Down {
+    /// The number of this cut (or freeze), to tell its deadline tasks from older ones.
+    pub cut: u64,
+    /// When the server last heard from the client (clock milliseconds).
+    pub since_ms: i64,
+    /// The client's process is frozen (a GC pause): it runs no timer and reports nothing until
+    /// thawed; its operations wait instead of failing.
+    pub frozen: bool,
+    /// When the server expires the session, while it lives.
+    pub expiry: Option<Timer>,
+    /// When the client reports `Lost`, until it has (never while frozen).
+    pub lease: Option<Timer>,
+}
+
+/// A pending deadline; dropping it drops the sender, which ends the task that waits for it.
+#[derive(Debug)]
+pub(crate) struct Timer {
+    pub at_ms: i64,
+    _cancel: oneshot::Sender<()>,
+}
+
+/// Which deadline a task waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The server expires the session.
+    Expiry,
+    /// The client's local lease deadline.
+    Lease,
+}
+
+/// A deadline task that the caller spawns once the state lock is released: it sleeps until
+/// `at_ms` and settles the server, unless `cancel` fires (its sender dropped) first.
 #[derive(Debug)]
 pub(crate) struct Deadline {
     pub client: ClientId,
     pub cut: u64,
+    pub kind: Kind,
     pub at_ms: i64,
     pub cancel: oneshot::Receiver<()>,
+}
+
+fn timer(client: ClientId, cut: u64, kind: Kind, at_ms: i64) -> (Timer, Deadline) {
+    let (tx, cancel) = oneshot::channel();
+    (Timer { at_ms, _cancel: tx }, Deadline { client, cut, kind, at_ms, cancel })
+}
+
+/// What the client last reported on its session stream: what a new stream opens with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reported {
+    Up(SessionId),
+    Suspended(SessionId),
+    Lost(SessionId),
+    Expired,
+    Closed,
 }
 
 /// One client as the server knows it.
@@ -53,8 +106,16 @@ pub(crate) struct Deadline {
 pub(crate) struct ClientState {
     pub ns: Namespace,
     pub session_timeout: Duration,
+    /// The drift margin of the client's local lease deadline.
+    pub lease_margin: Duration,
+    /// How much faster (positive) or slower the client's clock runs than the server's, in
+    /// parts per million, within [`lease::MAX_CLOCK_DRIFT_PPM`].
+    pub drift_ppm: i32,
     pub session: Option<SessionId>,
     pub link: Link,
+    pub reported: Reported,
+    /// `true` while the client's process is frozen; operations wait for `false`.
+    frozen: watch::Sender<bool>,
     /// `close()` was called, or every handle was dropped.
     pub closed: bool,
     /// Every handle was dropped: forget the client once its session is gone.
@@ -70,12 +131,21 @@ pub(crate) struct ClientState {
 }
 
 impl ClientState {
-    pub fn new(ns: Namespace, session_timeout: Duration, session: SessionId) -> Self {
+    pub fn new(
+        ns: Namespace,
+        session_timeout: Duration,
+        lease_margin: Duration,
+        session: SessionId,
+    ) -> Self {
         ClientState {
             ns,
             session_timeout,
+            lease_margin,
+            drift_ppm: 0,
             session: Some(session),
             link: Link::Up,
+            reported: Reported::Up(session),
+            frozen: watch::channel(false).0,
             closed: false,
             dropped: false,
             subscribers: Vec::new(),
@@ -90,44 +160,82 @@ impl ClientState {
         matches!(self.link, Link::Up)
     }
 
-    /// Sends a session event to every open session stream.
+    pub fn is_frozen(&self) -> bool {
+        matches!(&self.link, Link::Down(d) if d.frozen)
+    }
+
+    /// A receiver that turns `false` when the client's process is thawed, while it is frozen.
+    pub fn frozen_until_thawed(&self) -> Option<watch::Receiver<bool>> {
+        self.is_frozen().then(|| self.frozen.subscribe())
+    }
+
+    /// Sends a session event to every open session stream and remembers it as the state.
     pub fn notify(&mut self, event: SessionEvent) {
+        self.reported = match (self.reported, event) {
+            (_, SessionEvent::Closed) => Reported::Closed,
+            (_, SessionEvent::Connected { session }) => Reported::Up(session),
+            (_, SessionEvent::Expired) => Reported::Expired,
+            (Reported::Up(s), SessionEvent::Suspended) => Reported::Suspended(s),
+            (Reported::Suspended(s), SessionEvent::Reconnected) => Reported::Up(s),
+            (Reported::Up(s) | Reported::Suspended(s), SessionEvent::Lost) => Reported::Lost(s),
+            (now, _) => now,
+        };
         self.subscribers.retain(|tx| tx.send(event).is_ok());
     }
 
-    /// A new session stream, opening with the current state.
+    /// A new session stream, opening with the state the client last reported.
     pub fn session_stream(&mut self) -> SessionEvents {
         let (tx, rx) = unbounded_channel();
+        let opening: &[SessionEvent] = match self.reported {
+            Reported::Closed => &[SessionEvent::Closed],
+            Reported::Up(session) => &[SessionEvent::Connected { session }],
+            Reported::Suspended(session) => {
+                &[SessionEvent::Connected { session }, SessionEvent::Suspended]
+            }
+            Reported::Lost(session) => {
+                &[SessionEvent::Connected { session }, SessionEvent::Suspended, SessionEvent::Lost]
+            }
+            Reported::Expired => &[SessionEvent::Expired],
+        };
         // Sends cannot fail: the receiver is right here.
-        if self.closed {
-            let _ = tx.send(SessionEvent::Closed);
-            return SessionEvents::new(Channel(rx));
+        for event in opening {
+            let _ = tx.send(*event);
         }
-        match self.session {
-            Some(session) => {
-                let _ = tx.send(SessionEvent::Connected { session });
-                if !self.link_up() {
-                    let _ = tx.send(SessionEvent::Suspended);
-                }
-            }
-            None => {
-                let _ = tx.send(SessionEvent::Expired);
-            }
+        if !self.closed {
+            self.subscribers.push(tx);
         }
-        self.subscribers.push(tx);
         SessionEvents::new(Channel(rx))
     }
 
-    /// Takes the link down; with a live session, its deadline starts now.
-    fn go_down(&mut self, id: ClientId, cut: u64, now_ms: i64) -> Option<Deadline> {
-        let Some(_) = self.session else {
-            self.link = Link::Down { cut, deadline: None };
-            return None;
-        };
-        let at_ms = now_ms.saturating_add(duration_ms(self.session_timeout));
-        let (tx, cancel) = oneshot::channel();
-        self.link = Link::Down { cut, deadline: Some((at_ms, tx)) };
-        Some(Deadline { client: id, cut, at_ms, cancel })
+    /// How long after its last contact the client reports `Lost`, in server milliseconds:
+    /// the session timeout less the margin, as the client's drifting clock measures it.
+    fn lease_ms(&self) -> i64 {
+        let local = self.session_timeout.saturating_sub(self.lease_margin);
+        let rate = 1.0 + f64::from(self.drift_ppm) / 1e6;
+        // Rounded down: never later than the drift says.
+        duration_ms_floor(local.div_f64(rate))
+    }
+
+    /// Takes the link down at `now_ms` (a cut, or a frozen process); with a live session the
+    /// server's deadline starts now, and unless frozen, the client's lease deadline too.
+    fn go_down(&mut self, id: ClientId, cut: u64, now_ms: i64, frozen: bool) -> Vec<Deadline> {
+        let mut deadlines = Vec::new();
+        let mut down = Down { cut, since_ms: now_ms, frozen, expiry: None, lease: None };
+        if self.session.is_some() {
+            let at = now_ms.saturating_add(duration_ms(self.session_timeout));
+            let (t, d) = timer(id, cut, Kind::Expiry, at);
+            down.expiry = Some(t);
+            deadlines.push(d);
+        }
+        let reporting = !self.closed && !frozen;
+        if reporting && matches!(self.reported, Reported::Up(_) | Reported::Suspended(_)) {
+            let at = now_ms.saturating_add(self.lease_ms());
+            let (t, d) = timer(id, cut, Kind::Lease, at);
+            down.lease = Some(t);
+            deadlines.push(d);
+        }
+        self.link = Link::Down(down);
+        deadlines
     }
 
     /// Ends every stream of the client: session streams get `Closed`, watch streams just end.
@@ -179,6 +287,11 @@ fn duration_ms(d: Duration) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
+/// A duration in whole milliseconds, rounded down so a deadline is never late.
+fn duration_ms_floor(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 impl State {
     /// Opens a new session for a connected client: `Connected`, then a resync of every watch.
     fn open_session(&mut self, id: ClientId) {
@@ -189,18 +302,21 @@ impl State {
         client.watches.resync(&self.tree, &client.ns);
     }
 
-    /// The server ends the client's session: ephemerals deleted (others see it), `Expired` for
-    /// the client, and a new session at once if its link is up (else on heal).
+    /// The server ends the client's session: ephemerals deleted (others see it). A client in
+    /// contact hears of it at once (`Expired`, then a new session); one cut off or frozen hears
+    /// nothing until it gets through again ([`State::heal`], [`State::thaw`]).
     pub fn expire(&mut self, id: ClientId) {
         let Some(client) = self.clients.get_mut(&id) else { return };
         let Some(session) = client.session.take() else { return };
         // Own watches skip the deletions: the resync of the new session covers them.
         client.watches.mark_gap();
-        if let Link::Down { deadline, .. } = &mut client.link {
-            *deadline = None;
+        if let Link::Down(down) = &mut client.link {
+            down.expiry = None;
         }
-        client.notify(SessionEvent::Expired);
         let (up, closed) = (client.link_up(), client.closed);
+        if up {
+            client.notify(SessionEvent::Expired);
+        }
         self.delete_ephemerals(session);
         if closed {
             self.reap(id);
@@ -220,58 +336,132 @@ impl State {
         self.publish(&changes);
     }
 
-    /// Cuts the client off at `now_ms`. Returns the session deadline to arm, if its session is
-    /// alive.
-    pub fn cut(&mut self, id: ClientId, now_ms: i64) -> Option<Deadline> {
+    /// Cuts the client off at `now_ms`: `Suspended`, and the deadlines to arm.
+    pub fn cut(&mut self, id: ClientId, now_ms: i64) -> Vec<Deadline> {
         let cut = self.new_cut_id();
-        let client = self.clients.get_mut(&id)?;
+        let Some(client) = self.clients.get_mut(&id) else { return Vec::new() };
         if client.closed || !client.link_up() {
-            return None;
+            return Vec::new();
         }
         client.notify(SessionEvent::Suspended);
-        client.go_down(id, cut, now_ms)
+        client.go_down(id, cut, now_ms, false)
     }
 
-    /// Reconnects a cut client: held events then `Reconnected` if the session lived, else a new
-    /// session and resyncs.
+    /// Freezes the client's process at `now_ms`: the server stops hearing from it, the client
+    /// notices nothing. Returns the server's deadline to arm.
+    pub fn freeze(&mut self, id: ClientId, now_ms: i64) -> Vec<Deadline> {
+        let cut = self.new_cut_id();
+        let Some(client) = self.clients.get_mut(&id) else { return Vec::new() };
+        if client.closed || !client.link_up() {
+            return Vec::new();
+        }
+        client.frozen.send_replace(true);
+        client.go_down(id, cut, now_ms, true)
+    }
+
+    /// Reconnects a cut client (not a frozen one: see [`State::thaw`]).
     pub fn heal(&mut self, id: ClientId) {
         let Some(client) = self.clients.get_mut(&id) else { return };
-        if client.closed || client.link_up() {
+        if client.closed || client.link_up() || client.is_frozen() {
             return;
         }
-        // Dropping the old link drops the timer's cancel sender: the deadline task ends.
+        // Dropping the old link drops the timers' cancel senders: their tasks end.
         client.link = Link::Up;
-        if client.session.is_some() {
-            client.watches.release_held();
-            client.notify(SessionEvent::Reconnected);
-        } else {
-            self.open_session(id);
+        self.reconnect(id, true);
+    }
+
+    /// Resumes a frozen client at `now_ms`. Its lease timer runs first: if the deadline passed
+    /// while it was frozen, it reports `Suspended` and `Lost` before anything else. Then it
+    /// gets through to the server as after a cut, but says `Reconnected` only if it had said
+    /// `Suspended`.
+    pub fn thaw(&mut self, id: ClientId, now_ms: i64) {
+        let Some(client) = self.clients.get_mut(&id) else { return };
+        let Link::Down(Down { since_ms, frozen: true, .. }) = client.link else { return };
+        client.frozen.send_replace(false);
+        client.link = Link::Up;
+        if client.closed {
+            return;
+        }
+        let lost = now_ms >= since_ms.saturating_add(client.lease_ms());
+        if lost && matches!(client.reported, Reported::Up(_)) {
+            client.notify(SessionEvent::Suspended);
+            client.notify(SessionEvent::Lost);
+        }
+        let announce = !matches!(client.reported, Reported::Up(_));
+        self.reconnect(id, announce);
+    }
+
+    /// The link of the client is up again: held events then `Reconnected` (if `announce`) when
+    /// the session lived and was not lost; else the lost session is closed if it still lives,
+    /// and the client reports `Expired` and opens a new session.
+    fn reconnect(&mut self, id: ClientId, announce: bool) {
+        let Some(client) = self.clients.get_mut(&id) else { return };
+        match (client.session, client.reported) {
+            (Some(session), Reported::Lost(_)) => {
+                // Never resume a lost session: close it, as a real client would on reconnect.
+                client.session = None;
+                client.watches.mark_gap();
+                client.notify(SessionEvent::Expired);
+                self.delete_ephemerals(session);
+                self.open_session(id);
+            }
+            (Some(_), _) => {
+                client.watches.release_held();
+                if announce {
+                    client.notify(SessionEvent::Reconnected);
+                }
+            }
+            (None, _) => {
+                client.notify(SessionEvent::Expired);
+                self.open_session(id);
+            }
         }
     }
 
-    /// Expires every session whose deadline is `now_ms` or earlier, in client order. Called
-    /// whenever the lock is taken, so a deadline holds to the millisecond whichever task
-    /// happens to run first at that instant.
+    /// Fires every deadline due at `now_ms` or earlier, in client order: first the clients'
+    /// lease deadlines (`Lost`), then the server's expiries. Called whenever the lock is taken,
+    /// so a deadline holds to the millisecond whichever task happens to run first then.
     pub fn settle(&mut self, now_ms: i64) {
-        let due: Vec<ClientId> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| {
-                matches!(c.link, Link::Down { deadline: Some((at, _)), .. } if at <= now_ms)
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        for id in due {
+        let due = |kind: Kind| -> Vec<ClientId> {
+            self.clients
+                .iter()
+                .filter(|(_, c)| match (&c.link, kind) {
+                    (Link::Down(d), Kind::Lease) => {
+                        d.lease.as_ref().is_some_and(|t| t.at_ms <= now_ms)
+                    }
+                    (Link::Down(d), Kind::Expiry) => {
+                        d.expiry.as_ref().is_some_and(|t| t.at_ms <= now_ms)
+                    }
+                    (Link::Up, _) => false,
+                })
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        let lost = due(Kind::Lease);
+        let expired = due(Kind::Expiry);
+        for id in lost {
+            let Some(client) = self.clients.get_mut(&id) else { continue };
+            if let Link::Down(down) = &mut client.link {
+                down.lease = None;
+            }
+            tracing::debug!(client = %id, "lease deadline passed: session lost");
+            client.notify(SessionEvent::Lost);
+        }
+        for id in expired {
             tracing::debug!(client = %id, "session deadline passed: expiring");
             self.expire(id);
         }
     }
 
-    /// Whether the deadline of cut number `cut` of the client is still pending.
-    pub fn deadline_pending(&self, id: ClientId, cut: u64) -> bool {
-        self.clients.get(&id).is_some_and(
-            |c| matches!(c.link, Link::Down { cut: c2, deadline: Some(_) } if c2 == cut),
-        )
+    /// Whether the `kind` deadline of cut number `cut` of the client is still pending.
+    pub fn deadline_pending(&self, id: ClientId, cut: u64, kind: Kind) -> bool {
+        self.clients.get(&id).is_some_and(|c| match &c.link {
+            Link::Down(d) if d.cut == cut => match kind {
+                Kind::Expiry => d.expiry.is_some(),
+                Kind::Lease => d.lease.is_some(),
+            },
+            _ => false,
+        })
     }
 
     /// `close()`: ends the client's streams and, if the server can hear it, its session. A client
@@ -283,6 +473,10 @@ impl State {
         }
         client.closed = true;
         client.end_streams();
+        if let Link::Down(down) = &mut client.link {
+            // Nobody is left to report a loss to.
+            down.lease = None;
+        }
         if client.link_up() {
             if let Some(session) = client.session.take() {
                 self.delete_ephemerals(session);
@@ -294,18 +488,19 @@ impl State {
     /// Every handle of the client is gone, as if its process died: its streams end and its
     /// session lives until the session timeout, as a real server would keep it. Returns the
     /// deadline to arm, if one is not running already.
-    pub fn abandon(&mut self, id: ClientId, now_ms: i64) -> Option<Deadline> {
+    pub fn abandon(&mut self, id: ClientId, now_ms: i64) -> Vec<Deadline> {
         let cut = self.new_cut_id();
-        let client = self.clients.get_mut(&id)?;
+        let Some(client) = self.clients.get_mut(&id) else { return Vec::new() };
         client.dropped = true;
         if !client.closed {
             client.closed = true;
             client.end_streams();
         }
         // Cut off already: its deadline is running.
-        let deadline = if client.link_up() { client.go_down(id, cut, now_ms) } else { None };
+        let deadlines =
+            if client.link_up() { client.go_down(id, cut, now_ms, false) } else { Vec::new() };
         self.reap(id);
-        deadline
+        deadlines
     }
 
     /// The registry restarts and every connected client reconnects with its session intact.
@@ -322,6 +517,28 @@ impl State {
     fn reap(&mut self, id: ClientId) {
         if self.clients.get(&id).is_some_and(|c| c.dropped && c.session.is_none()) {
             self.clients.remove(&id);
+        }
+    }
+}
+
+/// The lease margin a client connects with: the configured one, checked, or the default.
+pub(crate) fn lease_margin(
+    session_timeout: Duration,
+    configured: Option<Duration>,
+    namespace: &str,
+) -> Result<Duration, RegistryError> {
+    match configured {
+        None => Ok(lease::default_margin(session_timeout)),
+        Some(margin) => {
+            lease::check_margin(session_timeout, margin).map(|()| margin).map_err(|message| {
+                RegistryError::Backend {
+                    backend: "mem",
+                    op: Op::Connect,
+                    path: namespace.to_owned(),
+                    message,
+                    retryable: false,
+                }
+            })
         }
     }
 }

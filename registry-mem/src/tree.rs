@@ -43,7 +43,8 @@ impl Entry {
 
 /// The sorted names of a node's children. A sorted `Vec` rather than a `BTreeSet`: most nodes
 /// have one to three children, and a `BTreeSet` allocates room for eleven on its first insert
-/// (~280 bytes per parent node: about 2 KiB of every registered job, DESIGN section 8).
+/// (~280 bytes per parent node: about 2 KiB of every registered job,
+/// against a target of 10 KiB per job in `docs/targets.md`).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Children(Vec<String>);
 

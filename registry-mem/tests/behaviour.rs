@@ -1,11 +1,16 @@
 //! The shared registry behaviour suite (`shardcron_core::testkit`) run against registry-mem.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use shardcron_core::handles::Handles;
 use shardcron_core::testkit::{Backend, SessionControl, TestClient};
 use shardcron_registry_mem::{ClientId, ConnectOptions, MemServer};
+
+/// The session timeout of the suite's clients: as on the real servers' suites, shorter than the
+/// cases' patience for one event (the lease case waits a whole timeout for one).
+const SESSION: Duration = Duration::from_secs(4);
 
 /// One server per test case; every client of the case connects to it.
 struct MemBackend {
@@ -30,6 +35,14 @@ impl SessionControl for MemControl {
         // Synchronous on mem: the server has deleted the ephemerals when this returns.
         self.server.expire_session(self.client);
     }
+
+    async fn cut(&self) {
+        self.server.cut(self.client);
+    }
+
+    async fn heal(&self) {
+        self.server.heal(self.client);
+    }
 }
 
 #[async_trait]
@@ -37,7 +50,7 @@ impl Backend for MemBackend {
     async fn client(&self, namespace: &str) -> TestClient {
         let registry = self
             .server
-            .connect(ConnectOptions::default().namespace(namespace))
+            .connect(ConnectOptions::default().namespace(namespace).session_timeout(SESSION))
             .unwrap_or_else(|e| panic!("connect to namespace {namespace}: {e}"));
         let control = MemControl { server: self.server.clone(), client: registry.client_id() };
         TestClient { registry: Arc::new(registry), control: Box::new(control) }

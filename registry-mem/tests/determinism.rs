@@ -1,4 +1,4 @@
-//! Determinism self-check (DESIGN section 6): a seeded concurrent workload, with latencies,
+//! Determinism self-check (`docs/architecture.md`, determinism): a seeded concurrent workload, with latencies,
 //! injected failures, cuts, expiries, locks and watches, run twice on a paused current-thread
 //! runtime, must produce byte-identical logs of every watch event, session event and result.
 

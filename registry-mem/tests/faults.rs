@@ -16,6 +16,9 @@ use shardcron_registry_mem::{ConnectOptions, MemRegistry, MemServer};
 
 const START_MS: i64 = 1_700_000_000_000;
 const SESSION: Duration = Duration::from_secs(10);
+/// When a cut-off client reports its session lost: the session timeout less the default
+/// margin, a tenth of it.
+const LEASE: Duration = Duration::from_secs(9);
 const OP_TIMEOUT: Duration = Duration::from_secs(3);
 
 struct Setup {
@@ -132,26 +135,31 @@ async fn cut_suspends_and_heal_reconnects_with_held_events_in_order() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn heal_before_the_deadline_keeps_the_session_and_its_ephemerals() {
+async fn heal_before_the_lease_deadline_keeps_the_session_and_its_ephemerals() {
     let s = Setup::new();
     let a = s.client();
     let b = s.client();
+    let mut session = a.session_events();
+    connected(&mut session).await;
     a.create("/e", b"", CreateMode::Ephemeral).await.unwrap();
     s.server.cut(a.client_id());
-    tokio::time::sleep(SESSION - Duration::from_millis(1)).await;
+    tokio::time::sleep(LEASE - Duration::from_millis(1)).await;
     s.server.heal(a.client_id());
+    assert_eq!(next_session(&mut session).await, SessionEvent::Suspended);
+    assert_eq!(next_session(&mut session).await, SessionEvent::Reconnected);
     tokio::time::sleep(SESSION * 3).await;
     assert!(b.exists("/e").await.unwrap(), "the session survived the short cut");
-    // A second cut gets a fresh deadline, not what was left of the first.
+    assert!(nothing_pending(&mut session));
+    // A second cut gets fresh deadlines, not what was left of the first.
     s.server.cut(a.client_id());
     tokio::time::sleep(SESSION - Duration::from_millis(1)).await;
-    assert!(b.exists("/e").await.unwrap());
+    assert!(b.exists("/e").await.unwrap(), "the server keeps the session its full timeout");
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert!(!b.exists("/e").await.unwrap());
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_cut_outlasting_the_session_timeout_expires_the_session_at_the_deadline() {
+async fn a_cut_outlasting_the_session_timeout_is_lost_first_and_expires_at_the_deadline() {
     let s = Setup::new();
     let a = s.client();
     let observer = s.client();
@@ -168,26 +176,127 @@ async fn a_cut_outlasting_the_session_timeout_expires_the_session_at_the_deadlin
     s.server.cut(a.client_id());
     assert_eq!(next_session(&mut session).await, SessionEvent::Suspended);
     observer.set("/w/p", b"held", None).await.unwrap();
-
-    // Nobody calls anything: the deadline fires by itself, exactly one session timeout later.
     assert_eq!(summary(&next_watch(&mut seen).await), "changed /w/p held v1");
+
+    // Nobody calls anything: the client's lease deadline fires by itself, the session timeout
+    // less the margin after the cut, while the server still holds the session.
+    assert_eq!(next_session(&mut session).await, SessionEvent::Lost);
+    assert_eq!(s.elapsed_ms() - cut_at, LEASE.as_millis() as i64);
+    assert!(observer.exists("/w/e").await.unwrap(), "not expired on the server yet");
+    // The server expires it exactly one session timeout after the cut; the cut-off client
+    // hears nothing of it.
     assert_eq!(summary(&next_watch(&mut seen).await), "deleted /w/e");
     assert_eq!(s.elapsed_ms() - cut_at, SESSION.as_millis() as i64);
-    assert_eq!(next_session(&mut session).await, SessionEvent::Expired);
     assert_eq!(s.server.session_of(a.client_id()), None);
+    assert!(nothing_pending(&mut session), "no expiry reaches a client that is cut off");
 
     // Still cut: no new session, no events; operations fail.
     tokio::time::sleep(SESSION).await;
     assert!(nothing_pending(&mut session) && nothing_pending(&mut a_watch));
     assert!(matches!(a.get("/w").await, Err(RegistryError::ConnectionLoss { .. })));
 
-    // Heal: a new session and a resync instead of the held events.
+    // Heal: the client learns of the expiry, opens a new session and resyncs instead of
+    // delivering the held events.
     s.server.heal(a.client_id());
+    assert_eq!(next_session(&mut session).await, SessionEvent::Expired);
     let new = connected(&mut session).await;
     assert_ne!(new, old);
     assert_eq!(summary(&next_watch(&mut a_watch).await), "resync /w,/w/p");
     assert!(nothing_pending(&mut a_watch), "the held events were dropped for the resync");
     assert!(nothing_pending(&mut session));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_session_is_closed_on_heal_not_resumed() {
+    let s = Setup::new();
+    let a = s.client();
+    let observer = s.client();
+    let mut session = a.session_events();
+    let old = connected(&mut session).await;
+    a.create("/e", b"", CreateMode::Ephemeral).await.unwrap();
+    let mut seen = observer.watch("/e").await.unwrap();
+    next_watch(&mut seen).await;
+    s.server.cut(a.client_id());
+    assert_eq!(next_session(&mut session).await, SessionEvent::Suspended);
+    assert_eq!(next_session(&mut session).await, SessionEvent::Lost);
+    // Healed between the lease deadline and the server's expiry: the session still lives there.
+    tokio::time::sleep((SESSION - LEASE) / 2).await;
+    assert!(observer.exists("/e").await.unwrap());
+    s.server.heal(a.client_id());
+    // The client closes it rather than resume it: ephemerals deleted at once.
+    assert_eq!(summary(&next_watch(&mut seen).await), "deleted /e");
+    assert_eq!(next_session(&mut session).await, SessionEvent::Expired);
+    assert_ne!(connected(&mut session).await, old);
+    assert!(nothing_pending(&mut session), "never Reconnected after Lost");
+    a.create("/e", b"", CreateMode::Ephemeral).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn clock_drift_moves_the_lease_deadline_within_the_bound() {
+    for (ppm, lost_after_ms) in [(0, 9_000), (10_000, 8_910), (-10_000, 9_090), (-1_000_000, 9_090)]
+    {
+        let s = Setup::new();
+        let a = s.client();
+        let mut session = a.session_events();
+        connected(&mut session).await;
+        s.server.set_clock_drift(a.client_id(), ppm);
+        let cut_at = s.elapsed_ms();
+        s.server.cut(a.client_id());
+        assert_eq!(next_session(&mut session).await, SessionEvent::Suspended);
+        assert_eq!(next_session(&mut session).await, SessionEvent::Lost);
+        let lost = s.elapsed_ms() - cut_at;
+        assert_eq!(lost, lost_after_ms, "drift {ppm} ppm (clamped to 1 %)");
+        assert!(lost < SESSION.as_millis() as i64, "still before the server's expiry");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_short_freeze_goes_unnoticed() {
+    let s = Setup::new();
+    let a = s.client();
+    let observer = s.client();
+    let mut session = a.session_events();
+    connected(&mut session).await;
+    a.create("/w/e", b"", CreateMode::Ephemeral).await.unwrap();
+    let mut mine = a.watch("/w").await.unwrap();
+    next_watch(&mut mine).await;
+    s.server.freeze(a.client_id());
+    observer.create("/w/x", b"", CreateMode::Persistent).await.unwrap();
+    // The frozen client's operation neither fails nor applies until it runs again.
+    let pending = {
+        let a = a.clone();
+        tokio::spawn(async move { a.create("/w/y", b"", CreateMode::Persistent).await })
+    };
+    tokio::time::sleep(LEASE - Duration::from_millis(1)).await;
+    assert!(!pending.is_finished());
+    assert!(!observer.exists("/w/y").await.unwrap());
+    assert!(nothing_pending(&mut session) && nothing_pending(&mut mine));
+    s.server.thaw(a.client_id());
+    pending.await.unwrap().unwrap();
+    assert_eq!(summary(&next_watch(&mut mine).await), "created /w/x ");
+    assert_eq!(summary(&next_watch(&mut mine).await), "created /w/y ");
+    assert!(nothing_pending(&mut session), "a freeze shorter than the lease is not reported");
+    assert!(observer.exists("/w/e").await.unwrap());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_freeze_past_the_session_timeout_reports_lost_first_on_thaw() {
+    let s = Setup::new();
+    let a = s.client();
+    let observer = s.client();
+    let mut session = a.session_events();
+    let old = connected(&mut session).await;
+    a.create("/e", b"", CreateMode::Ephemeral).await.unwrap();
+    s.server.freeze(a.client_id());
+    tokio::time::sleep(SESSION).await;
+    assert!(!observer.exists("/e").await.unwrap(), "the server expired the silent session");
+    assert!(nothing_pending(&mut session), "a frozen client reports nothing");
+    s.server.thaw(a.client_id());
+    assert_eq!(next_session(&mut session).await, SessionEvent::Suspended);
+    assert_eq!(next_session(&mut session).await, SessionEvent::Lost);
+    assert_eq!(next_session(&mut session).await, SessionEvent::Expired);
+    assert_ne!(connected(&mut session).await, old);
+    a.create("/e", b"", CreateMode::Ephemeral).await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
@@ -200,7 +309,9 @@ async fn a_session_stream_opened_while_cut_reports_the_state() {
     assert_eq!(next_session(&mut events).await, SessionEvent::Suspended);
     tokio::time::sleep(SESSION).await;
     let mut later = a.session_events();
-    assert_eq!(next_session(&mut later).await, SessionEvent::Expired);
+    connected(&mut later).await;
+    assert_eq!(next_session(&mut later).await, SessionEvent::Suspended);
+    assert_eq!(next_session(&mut later).await, SessionEvent::Lost);
     assert!(nothing_pending(&mut later));
 }
 
@@ -247,11 +358,13 @@ async fn expiry_of_a_cut_client_reconnects_on_heal() {
     s.server.cut(a.client_id());
     assert_eq!(next_session(&mut session).await, SessionEvent::Suspended);
     s.server.expire_session(a.client_id());
-    assert_eq!(next_session(&mut session).await, SessionEvent::Expired);
+    assert!(nothing_pending(&mut session), "a client cut off does not hear of its expiry");
     assert!(!observer.exists("/e").await.unwrap());
     tokio::time::sleep(SESSION * 2).await;
+    assert_eq!(next_session(&mut session).await, SessionEvent::Lost);
     assert!(nothing_pending(&mut session), "no new session while cut");
     s.server.heal(a.client_id());
+    assert_eq!(next_session(&mut session).await, SessionEvent::Expired);
     connected(&mut session).await;
     a.create("/e", b"", CreateMode::Ephemeral).await.unwrap();
 }

@@ -7,19 +7,24 @@
 //! by scanning, transactions applied to a clone that is kept or thrown away, ephemerals found by
 //! owner. Only the path rules come from `shardcron_core::registry::path`, the contract's own.
 //!
+//! Sessions are modelled too: an expiry, a close, and an outage (a cut or a frozen process of
+//! some length, then back) end the session's ephemerals exactly when the contract says, with the
+//! session events it says (a lease lost past the timeout less the margin, never resumed).
+//!
 //! Cases: 64 by default; `PROPTEST_CASES=n` for more.
 
 // Helpers outside `#[test]` fns are not covered by clippy.toml's allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use proptest::prelude::*;
 use shardcron_core::handles::Handles;
 use shardcron_core::registry::{
-    path, CoordinatorRegistry, CreateMode, Node, Op, RegistryError, TxnOp, TxnResult, Version,
-    WatchEvent, WatchStream, MAX_DATA_SIZE,
+    path, CoordinatorRegistry, CreateMode, Node, Op, RegistryError, SessionEvent, SessionEvents,
+    TxnOp, TxnResult, Version, WatchEvent, WatchStream, MAX_DATA_SIZE,
 };
 use shardcron_registry_mem::{ConnectOptions, MemRegistry, MemServer};
 
@@ -261,18 +266,64 @@ fn local_check(op: Op, p: &str, data: Option<&[u8]>, writes: bool) -> Result<(),
 
 #[derive(Debug, Clone)]
 enum Step {
-    Create { slot: usize, path: String, data: Data, mode: CreateMode },
-    Get { slot: usize, path: String },
-    Exists { slot: usize, path: String },
-    Children { slot: usize, path: String },
-    Set { slot: usize, path: String, data: Data, version: Option<Version> },
-    Delete { slot: usize, path: String, version: Option<Version> },
-    DeleteRecursive { slot: usize, path: String },
-    Txn { slot: usize, ops: Vec<TxnOp> },
-    Expire { slot: usize },
-    Close { slot: usize },
-    Reconnect { slot: usize },
+    Create {
+        slot: usize,
+        path: String,
+        data: Data,
+        mode: CreateMode,
+    },
+    Get {
+        slot: usize,
+        path: String,
+    },
+    Exists {
+        slot: usize,
+        path: String,
+    },
+    Children {
+        slot: usize,
+        path: String,
+    },
+    Set {
+        slot: usize,
+        path: String,
+        data: Data,
+        version: Option<Version>,
+    },
+    Delete {
+        slot: usize,
+        path: String,
+        version: Option<Version>,
+    },
+    DeleteRecursive {
+        slot: usize,
+        path: String,
+    },
+    Txn {
+        slot: usize,
+        ops: Vec<TxnOp>,
+    },
+    Expire {
+        slot: usize,
+    },
+    Close {
+        slot: usize,
+    },
+    Reconnect {
+        slot: usize,
+    },
+    /// The client cut off (or its process frozen) for `ms`, then back.
+    Outage {
+        slot: usize,
+        ms: u64,
+        frozen: bool,
+    },
 }
+
+/// The session timeout of the harness's clients (the default) and their lease: the timeout
+/// less the default margin, a tenth of it.
+const SESSION_MS: u64 = 60_000;
+const LEASE_MS: u64 = 54_000;
 
 /// Node data: a byte, or one byte too many.
 #[derive(Debug, Clone, Copy)]
@@ -352,7 +403,20 @@ fn a_step() -> impl Strategy<Value = Step> {
             .prop_map(|(slot, ops)| Step::Txn { slot, ops }),
         1 => slot.clone().prop_map(|slot| Step::Expire { slot }),
         1 => slot.clone().prop_map(|slot| Step::Close { slot }),
-        3 => slot.prop_map(|slot| Step::Reconnect { slot }),
+        3 => slot.clone().prop_map(|slot| Step::Reconnect { slot }),
+        1 => (
+            slot,
+            prop_oneof![
+                Just(1_000),
+                Just(LEASE_MS - 1),
+                Just(LEASE_MS),
+                Just(SESSION_MS - 1),
+                Just(SESSION_MS),
+                Just(SESSION_MS * 2),
+            ],
+            any::<bool>()
+        )
+            .prop_map(|(slot, ms, frozen)| Step::Outage { slot, ms, frozen }),
     ]
 }
 
@@ -375,6 +439,7 @@ type Res = Result<Out, RegistryError>;
 struct Slot {
     client: MemRegistry,
     watch: WatchStream,
+    session: SessionEvents,
     view: BTreeMap<String, Node>,
     /// The model's name for the client's current session.
     token: u64,
@@ -402,8 +467,16 @@ impl Harness {
     async fn connect(&mut self) -> Slot {
         let client = self.server.connect(ConnectOptions::default().namespace(NAMESPACE)).unwrap();
         let watch = client.watch("/").await.unwrap();
+        let session = client.session_events();
         self.next_token += 1;
-        Slot { client, watch, view: BTreeMap::new(), token: self.next_token, closed: false }
+        Slot {
+            client,
+            watch,
+            session,
+            view: BTreeMap::new(),
+            token: self.next_token,
+            closed: false,
+        }
     }
 
     /// Applies pending watch events of every open slot to its view.
@@ -540,6 +613,43 @@ impl Harness {
                 }
                 (Ok(Out::Unit), Ok(Out::Unit))
             }
+            Step::Outage { slot, ms, frozen } => {
+                let s = &mut self.slots[*slot];
+                while ready_session(&mut s.session).is_some() {}
+                let id = s.client.client_id();
+                if *frozen {
+                    self.server.freeze(id);
+                } else {
+                    self.server.cut(id);
+                }
+                tokio::time::sleep(Duration::from_millis(*ms)).await;
+                if *frozen {
+                    self.server.thaw(id);
+                } else {
+                    self.server.heal(id);
+                }
+                let s = &mut self.slots[*slot];
+                let mut seen = Vec::new();
+                while let Some(ev) = ready_session(&mut s.session) {
+                    seen.push(session_name(ev).to_owned());
+                }
+                // The contract: a cut shows at once, a freeze not at all; past the lease the
+                // session is lost, then gone (expired by the server or closed by the client on
+                // its return), and a new one opens.
+                let want: &[&str] = match (s.closed, *ms >= LEASE_MS, *frozen) {
+                    (true, _, _) => &[],
+                    (false, true, _) => &["suspended", "lost", "expired", "connected"],
+                    (false, false, false) => &["suspended", "reconnected"],
+                    (false, false, true) => &[],
+                };
+                if !s.closed && *ms >= LEASE_MS {
+                    self.model.end_session(s.token);
+                    self.next_token += 1;
+                    s.token = self.next_token;
+                }
+                let want = want.iter().map(|n| (*n).to_owned()).collect();
+                (Ok(Out::Names(seen)), Ok(Out::Names(want)))
+            }
         }
     }
 
@@ -564,6 +674,22 @@ impl Harness {
 /// otherwise report `Pending` after some 128 polls within one task, with events still queued.
 fn ready_event(watch: &mut WatchStream) -> Option<WatchEvent> {
     tokio::task::unconstrained(watch.next()).now_or_never().flatten()
+}
+
+/// A session event already queued, if any.
+fn ready_session(events: &mut SessionEvents) -> Option<SessionEvent> {
+    tokio::task::unconstrained(events.next()).now_or_never().flatten()
+}
+
+fn session_name(event: SessionEvent) -> &'static str {
+    match event {
+        SessionEvent::Connected { .. } => "connected",
+        SessionEvent::Suspended => "suspended",
+        SessionEvent::Reconnected => "reconnected",
+        SessionEvent::Lost => "lost",
+        SessionEvent::Expired => "expired",
+        SessionEvent::Closed => "closed",
+    }
 }
 
 fn closed_check(slot: &Slot, op: Op, path: &str) -> Result<(), RegistryError> {
@@ -640,6 +766,12 @@ fn model_corner_cases() {
         Step::Set { slot: 2, path: t("/s"), data: Data::TooLarge, version: Some(0) },
         Step::Expire { slot: 1 },
         Step::Children { slot: 2, path: t("/s") },
+        Step::Create { slot: 2, path: t("/e"), data: Data::Byte(7), mode: Ephemeral },
+        Step::Outage { slot: 2, ms: LEASE_MS - 1, frozen: false },
+        Step::Outage { slot: 2, ms: SESSION_MS - 1, frozen: true },
+        Step::Create { slot: 2, path: t("/e"), data: Data::Byte(8), mode: Ephemeral },
+        Step::Outage { slot: 2, ms: LEASE_MS, frozen: false },
+        Step::Get { slot: 1, path: t("/e") },
         Step::Close { slot: 0 },
         Step::Get { slot: 0, path: t("/s") },
         Step::Get { slot: 0, path: t("bad") },

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::join_all;
+use shardcron_core::registry::lease::LeaseClock;
 use shardcron_core::registry::recipes::{SequentialLatch, SequentialMutex};
 use shardcron_core::registry::{
     path, Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op,
@@ -47,6 +48,8 @@ pub(crate) struct Shared {
     closed: AtomicBool,
     pub bus: SessionBus,
     pub watches: WatchHub,
+    /// The local lease deadline of the session in use (see the crate docs, "Sessions").
+    pub lease: LeaseClock,
 }
 
 impl Shared {
@@ -90,7 +93,10 @@ impl ZkRegistry {
     /// missing, and checks that the credentials may write it.
     ///
     /// Errors: `Auth` for credentials the namespace's ACL rejects; `Backend { retryable: true }`
-    /// when no server answered in time; `InvalidPath` for a bad namespace.
+    /// when no server answered in time (the message names every host with what a TCP
+    /// connection to it finds, the attempts and the time spent); `InvalidPath` for a bad
+    /// namespace. Each attempt is announced (info) and each failure reported (warn) through
+    /// `tracing`.
     pub async fn connect(options: ZkOptions) -> Result<Self> {
         options.validate().map_err(|e| RegistryError::Backend {
             backend: error::BACKEND,
@@ -102,6 +108,8 @@ impl ZkRegistry {
         let first =
             session::open_with_retry(&options, Some(options.retry.attempts), || false).await?;
         let state = first.root.state_watcher();
+        let lease = LeaseClock::new(options.lease_margin);
+        lease.start(first.id, first.root.session_timeout(), first.opened_at);
         let (generation, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             namespace: options.namespace_path(),
@@ -111,8 +119,10 @@ impl ZkRegistry {
             generation,
             closed: AtomicBool::new(false),
             watches: WatchHub::default(),
+            lease,
         });
         tokio::spawn(session::supervise(Arc::downgrade(&shared), state));
+        tokio::spawn(session::probe(Arc::downgrade(&shared)));
         Ok(ZkRegistry { shared })
     }
 
@@ -152,14 +162,15 @@ impl ZkRegistry {
     }
 
     /// The session for an operation, or the error it fails with right away: `Closed`, or
-    /// `ConnectionLoss` while the link is down or a new session is being opened (both retryable
-    /// conditions the session stream reports).
+    /// `ConnectionLoss` while the link is down, the session is lost, or a new session is being
+    /// opened (retryable conditions the session stream reports).
     fn session(&self, op: Op, at: &str) -> Result<Arc<Session>> {
         if self.shared.is_closed() {
             return Err(RegistryError::Closed { op, path: at.to_owned() });
         }
         match self.shared.current() {
-            Some(s) if !s.suspended() => Ok(s),
+            // A lost session is never used again (it is closed once the server is reachable).
+            Some(s) if !s.suspended() && !self.shared.bus.is_lost() => Ok(s),
             _ => Err(RegistryError::ConnectionLoss { op, path: at.to_owned() }),
         }
     }

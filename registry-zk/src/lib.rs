@@ -14,9 +14,13 @@
 //!   create and delete advances, so they only increase (`contiguous_sequence: false`).
 //! - **Transactions** are one `multi`; ZooKeeper names the first op that failed, reported as
 //!   `Transaction { index, source }`.
-//! - **Sessions**: a lost link is `Suspended`, its return within the session timeout
-//!   `Reconnected` (same session, nothing lost); an expired session is final in ZooKeeper, so
-//!   the client opens a new one by itself and reports `Expired` then `Connected { new }`.
+//! - **Sessions**: a lost link is `Suspended`, its return within the lease `Reconnected` (same
+//!   session, nothing lost); an expired session is final in ZooKeeper, so the client opens a
+//!   new one by itself and reports `Expired` then `Connected { new }`. The lease: a light probe
+//!   every fifth of the negotiated timeout renews the session; when none has been answered for
+//!   the timeout less the lease margin (counted from its send) the client reports `Lost`,
+//!   before the server can expire the session, and never uses that session again (it closes
+//!   it once the server is reachable: `Expired`, then a new session).
 //! - **Watches** are persistent recursive watches, turned into the contract's events by reading
 //!   each node after its event; see "Watches" below for what that means for ordering.
 //! - **Latches and mutexes**: the shared recipes over ephemeral-sequential nodes

@@ -4,12 +4,12 @@
 use std::fmt;
 use std::time::Duration;
 
-use shardcron_core::registry::path;
+use shardcron_core::registry::{lease, path};
 
 /// The URL form [`ZkOptions::from_url`] accepts, quoted in every parse error.
 pub const URL_FORM: &str = "zk://host:port[,host:port...]/namespace[?session_timeout_ms=N\
     &connect_timeout_ms=N&operation_timeout_ms=N&retry_base_ms=N&retry_max_ms=N\
-    &retry_attempts=N&digest=user:password]";
+    &retry_attempts=N&lease_margin_ms=N&digest=user:password]";
 
 /// The port a host without one gets, as in ZooKeeper's own connect strings.
 pub const DEFAULT_PORT: u16 = 2181;
@@ -41,6 +41,10 @@ pub struct ZkOptions {
     /// Digest credentials; with them every node this client creates is readable and writable by
     /// these credentials only (see the crate docs, "Security").
     pub digest: Option<Digest>,
+    /// How much earlier than the session timeout a client that has not heard from the server
+    /// reports its session `Lost` (see the crate docs, "Sessions"); `None` for the contract's
+    /// default, a tenth of the negotiated timeout. Between 1 % and half of the session timeout.
+    pub lease_margin: Option<Duration>,
 }
 
 impl ZkOptions {
@@ -55,6 +59,7 @@ impl ZkOptions {
             operation_timeout: Duration::from_secs(15),
             retry: RetryPolicy::default(),
             digest: None,
+            lease_margin: None,
         }
     }
 
@@ -78,6 +83,11 @@ impl ZkOptions {
         self
     }
 
+    pub fn lease_margin(mut self, margin: Duration) -> Self {
+        self.lease_margin = Some(margin);
+        self
+    }
+
     pub fn digest(mut self, user: &str, password: &str) -> Self {
         self.digest = Some(Digest { user: user.to_owned(), password: password.to_owned() });
         self
@@ -86,7 +96,8 @@ impl ZkOptions {
     /// Parses `zk://host:port[,host:port]/namespace?key=value&...` (see [`URL_FORM`]).
     ///
     /// Query keys: `session_timeout_ms`, `connect_timeout_ms`, `operation_timeout_ms`,
-    /// `retry_base_ms`, `retry_max_ms`, `retry_attempts`, `digest` (`user:password`; percent-encode
+    /// `retry_base_ms`, `retry_max_ms`, `retry_attempts`, `lease_margin_ms`, `digest`
+    /// (`user:password`; percent-encode
     /// `&`, `%` and `#` in the password). Unknown keys are errors, so a typo never silently
     /// falls back to a default.
     pub fn from_url(url: &str) -> Result<Self, UrlError> {
@@ -133,6 +144,7 @@ impl ZkOptions {
                 "operation_timeout_ms" => options.operation_timeout = millis()?,
                 "retry_base_ms" => options.retry.base = millis()?,
                 "retry_max_ms" => options.retry.max = millis()?,
+                "lease_margin_ms" => options.lease_margin = Some(millis()?),
                 "retry_attempts" => {
                     options.retry.attempts = value.parse().map_err(|_| {
                         fail(format!("retry_attempts must be a whole number, got {value:?}"))
@@ -152,7 +164,7 @@ impl ZkOptions {
                     return Err(fail(format!(
                         "unknown query key {other:?}; known: session_timeout_ms, \
                          connect_timeout_ms, operation_timeout_ms, retry_base_ms, retry_max_ms, \
-                         retry_attempts, digest"
+                         retry_attempts, lease_margin_ms, digest"
                     )))
                 }
             }
@@ -178,6 +190,10 @@ impl ZkOptions {
             if value.is_zero() {
                 return Err(InvalidOptions(format!("{name} must be above zero")));
             }
+        }
+        if let Some(margin) = self.lease_margin {
+            lease::check_margin(self.session_timeout, margin)
+                .map_err(|e| InvalidOptions(format!("lease_margin: {e}")))?;
         }
         if self.retry.max < self.retry.base {
             return Err(InvalidOptions(format!(
@@ -219,6 +235,7 @@ impl fmt::Debug for ZkOptions {
             .field("operation_timeout", &self.operation_timeout)
             .field("retry", &self.retry)
             .field("digest", &self.digest)
+            .field("lease_margin", &self.lease_margin)
             .finish()
     }
 }

@@ -20,7 +20,7 @@
 //! the client drains what its watcher holds, reads the nodes, emits, and only then lets the write
 //! return. So the reads happen before the writer's next operation, a subscriber sees each of its
 //! own client's changes with the data of that change, and a view fed by the watch already shows
-//! a write when the write returns (read-your-writes, DESIGN section 7, ElasticJob #2194).
+//! a write when the write returns (read-your-writes, which ElasticJob lacked: #2194).
 //!
 //! **Gaps become resyncs.** Persistent watches lose the events of a connection loss
 //! (ZOOKEEPER-4698), `zookeeper-client` 0.11.2 does not register them again after a reconnect,

@@ -1,6 +1,8 @@
-//! Quick start: two jobs on the embedded in-memory registry, each execution printed.
+//! Quick start: two jobs on the embedded in-memory registry, each execution printed, with a
+//! logging subscriber installed.
 //!
 //! `cargo run -p shardcron --example quickstart` — runs for about 12 seconds, no server needed.
+//! `RUST_LOG=debug` shows what the scheduler does underneath.
 
 use std::time::Duration;
 
@@ -11,6 +13,13 @@ use shardcron::runtime::SchedulerBuilder;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // shardcron logs through `tracing`, which drops everything until a subscriber is installed
+    // (shardcron then writes only failing items and a few warnings to stderr itself). This one
+    // prints warnings and up, or what RUST_LOG asks for, on stderr.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+
     let registry = shardcron::connect("mem:/quickstart").await?;
     let scheduler = SchedulerBuilder::new(registry).start().await?;
 

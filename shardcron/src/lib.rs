@@ -22,8 +22,14 @@
 //!         Ok(())
 //!     }))
 //!     .await?;
+//! scheduler.shutdown_on_ctrl_c().await?; // runs until Ctrl-C, then stops gracefully
 //! # Ok(()) }
 //! ```
+//!
+//! A failing item is reported by the job's error handler (`LOG` by default: a `tracing` warning,
+//! also written to stderr while no `tracing` subscriber is installed). The repository's README
+//! explains the words used here (item, fire, instance, namespace, misfire, fencing token), what
+//! is guaranteed, and how to run a cluster on ZooKeeper or etcd.
 //!
 //! ## Layout
 //! - [`connect`] and [`RegistryUrl`]: open a registry from `mem:`, `zk://...` or `etcd://...`.

@@ -1,11 +1,11 @@
 //! # shardcron-sim
 //!
-//! A deterministic simulator of shardcron clusters (DESIGN sections 6 and 9, issue 6). It runs
+//! A deterministic simulator of shardcron clusters (`docs/architecture.md`). It runs
 //! many instances of the **unchanged** core in one process, on one thread, in virtual time,
 //! against one in-memory registry; it injects faults (crashes, graceful stops, restarts,
 //! session expiries, partitions, slow links, clock skew, registry restarts) and workload
 //! changes (cron, count, failover, disable/enable, triggers, jobs added and removed); and it
-//! checks the invariants of DESIGN section 9 over the resulting trace. The same scenario and
+//! checks the promises of `GUARANTEES.md` over the resulting trace. The same scenario and
 //! seed give a byte-identical trace, so any failure replays, and shrinks to a minimal schedule.
 //!
 //! ```

@@ -46,7 +46,7 @@ enum Command {
         #[command(flatten)]
         run: RunArgs,
         /// Check this many seeds, from `--seed` on (seeds drawn at random when `--random`).
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, value_parser = at_least_one_u64)]
         seeds: u64,
         /// Draw the seeds from the operating system instead of counting up from `--seed`.
         #[arg(long)]
@@ -57,13 +57,13 @@ enum Command {
         #[command(flatten)]
         run: RunArgs,
         /// How many seeds.
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = 100, value_parser = at_least_one_u64)]
         seeds: u64,
         /// The first seed.
         #[arg(long, default_value_t = 0)]
         from: u64,
         /// Worker threads (default: every core).
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one_usize)]
         threads: Option<usize>,
         /// No progress bar.
         #[arg(long)]
@@ -86,15 +86,17 @@ struct RunArgs {
     /// Fault profile: none, default, failover, chaos.
     #[arg(long, default_value = "default")]
     profile: FaultProfile,
-    #[arg(long, default_value_t = 2)]
+    /// Jobs every instance runs (at least 1).
+    #[arg(long, default_value_t = 2, value_parser = at_least_one_usize)]
     jobs: usize,
-    #[arg(long, default_value_t = 3)]
+    /// Instances in the cluster (at least 1).
+    #[arg(long, default_value_t = 3, value_parser = at_least_one_usize)]
     instances: usize,
-    /// Length of the fault phase, in virtual seconds.
-    #[arg(long, default_value_t = 120)]
+    /// Length of the fault phase, in virtual seconds (at least 1).
+    #[arg(long, default_value_t = 120, value_parser = at_least_one_u64)]
     duration: u64,
-    /// Session timeout, in virtual seconds.
-    #[arg(long, default_value_t = 10)]
+    /// Session timeout, in virtual seconds (at least 1).
+    #[arg(long, default_value_t = 10, value_parser = at_least_one_u64)]
     session_timeout: u64,
     /// A built-in scenario instead of a generated schedule.
     #[arg(long)]
@@ -103,6 +105,20 @@ struct RunArgs {
     /// LeakRunningMarkers, StaleAssignment, GreedyOwner) to see the checker catch it.
     #[arg(long)]
     variant: Option<Variant>,
+}
+
+/// A count or length that must be at least 1: a run with 0 instances, jobs or seconds checks
+/// nothing and would report "0 violations" as if the cluster had been tested.
+fn at_least_one_u64(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("must be at least 1: a run with none checks nothing".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}; expected a whole number of at least 1")),
+    }
+}
+
+fn at_least_one_usize(text: &str) -> Result<usize, String> {
+    at_least_one_u64(text).and_then(|n| usize::try_from(n).map_err(|e| e.to_string()))
 }
 
 impl RunArgs {

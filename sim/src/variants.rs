@@ -1,6 +1,6 @@
 //! Deliberately broken variants of the system, to prove that the checker has teeth: each one
 //! plants a bug the way it would appear in real code (a registry wrapper that loses or bends
-//! something, STYLE practice 5, or an event sink that forgets), and the tests require the
+//! something, or an event sink that forgets), and the tests require the
 //! checker to report it.
 
 use std::fmt;

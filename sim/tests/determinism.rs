@@ -1,4 +1,4 @@
-//! Same scenario and seed, same trace, byte for byte (DESIGN section 6).
+//! Same scenario and seed, same trace, byte for byte (`docs/architecture.md`, determinism).
 
 use std::time::Duration;
 

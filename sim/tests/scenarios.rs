@@ -1,5 +1,5 @@
 //! The built-in scenarios of issue 6 against the current core. Each must hold every invariant
-//! of DESIGN section 9. (A scenario that exposes a core defect is `#[ignore]`d with the defect
+//! of `GUARANTEES.md`. (A scenario that exposes a core defect is `#[ignore]`d with the defect
 //! named until it is fixed; none is at present.)
 
 use shardcron_sim::{builtin, Invariant, Report};

@@ -1,5 +1,8 @@
 //! Helpers shared by the cross-crate tests: an in-memory cluster of schedulers in virtual time
-//! whose events are recorded for the tests to check.
+//! whose events are recorded for the tests to check, and recorded namespaces to load
+//! ([`fixtures`]).
+
+pub mod fixtures;
 
 use std::sync::Arc;
 
@@ -266,7 +269,7 @@ impl TestCluster {
         }
     }
 
-    /// DESIGN section 9, invariant 1: no item runs on two instances at once while both hold
+    /// The first guarantee of `GUARANTEES.md`: no item runs on two instances at once while both hold
     /// valid sessions.
     pub fn assert_exclusive(&self, job: &str) {
         let runs = self.runs(job);

@@ -1,6 +1,6 @@
 //! Several instances of one job on the in-memory registry, in virtual time: membership changes,
 //! crashes with and without failover, session loss, partitions, operator actions and restarts.
-//! Each test checks the invariants of DESIGN section 9, not just that something ran.
+//! Each test checks the promises of `GUARANTEES.md`, not just that something ran.
 
 use std::time::Duration;
 

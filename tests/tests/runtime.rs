@@ -1,5 +1,5 @@
 //! The scheduler on one instance, end to end on the in-memory registry, in virtual time: no test
-//! sleeps on the wall clock (DESIGN sections 3-6, issue "scheduler runtime").
+//! sleeps on the wall clock.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

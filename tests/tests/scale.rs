@@ -1,5 +1,5 @@
 //! 10,000 jobs in one process: the thread count does not depend on the number of jobs (one
-//! driver task, one timer heap, one task per job; DESIGN section 7, ElasticJob #510).
+//! driver task, one timer heap, one task per job; ElasticJob #510 needed threads per job).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -21,7 +21,9 @@ pub struct Args {
 enum Action {
     /// Print the next fire times of EXPR, one per line: `<epoch-ms>\t<RFC 3339 in the zone>`.
     ///
-    /// Fewer lines are printed when the schedule ends (Quartz years stop at 2099).
+    /// Fewer lines are printed when the schedule ends (Quartz years stop at 2099); when it never
+    /// fires after the instant (`0 0 0 30 2 ?`: February has no 30th), nothing is printed and
+    /// the reason goes to stderr with exit status 1.
     Next(NextArgs),
 }
 
@@ -56,13 +58,35 @@ fn run_next(args: &NextArgs, out: &mut dyn Write) -> Result<(), CliError> {
         None => SystemClock.now_ms(),
     };
     let tz: &JobTimeZone = schedule.time_zone();
+    let mut printed = 0;
     for fire in schedule.iter_after(after).take(args.count) {
         let local = tz
             .format_rfc3339(fire)
             .ok_or_else(|| invalid(&format!("{fire} ms cannot be shown in {tz}")))?;
         writeln!(out, "{fire}\t{local}")?;
+        printed += 1;
+    }
+    if printed == 0 && args.count > 0 {
+        return Err(CliError::Failed(never_fires(&args.expression, &schedule, after)));
     }
     Ok(())
+}
+
+/// Why `schedule` has no fire time after `after`.
+fn never_fires(expression: &str, schedule: &CronSchedule, after: i64) -> String {
+    // Quartz years start in 1970: a schedule with no fire from then on never fires at all.
+    if schedule.next_after(-1).is_none() {
+        return format!(
+            "`{expression}` never fires: no date matches all of its fields at once (like \
+             February 30, or the 31st of a 30-day month)"
+        );
+    }
+    let tz = schedule.time_zone();
+    let when = tz.format_rfc3339(after).unwrap_or_else(|| format!("{after} ms"));
+    format!(
+        "`{expression}` never fires after {when}: its last fire time is earlier (its year field \
+         ends, and Quartz years end at 2099)"
+    )
 }
 
 /// Epoch milliseconds (digits, optionally negative) or an RFC 3339 timestamp.

@@ -40,8 +40,8 @@ pub const ABOUT: &str =
 pub const LONG_ABOUT: &str = "\
 Watch a cluster of three instances shard, crash, fail over, reshard and stop.
 
-Everything runs in this process, on the embedded in-memory registry, in real time (about 20 \
-seconds; 10 with --fast). One job, \"demo\", has 6 items, fires every 2 seconds, and its items \
+Everything runs in this process, on the embedded in-memory registry, in real time (about 15 \
+seconds; 8 with --fast). One job, \"demo\", has 6 items, fires every 2 seconds, and its items \
 take 0.8 seconds; failover is on and sessions time out after 2 seconds. The script:
 
   1. starts instances 10.0.0.1, 10.0.0.2 and 10.0.0.3: one is elected leader and shards the job;
@@ -53,9 +53,13 @@ take 0.8 seconds; failover is on and sessions time out after 2 seconds. The scri
 
 Each line of the timeline is one event: seconds since the start, the instance that reports it, \
 the event and its details. The events of several items of one fire on one instance share a line. \
-Lines starting with >>> narrate the next scripted step. The summary at the end counts fires, \
-item runs, failed-over items and duplicates (an item of one fire that completed twice), from the \
-events.
+Lines starting with >>> narrate the next scripted step. The summary at the end counts, from \
+the events, fires, item runs, interrupted and failed-over items, items not run, shardings, \
+duplicates (an item of one fire that completed twice) and registry nodes left behind, and says \
+what each number is. Items not run are explained: typically the items of a fire that was due on \
+the crashed instance before its session expired, while the cluster still counted it as live. \
+Each item a dead instance owned gets one catch-up run, and the failover re-run of its \
+interrupted fire is that run, so those are not caught up; the next fire runs them.
 
 Exit status 0 when every step happened as described; 1 (with a one-line reason on stderr) when \
 a step did not happen in time, an item ran twice, or registry nodes were left behind.";
@@ -203,6 +207,8 @@ struct Demo {
     tx: mpsc::UnboundedSender<Out>,
     /// The crashed instance's id, once crashed (the registry observer names its departure).
     crashed: Arc<Mutex<Option<String>>>,
+    /// When the registry saw the crashed instance's session expire (epoch ms).
+    expired_ms: Arc<Mutex<Option<i64>>>,
     /// The steps that did not happen in time.
     missed: Vec<String>,
 }
@@ -216,6 +222,7 @@ impl Demo {
             log: Arc::default(),
             tx,
             crashed: Arc::default(),
+            expired_ms: Arc::default(),
             missed: Vec::new(),
         }
     }
@@ -370,8 +377,15 @@ impl Demo {
             .filter(|(path, node)| node.ephemeral && path.starts_with(NAMESPACE))
             .map(|(path, _)| path)
             .collect();
-        let summary = Summary::of(&self.log.lock(), interrupted.len(), leftover.len());
-        let _ = self.tx.send(Out::Text(format!("\n{}", summary.line(self.start_ms))));
+        let story = Story {
+            interval_ms: i64::try_from(pace.interval.as_millis()).unwrap_or(i64::MAX),
+            interrupted: interrupted.clone(),
+            crash_ms: Some(crash_ms),
+            expired_ms: *self.expired_ms.lock(),
+            leftover: leftover.len(),
+        };
+        let summary = Summary::of(&self.log.lock(), &story);
+        let _ = self.tx.send(Out::Text(format!("\n{}", summary.lines(self.start_ms).join("\n"))));
 
         let mut problems = std::mem::take(&mut self.missed);
         problems.extend(failures);
@@ -439,6 +453,7 @@ impl Demo {
         let prefix = format!("/{JOB}/instances/");
         let mut watch = client.watch(&format!("/{JOB}/instances")).await.map_err(|e| failed(&e))?;
         let (tx, crashed) = (self.tx.clone(), self.crashed.clone());
+        let expired_ms = self.expired_ms.clone();
         tokio::spawn(async move {
             while let Some(event) = watch.next().await {
                 let (path, joined) = match &event {
@@ -453,6 +468,9 @@ impl Demo {
                     (false, false) => "instance node deleted",
                 };
                 let at_ms = SystemClock.now_ms();
+                if !joined && crashed.lock().as_deref() == Some(id) {
+                    *expired_ms.lock() = Some(at_ms);
+                }
                 let ip = ip_of(id).to_owned();
                 let _ = tx.send(Out::Member { at_ms, ip, joined, detail });
             }
@@ -552,40 +570,73 @@ fn list(items: &[u32]) -> String {
     items.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
 }
 
-/// The counts the demo ends with.
+/// What the script did, for the summary to explain its numbers with.
+#[derive(Debug, Clone, Default)]
+struct Story {
+    /// The fire interval: a sharding committed up to half of it after a fire time is that
+    /// fire's.
+    interval_ms: i64,
+    /// `(item, fire_ms)` of the items running on the victim when it was killed.
+    interrupted: Vec<(u32, i64)>,
+    /// When the victim was killed, and when the registry saw its session expire.
+    crash_ms: Option<i64>,
+    expired_ms: Option<i64>,
+    /// Ephemeral nodes still on the registry after the stop.
+    leftover: usize,
+}
+
+/// Items of one fire that never completed anywhere, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NotRun {
+    fire_ms: i64,
+    items: Vec<u32>,
+    /// The instance that owned them at that fire, if the log says.
+    owner: Option<String>,
+    /// Whether they were due on the killed instance before the registry knew it was dead.
+    while_undetected: bool,
+    /// The earlier fire whose failover re-run was these items' one catch-up, if one was.
+    caught_up_for: Option<i64>,
+    /// The next fire that completed all of them.
+    next_fire_ms: Option<i64>,
+}
+
+/// The counts the demo ends with, and what they are made of.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Summary {
-    /// Fires that ran at least one item (scheduled, caught up or failed over).
+    /// Fire times at which at least one item started (scheduled, caught up or failed over).
     fires: usize,
     /// Item runs that completed.
     completed: usize,
     /// Item runs that failed or were cancelled.
     failed: usize,
-    /// Items the crash interrupted.
-    interrupted: usize,
-    /// Item runs started as failover.
-    failed_over: usize,
-    /// Items of those fires that never completed anywhere: `(fire_ms, items)`.
-    not_run: Vec<(i64, Vec<u32>)>,
-    /// Committed assignments.
-    reshards: usize,
+    /// Items the crash interrupted, as `(item, fire_ms)`.
+    interrupted: Vec<(u32, i64)>,
+    /// Item runs started as failover, as `(item, fire_ms, ip)`.
+    failed_over: Vec<(u32, i64, String)>,
+    /// Items of those fires that never completed anywhere.
+    not_run: Vec<NotRun>,
+    /// Committed assignments: `(at_ms, instances)`.
+    shardings: Vec<(i64, usize)>,
     /// `(item, fire)` pairs that completed more than once.
     duplicates: usize,
     /// Ephemeral nodes still on the registry after the stop.
     leftover: usize,
+    victim: &'static str,
+    expired_ms: Option<i64>,
+    crash_ms: Option<i64>,
 }
 
 impl Summary {
-    fn of(log: &[Rec], interrupted: usize, leftover: usize) -> Self {
+    fn of(log: &[Rec], story: &Story) -> Self {
         let mut fires = BTreeSet::new();
         let mut completions: BTreeMap<(u32, i64), usize> = BTreeMap::new();
-        let (mut failed, mut failed_over, mut reshards) = (0, 0, 0);
+        let (mut failed, mut failed_over, mut shardings) = (0, Vec::new(), Vec::new());
         for r in log {
             match &r.event {
-                SchedulerEvent::ItemStarted { fire_ms, kind, .. } => {
+                SchedulerEvent::ItemStarted { item, fire_ms, kind, .. } => {
                     fires.insert(*fire_ms);
                     if *kind == FireKind::Failover {
-                        failed_over += 1;
+                        failed_over.push((*item, *fire_ms, r.ip.clone()));
                     }
                 }
                 SchedulerEvent::ItemFinished { item, fire_ms, ok, .. } => {
@@ -595,53 +646,247 @@ impl Summary {
                         failed += 1;
                     }
                 }
-                SchedulerEvent::Sharded { .. } => reshards += 1,
+                SchedulerEvent::Sharded { assignment, .. } => {
+                    shardings.push((r.at_ms, assignment.len()));
+                }
                 _ => {}
             }
         }
         let not_run = fires
             .iter()
-            .map(|&fire| {
-                (fire, (0..ITEMS).filter(|&i| !completions.contains_key(&(i, fire))).collect())
+            .filter_map(|&fire| {
+                let items: Vec<u32> =
+                    (0..ITEMS).filter(|&i| !completions.contains_key(&(i, fire))).collect();
+                (!items.is_empty())
+                    .then(|| why_not_run(log, story, &fires, &completions, fire, items))
             })
-            .filter(|(_, items): &(i64, Vec<u32>)| !items.is_empty())
             .collect();
         Summary {
             fires: fires.len(),
             not_run,
             completed: completions.values().sum(),
             failed,
-            interrupted,
+            interrupted: story.interrupted.clone(),
             failed_over,
-            reshards,
+            shardings,
             duplicates: completions.values().filter(|&&n| n > 1).count(),
-            leftover,
+            leftover: story.leftover,
+            victim: VICTIM,
+            crash_ms: story.crash_ms,
+            expired_ms: story.expired_ms,
         }
     }
 
-    /// The summary line; `start_ms` is where the timeline's clock starts.
-    fn line(&self, start_ms: i64) -> String {
-        let not_run: usize = self.not_run.iter().map(|(_, items)| items.len()).sum();
-        let which: Vec<String> = self
-            .not_run
-            .iter()
-            .map(|(fire, items)| format!("fire {}: {}", elapsed(fire - start_ms), list(items)))
-            .collect();
-        let which =
-            if which.is_empty() { String::new() } else { format!(" ({})", which.join("; ")) };
-        format!(
-            "summary: {} fires; {} item runs completed, {} failed; {} interrupted by the crash, {} \
-             failed over; {not_run} not run{which}; {} shardings; duplicates: {}; registry nodes \
-             left: {}",
-            self.fires,
+    /// How many item fires never completed.
+    fn not_run_count(&self) -> usize {
+        self.not_run.iter().map(|n| n.items.len()).sum()
+    }
+
+    /// The summary: one line per number, with what it counts; `start_ms` is where the
+    /// timeline's clock starts.
+    fn lines(&self, start_ms: i64) -> Vec<String> {
+        let at = |ms: i64| elapsed(ms - start_ms);
+        let fire = |ms: i64| format!("fire {}", at(ms));
+        let victim = self.victim;
+        let mut lines = vec!["summary, counted from the events above:".to_owned()];
+        let mut row = |label: &str, count: usize, text: String| {
+            lines.push(format!("  {label:<12}{count:>4}  {text}"));
+        };
+        row("fires", self.fires, "fire times at which at least one item started".into());
+        let whole = self.fires * ITEMS as usize;
+        let arithmetic = if self.completed + self.not_run_count() == whole + self.duplicates {
+            format!(
+                " ({} fires x {ITEMS} items{})",
+                self.fires,
+                if self.not_run_count() > 0 {
+                    format!(", less {} not run", self.not_run_count())
+                } else {
+                    String::new()
+                }
+            )
+        } else {
+            String::new()
+        };
+        row(
+            "completed",
             self.completed,
-            self.failed,
-            self.interrupted,
-            self.failed_over,
-            self.reshards,
-            self.duplicates,
-            self.leftover
-        )
+            format!("item runs that completed, failed-over re-runs included{arithmetic}"),
+        );
+        row("failed", self.failed, "item runs that failed or were cancelled".into());
+        let interrupted = match self.crash_ms {
+            Some(crash) => format!(
+                "{}: running on {victim} when it was killed at {}",
+                by_fire(&self.interrupted, &fire),
+                at(crash)
+            ),
+            None => "nothing was killed".into(),
+        };
+        row("interrupted", self.interrupted.len(), interrupted);
+        let taken: Vec<(u32, i64)> = self.failed_over.iter().map(|(i, f, _)| (*i, *f)).collect();
+        let takers: BTreeSet<&str> =
+            self.failed_over.iter().map(|(_, _, ip)| ip.as_str()).collect();
+        let failed_over = if taken.is_empty() {
+            "no item was re-run by failover".into()
+        } else {
+            let after = match self.expired_ms {
+                Some(expired) => format!(", once its session expired at {}", at(expired)),
+                None => String::new(),
+            };
+            format!(
+                "{} re-run on {} (failover: the survivors take over the items a dead instance \
+                 was running{after})",
+                by_fire(&taken, &fire),
+                takers.into_iter().collect::<Vec<_>>().join(" and ")
+            )
+        };
+        row("failed over", self.failed_over.len(), failed_over);
+        let not_run = if self.not_run.is_empty() {
+            "every item of every fire completed".to_owned()
+        } else {
+            self.not_run.iter().map(|n| self.why(n, &at, &fire)).collect::<Vec<_>>().join("; ")
+        };
+        row("not run", self.not_run_count(), not_run);
+        let shardings: Vec<String> = self
+            .shardings
+            .iter()
+            .map(|(ms, n)| format!("{} over {n} {}", at(*ms), instances(*n)))
+            .collect();
+        row(
+            "shardings",
+            self.shardings.len(),
+            format!("assignments the leader committed: {}", shardings.join(", ")),
+        );
+        row("duplicates", self.duplicates, "item fires that completed more than once".into());
+        row(
+            "nodes left",
+            self.leftover,
+            "ephemeral registry nodes still there after every instance stopped".into(),
+        );
+        lines
+    }
+
+    /// Why the items of one fire were not run, and whether they were caught up.
+    fn why(&self, n: &NotRun, at: &dyn Fn(i64) -> String, fire: &dyn Fn(i64) -> String) -> String {
+        let items = format!("{} {} of {}", plural(&n.items), list(&n.items), fire(n.fire_ms));
+        let cause = match (&n.owner, n.while_undetected, self.crash_ms) {
+            (Some(owner), true, Some(crash)) => {
+                let expired = self.expired_ms.map_or_else(
+                    || "before its session expired".to_owned(),
+                    |ms| format!("before its session expired at {}", at(ms)),
+                );
+                format!(
+                    "due on {owner} after it was killed at {} and {expired}, while the cluster \
+                     still counted it as live",
+                    at(crash)
+                )
+            }
+            (Some(owner), _, _) => format!("due on {owner}, which did not report starting them"),
+            (None, _, _) => "no instance reported starting them".to_owned(),
+        };
+        // Not run means no later run (failover, misfire catch-up) completed them either.
+        let why_not = match n.caught_up_for {
+            Some(earlier) => format!(
+                "each item a dead instance owned gets one catch-up run, and for {} {} that was \
+                 the failover re-run of {}",
+                plural(&n.items),
+                list(&n.items),
+                fire(earlier)
+            ),
+            None => "no failover or misfire run completed them".to_owned(),
+        };
+        let next = n.next_fire_ms.map_or_else(String::new, |ms| {
+            format!("; the next fire, {}, ran them on the live instances", at(ms))
+        });
+        format!("{items}: {cause}. Not caught up: {why_not}{next}")
+    }
+}
+
+/// The owner of each item of the fire at `fire_ms`, and whether the fire fell in the window
+/// where the killed instance still looked alive; and the next fire that completed them.
+fn why_not_run(
+    log: &[Rec],
+    story: &Story,
+    fires: &BTreeSet<i64>,
+    completions: &BTreeMap<(u32, i64), usize>,
+    fire_ms: i64,
+    items: Vec<u32>,
+) -> NotRun {
+    // The assignment in force at that fire: the last one committed before it (or at it).
+    let assignment = log.iter().rev().find_map(|r| match &r.event {
+        SchedulerEvent::Sharded { assignment, .. }
+            if r.at_ms <= fire_ms + story.interval_ms / 2 =>
+        {
+            Some(assignment)
+        }
+        _ => None,
+    });
+    let owners: BTreeSet<String> = items
+        .iter()
+        .filter_map(|item| {
+            assignment?.iter().find(|(_, owned)| owned.contains(item)).map(|(id, _)| ip_of(id))
+        })
+        .map(str::to_owned)
+        .collect();
+    let owner = (owners.len() == 1).then(|| owners.into_iter().next()).flatten();
+    let while_undetected = owner.as_deref() == Some(VICTIM)
+        && story.crash_ms.is_some_and(|crash| crash < fire_ms)
+        && story.expired_ms.is_none_or(|expired| fire_ms < expired);
+    let next_fire_ms = fires
+        .range(fire_ms + 1..)
+        .find(|later| items.iter().all(|item| completions.contains_key(&(*item, **later))))
+        .copied();
+    // A dead instance's item gets one catch-up run: the failover re-run of an interrupted fire
+    // takes that place (see `failover::missed_by`).
+    let failover_fires: BTreeSet<i64> = items
+        .iter()
+        .map(|item| {
+            log.iter().find_map(|r| match &r.event {
+                SchedulerEvent::ItemStarted {
+                    item: i,
+                    fire_ms: f,
+                    kind: FireKind::Failover,
+                    ..
+                } if i == item && *f != fire_ms => Some(*f),
+                _ => None,
+            })
+        })
+        .collect::<Option<_>>()
+        .unwrap_or_default();
+    let caught_up_for =
+        (failover_fires.len() == 1).then(|| failover_fires.into_iter().next()).flatten();
+    NotRun { fire_ms, items, owner, while_undetected, caught_up_for, next_fire_ms }
+}
+
+/// `items 0,1 of fire 2.79s; item 3 of fire 4.79s`.
+fn by_fire(pairs: &[(u32, i64)], fire: &dyn Fn(i64) -> String) -> String {
+    let mut grouped: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+    for &(item, fire_ms) in pairs {
+        grouped.entry(fire_ms).or_default().push(item);
+    }
+    grouped
+        .into_iter()
+        .map(|(fire_ms, mut items)| {
+            items.sort_unstable();
+            items.dedup();
+            format!("{} {} of {}", plural(&items), list(&items), fire(fire_ms))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn instances(n: usize) -> &'static str {
+    if n == 1 {
+        "instance"
+    } else {
+        "instances"
+    }
+}
+
+fn plural(items: &[u32]) -> &'static str {
+    if items.len() == 1 {
+        "item"
+    } else {
+        "items"
     }
 }
 
@@ -866,50 +1111,116 @@ mod tests {
         SchedulerEvent::ItemFinished { job: JOB.into(), item, fire_ms, ok }
     }
 
-    #[test]
-    fn the_summary_counts_from_the_events() {
-        let mut log = Vec::new();
+    fn sharded(at_ms: i64, shares: &[(&str, &[u32])]) -> Rec {
+        let assignment =
+            shares.iter().map(|(ip, items)| (format!("{ip}@-@1"), items.to_vec())).collect();
+        rec("10.0.0.1", at_ms, SchedulerEvent::Sharded { job: JOB.into(), assignment })
+    }
+
+    /// The victim runs items 0,1 and is killed during the fire at 10 ms; the fire at 2010 ms is
+    /// due on it before its session expires at 2500 ms; the survivor re-runs the interrupted
+    /// items and runs everything from the fire at 4010 ms on.
+    fn crash_story() -> (Vec<Rec>, Story) {
+        let mut log = vec![sharded(10, &[(VICTIM, &[0, 1]), ("10.0.0.2", &[2, 3, 4, 5])])];
         for item in 0..ITEMS {
-            let ip = if item < 2 { "a" } else { "b" };
+            let ip = if item < 2 { VICTIM } else { "10.0.0.2" };
             log.push(rec(ip, 10, start(item, 10, FireKind::Scheduled)));
-            if ip == "b" {
+            if ip != VICTIM {
                 log.push(rec(ip, 20, finish(item, 10, true)));
             }
         }
-        assert!(!fire_complete_since(&log, 0), "items 0 and 1 never finished");
-        assert_eq!(running_on(&log, "a", 0), [(0, 10), (1, 10)]);
-        for item in 0..2 {
-            log.push(rec("b", 30, start(item, 10, FireKind::Failover)));
-            log.push(rec("b", 40, finish(item, 10, true)));
+        for item in 2..ITEMS {
+            log.push(rec("10.0.0.2", 2010, start(item, 2010, FireKind::Scheduled)));
+            log.push(rec("10.0.0.2", 2020, finish(item, 2010, true)));
         }
-        assert!(fire_complete_since(&log, 0));
-        assert!(completed_elsewhere(&log, 1, 10, "a"));
-        let summary = Summary::of(&log, 2, 0);
+        for item in 0..2 {
+            log.push(rec("10.0.0.2", 2600, start(item, 10, FireKind::Failover)));
+            log.push(rec("10.0.0.2", 2700, finish(item, 10, true)));
+        }
+        log.push(sharded(4010, &[("10.0.0.2", &[0, 1, 2, 3, 4, 5])]));
+        for item in 0..ITEMS {
+            log.push(rec("10.0.0.2", 4010, start(item, 4010, FireKind::Scheduled)));
+            log.push(rec("10.0.0.2", 4020, finish(item, 4010, true)));
+        }
+        let story = Story {
+            interval_ms: 2000,
+            interrupted: vec![(0, 10), (1, 10)],
+            crash_ms: Some(15),
+            expired_ms: Some(2500),
+            leftover: 0,
+        };
+        (log, story)
+    }
+
+    #[test]
+    fn the_log_readers_find_runs_and_failovers() {
+        let (log, _) = crash_story();
+        let before_4010 = log.iter().position(|r| r.at_ms == 4010).unwrap();
+        assert!(!fire_complete_since(&log[..before_4010], 2000), "items 0,1 of 2010 never ran");
+        assert!(fire_complete_since(&log, 4000));
+        assert_eq!(running_on(&log, VICTIM, 0), [(0, 10), (1, 10)]);
+        assert!(completed_elsewhere(&log, 1, 10, VICTIM));
+    }
+
+    #[test]
+    fn the_summary_explains_every_number() {
+        let (log, story) = crash_story();
+        let summary = Summary::of(&log, &story);
         assert_eq!(
-            summary,
-            Summary {
-                fires: 1,
-                completed: 6,
-                failed: 0,
-                interrupted: 2,
-                failed_over: 2,
-                not_run: vec![],
-                reshards: 0,
-                duplicates: 0,
-                leftover: 0
-            }
+            summary.not_run,
+            [NotRun {
+                fire_ms: 2010,
+                items: vec![0, 1],
+                owner: Some(VICTIM.into()),
+                while_undetected: true,
+                caught_up_for: Some(10),
+                next_fire_ms: Some(4010),
+            }]
         );
         assert_eq!(
-            summary.line(0),
-            "summary: 1 fires; 6 item runs completed, 0 failed; 2 interrupted by the crash, 2 \
-             failed over; 0 not run; 0 shardings; duplicates: 0; registry nodes left: 0"
+            summary.lines(0),
+            [
+                "summary, counted from the events above:",
+                "  fires          3  fire times at which at least one item started",
+                "  completed     16  item runs that completed, failed-over re-runs included (3 \
+                 fires x 6 items, less 2 not run)",
+                "  failed         0  item runs that failed or were cancelled",
+                "  interrupted    2  items 0,1 of fire 0.01s: running on 10.0.0.3 when it was \
+                 killed at 0.01s",
+                "  failed over    2  items 0,1 of fire 0.01s re-run on 10.0.0.2 (failover: the \
+                 survivors take over the items a dead instance was running, once its session \
+                 expired at 2.50s)",
+                "  not run        2  items 0,1 of fire 2.01s: due on 10.0.0.3 after it was killed \
+                 at 0.01s and before its session expired at 2.50s, while the cluster still \
+                 counted it as live. Not caught up: each item a dead instance owned gets one \
+                 catch-up run, and for items 0,1 that was the failover re-run of fire 0.01s; the \
+                 next fire, 4.01s, ran them on the live instances",
+                "  shardings      2  assignments the leader committed: 0.01s over 2 instances, 4.01s \
+                 over 1 instance",
+                "  duplicates     0  item fires that completed more than once",
+                "  nodes left     0  ephemeral registry nodes still there after every instance \
+                 stopped",
+            ]
         );
-        log.push(rec("a", 50, finish(0, 10, true)));
-        log.push(rec("b", 2000, start(3, 2000, FireKind::Scheduled)));
-        let summary = Summary::of(&log, 2, 0);
+    }
+
+    #[test]
+    fn a_second_completion_is_a_duplicate_and_an_unexplained_gap_says_so() {
+        let (mut log, story) = crash_story();
+        log.push(rec(VICTIM, 50, finish(0, 10, true)));
+        log.push(rec("10.0.0.2", 6010, start(3, 6010, FireKind::Scheduled)));
+        let summary = Summary::of(&log, &story);
         assert_eq!(summary.duplicates, 1);
-        assert_eq!(summary.not_run, [(2000, vec![0, 1, 2, 3, 4, 5])]);
-        assert!(summary.line(0).contains("; 6 not run (fire 2.00s: 0,1,2,3,4,5);"));
+        let lines = summary.lines(0);
+        let not_run = lines.iter().find(|l| l.starts_with("  not run")).unwrap();
+        assert!(not_run.starts_with("  not run        8  items 0,1 of fire 2.01s: "), "{not_run}");
+        assert!(
+            not_run.ends_with(
+                "; items 0,1,2,3,4,5 of fire 6.01s: due on 10.0.0.2, which did not report \
+                 starting them. Not caught up: no failover or misfire run completed them"
+            ),
+            "{not_run}"
+        );
     }
 
     #[tokio::test]

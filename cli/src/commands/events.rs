@@ -43,7 +43,7 @@ pub struct EventLine {
     /// `sharding`: the committed assignment, instance id → its items ascending.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub assignment: Option<BTreeMap<String, Vec<u32>>>,
-    /// `session`: `connected`, `suspended`, `reconnected`, `expired` or `closed`.
+    /// `session`: `connected`, `suspended`, `reconnected`, `lost`, `expired` or `closed`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<&'static str>,
     /// `session` with state `connected`: the id of the new session.
@@ -184,13 +184,14 @@ pub fn fire_kind(kind: FireKind) -> &'static str {
     }
 }
 
-/// `connected`, `suspended`, `reconnected`, `expired` or `closed`.
+/// `connected`, `suspended`, `reconnected`, `lost`, `expired` or `closed`.
 pub fn session_state(event: &SessionEvent) -> &'static str {
     match event {
         SessionEvent::Connected { .. } => "connected",
         SessionEvent::Suspended => "suspended",
         SessionEvent::Reconnected => "reconnected",
         SessionEvent::Expired => "expired",
+        SessionEvent::Lost => "lost",
         SessionEvent::Closed => "closed",
     }
 }

@@ -52,7 +52,7 @@ and these only on their own event:
   kind        item_start: scheduled, misfire (a catch-up run), manual or failover
   ok          item_end: true if the item completed; false if it failed or was cancelled
   assignment  sharding (reported by the leader that committed it): {\"<instance>\": [items]}
-  state       session: connected, suspended, reconnected, expired or closed
+  state       session: connected, suspended, reconnected, lost, expired or closed
   session_id  session with state connected: the new session's id
   reason      skip: disconnected, job_disabled, server_disabled, no_items, misfire,
               clock_skew, sharding_timeout or registry_error; fire_failed, config_rejected,
@@ -70,6 +70,11 @@ finish (for up to --shutdown-timeout-ms, 30 s by default, then they are cancelle
 exits with status 0. A second signal stops it at once, with status 1. An operator's \
 shutdown (deleting the instance node) stops it gracefully too.
 
+DIAGNOSTICS: stderr gets the log, one line per message: warnings and errors, and the progress \
+of connecting to ZooKeeper or etcd (each attempt, each failure; when every attempt failed, the \
+error names every host with what a TCP connection to it finds, and the time spent). Set \
+RUST_LOG (e.g. RUST_LOG=debug) to see more or less.
+
 Invalid input (a malformed registry URL, a bad cron expression, a total outside 1..1000000, a \
 job name, IP or suffix that cannot be a registry path segment) exits with status 2 and a \
 one-line reason on stderr; a registry that cannot be reached, with status 1.";
@@ -85,9 +90,10 @@ pub struct Args {
     #[arg(long, value_name = "URL")]
     pub registry: String,
 
-    /// Job name; workers with the same job on the same registry share its items.
-    #[arg(long, value_name = "NAME")]
-    pub job: String,
+    /// Job name; workers with the same job on the same registry share its items. May be left
+    /// out with --serve-jobs.
+    #[arg(long, value_name = "NAME", required_unless_present = "serve_jobs")]
+    pub job: Option<String>,
 
     /// Quartz cron expression of the job (quote it).
     #[arg(long, value_name = "EXPR", default_value = DEFAULT_CRON)]
@@ -117,6 +123,15 @@ pub struct Args {
     /// On a graceful stop, how long running items may still run before they are cancelled.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     pub shutdown_timeout_ms: u64,
+
+    /// Also run the namespace's script jobs (`props: script.command.line`), including ones
+    /// added later with `shardcron add` or the console, if their program is allowed.
+    #[arg(long)]
+    pub serve_jobs: bool,
+
+    /// A program script jobs may run (repeat for several); any other is refused.
+    #[arg(long, value_name = "PATH", requires = "serve_jobs")]
+    pub allow_command: Vec<std::path::PathBuf>,
 }
 
 /// What a validated command line asks for.
@@ -127,14 +142,17 @@ struct Plan {
     suffix: Option<String>,
     /// The id the scheduler will register under, for the event lines.
     instance: InstanceId,
-    config: JobConfig,
+    /// The demo job (`None` with --serve-jobs and no --job).
+    config: Option<JobConfig>,
+    handlers: Option<shardcron::runtime::JobHandlers>,
     item: Duration,
     shutdown_timeout: Duration,
 }
 
 impl Plan {
     fn from_args(args: &Args) -> Result<Self, CliError> {
-        job_name(&args.job)?;
+        let job = args.job.as_deref();
+        job.map(job_name).transpose()?;
         let total = total_count(args.total)?;
         CronSchedule::parse(&args.cron, "")
             .map_err(|e| CliError::InvalidInput(format!("--cron {:?}: {e}", args.cron)))?;
@@ -148,18 +166,26 @@ impl Plan {
             CliError::InvalidInput(format!("--instance-suffix {suffix:?}: {e}"))
         })?;
         // `total` is at most 1,000,000: it fits.
-        let mut config = JobConfig::new(&args.job, i32::try_from(total).unwrap_or(i32::MAX));
+        let mut config =
+            JobConfig::new(job.unwrap_or_default(), i32::try_from(total).unwrap_or(i32::MAX));
         config.cron = Some(args.cron.clone());
         config.failover = args.failover;
         config.overwrite = true;
         config.description = Some("shardcron worker demo job".into());
-        config.validate().map_err(|e| CliError::InvalidInput(e.to_string()))?;
+        if job.is_some() {
+            config.validate().map_err(|e| CliError::InvalidInput(e.to_string()))?;
+        }
+        let handlers = match args.serve_jobs {
+            true => Some(super::serve_jobs::script_handlers(&args.allow_command)?),
+            false => None,
+        };
         Ok(Plan {
             url: args.registry.clone(),
             ip: args.ip.clone(),
             suffix: args.instance_suffix.clone(),
             instance,
-            config,
+            config: job.map(|_| config),
+            handlers,
             item: Duration::from_millis(args.item_ms),
             shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
         })
@@ -195,9 +221,27 @@ pub fn sleeping_job(item: Duration) -> Job {
     })
 }
 
+/// What stderr shows unless RUST_LOG says otherwise: warnings, and how connecting goes.
+const DEFAULT_LOG: &str = "warn,shardcron_registry_zk=info,shardcron_registry_etcd=info";
+
+/// Sends `tracing` events to stderr, filtered by RUST_LOG or [`DEFAULT_LOG`].
+fn log_to_stderr() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
+    // Fails only if a subscriber is already installed: then that one logs.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(io::stderr)
+        .with_ansi(io::stderr().is_terminal())
+        .with_target(false)
+        .with_env_filter(filter)
+        .try_init();
+}
+
 /// Runs the worker until a signal, then stops it gracefully.
 pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     let plan = Plan::from_args(args)?;
+    log_to_stderr();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -225,6 +269,10 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
     });
     let settings = Settings { shutdown_timeout: plan.shutdown_timeout, ..Settings::default() };
     let mut builder = SchedulerBuilder::new(registry).ip(&plan.ip).settings(settings).events(sink);
+    let serving = plan.handlers.is_some();
+    if let Some(handlers) = plan.handlers {
+        builder = builder.job_handlers(handlers);
+    }
     if let Some(suffix) = &plan.suffix {
         builder = builder.instance_suffix(suffix);
     }
@@ -233,7 +281,11 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
         .await
         .map_err(|e| CliError::Failed(format!("cannot start the scheduler: {e}")))?;
     let mut printer = Printer { out, failed: None };
-    if let Err(e) = scheduler.add_job(plan.config, sleeping_job(plan.item)).await {
+    let demo = match plan.config {
+        Some(config) => scheduler.add_job(config, sleeping_job(plan.item)).await,
+        None => Ok(()),
+    };
+    if let Err(e) = demo {
         let _ = scheduler.shutdown().await;
         while let Ok(line) = lines.try_recv() {
             printer.print(&line);
@@ -248,7 +300,8 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
             line = lines.recv() => {
                 let Some(line) = line else { break };
                 printer.print(&line);
-                if line.event == "stopped" || printer.failed.is_some() {
+                // A worker serving jobs keeps serving when an operator stops one of them.
+                if (line.event == "stopped" && !serving) || printer.failed.is_some() {
                     break;
                 }
             }

@@ -9,14 +9,22 @@
 //! ops.trigger("billing").await?;                  // run once now on every live instance
 //! ops.set_item_disabled("billing", 2, true).await?; // skip item 2 from the next fire on
 //! for item in ops.sharding_status("billing").await? {
-//!     println!("{} -> {:?} {:?}", item.item, item.instance, item.status);
+//!     println!("{} -> {:?} {:?}", item.item, item.instance_id, item.status);
 //! }
 //! # Ok(()) }
 //! ```
 
+mod dump;
+mod edit;
+mod servers;
 mod status;
 
-pub use status::{ItemStatus, JobSummary, ServerStatus, ShardingItem};
+pub use dump::DumpedNode;
+pub use edit::ConfigUpdate;
+pub use status::{
+    InstanceBrief, ItemStatus, JobBrief, JobDetail, JobServer, JobStatus, ServerBrief, ServerJob,
+    ShardingItem,
+};
 
 use crate::config::{store, JobConfig, KnownTypes};
 use crate::error::{Error, Result};
@@ -44,6 +52,7 @@ impl<'a> JobOperations<'a> {
 
     /// The job's stored config.
     pub async fn config(&self, job: &str) -> Result<JobConfig> {
+        crate::config::validate_job_name(job)?;
         let paths = JobPaths::new(job);
         let node = self.registry.get(&paths.config()).await?.ok_or_else(|| no_job(job))?;
         store::parse_stored(job, &node.data, &self.known)
@@ -67,6 +76,7 @@ impl<'a> JobOperations<'a> {
     /// Runs the job once now on every live instance (each runs its own items).
     pub async fn trigger(&self, job: &str) -> Result<usize> {
         let paths = JobPaths::new(job);
+        self.require_job(&paths, job).await?;
         let instances = self.live_instances(job).await?;
         for instance in &instances {
             self.registry
@@ -117,6 +127,7 @@ impl<'a> JobOperations<'a> {
     /// instance when `instance` is `None`.
     pub async fn shutdown(&self, job: &str, instance: Option<&str>) -> Result<usize> {
         let paths = JobPaths::new(job);
+        self.require_job(&paths, job).await?;
         let targets = match instance {
             Some(i) => vec![i.to_owned()],
             None => self.live_instances(job).await?,
@@ -156,6 +167,7 @@ impl<'a> JobOperations<'a> {
     }
 
     async fn require_job(&self, paths: &JobPaths, job: &str) -> Result<()> {
+        crate::config::validate_job_name(job)?;
         if self.registry.exists(&paths.config()).await? {
             Ok(())
         } else {

@@ -130,10 +130,12 @@ pub enum FieldErrorKind {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CronError {
-    /// The expression does not have 6 or 7 whitespace-separated fields.
+    /// The expression does not have 6 or 7 whitespace-separated fields. The message suggests
+    /// the Quartz form of a Unix cron (5 fields, minute first) or of a `@daily`-style macro.
     #[error(
         "cron expression `{expression}` has {count} field(s); expected 6 or 7: \
-         seconds minutes hours day-of-month month day-of-week [year]"
+         seconds minutes hours day-of-month month day-of-week [year]{}",
+        super::unix::hint(expression)
     )]
     FieldCount {
         /// The expression as given.
@@ -270,7 +272,22 @@ mod tests {
                 "* * * * *",
                 CronError::FieldCount { expression: "* * * * *".into(), count: 5 },
                 "cron expression `* * * * *` has 5 field(s); expected 6 or 7: \
-                 seconds minutes hours day-of-month month day-of-week [year]",
+                 seconds minutes hours day-of-month month day-of-week [year]; this looks like a \
+                 Unix cron (minute first, no seconds): did you mean `0 * * * * ?`",
+            ),
+            (
+                "*/5 * * * *",
+                CronError::FieldCount { expression: "*/5 * * * *".into(), count: 5 },
+                "cron expression `*/5 * * * *` has 5 field(s); expected 6 or 7: \
+                 seconds minutes hours day-of-month month day-of-week [year]; this looks like a \
+                 Unix cron (minute first, no seconds): did you mean `0 */5 * * * ?`",
+            ),
+            (
+                "@daily",
+                CronError::FieldCount { expression: "@daily".into(), count: 1 },
+                "cron expression `@daily` has 1 field(s); expected 6 or 7: \
+                 seconds minutes hours day-of-month month day-of-week [year]; did you mean \
+                 `0 0 0 * * ?`",
             ),
             (
                 "0 0 0 * * ? 2020 1",

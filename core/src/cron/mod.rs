@@ -102,6 +102,7 @@ mod calendar;
 mod error;
 mod field;
 mod schedule;
+mod unix;
 mod zone;
 
 pub use error::{CronError, CronField, FieldErrorKind};

@@ -151,9 +151,12 @@ pub struct ShardingContext {
     ///
     /// # Making writes safe
     ///
-    /// An instance cut off from the registry may keep running an item for a while after its
-    /// session expired and a survivor took the item over. The cancellation signal below tells it
-    /// to stop, but cannot stop a write already on its way. A job whose writes must never come
+    /// An instance cut off from the registry hears nothing from it; its registry client reports
+    /// the session lost at its local lease deadline (the session timeout less a margin, counted
+    /// from its last renewal the server answered), before the server can expire the session and
+    /// a survivor take the item over, and the cancellation signal below fires then. It cannot
+    /// stop a write already on its way, nor one made by a process that was frozen (a long GC
+    /// pause, SIGSTOP) past its deadline and runs on for a moment before it notices. A job whose writes must never come
     /// from a replaced owner passes the token to the system it writes to, which keeps the highest
     /// token seen per item and refuses anything older:
     ///
@@ -164,9 +167,10 @@ pub struct ShardingContext {
     ///
     /// Tokens of one item only grow, across reshards, failovers, count changes and restarts.
     pub fencing_token: u64,
-    /// Fires when this instance may have lost the item: its session expired (a client cut off
-    /// from the registry learns it when the session timeout runs out), an operator shut the
-    /// instance down, or a graceful stop reached its deadline. Long-running jobs should check it
+    /// Fires when this instance may have lost the item: its session was lost (a client cut off
+    /// from the registry reports that at its local lease deadline, before the server can expire
+    /// the session) or expired, an operator shut the instance down, or a graceful stop reached
+    /// its deadline. Long-running jobs should check it
     /// and stop early; a job that returns an error after it fired is reported as cancelled, not
     /// failed, and its item is taken over elsewhere.
     #[serde(skip)]

@@ -8,8 +8,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use super::{JobError, JobFailure};
+use super::{FireInfo, JobError, JobFailure};
 use crate::config::{KnownTypes, DEFAULT_ERROR_HANDLER_TYPE};
+use crate::cron::JobTimeZone;
+use crate::stderr_fallback::eprint_if_unobserved;
 
 /// What the executor does with a failure after the handler saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,9 +37,31 @@ pub trait JobErrorHandler: Send + Sync + 'static + fmt::Debug {
 
     /// Handles one failure of `job_name` (item `item`, if it belongs to one).
     fn handle(&self, job_name: &str, item: Option<u32>, error: &JobFailure) -> ErrorDisposition;
+
+    /// Handles one failure of `fire` (item `item`, if it belongs to one). The executor calls
+    /// this one; override it to know which fire failed (its time, source and instance). The
+    /// default forwards to [`handle`](Self::handle).
+    fn handle_in_fire(
+        &self,
+        fire: &FireInfo,
+        item: Option<u32>,
+        error: &JobFailure,
+    ) -> ErrorDisposition {
+        self.handle(&fire.job_name, item, error)
+    }
 }
 
-/// `LOG`, the default: logs the failure at error level through `tracing` and continues.
+/// `LOG`, the default: reports the failure at warn level and continues.
+///
+/// The report is a `tracing` event (target `shardcron_core::job::error_handler`, message `item
+/// failed`) with the fields `job`, `item`, `fire` (the scheduled fire time, RFC 3339 in UTC),
+/// `source` (`READY`, `MISFIRE`, `FAILOVER` or `MANUAL`) and `error`, all as plain text. When the
+/// application installed no `tracing` subscriber, the same report is also written to stderr,
+/// so that a failing job is never silent:
+///
+/// ```text
+///  WARN shardcron: job "reports" item 1 of the fire at 2024-05-01T10:00:02+00:00 (READY) failed: the job returned an error: disk full
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LogErrorHandler;
 
@@ -52,9 +76,65 @@ impl JobErrorHandler for LogErrorHandler {
     }
 
     fn handle(&self, job_name: &str, item: Option<u32>, error: &JobFailure) -> ErrorDisposition {
-        tracing::error!(job = job_name, item = ?item, error = %error, "job failed");
+        match item {
+            Some(item) => tracing::warn!(job = job_name, item, error = %error, "item failed"),
+            None => tracing::warn!(job = job_name, error = %error, "fire failed"),
+        }
+        eprint_if_unobserved(tracing::Level::WARN, || failure_text(job_name, item, None, error));
         ErrorDisposition::Continue
     }
+
+    fn handle_in_fire(
+        &self,
+        fire: &FireInfo,
+        item: Option<u32>,
+        error: &JobFailure,
+    ) -> ErrorDisposition {
+        let job = fire.job_name.as_str();
+        let at = fire_time_text(fire.fire_time_ms);
+        let source = fire.source;
+        match item {
+            Some(item) => tracing::warn!(
+                job,
+                item,
+                fire = %at,
+                source = %source,
+                error = %error,
+                "item failed"
+            ),
+            None => {
+                tracing::warn!(job, fire = %at, source = %source, error = %error, "fire failed")
+            }
+        }
+        eprint_if_unobserved(tracing::Level::WARN, || {
+            failure_text(job, item, Some((&at, source)), error)
+        });
+        ErrorDisposition::Continue
+    }
+}
+
+/// A fire time as RFC 3339 in UTC (epoch milliseconds if out of the calendar's range).
+fn fire_time_text(epoch_ms: i64) -> String {
+    JobTimeZone::utc().format_rfc3339(epoch_ms).unwrap_or_else(|| format!("{epoch_ms} ms"))
+}
+
+/// `job "reports" item 1 of the fire at 2024-05-01T10:00:02+00:00 (READY) failed: ...`.
+pub(super) fn failure_text(
+    job: &str,
+    item: Option<u32>,
+    fire: Option<(&str, super::ExecutionSource)>,
+    error: &JobFailure,
+) -> String {
+    let mut text = format!("job {job:?}");
+    if let Some(item) = item {
+        text.push_str(&format!(" item {item}"));
+    }
+    if let Some((at, source)) = fire {
+        let of = if item.is_some() { " of" } else { "" };
+        text.push_str(&format!("{of} the fire at {at} ({source})"));
+    }
+    text.push_str(&format!(" failed: {error}"));
+    text
 }
 
 /// `THROW`: raises the failure, so the fire's report says it failed and the runtime returns and

@@ -241,7 +241,7 @@ impl Executor {
             };
             tracing::debug!(item, outcome = ?outcome, "item ended");
             if let ItemOutcome::Failed(failure) = &outcome {
-                if self.dispose(&info.job_name, item, failure) == ErrorDisposition::Raise {
+                if self.dispose(&info, item, failure) == ErrorDisposition::Raise {
                     report.raised_items.push(item);
                 }
             }
@@ -284,20 +284,25 @@ impl Executor {
     }
 
     /// Hands a failure to the error handler. A panicking handler counts as `LOG`.
-    fn dispose(&self, job_name: &str, item: u32, failure: &JobFailure) -> ErrorDisposition {
-        let handle = || self.error_handler.handle(job_name, Some(item), failure);
+    fn dispose(&self, fire: &FireInfo, item: u32, failure: &JobFailure) -> ErrorDisposition {
+        let handle = || self.error_handler.handle_in_fire(fire, Some(item), failure);
+        let job_name = fire.job_name.as_str();
         match catch_unwind(AssertUnwindSafe(handle)) {
             Ok(disposition) => disposition,
             Err(payload) => {
+                let handler = self.error_handler.type_name();
+                let panic = panic_message(&*payload);
                 tracing::error!(
                     job = job_name,
                     item,
-                    error = %failure,
-                    handler = self.error_handler.type_name(),
-                    panic = %panic_message(&*payload),
-                    "the error handler panicked; the failure is logged here instead",
+                    handler,
+                    panic = %panic,
+                    "the error handler panicked; the failure is reported as by LOG",
                 );
-                ErrorDisposition::Continue
+                crate::stderr_fallback::eprint_if_unobserved(tracing::Level::ERROR, || {
+                    format!("error handler {handler} of job {job_name:?} panicked: {panic}")
+                });
+                LogErrorHandler.handle_in_fire(fire, Some(item), failure)
             }
         }
     }

@@ -1,6 +1,6 @@
 //! A wrapper that counts the operations a component sends to the registry.
 //!
-//! Registry load is one of shardcron's targets (DESIGN section 8: one transaction to start and one
+//! Registry load is one of shardcron's targets (`docs/targets.md`: one transaction to start and one
 //! to finish the items of a fire, zero reads, nothing while idle); this wrapper is how tests and
 //! benchmarks measure it, on any backend.
 

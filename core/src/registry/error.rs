@@ -3,7 +3,7 @@
 //! Every variant names the operation and the path it concerns, so a log line alone says what
 //! failed. [`RegistryError::is_retryable`] separates transient trouble (the link, a timeout) from
 //! final answers (the node is not there, the version moved on): callers retry the first kind and
-//! act on the second. Nothing in shardcron swallows these errors (DESIGN section 7, ElasticJob #2488).
+//! act on the second. Nothing in shardcron swallows these errors (ElasticJob did: #2488).
 
 use std::fmt;
 use std::time::Duration;

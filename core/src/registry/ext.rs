@@ -1,5 +1,5 @@
-//! Conveniences over the contract, available on every backend (STYLE practice 1: the trait stays
-//! minimal, helpers live here).
+//! Conveniences over the contract, available on every backend (the trait stays minimal;
+//! helpers live here).
 
 use std::time::Duration;
 

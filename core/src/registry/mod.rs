@@ -22,10 +22,40 @@
 //!
 //! **Sessions.** A client holds one session at a time and reports its state on
 //! [`CoordinatorRegistry::session_events`]: `Connected`, then any of `Suspended` (link down,
-//! session possibly alive), `Reconnected` (same session back), `Expired` (ephemerals gone) followed
-//! by `Connected` with a new session. After an expiry the client opens the new session by itself;
-//! re-creating ephemeral nodes is the caller's job. While suspended, operations fail with
-//! [`RegistryError::ConnectionLoss`] (retryable) or [`RegistryError::Timeout`].
+//! session possibly alive), `Reconnected` (same session back), `Lost` (see "Lease" below),
+//! `Expired` (ephemerals gone) followed by `Connected` with a new session. After an expiry the
+//! client opens the new session by itself; re-creating ephemeral nodes is the caller's job.
+//! While suspended or lost, operations fail with [`RegistryError::ConnectionLoss`] (retryable)
+//! or [`RegistryError::Timeout`].
+//!
+//! **Lease.** A client cut off from the server hears nothing from it, so it cannot wait for
+//! `Expired` to learn that its session is over: by then the server may have deleted its
+//! ephemeral nodes and another client taken over what they stood for. So every client keeps a
+//! *local lease deadline*: the session timeout the server granted, counted from when the last
+//! *renewal* the server answered was sent, less a drift margin. A renewal is a request that
+//! restarts the server's session timer: on ZooKeeper any request (the client sends a light
+//! probe when it has nothing else to send), on etcd a lease keep-alive. The server counts from
+//! when it received the renewal, which is later, so the deadline comes before the server can
+//! expire the session by at least the margin, as long as the clocks' rates differ by less than
+//! [`lease::MAX_CLOCK_DRIFT_PPM`]. The margin is configurable per backend; the default is a
+//! tenth of the session timeout ([`lease::default_margin`] says why).
+//!
+//! When the deadline passes without contact the client reports `Suspended` (if it had not yet)
+//! and then `Lost`, whatever state its connection library believes it is in. From then on:
+//!
+//! - the holder must treat the session's ephemeral nodes and any leadership as gone and stop
+//!   the work they guarded at once; leader latches report [`Leadership::Lost`];
+//! - operations fail with `ConnectionLoss` until the new session is there;
+//! - the client never resumes the lost session: should it get through to the server while the
+//!   session still lives there, it closes it (deleting its ephemerals) instead of using it.
+//!   Once the session is gone for sure (the server reported it expired, the client closed it,
+//!   or the connection library's own limit for a session it cannot reach passed) it reports
+//!   `Expired`, then opens a new session and reports `Connected { new }`.
+//!
+//! So a partition longer than the lease always reads `Suspended`, `Lost`, `Expired`,
+//! `Connected { new }`, on every backend; `Reconnected` never follows `Lost`. `Expired` may
+//! also come without `Lost` when a session ends while the client is in contact (closed by an
+//! operator, a fault hook of a test).
 //!
 //! **Watches.** [`CoordinatorRegistry::watch`] subscribes to a subtree (the node and everything
 //! below it). The stream opens with a [`WatchEvent::Resync`] snapshot, then delivers every change
@@ -41,7 +71,7 @@
 //!
 //! **Latches.** [`CoordinatorRegistry::leader_latch`]: among the live sessions that joined the same
 //! path, at most one holds leadership, and a holder is told the moment it may have lost it
-//! (suspension or expiry of its session, or its node deleted). [`CoordinatorRegistry::lock`]: a
+//! (suspension, loss or expiry of its session, or its node deleted). [`CoordinatorRegistry::lock`]: a
 //! mutex for short critical sections, released explicitly. Backends may implement both natively or
 //! use the recipes in [`recipes`].
 //!
@@ -52,7 +82,9 @@
 pub mod counting;
 pub mod error;
 pub mod ext;
+pub mod lease;
 pub mod path;
+pub mod reachability;
 pub mod recipes;
 mod types;
 

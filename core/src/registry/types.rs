@@ -184,6 +184,14 @@ pub enum SessionEvent {
     /// The session is gone and its ephemeral nodes deleted. A `Connected` with a new session
     /// follows once the registry is reachable.
     Expired,
+    /// The client's local lease deadline passed without contact (Curator's LOST): the server
+    /// may expire the session at any moment from now on, if it has not yet, and another client
+    /// may then take over what its ephemeral nodes stood for. Treat every ephemeral node and any
+    /// leadership of this session as gone and stop the work they guarded, now. Always after a
+    /// `Suspended`; the client never resumes this session: the next events are `Expired` (once
+    /// the session is gone for sure) and then `Connected` with a new one. See the module
+    /// documentation of [`crate::registry`], "Sessions".
+    Lost,
     /// The client was closed; the stream ends after this.
     Closed,
 }

@@ -33,7 +33,10 @@ impl Events {
                 tracing::warn!(instance = %self.instance, job, message, "registry operation failed")
             }
             SchedulerEvent::FireFailed { job, item, error, .. } => {
-                tracing::error!(instance = %self.instance, job, item, error, "job failed")
+                tracing::error!(instance = %self.instance, job, item, error, "job failed");
+                crate::stderr_fallback::eprint_if_unobserved(tracing::Level::ERROR, || {
+                    format!("job {job:?} item {item} failed (raised by its error handler): {error}")
+                });
             }
             SchedulerEvent::RegistryGarbage { job, path, value, reason } => {
                 tracing::warn!(instance = %self.instance, job, path, value, reason, "unreadable registry node")

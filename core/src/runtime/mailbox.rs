@@ -1,5 +1,5 @@
 //! A job runner's mailbox: an unbounded queue with one receiver, like tokio's unbounded `mpsc`
-//! channel, but sized for 10,000 idle jobs (DESIGN section 8: < 10 KiB per job).
+//! channel, but sized for 10,000 idle jobs (`docs/targets.md`: < 10 KiB per job).
 //!
 //! tokio's channel allocates a block of 32 message slots up front (about 2 KiB per job with our
 //! event size); this one is a `VecDeque` behind a mutex, empty until a message comes, plus a

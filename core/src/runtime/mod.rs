@@ -1,6 +1,6 @@
 //! The scheduler runtime: any number of jobs in one process, on one registry session, one
-//! subtree watch and one timer heap. The only module that does registry I/O for the protocol,
-//! reads the clock and spawns tasks.
+//! subtree watch and one timer heap (`docs/architecture.md`). The only module that does registry
+//! I/O for the protocol, reads the clock and spawns tasks.
 //!
 //! ```no_run
 //! # async fn demo(registry: std::sync::Arc<dyn shardcron_core::registry::CoordinatorRegistry>) -> shardcron_core::Result<()> {
@@ -30,16 +30,18 @@
 //! - `cache`: the watch-fed view of the namespace that fires read instead of the registry.
 //! - `timer`, `instance`, `events`: the timer heap, this instance's id, the reported events.
 
+mod adopt;
 pub mod cache;
 mod driver;
 pub mod events;
 mod mailbox;
 mod runner;
+mod stop_signals;
 pub mod timer;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +50,7 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
 pub use crate::instance::InstanceId;
+pub use adopt::{JobHandlers, Resolution};
 pub use events::{EventSink, FireKind, SchedulerEvent, SkipReason};
 
 use crate::config::{JobConfig, KnownTypes};
@@ -142,6 +145,7 @@ pub struct SchedulerBuilder {
     listeners: Vec<Arc<dyn JobListener>>,
     once_listeners: Vec<Arc<dyn DistributeOnceListener>>,
     sink: Option<EventSink>,
+    handlers: JobHandlers,
 }
 
 impl fmt::Debug for SchedulerBuilder {
@@ -165,6 +169,7 @@ impl SchedulerBuilder {
             listeners: Vec::new(),
             once_listeners: Vec::new(),
             sink: None,
+            handlers: JobHandlers::default(),
         }
     }
     /// Time, spawning and randomness (default: [`Handles::real`]).
@@ -206,6 +211,14 @@ impl SchedulerBuilder {
     /// Receives every [`SchedulerEvent`].
     pub fn events(mut self, sink: EventSink) -> Self {
         self.sink = Some(sink);
+        self
+    }
+
+    /// Code for jobs added to the registry by others (a console, the CLI): when such a job's
+    /// config appears and `handlers` has code for it, the scheduler runs it with the stored
+    /// config. See [`JobHandlers`].
+    pub fn job_handlers(mut self, handlers: JobHandlers) -> Self {
+        self.handlers = handlers;
         self
     }
 
@@ -256,7 +269,12 @@ impl SchedulerBuilder {
             timers: Default::default(),
         };
         shared.handles.spawner.spawn(Box::pin(driver.run()));
-        Ok(Scheduler { shared, jobs: Arc::default() })
+        let scheduler = Scheduler { shared, jobs: Arc::default(), shut_down: Arc::default() };
+        if !self.handlers.is_empty() {
+            let adopting = adopt::run(scheduler.clone(), self.handlers);
+            scheduler.shared.handles.spawner.spawn(Box::pin(adopting));
+        }
+        Ok(scheduler)
     }
 }
 
@@ -265,6 +283,8 @@ impl SchedulerBuilder {
 pub struct Scheduler {
     shared: Arc<Shared>,
     jobs: Arc<Mutex<BTreeMap<String, JobHandle>>>,
+    /// Set when [`Scheduler::shutdown`] begins: from then on the scheduler refuses new work.
+    shut_down: Arc<AtomicBool>,
 }
 
 /// How the scheduler reaches one job's runner.
@@ -297,11 +317,22 @@ impl Scheduler {
 
     /// Schedules `job` with `config`: validates the config (an invalid one leaves the registry
     /// untouched), publishes it by the overwrite rule, registers this instance, and arms the cron.
-    /// A config without cron is a one-off job: it runs when triggered.
+    ///
+    /// A config without cron is a one-off job: it runs only when triggered
+    /// ([`trigger`](Self::trigger)). When its cron was never set (`cron: None`, as
+    /// [`JobConfig::new`] leaves it), the scheduler warns that the job never fires by itself;
+    /// build trigger-only jobs with [`JobConfig::one_off`] to say that this is meant.
+    ///
+    /// Fails with [`Error::ShutDown`] after [`shutdown`](Self::shutdown), [`Error::JobExists`]
+    /// for a job already scheduled here, and with the config's or the registry's error.
     pub async fn add_job(&self, config: JobConfig, job: Job) -> Result<()> {
+        self.refuse_after_shutdown()?;
         let name = config.job_name.clone();
         if self.jobs.lock().contains_key(&name) {
             return Err(Error::JobExists { job: name });
+        }
+        if config.cron.is_none() {
+            warn_never_fires(&name);
         }
         let (tx, rx) = mailbox::mailbox();
         // Route events before starting, so that nothing between registration and `run` is lost.
@@ -322,6 +353,7 @@ impl Scheduler {
     /// Stops `job` on this instance gracefully (running items finish, up to the shutdown
     /// timeout) and removes this instance's nodes of it. The job's config stays in the registry.
     pub async fn remove_job(&self, name: &str) -> Result<()> {
+        self.refuse_after_shutdown()?;
         let Some(handle) = self.jobs.lock().remove(name) else {
             return Err(Error::NoSuchJob { job: name.to_owned() });
         };
@@ -337,8 +369,70 @@ impl Scheduler {
         shared.command(Command::Forget { job: name.to_owned() });
     }
 
-    /// Stops every job gracefully, then the driver, and closes the registry session.
+    /// Runs `job` once now, outside its schedule, on every live instance of the cluster that
+    /// runs it; each instance runs the items it owns, as a fire whose source is `MANUAL`. This is
+    /// how a one-off job runs; on a cron job it is an extra fire. Returns how many instances
+    /// were asked to fire.
+    ///
+    /// The same as [`JobOperations::trigger`](crate::api::JobOperations::trigger), for a job
+    /// scheduled here: fails with [`Error::NoSuchJob`] when it is not, [`Error::ShutDown`] after
+    /// [`shutdown`](Self::shutdown), and with the registry's error.
+    pub async fn trigger(&self, job: &str) -> Result<usize> {
+        self.refuse_after_shutdown()?;
+        if !self.jobs.lock().contains_key(job) {
+            return Err(Error::NoSuchJob { job: job.to_owned() });
+        }
+        crate::api::JobOperations::new(self.shared.registry.as_ref()).trigger(job).await
+    }
+
+    /// Waits for Ctrl-C (SIGINT), or SIGTERM on Unix (what `docker stop`, Kubernetes and
+    /// systemd send), then stops gracefully as [`shutdown`](Self::shutdown) does: running items
+    /// finish (up to [`Settings::shutdown_timeout`]), then this instance leaves the registry.
+    ///
+    /// ```no_run
+    /// # async fn demo(scheduler: shardcron_core::runtime::Scheduler) -> shardcron_core::Result<()> {
+    /// // ... add jobs, then, at the end of main:
+    /// scheduler.shutdown_on_ctrl_c().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// A second signal while items are still finishing stops waiting for them and returns
+    /// [`Error::ShutdownInterrupted`]: return from `main` then, and the instance's registry
+    /// session ends with the process (with failover on, other instances re-run the abandoned
+    /// items). Fails with [`Error::Signals`] when the signal handlers cannot be installed.
+    pub async fn shutdown_on_ctrl_c(&self) -> Result<()> {
+        let mut signals = stop_signals::StopSignals::install()?;
+        signals.next().await;
+        let seconds = self.shared.settings.shutdown_timeout.as_secs_f64();
+        tracing::info!(instance = %self.shared.instance, "stop signal: stopping gracefully");
+        crate::stderr_fallback::eprint_if_unobserved(tracing::Level::INFO, || {
+            format!(
+                "stopping gracefully: running items finish (for up to {seconds:.0} s), then \
+                 this instance leaves the registry; press Ctrl-C again to stop at once"
+            )
+        });
+        tokio::select! {
+            biased;
+            () = signals.next() => Err(Error::ShutdownInterrupted),
+            stopped = self.shutdown() => stopped,
+        }
+    }
+
+    fn refuse_after_shutdown(&self) -> Result<()> {
+        if self.shut_down.load(Ordering::SeqCst) {
+            Err(Error::ShutDown)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Stops every job gracefully, then the driver, and closes the registry session. Afterwards
+    /// the scheduler refuses new work with [`Error::ShutDown`]; calling `shutdown` again does
+    /// nothing.
     pub async fn shutdown(&self) -> Result<()> {
+        if self.shut_down.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
         // All jobs stop at once: the slowest one bounds the shutdown, not their sum.
         let handles: Vec<(String, JobHandle)> =
             std::mem::take(&mut *self.jobs.lock()).into_iter().collect();
@@ -353,4 +447,17 @@ impl Scheduler {
         self.shared.registry.close().await?;
         Ok(())
     }
+}
+
+/// Says, through `tracing` and on stderr when nothing receives `tracing` events, that `job` has
+/// no cron and so never fires by itself.
+fn warn_never_fires(job: &str) {
+    tracing::warn!(job, "job has no cron: it never fires by itself, only when triggered");
+    crate::stderr_fallback::eprint_if_unobserved(tracing::Level::WARN, || {
+        format!(
+            "job {job:?} has no cron, so it never fires by itself: it runs only when triggered \
+             (Scheduler::trigger). Set its config's cron, e.g. \"0/5 * * * * ?\", to run it on a \
+             schedule, or build it with JobConfig::one_off if a trigger-only job is meant"
+        )
+    });
 }

@@ -356,6 +356,96 @@ pub async fn session_close_ends_stream(b: &dyn Backend) {
     assert_eq!(end, None);
 }
 
+// ---------------------------------------------------------------- the lease
+
+/// A client cut off without a word (a silent partition: nothing closed, nothing reset) reports
+/// `Suspended`, then `Lost` at its local lease deadline, and that comes before the server
+/// expires its session, as another client sees by its ephemeral node vanishing. Its leader
+/// latch reports the leadership lost. Healed, the client never resumes the lost session:
+/// `Expired`, then a new session, never `Reconnected`. Prints the measured margin.
+pub async fn session_lost_before_server_expiry(b: &dyn Backend) {
+    let ns = "session_lost_before_server_expiry";
+    let c = fresh(b, ns).await;
+    let observer = another(b, ns).await;
+    let backend = c.registry.capability().backend;
+    let mut events = c.registry.session_events();
+    let SessionEvent::Connected { session: old } = next_session_event(&mut events).await else {
+        panic!("stream opens with Connected");
+    };
+    let mut latch = c.registry.leader_latch("/lease/latch", "cut").await.unwrap();
+    await_leadership(latch.as_mut(), PATIENCE).await.unwrap();
+    c.registry.create("/lease/owner", b"", CreateMode::Ephemeral).await.unwrap();
+    let (mut watch, nodes) = watch_with_snapshot(observer.registry.as_ref(), "/lease/owner").await;
+    assert!(nodes.contains_key("/lease/owner"), "the observer sees the ephemeral: {nodes:?}");
+
+    let cut_at = tokio::time::Instant::now();
+    c.control.cut().await;
+    let (mut suspended, mut lost, mut expired) = (None, None, None);
+    while lost.is_none() || expired.is_none() {
+        tokio::select! {
+            biased;
+            ev = next_session_event(&mut events), if lost.is_none() => match ev {
+                SessionEvent::Suspended => {
+                    suspended.get_or_insert_with(tokio::time::Instant::now);
+                }
+                SessionEvent::Lost => {
+                    assert!(suspended.is_some(), "{backend}: Lost without Suspended first");
+                    lost = Some(tokio::time::Instant::now());
+                }
+                other => panic!("{backend}: cut off, before Lost: unexpected {other:?}"),
+            },
+            ev = next_event(&mut watch), if expired.is_none() => {
+                let gone = match &ev {
+                    WatchEvent::Deleted { path } => path == "/lease/owner",
+                    WatchEvent::Resync { nodes } => !nodes.contains_key("/lease/owner"),
+                    _ => false,
+                };
+                if gone {
+                    expired = Some(tokio::time::Instant::now());
+                }
+            }
+        }
+    }
+    let (suspended, lost, expired) =
+        (suspended.unwrap_or(cut_at), lost.unwrap_or(cut_at), expired.unwrap_or(cut_at));
+    assert!(
+        lost < expired,
+        "{backend}: Lost came {:?} after the cut, the server expired the session {:?} after it: \
+         the holder of a lost session was still unaware while others could take over",
+        lost - cut_at,
+        expired - cut_at
+    );
+    report(&format!(
+        "{backend}: cut link: Suspended after {:?}, Lost after {:?}, server-side expiry seen \
+         after {:?}: Lost came {:?} before the expiry",
+        suspended - cut_at,
+        lost - cut_at,
+        expired - cut_at,
+        expired - lost
+    ));
+    let told = tokio::time::timeout(PATIENCE, latch.changed()).await.expect("latch told").unwrap();
+    assert_eq!(told, Leadership::Lost, "{backend}: the latch reports leadership lost");
+    assert!(!latch.is_leader());
+
+    // Healed: the lost session is never resumed.
+    c.control.heal().await;
+    let mut saw_expired = false;
+    let new = loop {
+        match next_session_event(&mut events).await {
+            SessionEvent::Expired => saw_expired = true,
+            SessionEvent::Connected { session } => break session,
+            // The link may blink while the old session is dealt with.
+            SessionEvent::Suspended => {}
+            other => panic!("{backend}: after Lost: unexpected {other:?}"),
+        }
+    };
+    assert!(saw_expired, "{backend}: Expired comes before the new session");
+    assert_ne!(new, old, "{backend}: a new session after Lost");
+    c.registry.create("/lease/again", b"", CreateMode::Ephemeral).await.unwrap();
+    assert!(observer.registry.get("/lease/again").await.unwrap().unwrap().ephemeral);
+    await_leadership(latch.as_mut(), PATIENCE).await.unwrap();
+}
+
 // ---------------------------------------------------------------- paths and namespaces
 
 const BAD_PATHS: [&str; 8] = [
@@ -412,14 +502,11 @@ pub async fn root_is_read_only(b: &dyn Backend) {
 pub async fn namespaces_isolated(b: &dyn Backend) {
     let one = fresh(b, "namespaces_isolated_one").await;
     let two = fresh(b, "namespaces_isolated_two").await;
-    one.registry.create("/shared/name", b"one", CreateMode::Persistent).await.unwrap();
-    assert!(
-        !two.registry.exists("/shared/name").await.unwrap(),
-        "namespaces do not see each other"
-    );
-    two.registry.create("/shared/name", b"two", CreateMode::Persistent).await.unwrap();
-    assert_eq!(one.registry.get("/shared/name").await.unwrap().unwrap().data, b"one");
-    assert_eq!(two.registry.get("/shared/name").await.unwrap().unwrap().data, b"two");
+    one.registry.create("/same/name", b"one", CreateMode::Persistent).await.unwrap();
+    assert!(!two.registry.exists("/same/name").await.unwrap(), "namespaces do not see each other");
+    two.registry.create("/same/name", b"two", CreateMode::Persistent).await.unwrap();
+    assert_eq!(one.registry.get("/same/name").await.unwrap().unwrap().data, b"one");
+    assert_eq!(two.registry.get("/same/name").await.unwrap().unwrap().data, b"two");
 }
 
 // ---------------------------------------------------------------- transactions
@@ -1031,7 +1118,7 @@ macro_rules! registry_behaviour_suite {
             sequential_names sequential_per_parent sequential_never_reused ephemeral_sequential
             ephemeral_dies_on_close ephemeral_dies_on_expiry ephemeral_has_no_children
             closed_client_fails session_stream_opens_connected session_expiry_then_new_session
-            session_close_ends_stream invalid_paths_rejected root_is_read_only namespaces_isolated
+            session_close_ends_stream session_lost_before_server_expiry invalid_paths_rejected root_is_read_only namespaces_isolated
             transaction_commits_all transaction_failure_leaves_no_trace transaction_check_version
             transaction_create_needs_parent transaction_sees_its_own_ops transaction_delete_rules
             empty_transaction failed_transaction_emits_nothing concurrent_create_one_wins

@@ -1,7 +1,8 @@
 //! The registry behaviour suite: one set of cases, written against the contract in
-//! [`crate::registry`], that every backend runs unchanged (STYLE practice 2).
+//! [`crate::registry`], that every backend runs unchanged.
 //!
-//! A backend's test file provides a [`Backend`] and expands [`registry_behaviour_suite!`]:
+//! A backend's test file provides a [`Backend`] and expands
+//! [`registry_behaviour_suite!`](crate::registry_behaviour_suite):
 //!
 //! ```text
 //! shardcron_core::registry_behaviour_suite! {
@@ -16,6 +17,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod cases;
+pub mod proxy;
 mod support;
 
 use std::fmt;
@@ -43,6 +45,15 @@ pub trait SessionControl: Send + Sync {
     /// Makes the server expire the client's session (its ephemerals are deleted), and waits
     /// until the server has done so. The client then reports `Expired` and opens a new session.
     async fn expire(&self);
+
+    /// Cuts the client off silently, as a network partition does: from now on nothing it sends
+    /// reaches the server and nothing comes back, and no connection is closed or reset (on a
+    /// real server: a [`proxy::LinkProxy`] frozen between the two). The server keeps the
+    /// session until its own timeout runs out.
+    async fn cut(&self);
+
+    /// Ends a [`cut`](Self::cut): traffic flows again, what was held back first.
+    async fn heal(&self);
 }
 
 /// What the suite needs from a backend under test.

@@ -128,3 +128,10 @@ pub async fn read_tree(registry: &dyn CoordinatorRegistry, root: &str) -> BTreeM
 pub fn shared(client: &TestClient) -> Arc<dyn CoordinatorRegistry> {
     client.registry.clone()
 }
+
+/// Prints a measured figure past the test harness's capture (which hides what passing tests
+/// print with `eprintln!`), so that `cargo test` shows it.
+pub fn report(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use shardcron_core::testkit::proxy::LinkProxy;
 use shardcron_core::testkit::{Backend, SessionControl, TestClient};
 use shardcron_registry_etcd::{EtcdOptions, EtcdRegistry};
 use tokio::net::{TcpListener, TcpStream};
@@ -91,10 +92,12 @@ impl EtcdBackend {
 }
 
 /// Expires a client's session for real: revokes its lease from another connection. etcd deletes
-/// the lease's keys before answering, so the ephemerals are gone when this returns.
+/// the lease's keys before answering, so the ephemerals are gone when this returns. Cuts the
+/// client off silently by freezing the proxy it talks to etcd through.
 struct RevokeLease {
     registry: EtcdRegistry,
     endpoint: String,
+    link: LinkProxy,
 }
 
 #[async_trait]
@@ -103,14 +106,26 @@ impl SessionControl for RevokeLease {
         let lease = self.registry.lease_id().expect("a client with a live session");
         admin(&self.endpoint).await.lease_revoke(lease).await.expect("revoke the lease");
     }
+
+    async fn cut(&self) {
+        self.link.freeze();
+    }
+
+    async fn heal(&self) {
+        self.link.thaw();
+    }
 }
 
 #[async_trait]
 impl Backend for EtcdBackend {
     async fn client(&self, namespace: &str) -> TestClient {
-        // One namespace per case, under a prefix of this suite; `fresh` empties it.
-        let registry = connect(&self.endpoint, &format!("/behaviour/{namespace}")).await;
-        let control = RevokeLease { registry: registry.clone(), endpoint: self.endpoint.clone() };
+        // One namespace per case, under a prefix of this suite; `fresh` empties it. Every
+        // client talks to etcd through a proxy of its own, so that a case can cut it off.
+        let link = LinkProxy::start(&format!("127.0.0.1:{}", port_of(&self.endpoint))).await;
+        let through = format!("http://{}", link.addr());
+        let registry = connect(&through, &format!("/behaviour/{namespace}")).await;
+        let control =
+            RevokeLease { registry: registry.clone(), endpoint: self.endpoint.clone(), link };
         TestClient { registry: Arc::new(registry), control: Box::new(control) }
     }
 }

@@ -14,11 +14,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use shardcron_core::testkit::proxy::LinkProxy;
 use shardcron_core::testkit::{Backend, SessionControl, TestClient};
 use shardcron_registry_zk::zookeeper_client as zk;
 use shardcron_registry_zk::{RetryPolicy, ZkOptions, ZkRegistry};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::AbortHandle;
 
 /// The server's address, or `None` (after a printed note) when the test should skip.
 pub fn server(test: &str) -> Option<String> {
@@ -163,6 +162,14 @@ impl SessionControl for ZkControl {
     async fn expire(&self) {
         expire_behind(&self.proxy, &self.hosts, &self.registry).await;
     }
+
+    async fn cut(&self) {
+        self.proxy.freeze();
+    }
+
+    async fn heal(&self) {
+        self.proxy.thaw();
+    }
 }
 
 #[async_trait]
@@ -177,67 +184,42 @@ impl Backend for ZkBackend {
     }
 }
 
-/// A loopback TCP proxy in front of the server that can cut every connection and refuse new
-/// ones for a while: a network partition as the client sees it. Its tasks live as long as the
-/// test's runtime (a client may outlive the handle that made it).
+/// A loopback TCP proxy in front of the server (the testkit's [`LinkProxy`]) that can cut
+/// every connection and refuse new ones for a while, or freeze the link silently: a network
+/// partition as the client sees it. Its tasks live as long as the test's runtime (a client may
+/// outlive the handle that made it).
 pub struct Proxy {
     pub addr: String,
-    paused: Arc<AtomicBool>,
-    links: Arc<parking_lot::Mutex<Vec<AbortHandle>>>,
-    accept: AbortHandle,
+    link: LinkProxy,
 }
 
 impl Proxy {
     pub async fn start(upstream: &str) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let paused = Arc::new(AtomicBool::new(false));
-        let links: Arc<parking_lot::Mutex<Vec<AbortHandle>>> = Arc::default();
-        let upstream = upstream.to_owned();
-        let accept = {
-            let (paused, links) = (paused.clone(), links.clone());
-            tokio::spawn(async move {
-                loop {
-                    let Ok((mut client, _)) = listener.accept().await else { return };
-                    if paused.load(Ordering::SeqCst) {
-                        // Accept and hang up at once: the client sees the link fail.
-                        drop(client);
-                        continue;
-                    }
-                    let upstream = upstream.clone();
-                    let link = tokio::spawn(async move {
-                        if let Ok(mut server) = TcpStream::connect(&upstream).await {
-                            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                        }
-                    });
-                    let mut links = links.lock();
-                    links.retain(|l| !l.is_finished());
-                    links.push(link.abort_handle());
-                }
-            })
-            .abort_handle()
-        };
-        Proxy { addr, paused, links, accept }
+        let link = LinkProxy::start(upstream).await;
+        Proxy { addr: link.addr(), link }
     }
 
     /// Cuts every open connection and refuses new ones until [`Proxy::resume`].
     pub fn pause(&self) {
-        self.paused.store(true, Ordering::SeqCst);
-        for link in self.links.lock().drain(..) {
-            link.abort();
-        }
+        self.link.sever();
     }
 
     pub fn resume(&self) {
-        self.paused.store(false, Ordering::SeqCst);
+        self.link.restore();
     }
-}
 
-impl Proxy {
+    /// Stops every byte both ways without closing anything, until [`Proxy::thaw`].
+    pub fn freeze(&self) {
+        self.link.freeze();
+    }
+
+    pub fn thaw(&self) {
+        self.link.thaw();
+    }
+
     /// Stops the proxy for good: every connection through it fails from now on.
     pub fn shut(&self) {
-        self.accept.abort();
-        self.pause();
+        self.link.shut();
     }
 }
 

@@ -24,7 +24,7 @@
 //! - *lost, owner down*: an owner could not run items then, by the simulator's record: not
 //!   started yet, crashed, stopping or stopped, cut off from the registry, its session ended and
 //!   not yet re-registered, or its clock jumped over the fire. The accounting lists each with
-//!   its reason. With failover and misfire both on, DESIGN section 7 asks more: every item that
+//!   its reason. With failover and misfire both on, more is asked: every item that
 //!   lost fires while its crashed owner went undetected is caught up once (a `misfire` or
 //!   `failover` run after the lost fire); its absence is a violation.
 //! - *lost, owner went down while handling it*: an owner went down within the sharding timeout
@@ -34,8 +34,7 @@
 //!   next one (the runtime reports a failed fire so, without its fire time).
 //!
 //! **Crashes with failover on.** Every item an instance was running (started, not ended) when it
-//! crashed or the registry ended its session (its instance node disappears either way, DESIGN
-//! section 7) must be started again by another instance with kind `failover`, exactly once.
+//! crashed or the registry ended its session (its instance node disappears either way) must be started again by another instance with kind `failover`, exactly once.
 //! That re-execution may carry the original fire time: together with the interrupted run it
 //! counts as the fire running once. A failover start of a fire whose run was not interrupted
 //! is a second run.

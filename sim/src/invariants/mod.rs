@@ -1,4 +1,5 @@
-//! The invariant checker: DESIGN section 9 over a run's trace and registry checkpoints.
+//! The invariant checker: the promises of `GUARANTEES.md` over a run's trace and registry
+//! checkpoints.
 //!
 //! | invariant | module | checked on |
 //! |---|---|---|

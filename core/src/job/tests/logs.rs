@@ -116,33 +116,74 @@ fn fields(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 #[test]
-fn log_logs_at_error_level_with_job_item_and_error() {
+fn log_reports_at_warn_level_with_job_item_fire_and_error_as_text() {
     let capture = Capture::start();
     let failure = JobFailure::Error("boom".into());
+    let mut failover = fire(&[3]);
+    failover.source = ExecutionSource::Failover;
+    LogErrorHandler.handle_in_fire(&failover, Some(3), &failure);
+    LogErrorHandler.handle_in_fire(&failover, None, &failure);
     LogErrorHandler.handle("orders", Some(3), &failure);
-    LogErrorHandler.handle("orders", None, &failure);
+    let fire_text = crate::cron::JobTimeZone::utc().format_rfc3339(START_MS).unwrap();
     assert_eq!(
         capture.all(),
         [
             Captured {
-                level: Level::ERROR,
+                level: Level::WARN,
                 fields: fields(&[
                     ("error", "the job returned an error: boom"),
-                    ("item", "Some(3)"),
+                    ("fire", &fire_text),
+                    ("item", "3"),
                     ("job", "orders"),
-                    ("message", "job failed"),
+                    ("message", "item failed"),
+                    ("source", "FAILOVER"),
                 ]),
             },
             Captured {
-                level: Level::ERROR,
+                level: Level::WARN,
                 fields: fields(&[
                     ("error", "the job returned an error: boom"),
-                    ("item", "None"),
+                    ("fire", &fire_text),
                     ("job", "orders"),
-                    ("message", "job failed"),
+                    ("message", "fire failed"),
+                    ("source", "FAILOVER"),
+                ]),
+            },
+            Captured {
+                level: Level::WARN,
+                fields: fields(&[
+                    ("error", "the job returned an error: boom"),
+                    ("item", "3"),
+                    ("job", "orders"),
+                    ("message", "item failed"),
                 ]),
             },
         ]
+    );
+}
+
+#[test]
+fn the_stderr_text_names_job_item_fire_and_error() {
+    let failure = JobFailure::Error("disk full".into());
+    assert_eq!(
+        super::super::error_handler::failure_text(
+            "reports",
+            Some(1),
+            Some(("2024-05-01T10:00:02+00:00", ExecutionSource::Normal)),
+            &failure
+        ),
+        "job \"reports\" item 1 of the fire at 2024-05-01T10:00:02+00:00 (READY) failed: the job \
+         returned an error: disk full"
+    );
+    assert_eq!(
+        super::super::error_handler::failure_text(
+            "reports",
+            None,
+            Some(("2024-05-01T10:00:02+00:00", ExecutionSource::Manual)),
+            &failure
+        ),
+        "job \"reports\" the fire at 2024-05-01T10:00:02+00:00 (MANUAL) failed: the job returned \
+         an error: disk full"
     );
 }
 
@@ -165,7 +206,7 @@ impl JobListener for PanicsBefore {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_fire_logs_failures_and_listener_panics_at_error_level() {
+async fn a_fire_reports_failures_at_warn_and_listener_panics_at_error_level() {
     let capture = Capture::start();
     let job = Job::from_fn(|ctx: ShardingContext| async move {
         if ctx.item == 1 {
@@ -179,11 +220,14 @@ async fn a_fire_logs_failures_and_listener_panics_at_error_level() {
         .await;
 
     let errors = capture.at(Level::ERROR);
-    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].fields["method"], "before_job_executed");
     assert_eq!(errors[0].fields["panic"], "listener bug");
     assert_eq!(errors[0].fields["listener"], "0");
-    assert_eq!(errors[1].fields["job"], "orders");
-    assert_eq!(errors[1].fields["item"], "Some(1)");
-    assert_eq!(errors[1].fields["error"], "the job returned an error: bad row");
+    let warnings = capture.at(Level::WARN);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].fields["job"], "orders");
+    assert_eq!(warnings[0].fields["item"], "1");
+    assert_eq!(warnings[0].fields["source"], "READY");
+    assert_eq!(warnings[0].fields["error"], "the job returned an error: bad row");
 }

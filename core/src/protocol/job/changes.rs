@@ -192,7 +192,9 @@ impl JobProtocol {
                 self.connected = false;
                 self.was_leader = false;
             }
-            SessionEvent::Expired => {
+            // Lost: the local lease ran out without contact, before the server could expire
+            // the session; the session is never resumed (an `Expired` follows).
+            SessionEvent::Lost | SessionEvent::Expired => {
                 self.connected = false;
                 self.was_leader = false;
                 // Our ephemeral nodes and leadership are gone: running items may now be taken

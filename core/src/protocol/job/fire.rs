@@ -430,7 +430,7 @@ impl JobProtocol {
             self.emit(SchedulerEvent::ItemStarted { job, item, fire_ms, kind, token });
             with_tokens.push((item, token));
         }
-        self.in_flight = Some(InFlight { launch: id, fire_ms, kind, held, cancelled: false });
+        self.in_flight = Some(InFlight { launch: id, fire_ms, held, cancelled: false });
         self.actions.push(Action::Launch(Launch { id, fire_ms, kind, items: with_tokens }));
         self.record_once(GuaranteeStage::Started, fire_ms, items);
     }

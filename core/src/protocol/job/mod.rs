@@ -148,7 +148,6 @@ enum BidStep {
 struct InFlight {
     launch: LaunchId,
     fire_ms: i64,
-    kind: FireKind,
     /// The markers this run holds (empty without `monitorExecution`).
     held: Vec<Held>,
     /// The run was told to stop (this instance may have lost its items): whatever its items

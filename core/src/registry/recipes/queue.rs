@@ -161,7 +161,9 @@ impl Queue {
             }
             SessionEvent::Reconnected => self.connected = true,
             SessionEvent::Suspended => self.connected = false,
-            SessionEvent::Expired => {
+            // A lost session is as good as expired: its node may go at any moment, and the
+            // client never resumes it (an `Expired` and a new session follow).
+            SessionEvent::Lost | SessionEvent::Expired => {
                 self.connected = false;
                 self.own = None;
                 self.pending = None;

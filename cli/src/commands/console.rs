@@ -1,0 +1,96 @@
+//! `shardcron console`: the web console and ElasticJob-UI's REST API on a registry.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use shardcron_console::{Console, ConsoleOptions, DEFAULT_LISTEN};
+
+use super::ops::connect;
+use super::worker::Signals;
+use crate::error::CliError;
+
+pub const ABOUT: &str = "Serve the web console and ElasticJob-UI's REST API for a registry";
+
+pub const LONG_ABOUT: &str = "\
+Serve the web console of a registry's namespace, and ElasticJob-UI's REST API under /api (same \
+paths, same {success, errorCode, errorMsg, model} wrapper), plus adding a job.
+
+The page lists the jobs with their status, the servers, and for a selected job each item's \
+owner and live status (refreshed every 2 s); it triggers, disables, enables and shuts down \
+jobs, servers and items, edits a job's config (showing why an invalid one is refused) and adds \
+jobs.
+
+Reading is open to whoever reaches the address; changes need the access token (log in on the \
+page, or send it in the Access-Token header). Without --token a random one is made and printed. \
+--read-only refuses every change. The console listens on loopback unless --listen says \
+otherwise: put it behind an authenticating proxy before exposing it.
+
+Prints `listening on http://ADDR/` (and the generated token) on stdout, then serves until \
+SIGTERM or Ctrl-C.";
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Registry: mem:[/namespace], zk://host:port[,host:port]/namespace or
+    /// etcd://host:port[,host:port]/namespace
+    #[arg(long, value_name = "URL")]
+    pub registry: String,
+
+    /// Address to listen on (port 0: any free port).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+
+    /// The token changes need (default: a random one, printed at start).
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+
+    /// Refuse every change: a console to look only.
+    #[arg(long)]
+    pub read_only: bool,
+}
+
+pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
+    let result = runtime.block_on(serve(args, out));
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+async fn serve(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
+    if args.token.as_deref() == Some("") {
+        return Err(CliError::InvalidInput("--token must not be empty".into()));
+    }
+    let mut signals = Signals::new()?;
+    let registry = connect(&args.registry).await?;
+    let options = ConsoleOptions {
+        listen: args.listen,
+        token: args.token.clone(),
+        read_only: args.read_only,
+        // The query may hold credentials (digest=, password=): the page shows the rest.
+        label: args.registry.split('?').next().unwrap_or_default().to_owned(),
+    };
+    let console = Console::bind(registry.clone(), options)
+        .await
+        .map_err(|e| CliError::InvalidInput(e.to_string()))?;
+    let addr = console.local_addr();
+    writeln!(out, "listening on http://{addr}/")?;
+    if args.read_only {
+        writeln!(out, "read-only: every change is refused")?;
+    } else if args.token.is_none() {
+        writeln!(out, "access token: {}", console.token())?;
+    }
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "warning: listening on {addr}, beyond this host: anyone who reaches it can read the \
+             cluster's state"
+        );
+    }
+    out.flush()?;
+    let stop = async move { signals.recv().await };
+    let served = console.serve(stop).await;
+    let _ = registry.close().await;
+    served.map_err(|e| CliError::Failed(e.to_string()))
+}

@@ -1,0 +1,48 @@
+//! A job's whole subtree, node by node: what an operator attaches to a bug report, and what the
+//! in-memory registry can be loaded from again (the JSON form has the fields of a ZooKeeper
+//! node dump: `path`, `ephemeral`, `data`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::layout::JobPaths;
+use crate::registry::{path, RegistryExt};
+
+use super::JobOperations;
+
+/// One node of a dump.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DumpedNode {
+    /// The node's path in the namespace.
+    pub path: String,
+    pub ephemeral: bool,
+    /// The data as text (lossy for non-UTF-8 data, which shardcron never writes).
+    pub data: String,
+    #[serde(default)]
+    pub version: u64,
+}
+
+impl JobOperations<'_> {
+    /// Every node of the job's subtree, the job's root first, parents before children, siblings
+    /// in name order.
+    pub async fn dump(&self, job: &str) -> Result<Vec<DumpedNode>> {
+        let paths = JobPaths::new(job);
+        self.require_job(&paths, job).await?;
+        let mut out = Vec::new();
+        // Depth first with an explicit stack, children pushed in reverse to pop in order.
+        let mut stack = vec![paths.root().to_owned()];
+        while let Some(p) = stack.pop() {
+            // A node deleted between listing and reading (an ephemeral one going) is skipped.
+            let Some(node) = self.registry.get(&p).await? else { continue };
+            let children = self.registry.children_or_empty(&p).await?;
+            stack.extend(children.iter().rev().map(|c| path::join(&p, c)));
+            out.push(DumpedNode {
+                data: node.text().into_owned(),
+                ephemeral: node.ephemeral,
+                version: node.version,
+                path: p,
+            });
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,31 @@
+//! The README's example, as it is there (a test checks that the two stay the same, runs this
+//! binary, sees the failing item reported and stops it with SIGINT):
+//! `cargo run -p shardcron --example readme`, then Ctrl-C.
+
+use shardcron::config::JobConfig;
+use shardcron::job::Job;
+use shardcron::runtime::SchedulerBuilder;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The embedded in-memory registry: no server. A cluster uses "zk://..." or "etcd://...".
+    let registry = shardcron::connect("mem:/hello").await?;
+    let scheduler = SchedulerBuilder::new(registry).start().await?;
+
+    // A job cut into 3 items, fired every 2 seconds. Item 1 fails, to show how that looks.
+    let mut config = JobConfig::new("hello", 3);
+    config.cron = Some("0/2 * * * * ?".into());
+    let job = Job::from_fn(|ctx| async move {
+        if ctx.item == 1 {
+            return Err("cannot reach the database".into());
+        }
+        println!("item {} of the fire at {} ran", ctx.item, ctx.fire_time_ms);
+        Ok(())
+    });
+    scheduler.add_job(config, job).await?;
+
+    // Runs until Ctrl-C, then stops gracefully: running items finish, the instance leaves.
+    scheduler.shutdown_on_ctrl_c().await?;
+    println!("stopped");
+    Ok(())
+}
