@@ -176,11 +176,11 @@ async fn a_leader_crash_during_resharding_is_survived() {
     until(&cluster, 10).await;
     let b = cluster.instance_opts("10.0.0.2", short_sessions()).await;
     b.scheduler.add_job(config(4, true), working(1)).await.unwrap();
-    // A (the leader) becomes slow: its reshard commit at +20 s is still on its way at +27 s,
-    // when it dies.
+    // A (the leader) becomes slow: its reshard commit at +20 s takes 5 s to reach the registry,
+    // and A dies at +23 s, with the commit still on its way.
     until(&cluster, 18).await;
     cluster.server.set_latency(a.client_id(), Duration::from_secs(5));
-    until(&cluster, 27).await;
+    until(&cluster, 23).await;
     let flagged =
         cluster.client().exists(&format!("/{JOB}/leader/sharding/necessary")).await.unwrap();
     assert!(flagged, "the leader was resharding when it died");

@@ -106,7 +106,6 @@ async fn job_root_is_blank_or_a_class_name() {
 /// `instances/{id}`: YAML with exactly `jobInstanceId` and `serverIp` (and maybe `labels`);
 /// ElasticJob's loader rejects any other field.
 #[tokio::test(start_paused = true)]
-#[ignore = "node format: lead's protocol change (shardcron adds completedRun and completedFire)"]
 async fn instance_nodes_hold_exactly_elasticjobs_fields() {
     let r = record_scenario().await;
     for w in r.of(|n| matches!(n, JobNode::Instance(_))) {
@@ -125,7 +124,6 @@ async fn instance_nodes_hold_exactly_elasticjobs_fields() {
 /// `servers/{ip}`: `ENABLED` or `DISABLED`; ElasticJob's runtime takes anything else for
 /// disabled.
 #[tokio::test(start_paused = true)]
-#[ignore = "node format: lead's protocol change (shardcron writes an empty servers/{ip})"]
 async fn server_nodes_are_enabled_or_disabled() {
     let r = record_scenario().await;
     for w in r.of(|n| matches!(n, JobNode::Server(_))) {
@@ -146,7 +144,6 @@ async fn owner_nodes_hold_an_instance_id() {
 /// `sharding/{n}/running`: the id of the instance running the item (ElasticJob's crash
 /// failover reads it as one).
 #[tokio::test(start_paused = true)]
-#[ignore = "node format: lead's protocol change (shardcron writes `{fire} {run} {instance}`)"]
 async fn running_markers_hold_the_runners_instance_id() {
     let r = record_scenario().await;
     for w in r.of(|n| matches!(n, JobNode::Item(_, ItemNode::Running))) {
@@ -166,7 +163,7 @@ async fn failover_markers_hold_the_takers_instance_id() {
 
 /// `sharding/{n}/failovering`: while a failover is pending, the crashed owner's id.
 #[tokio::test(start_paused = true)]
-#[ignore = "node format: lead's protocol change (shardcron writes no failovering node)"]
+#[ignore = "node format: shardcron writes no failovering node yet"]
 async fn pending_failovers_name_the_crashed_owner() {
     let r = record_scenario().await;
     let queued: BTreeSet<u32> = r
@@ -187,7 +184,7 @@ async fn pending_failovers_name_the_crashed_owner() {
 
 /// `sharding/{n}/misfire`: empty; only its existence counts.
 #[tokio::test(start_paused = true)]
-#[ignore = "node format: lead's protocol change (shardcron writes the owed fire time)"]
+#[ignore = "node format: shardcron still writes the owed fire time"]
 async fn misfire_flags_are_empty() {
     let r = record_scenario().await;
     for w in r.of(|n| matches!(n, JobNode::Item(_, ItemNode::Misfire))) {
@@ -197,7 +194,7 @@ async fn misfire_flags_are_empty() {
 
 /// `leader/sharding/necessary`: empty; only its existence counts.
 #[tokio::test(start_paused = true)]
-#[ignore = "node format: lead's protocol change (shardcron writes the time the flag was raised)"]
+#[ignore = "node format: shardcron still writes the time the flag was raised"]
 async fn the_reshard_flag_is_empty() {
     let r = record_scenario().await;
     for w in r.of(|n| *n == JobNode::ShardingNecessary) {
@@ -207,7 +204,7 @@ async fn the_reshard_flag_is_empty() {
 
 /// `leader/failover/items/{n}`: empty; only its existence counts.
 #[tokio::test(start_paused = true)]
-#[ignore = "node format: lead's protocol change (shardcron writes `{fire} {rank} {instance}`)"]
+#[ignore = "node format: shardcron still writes `{fire} {rank} {interrupted|missed} {instance}` into queue entries"]
 async fn queued_failover_items_are_empty() {
     let r = record_scenario().await;
     for w in r.of(|n| matches!(n, JobNode::FailoverItem(_))) {

@@ -96,6 +96,11 @@ impl JobProtocol {
         f.waiting_until = None;
         match self.decide(&mut f, ctx) {
             Decision::Skip(reason) => {
+                if f.kind == FireKind::Misfire {
+                    // The catch-up stays owed (its markers stay): tried again once the view
+                    // changes, not in a loop.
+                    self.catch_up_blocked = Some(ctx.view.revision());
+                }
                 self.skip_fire(f.fire_ms, f.kind, reason);
                 Next::Again
             }
@@ -327,7 +332,7 @@ impl JobProtocol {
                     .max_time_diff()
                     .map_or(i64::MAX, |m| i64::try_from(m.as_millis()).unwrap_or(i64::MAX));
                 if diff_ms.abs() > max_ms {
-                    self.skip_fire(f.fire_ms, f.kind, SkipReason::ClockSkew { diff_ms });
+                    self.fire_skipped(&f, SkipReason::ClockSkew { diff_ms }, ctx);
                     return;
                 }
                 f.skew_checked = true;
@@ -366,12 +371,12 @@ impl JobProtocol {
                     f.catch_up = Some((seen, race_pause));
                 }
                 _ => {
-                    self.skip_fire(f.fire_ms, f.kind, SkipReason::RegistryError(e.to_string()));
+                    self.fire_skipped(&f, SkipReason::RegistryError(e.to_string()), ctx);
                     return;
                 }
             },
             (Step::Misfire { .. }, Ok(_)) => {
-                self.skip_fire(f.fire_ms, f.kind, SkipReason::Misfire);
+                self.fire_skipped(&f, SkipReason::Misfire, ctx);
                 return;
             }
             (Step::Misfire { flagged, seen }, Err(e)) => match e.transaction_failure() {
@@ -387,17 +392,25 @@ impl JobProtocol {
                     f.catch_up = Some((seen, race_pause));
                 }
                 _ => {
-                    self.skip_fire(f.fire_ms, f.kind, SkipReason::RegistryError(e.to_string()));
+                    self.fire_skipped(&f, SkipReason::RegistryError(e.to_string()), ctx);
                     return;
                 }
             },
             (_, Err(e)) => {
-                self.skip_fire(f.fire_ms, f.kind, SkipReason::RegistryError(e.to_string()));
+                self.fire_skipped(&f, SkipReason::RegistryError(e.to_string()), ctx);
                 return;
             }
             (_, Ok(_)) => {}
         }
         self.fire = Some(f);
+    }
+
+    /// Records the fire being handled as skipped (see [`Self::fire_next`] for catch-ups).
+    fn fire_skipped(&mut self, f: &FireState, reason: SkipReason, ctx: &Ctx<'_>) {
+        if f.kind == FireKind::Misfire {
+            self.catch_up_blocked = Some(ctx.view.revision());
+        }
+        self.skip_fire(f.fire_ms, f.kind, reason);
     }
 
     fn emit_sharded(&mut self, assignment: &Assignment) {
