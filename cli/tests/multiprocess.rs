@@ -1852,7 +1852,6 @@ fn sigstop_of_an_owner_on_etcd() {
 /// never reshards: it sees the leader's instance node go before it wins the election, and only
 /// the leader flags a reshard on a departure.
 #[test]
-#[ignore = "needs the protocol's departure fix"]
 fn leader_kill_without_failover_on_zookeeper() {
     run_lease_test(Backend::ZooKeeper, |a| run_leader_kill_without_failover(Backend::ZooKeeper, a));
 }
@@ -1861,7 +1860,6 @@ fn leader_kill_without_failover_on_zookeeper() {
 /// never reshards: it sees the leader's instance node go before it wins the election, and only
 /// the leader flags a reshard on a departure.
 #[test]
-#[ignore = "needs the protocol's departure fix"]
 fn leader_kill_without_failover_on_etcd() {
     run_lease_test(Backend::Etcd, |a| run_leader_kill_without_failover(Backend::Etcd, a));
 }

@@ -161,6 +161,22 @@ impl View {
         self.get(path).map(|n| n.text().into_owned())
     }
 
+    /// Whether `parent` has any child, without listing them.
+    pub fn has_children(&self, parent: &str) -> bool {
+        let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };
+        let in_view = self
+            .view
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+            .any(|(p, _)| !matches!(self.pending.get(p), Some(Pending::Absent)));
+        in_view
+            || self
+                .pending
+                .range(prefix.clone()..)
+                .take_while(|(p, _)| p.starts_with(&prefix))
+                .any(|(_, pending)| matches!(pending, Pending::Present(_)))
+    }
+
     /// The names of the direct children of `parent`, sorted.
     pub fn children(&self, parent: &str) -> Vec<String> {
         let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };

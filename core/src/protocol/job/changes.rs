@@ -67,6 +67,7 @@ impl JobProtocol {
     }
 
     pub(super) fn on_resync(&mut self, ctx: &Ctx<'_>) {
+        self.membership_changed = true;
         for node in [JobNode::Config, JobNode::LeaderInstance, JobNode::Instance(self.me.clone())] {
             self.on_change(node, ctx);
         }
@@ -79,6 +80,9 @@ impl JobProtocol {
     pub(super) fn on_change(&mut self, node: JobNode, ctx: &Ctx<'_>) {
         if self.stop.is_some() {
             return;
+        }
+        if matches!(node, JobNode::Instance(_)) {
+            self.membership_changed = true;
         }
         match node {
             JobNode::Config => self.on_config_change(ctx),

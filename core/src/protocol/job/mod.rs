@@ -176,6 +176,8 @@ pub struct JobProtocol {
     members: BTreeSet<String>,
     /// Instances seen leaving whose leftovers are not queued yet.
     departed: BTreeSet<String>,
+    /// An instance node changed (or the view was replaced) since membership was last compared.
+    membership_changed: bool,
     flag_owed: bool,
     bid_owed: bool,
     abdicate_owed: bool,
@@ -242,6 +244,7 @@ impl JobProtocol {
             registration: Registration::default(),
             members: BTreeSet::new(),
             departed: BTreeSet::new(),
+            membership_changed: false,
             flag_owed: false,
             bid_owed: false,
             abdicate_owed: false,
@@ -369,7 +372,9 @@ impl JobProtocol {
         if !self.finishing.is_empty() {
             return self.finish_next(ctx);
         }
-        self.notice_membership(ctx);
+        if std::mem::take(&mut self.membership_changed) {
+            self.notice_membership(ctx);
+        }
         if self.flag_owed {
             return Next::Request(Pending::RaiseFlag(FlagStep::FromView), self.raise_request(ctx));
         }

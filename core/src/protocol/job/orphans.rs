@@ -176,7 +176,9 @@ impl JobProtocol {
 
     /// Claims the next item of this instance's share of the failover queue.
     fn claim_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
-        if self.claim_blocked == Some(ctx.view.revision()) {
+        if self.claim_blocked == Some(ctx.view.revision())
+            || !ctx.view.has_children(&self.paths.failover_items())
+        {
             return None;
         }
         let (queue, garbage) = failover::queued(ctx.view, &self.paths);

@@ -118,6 +118,7 @@ impl JobProtocol {
         self.registration.state = State::Done;
         self.registration.first = false;
         self.members = view.children(&self.paths.instances()).into_iter().collect();
+        self.membership_changed = true;
         self.flag_owed = true;
         // A bid at every registration, whatever the view shows: the view may not show yet
         // that the leader's node went with its session.
