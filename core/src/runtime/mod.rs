@@ -141,7 +141,7 @@ pub struct SchedulerBuilder {
     error_handlers: ErrorHandlers,
     listeners: Vec<Arc<dyn JobListener>>,
     once_listeners: Vec<Arc<dyn DistributeOnceListener>>,
-    sink: Option<EventSink>,
+    sinks: Vec<EventSink>,
 }
 
 impl fmt::Debug for SchedulerBuilder {
@@ -164,7 +164,7 @@ impl SchedulerBuilder {
             error_handlers: ErrorHandlers::default(),
             listeners: Vec::new(),
             once_listeners: Vec::new(),
-            sink: None,
+            sinks: Vec::new(),
         }
     }
     /// Time, spawning and randomness (default: [`Handles::real`]).
@@ -203,9 +203,10 @@ impl SchedulerBuilder {
         self.once_listeners.push(listener);
         self
     }
-    /// Receives every [`SchedulerEvent`].
+    /// Receives every [`SchedulerEvent`]. Several sinks may be added (the event printer, the
+    /// metrics, the trace...): each gets every event, in the order they were added.
     pub fn events(mut self, sink: EventSink) -> Self {
-        self.sink = Some(sink);
+        self.sinks.push(sink);
         self
     }
 
@@ -235,7 +236,7 @@ impl SchedulerBuilder {
         );
         let shared = Arc::new(Shared {
             registry: self.registry,
-            events: Events::new(self.sink, instance.as_str().to_owned()),
+            events: Events::new(fan_out(self.sinks), instance.as_str().to_owned()),
             instance,
             cache,
             settings: self.settings,
@@ -257,6 +258,17 @@ impl SchedulerBuilder {
         };
         shared.handles.spawner.spawn(Box::pin(driver.run()));
         Ok(Scheduler { shared, jobs: Arc::default() })
+    }
+}
+
+/// One sink that hands each event to every sink of `sinks`; `None` for none.
+fn fan_out(mut sinks: Vec<EventSink>) -> Option<EventSink> {
+    match sinks.len() {
+        0 => None,
+        1 => sinks.pop(),
+        _ => {
+            Some(Arc::new(move |event: &SchedulerEvent| sinks.iter().for_each(|sink| sink(event))))
+        }
     }
 }
 
