@@ -41,6 +41,20 @@ impl Writer {
         let mut stop_seen = false;
         loop {
             let stopping = stop_seen || *self.stop.borrow();
+            // Connect (and create the schema) before the first row, so that readiness and a
+            // bad database show at start, not at the first fire.
+            if pending.is_empty() && !stopping && self.store.lock().is_none() {
+                if self.open(&mut failing_since).await.is_none() && !self.pause().await {
+                    stop_seen = true;
+                }
+                continue;
+            }
+            if let (Some(retention), false) = (self.retention, stopping) {
+                if Instant::now() >= next_purge && self.store.lock().is_some() {
+                    next_purge = Instant::now() + self.purge_every;
+                    self.purge(retention).await;
+                }
+            }
             if pending.is_empty() {
                 if stopping {
                     while let Ok(record) = self.queue.try_recv() {
@@ -62,6 +76,7 @@ impl Writer {
                                 break;
                             }
                         }
+                        () = tokio::time::sleep_until(next_purge), if self.retention.is_some() => continue,
                     }
                 }
             }
@@ -104,12 +119,6 @@ impl Writer {
                     if stopping || !self.pause().await {
                         break;
                     }
-                }
-            }
-            if let Some(retention) = self.retention {
-                if Instant::now() >= next_purge && !stopping {
-                    next_purge = Instant::now() + self.purge_every;
-                    self.purge(retention).await;
                 }
             }
         }
