@@ -29,8 +29,8 @@ async fn fires_and_items_are_searchable(url: &str) {
     assert!(trace.flush(Duration::from_secs(20)).await, "{:?}", trace.stats());
     let stats = trace.stats();
     assert_eq!((stats.dropped, stats.rejected, stats.pending), (0, 0, 0), "{stats:?}");
-    // 4 items × (start, end) + 2 fires × 3 states.
-    assert_eq!(stats.written, 14, "{stats:?}");
+    // Queue entries: 4 items × (start, end) + 2 fires × (begin, end).
+    assert_eq!(stats.written, 12, "{stats:?}");
 
     let reader = trace.reader().await.unwrap();
     let all = ExecutionQuery { job_name: Some(job.clone()), ..Default::default() };

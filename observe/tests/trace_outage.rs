@@ -64,7 +64,7 @@ async fn postgres_going_away_drops_and_counts_rows_and_fires_go_on() {
     assert_eq!(trace.stats().dropped, 0);
 
     server("pause");
-    // 60 fires × 7 rows: far more than the queue holds while nothing can be written.
+    // 60 fires × 6 queue entries: far more than the queue holds while nothing can be written.
     let slowest = fires(&trace, &during, 60).await;
     let stats = trace.stats();
     // With a write waiting for the database on the fire path, fires would take the connection

@@ -1,11 +1,12 @@
 //! [`MetricsListener`]: counts fires, items, skips, failovers, reshards and sessions.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use metrics::{counter, gauge, histogram};
-use parking_lot::Mutex;
+use metrics::{counter, gauge, histogram, Counter, Histogram};
+use parking_lot::{Mutex, RwLock};
 use shardcron_core::job::{
     ExecutionSource, FireInfo, ItemEndContext, ItemOutcome, ItemTiming, JobListener,
     ShardingContext,
@@ -40,10 +41,51 @@ impl JobLabels {
     }
 }
 
+/// The per-item series of one job, registered once: the hooks run for every item of every fire,
+/// and a handle costs less than a lookup by name and labels.
+#[derive(Debug)]
+struct JobSeries {
+    started: Counter,
+    succeeded: Counter,
+    failed: Counter,
+    cancelled: Counter,
+    duration: Histogram,
+    lateness: Histogram,
+    /// By [`ExecutionSource`], in the order of [`ExecutionSource::ALL`].
+    fires: [Counter; 4],
+    misfire_catchups: Counter,
+}
+
+impl JobSeries {
+    fn new(job: String) -> Self {
+        let finished = |outcome: &'static str| counter!("shardcron_items_finished_total", "job" => job.clone(), "outcome" => outcome);
+        let fires = ExecutionSource::ALL.map(|source| {
+            counter!("shardcron_fires_total", "job" => job.clone(), "kind" => kind(source))
+        });
+        JobSeries {
+            started: counter!("shardcron_items_started_total", "job" => job.clone()),
+            succeeded: finished("succeeded"),
+            failed: finished("failed"),
+            cancelled: finished("cancelled"),
+            duration: histogram!("shardcron_item_duration_seconds", "job" => job.clone()),
+            lateness: histogram!("shardcron_trigger_lateness_seconds", "job" => job.clone()),
+            fires,
+            misfire_catchups: counter!("shardcron_misfire_catchups_total", "job" => job),
+        }
+    }
+
+    fn fires(&self, source: ExecutionSource) -> &Counter {
+        let index = ExecutionSource::ALL.iter().position(|s| *s == source).unwrap_or(0);
+        &self.fires[index]
+    }
+}
+
 /// Feeds the metrics from the executor's hooks and the scheduler's events.
 #[derive(Debug, Default)]
 pub struct MetricsListener {
     jobs: JobLabels,
+    /// The per-item series of each job label.
+    series: RwLock<HashMap<String, Arc<JobSeries>>>,
     /// Per job, the fire times armed lately (the last two): a reshard committed at time `t` was
     /// needed by the latest of them that is due by `t`.
     armed: Mutex<BTreeMap<String, [Option<i64>; 2]>>,
@@ -84,6 +126,19 @@ fn now_ms() -> i64 {
 }
 
 impl MetricsListener {
+    fn series(&self, job: &str) -> Arc<JobSeries> {
+        if let Some(series) = self.series.read().get(job) {
+            return series.clone();
+        }
+        let label = self.jobs.label(job);
+        let mut all = self.series.write();
+        let series =
+            all.entry(label.clone()).or_insert_with(|| Arc::new(JobSeries::new(label))).clone();
+        // Jobs beyond the bound share the `_other` series, found under their own name next time.
+        all.entry(job.to_owned()).or_insert_with(|| series.clone());
+        series
+    }
+
     /// Counts one scheduler event.
     pub fn on_event(&self, event: &SchedulerEvent) {
         match event {
@@ -152,20 +207,18 @@ impl MetricsListener {
 #[async_trait]
 impl JobListener for MetricsListener {
     async fn before_job_executed(&self, fire: &FireInfo) {
-        let job = self.jobs.label(&fire.job_name);
-        let labels = [("job", job.clone()), ("kind", kind(fire.source).to_owned())];
-        counter!("shardcron_fires_total", &labels).increment(1);
+        let series = self.series(&fire.job_name);
+        series.fires(fire.source).increment(1);
         if fire.source == ExecutionSource::Misfire {
-            counter!("shardcron_misfire_catchups_total", "job" => job).increment(1);
+            series.misfire_catchups.increment(1);
         }
     }
 
     fn item_started(&self, fire: &FireInfo, _ctx: &ShardingContext, started_ms: i64) {
-        let job = self.jobs.label(&fire.job_name);
-        counter!("shardcron_items_started_total", "job" => job.clone()).increment(1);
+        let series = self.series(&fire.job_name);
+        series.started.increment(1);
         if fire.source == ExecutionSource::Normal {
-            histogram!("shardcron_trigger_lateness_seconds", "job" => job)
-                .record(seconds(started_ms - fire.fire_time_ms));
+            series.lateness.record(seconds(started_ms - fire.fire_time_ms));
         }
     }
 
@@ -176,17 +229,14 @@ impl JobListener for MetricsListener {
         outcome: &ItemOutcome,
         timing: Option<ItemTiming>,
     ) {
-        let job = self.jobs.label(&fire.job_name);
-        let outcome = match outcome {
-            ItemOutcome::Completed => "succeeded",
-            ItemOutcome::Failed(_) => "failed",
-            ItemOutcome::Cancelled => "cancelled",
-        };
-        let labels = [("job", job.clone()), ("outcome", outcome.to_owned())];
-        counter!("shardcron_items_finished_total", &labels).increment(1);
+        let series = self.series(&fire.job_name);
+        match outcome {
+            ItemOutcome::Completed => series.succeeded.increment(1),
+            ItemOutcome::Failed(_) => series.failed.increment(1),
+            ItemOutcome::Cancelled => series.cancelled.increment(1),
+        }
         if let Some(timing) = timing {
-            histogram!("shardcron_item_duration_seconds", "job" => job)
-                .record(seconds(timing.finished_ms - timing.started_ms));
+            series.duration.record(seconds(timing.finished_ms - timing.started_ms));
         }
     }
 }

@@ -10,7 +10,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::listener::Counters;
-use super::record::{timestamp, TraceRecord};
+use super::listener::TraceEvent;
+use super::record::timestamp;
+use super::rows::RowMaker;
 use super::store::{is_transient, Store, Target};
 
 /// How long one write may take before the database counts as unreachable.
@@ -18,10 +20,12 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the writer needs.
 pub(crate) struct Writer {
+    pub rows: RowMaker,
     pub target: Target,
-    pub queue: mpsc::Receiver<TraceRecord>,
+    pub queue: mpsc::Receiver<TraceEvent>,
     pub counters: Arc<Counters>,
     pub batch_size: usize,
+    pub linger: Duration,
     pub retry_delay: Duration,
     pub retention: Option<Duration>,
     pub purge_every: Duration,
@@ -35,7 +39,7 @@ pub(crate) struct Writer {
 
 impl Writer {
     pub async fn run(mut self) {
-        let mut pending: Vec<TraceRecord> = Vec::with_capacity(self.batch_size);
+        let mut pending: Vec<TraceEvent> = Vec::with_capacity(self.batch_size);
         let mut next_purge = Instant::now();
         let mut failing_since: Option<Instant> = None;
         let mut stop_seen = false;
@@ -75,6 +79,7 @@ impl Writer {
                             if received == 0 {
                                 break;
                             }
+                            self.linger(&mut pending).await;
                         }
                         () = tokio::time::sleep_until(next_purge), if self.retention.is_some() => continue,
                     }
@@ -87,7 +92,8 @@ impl Writer {
                 }
                 continue;
             };
-            match tokio::time::timeout(WRITE_TIMEOUT, store.write(&pending)).await {
+            let rows = self.rows.rows(&pending);
+            match tokio::time::timeout(WRITE_TIMEOUT, store.write(&rows)).await {
                 Ok(Ok(())) => {
                     self.written(pending.len());
                     pending.clear();
@@ -99,8 +105,9 @@ impl Writer {
                     // The database refuses the rows themselves: write them one by one so that
                     // one bad row does not cost the others.
                     tracing::warn!(error = %error, "execution trace batch refused; retrying row by row");
-                    for record in pending.drain(..) {
-                        match store.write(std::slice::from_ref(&record)).await {
+                    for event in pending.drain(..) {
+                        let record = self.rows.rows(std::slice::from_ref(&event));
+                        match store.write(&record).await {
                             Ok(()) => self.written(1),
                             Err(error) => {
                                 self.counters.rejected.fetch_add(1, Ordering::SeqCst);
@@ -128,6 +135,26 @@ impl Writer {
         let store = self.store.lock().take();
         if let Some(store) = store {
             store.close().await;
+        }
+    }
+
+    /// Waits up to the linger for the batch to fill, then takes what came.
+    async fn linger(&mut self, pending: &mut Vec<TraceEvent>) {
+        if self.linger.is_zero() || pending.len() >= self.batch_size {
+            return;
+        }
+        let deadline = Instant::now() + self.linger;
+        while pending.len() < self.batch_size {
+            tokio::select! {
+                biased;
+                _ = self.stop.changed() => return,
+                () = tokio::time::sleep_until(deadline) => return,
+                received = self.queue.recv_many(pending, self.batch_size - pending.len()) => {
+                    if received == 0 {
+                        return;
+                    }
+                }
+            }
         }
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::NaiveDateTime;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
 
 use super::query::{ExecutionQuery, ExecutionRow, Page, StatusQuery, StatusRow};
@@ -104,6 +104,9 @@ impl Target {
                 .create_if_missing(true)
                 // Readers (a console) do not block the writer, nor it them.
                 .journal_mode(SqliteJournalMode::Wal)
+                // With WAL, NORMAL cannot corrupt the file; a power cut may lose the last
+                // batches, which a trace can afford for not syncing every commit.
+                .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(ACQUIRE_TIMEOUT),
         ))
     }

@@ -72,12 +72,15 @@ pub(crate) async fn write(pool: &Pool<Db>, records: &[TraceRecord]) -> Result<()
             TraceRecord::Status(r) => statuses.push(r),
         }
     }
+    // An item that started and ended within the batch is one insert of its whole row.
+    let ended: std::collections::HashSet<&str> = finished.iter().map(|r| r.id.as_str()).collect();
+    started.retain(|r| !ended.contains(r.id.as_str()));
     let mut tx = pool.begin().await?;
     if !started.is_empty() {
         let mut qb = QueryBuilder::<Db>::new("");
         push_execution_values(&mut qb, &started);
         qb.push(" ON CONFLICT (id) DO NOTHING");
-        qb.build().execute(&mut *tx).await?;
+        qb.build().persistent(false).execute(&mut *tx).await?;
     }
     if !finished.is_empty() {
         let mut qb = QueryBuilder::<Db>::new("");
@@ -86,7 +89,7 @@ pub(crate) async fn write(pool: &Pool<Db>, records: &[TraceRecord]) -> Result<()
             " ON CONFLICT (id) DO UPDATE SET is_success = excluded.is_success, \
              failure_cause = excluded.failure_cause, complete_time = excluded.complete_time",
         );
-        qb.build().execute(&mut *tx).await?;
+        qb.build().persistent(false).execute(&mut *tx).await?;
     }
     if !statuses.is_empty() {
         let mut qb = QueryBuilder::<Db>::new(format!(
@@ -106,7 +109,7 @@ pub(crate) async fn write(pool: &Pool<Db>, records: &[TraceRecord]) -> Result<()
                 .push_bind(r.creation_time);
         });
         qb.push(" ON CONFLICT (id) DO NOTHING");
-        qb.build().execute(&mut *tx).await?;
+        qb.build().persistent(false).execute(&mut *tx).await?;
     }
     tx.commit().await
 }
