@@ -338,11 +338,13 @@ fn observability_cost(results: &[PrecisionResult]) -> String {
         if out.is_empty() {
             out.push_str(
                 "\n**With and without observability.** The same scheduler and jobs, with the \
-                 execution trace (7 rows per one-item fire: the item's start and end, three \
-                 fire states, through the bounded queue to a SQLite file, written by one \
-                 background task on the same runtime) and the metrics (recorder installed, \
-                 registry wrapped) on:\n\n| jobs = fires/s | lateness p50 without → with | \
-                 p99 | CPU per fire | trace rows written / dropped |\n|---:|---:|---:|---:|---:|\n",
+                 execution trace on (per one-item fire, four entries on the trace's bounded \
+                 queue from the executor's hooks, which one background task on the same runtime \
+                 turns into three status rows and the item's row in a SQLite file, in batches \
+                 after the burst) and the metrics (recorder installed, registry wrapped). The \
+                 trace figures are queue entries written and dropped over the whole run:\n\n\
+                 | jobs = fires/s | lateness p50 without → with | p99 | CPU per fire | trace \
+                 entries written / dropped |\n|---:|---:|---:|---:|---:|\n",
             );
         }
         let us =

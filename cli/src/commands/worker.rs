@@ -191,6 +191,9 @@ impl Plan {
             let retention = (days > 0).then(|| Duration::from_secs(days.saturating_mul(86_400)));
             TraceConfig { retention, ..TraceConfig::new(url) }
         });
+        if let Some(trace) = &trace {
+            trace.check().map_err(|e| CliError::InvalidInput(format!("--trace: {e}")))?;
+        }
         if let Some(bad) = args.fail_items.iter().find(|&&item| item >= total) {
             return Err(CliError::InvalidInput(format!(
                 "--fail-items: item {bad} is not below --total {total}"

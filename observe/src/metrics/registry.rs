@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use metrics::{counter, histogram};
+use metrics::{counter, histogram, Counter, Histogram};
 use shardcron_core::registry::{
     Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op, RegistryError,
     Result, SessionEvents, TxnOp, TxnResult, Version, WatchStream,
@@ -18,14 +18,48 @@ use shardcron_core::registry::{
 /// Expected outcomes count as errors too (`no_node` of a read, `node_exists` of a create race,
 /// `bad_version` of a lost compare-and-set): the `kind` label tells them from trouble
 /// (`connection_loss`, `timeout`, `session_expired`).
+///
+/// Create it after the metrics recorder is installed ([`Metrics::registry`](super::Metrics::registry)
+/// does): it registers its series once, at creation.
 #[derive(Debug, Clone)]
 pub struct MeteredRegistry {
     inner: Arc<dyn CoordinatorRegistry>,
+    /// The count and the timing of each operation, by [`OPS`] index.
+    series: Arc<[(Counter, Histogram)]>,
 }
+
+/// The operations counted, in the order of [`MeteredRegistry::series`].
+const OPS: [&str; 16] = [
+    "connect",
+    "create",
+    "get",
+    "set",
+    "delete",
+    "exists",
+    "children",
+    "delete_recursive",
+    "transaction",
+    "check",
+    "watch",
+    "latch",
+    "lock",
+    "time",
+    "close",
+    "other",
+];
 
 impl MeteredRegistry {
     pub fn new(inner: Arc<dyn CoordinatorRegistry>) -> Self {
-        MeteredRegistry { inner }
+        let series = OPS
+            .iter()
+            .map(|&op| {
+                (
+                    counter!("shardcron_registry_operations_total", "op" => op),
+                    histogram!("shardcron_registry_operation_duration_seconds", "op" => op),
+                )
+            })
+            .collect();
+        MeteredRegistry { inner, series }
     }
 
     async fn timed<T>(
@@ -35,7 +69,16 @@ impl MeteredRegistry {
     ) -> Result<T> {
         let started = Instant::now();
         let result = call.await;
-        record(op, started.elapsed(), result.as_ref().err());
+        let name = op_name(op);
+        if let Some((ops, duration)) = OPS.iter().position(|&o| o == name).map(|i| &self.series[i])
+        {
+            ops.increment(1);
+            duration.record(started.elapsed().as_secs_f64());
+        }
+        if let Err(error) = &result {
+            counter!("shardcron_registry_errors_total", "op" => name, "kind" => error_kind(error))
+                .increment(1);
+        }
         result
     }
 }
@@ -80,17 +123,6 @@ pub fn error_kind(error: &RegistryError) -> &'static str {
         RegistryError::Closed { .. } => "closed",
         RegistryError::Backend { .. } => "backend",
         _ => "other",
-    }
-}
-
-fn record(op: Op, took: Duration, error: Option<&RegistryError>) {
-    let op = op_name(op);
-    counter!("shardcron_registry_operations_total", "op" => op).increment(1);
-    histogram!("shardcron_registry_operation_duration_seconds", "op" => op)
-        .record(took.as_secs_f64());
-    if let Some(error) = error {
-        counter!("shardcron_registry_errors_total", "op" => op, "kind" => error_kind(error))
-            .increment(1);
     }
 }
 

@@ -104,6 +104,11 @@ impl TraceConfig {
             hostname: None,
         }
     }
+
+    /// Checks the URL without connecting (what [`Trace::start`] refuses at once).
+    pub fn check(&self) -> Result<(), TraceError> {
+        Target::parse(&self.url).map(drop)
+    }
 }
 
 /// Counts of a [`Trace`] since it started, in queue entries: one per item start, item end,

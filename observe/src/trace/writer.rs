@@ -138,22 +138,21 @@ impl Writer {
         }
     }
 
-    /// Waits up to the linger for the batch to fill, then takes what came.
+    /// Waits out the linger, then takes what came meanwhile, up to a batch. It does not
+    /// receive while it waits: every receive would wake this task, once per row of the burst.
     async fn linger(&mut self, pending: &mut Vec<TraceEvent>) {
         if self.linger.is_zero() || pending.len() >= self.batch_size {
             return;
         }
-        let deadline = Instant::now() + self.linger;
+        tokio::select! {
+            biased;
+            _ = self.stop.changed() => {}
+            () = tokio::time::sleep(self.linger) => {}
+        }
         while pending.len() < self.batch_size {
-            tokio::select! {
-                biased;
-                _ = self.stop.changed() => return,
-                () = tokio::time::sleep_until(deadline) => return,
-                received = self.queue.recv_many(pending, self.batch_size - pending.len()) => {
-                    if received == 0 {
-                        return;
-                    }
-                }
+            match self.queue.try_recv() {
+                Ok(event) => pending.push(event),
+                Err(_) => break,
             }
         }
     }
