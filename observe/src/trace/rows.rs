@@ -82,7 +82,7 @@ impl RowMaker {
             None => ("", ExecutionSource::Normal, "", start_ms),
         };
         ExecutionRecord {
-            id: execution_id(task_id, item, fire_ms),
+            id: row_id(task_id, item, fire_ms),
             job_name: truncate(job_name, 100),
             task_id: truncate(task_id, 255),
             hostname: truncate(&self.hostname, 255),
@@ -99,11 +99,14 @@ impl RowMaker {
 
 fn status(fire: &FireInfo, state: &'static str, message: String, at_ms: i64) -> TraceRecord {
     let items: Vec<String> = fire.items.iter().map(u32::to_string).collect();
+    let task_id = fire.task_id().to_string();
     TraceRecord::Status(StatusRecord {
-        id: uuid::Uuid::now_v7().to_string(),
+        // One state of one fire: the same id when a write is retried after its commit went
+        // through unseen, so the retry inserts nothing twice.
+        id: row_id(&format!("{task_id}#{state}"), 0, fire.fire_time_ms),
         job_name: truncate(&fire.job_name, 100),
         original_task_id: String::new(),
-        task_id: truncate(&fire.task_id().to_string(), 255),
+        task_id: truncate(&task_id, 255),
         slave_id: truncate(ip_of(&fire.instance), 50),
         source: "LITE_EXECUTOR",
         execution_type: fire.source.task_type(),
@@ -114,13 +117,13 @@ fn status(fire: &FireInfo, state: &'static str, message: String, at_ms: i64) -> 
     })
 }
 
-/// A UUID (version 8) that is the same for the same item of the same fire: the fire time in its
-/// first 48 bits (rows of one fire sit together in the primary key, which grows at its end), then
-/// a hash of the task id and the item.
-fn execution_id(task_id: &str, item: u32, fire_ms: i64) -> String {
+/// A UUID (version 8) that is the same for the same `key` and `item`: the fire time in its first
+/// 48 bits (rows of one fire sit together in the primary key, which grows at its end), then a
+/// hash of the key and the item.
+fn row_id(key: &str, item: u32, fire_ms: i64) -> String {
     let hash = |salt: u8| {
         let mut hasher = DefaultHasher::new();
-        (salt, task_id, item).hash(&mut hasher);
+        (salt, key, item).hash(&mut hasher);
         hasher.finish().to_be_bytes()
     };
     let (a, b) = (hash(1), hash(2));
@@ -138,8 +141,8 @@ mod tests {
     #[test]
     fn an_item_keeps_its_id_from_start_to_end_and_others_differ() {
         let t = "orders@-@0,1@-@READY@-@10.0.0.1@-@42@-@1700000000000";
-        assert_eq!(execution_id(t, 0, 1), execution_id(t, 0, 1));
-        assert_ne!(execution_id(t, 0, 1), execution_id(t, 1, 1));
+        assert_eq!(row_id(t, 0, 1), row_id(t, 0, 1));
+        assert_ne!(row_id(t, 0, 1), row_id(t, 1, 1));
         let maker = RowMaker { hostname: "h".into() };
         let rows = maker.rows(&[
             TraceEvent::ItemStarted { task_id: t.into(), item: 1, at_ms: 1_700_000_000_005 },
