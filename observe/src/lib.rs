@@ -44,7 +44,8 @@ pub use crate::trace::{Trace, TraceConfig, TraceError, TraceReader, TraceStats};
 
 /// Builder options that wire the trace and the metrics into a scheduler.
 pub trait ObserveExt {
-    /// Records every fire and item of this scheduler's jobs into `trace`.
+    /// Records every fire and item of this scheduler's jobs into `trace`. (Add
+    /// [`Trace::skip_sink`] too, for the fires that ran nothing.)
     fn trace(self, trace: &Trace) -> Self;
     /// Counts this scheduler's fires, items and events into `metrics`. (Wrap the registry with
     /// [`Metrics::registry`] too, for the registry series.)

@@ -11,7 +11,7 @@ use std::time::Duration;
 use shardcron_core::config::JobConfig;
 use shardcron_core::handles::Handles;
 use shardcron_core::job::ExecutionSource;
-use shardcron_core::runtime::SchedulerBuilder;
+use shardcron_core::runtime::{SchedulerBuilder, SchedulerEvent, SkipReason};
 use shardcron_observe::trace::{ExecutionQuery, Paging, StatusQuery};
 use shardcron_observe::{ObserveExt, Trace, TraceConfig, TraceReader};
 use shardcron_registry_mem::{ConnectOptions, MemServer};
@@ -227,5 +227,30 @@ async fn a_scheduler_writes_its_fires_through_the_builder_option() {
     assert!(page.rows.iter().all(|r| r.is_success == (r.sharding_item != 1)));
     let statuses = StatusQuery { job_name: Some("billing".into()), ..Default::default() };
     assert_eq!(reader.statuses(&statuses).await.unwrap().total, fires * 3);
+    trace.shutdown(Duration::from_secs(5)).await;
+}
+
+/// A fire that ran nothing here leaves a `TASK_FINISHED` row saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skipped_fires_leave_a_status_row_with_the_reason() {
+    let trace = Trace::start(TraceConfig::new(sqlite_path("skips"))).unwrap();
+    let sink = trace.skip_sink("10.1.2.3@-@77");
+    let job = unique_job("skipping");
+    let fire_ms = now_ms() - 5_000;
+    sink(&SchedulerEvent::Skipped { job: job.clone(), fire_ms, reason: SkipReason::Misfire });
+    sink(&SchedulerEvent::LeaderElected { job: job.clone() }); // not a skip: nothing recorded
+    assert!(trace.flush(Duration::from_secs(20)).await);
+    let reader = trace.reader().await.unwrap();
+    let page = reader
+        .statuses(&StatusQuery { job_name: Some(job.clone()), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(page.total, 1, "{page:?}");
+    let row = &page.rows[0];
+    assert_eq!(row.state, "TASK_FINISHED");
+    assert_eq!(row.slave_id, "10.1.2.3");
+    assert_eq!(row.sharding_item, "");
+    assert_eq!(row.task_id, format!("{job}@-@@-@READY@-@10.1.2.3@-@77@-@{fire_ms}"));
+    assert!(row.message.as_deref().unwrap_or("").contains("still running"), "{row:?}");
     trace.shutdown(Duration::from_secs(5)).await;
 }

@@ -306,7 +306,7 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
         builder = builder.instance_suffix(suffix);
     }
     if let Some(trace) = &trace {
-        builder = builder.trace(trace);
+        builder = builder.trace(trace).events(trace.skip_sink(plan.instance.as_str()));
     }
     if let Some(metrics) = &metrics {
         builder = builder.metrics(metrics);

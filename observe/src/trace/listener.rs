@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use shardcron_core::job::{
     FireInfo, FireReport, ItemEndContext, ItemOutcome, ItemTiming, JobListener, ShardingContext,
 };
+use shardcron_core::runtime::{SchedulerEvent, SkipReason};
 use tokio::sync::mpsc;
 
 /// How often, at most, a warning about dropped rows is logged.
@@ -31,6 +32,9 @@ pub(crate) enum TraceEvent {
     },
     /// All of a fire's items ended (`TASK_FINISHED`, `TASK_ERROR` or `TASK_KILLED`).
     FireEnded { fire: FireInfo, at_ms: i64, failures: Vec<(u32, String)>, cancelled: Vec<u32> },
+    /// A fire ran nothing on `instance` (`TASK_FINISHED` with the reason, as ElasticJob
+    /// records a misfire or an empty sharding).
+    FireSkipped { job: String, instance: Arc<str>, fire_ms: i64, reason: String, at_ms: i64 },
 }
 
 /// How an item ended, for its row.
@@ -85,6 +89,19 @@ impl TraceListener {
         TraceListener { queue, counters }
     }
 
+    /// Records a fire of `instance` that ran nothing.
+    pub(crate) fn skipped(&self, instance: &Arc<str>, event: &SchedulerEvent) {
+        if let SchedulerEvent::Skipped { job, fire_ms, reason } = event {
+            self.enqueue(TraceEvent::FireSkipped {
+                job: job.clone(),
+                instance: instance.clone(),
+                fire_ms: *fire_ms,
+                reason: skip_message(reason),
+                at_ms: now_ms(),
+            });
+        }
+    }
+
     fn enqueue(&self, event: TraceEvent) {
         match self.queue.try_send(event) {
             Ok(()) => {
@@ -112,6 +129,26 @@ impl TraceListener {
                  are not affected"
             );
         }
+    }
+}
+
+/// Why a fire ran nothing, for the status row's message.
+fn skip_message(reason: &SkipReason) -> String {
+    match reason {
+        SkipReason::Disconnected => "Skipped: the registry link was down.".into(),
+        SkipReason::JobDisabled => "Skipped: the job is disabled.".into(),
+        SkipReason::ServerDisabled => "Skipped: this server is disabled.".into(),
+        SkipReason::NoItems => "Skipped: sharding item for this instance is empty.".into(),
+        SkipReason::Misfire => "Skipped: the previous fire is still running; its items are \
+                                marked misfired and run once it completes (if misfire is on)."
+            .into(),
+        SkipReason::ClockSkew { diff_ms } => format!(
+            "Skipped: this host's clock is {diff_ms} ms off the registry's (max time diff exceeded)."
+        ),
+        SkipReason::ShardingTimeout => "Skipped: the reshard did not complete in time.".into(),
+        SkipReason::Late => "Skipped: a later fire was already due.".into(),
+        SkipReason::ShuttingDown => "Skipped: the job was stopping here.".into(),
+        SkipReason::RegistryError(error) => format!("Skipped: a registry operation failed: {error}"),
     }
 }
 

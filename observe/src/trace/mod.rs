@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use shardcron_core::job::JobListener;
+use shardcron_core::runtime::EventSink;
 use tokio::sync::{mpsc, watch};
 
 pub use listener::TraceListener;
@@ -196,6 +197,27 @@ impl Trace {
     /// [`SchedulerBuilder::listener`]: shardcron_core::runtime::SchedulerBuilder::listener
     pub fn listener(&self) -> Arc<dyn JobListener> {
         self.listener.clone()
+    }
+
+    /// An event sink that records the fires of `instance` that ran nothing (a `TASK_FINISHED`
+    /// status row saying why: misfire, disabled, disconnected, no items...), as ElasticJob
+    /// records misfires and empty shardings. `instance` is the scheduler's instance id
+    /// ([`InstanceId::new`] with the builder's IP, pid and suffix; [`Scheduler::instance`]):
+    ///
+    /// ```no_run
+    /// # fn demo(trace: &shardcron_observe::Trace, builder: shardcron_core::runtime::SchedulerBuilder) -> Result<(), Box<dyn std::error::Error>> {
+    /// use shardcron_core::runtime::InstanceId;
+    /// let instance = InstanceId::new("10.0.0.7", std::process::id(), None)?;
+    /// let builder = builder.ip("10.0.0.7").events(trace.skip_sink(instance.as_str()));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// [`InstanceId::new`]: shardcron_core::runtime::InstanceId::new
+    /// [`Scheduler::instance`]: shardcron_core::runtime::Scheduler::instance
+    pub fn skip_sink(&self, instance: &str) -> EventSink {
+        let listener = self.listener.clone();
+        let instance: Arc<str> = Arc::from(instance);
+        Arc::new(move |event| listener.skipped(&instance, event))
     }
 
     /// Counts so far.

@@ -42,6 +42,16 @@ impl RowMaker {
                     };
                     rows.push(status(fire, state, message, *at_ms));
                 }
+                TraceEvent::FireSkipped { job, instance, fire_ms, reason, at_ms } => {
+                    let fire = FireInfo {
+                        job_name: job.clone(),
+                        instance: instance.to_string(),
+                        fire_time_ms: *fire_ms,
+                        source: ExecutionSource::Normal,
+                        items: Vec::new(),
+                    };
+                    rows.push(status(&fire, "TASK_FINISHED", reason.clone(), *at_ms));
+                }
                 TraceEvent::ItemStarted { task_id, item, at_ms } => {
                     rows.push(TraceRecord::ExecutionStarted(
                         self.execution(task_id, *item, *at_ms),
