@@ -3,9 +3,9 @@
 #   1. installs the system packages the tests need when they are missing,
 #   2. checks formatting and lints (warnings are errors),
 #   3. runs every test of the workspace.
-# Servers the tests need (etcd, ZooKeeper) are started here on free loopback ports with temp dirs
-# and stopped on exit, also on failure; the backend tests then must find them (they fail, not
-# skip, because SHARDCRON_REQUIRE_SERVERS=1).
+# Servers the tests need (etcd, ZooKeeper, PostgreSQL) are started here on free loopback ports
+# with temp dirs and stopped on exit, also on failure; the backend tests then must find them
+# (they fail, not skip, because SHARDCRON_REQUIRE_SERVERS=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +17,8 @@ log() { printf '\n==> %s\n' "$*"; }
 #   zookeeper, etcd-server: the registry servers the backend tests run against
 #   protobuf-compiler, libprotobuf-dev: protoc and its well-known .proto files, for etcd-client
 #   chromium, chromium-driver: the browser and its WebDriver, for the console's browser test
-REQUIRED_PACKAGES=(libquartz2-java default-jdk-headless zookeeper etcd-server protobuf-compiler libprotobuf-dev chromium chromium-driver)
+#   postgresql: the execution trace's PostgreSQL tests
+REQUIRED_PACKAGES=(libquartz2-java default-jdk-headless zookeeper etcd-server protobuf-compiler libprotobuf-dev chromium chromium-driver postgresql)
 
 install_missing_packages() {
   local missing=()
@@ -45,16 +46,20 @@ export SHARDCRON_REQUIRE_BROWSER=1
 stop_servers() {
   scripts/etcd.sh stop || true
   scripts/zookeeper.sh stop || true
+  scripts/postgres.sh stop || true
 }
 trap stop_servers EXIT
 
 log "starting test servers"
 scripts/etcd.sh start
 scripts/zookeeper.sh start
+scripts/postgres.sh start
 # shellcheck source=/dev/null
 source target/test-servers/etcd.env   # SHARDCRON_ETCD
 # shellcheck source=/dev/null
 source target/zookeeper/env           # SHARDCRON_ZK
+# shellcheck source=/dev/null
+source target/postgres/env            # SHARDCRON_POSTGRES, SHARDCRON_POSTGRES_SCRIPT
 export SHARDCRON_REQUIRE_SERVERS=1
 
 log "cargo fmt --check"

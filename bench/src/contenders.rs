@@ -3,6 +3,9 @@
 //!
 //! - `shardcron`: the scheduler with its defaults (monitorExecution on: a fire marks its items
 //!   running and clears them, one registry transaction each, on the in-memory registry).
+//! - `shardcron-observed`: the defaults plus the execution trace (a SQLite file in the temp
+//!   directory) and the Prometheus metrics (recorder installed, registry wrapped), to show what
+//!   observability costs on the fire path.
 //! - `shardcron-nomonitor`: the same with `monitorExecution: false` (no registry write per
 //!   fire), to show what the registry's share of the cost is.
 //! - `tcs`: tokio-cron-scheduler as its README starts it (`JobScheduler::new()`).
@@ -17,6 +20,7 @@ use shardcron_core::handles::Handles;
 use shardcron_core::job::Job;
 use shardcron_core::registry::CoordinatorRegistry;
 use shardcron_core::runtime::{Scheduler, SchedulerBuilder, SchedulerEvent};
+use shardcron_observe::{Metrics, ObserveExt, Trace, TraceConfig, TraceStats};
 use shardcron_registry_mem::{ConnectOptions, MemServer};
 
 use crate::precision::{now_us, Recorder};
@@ -24,6 +28,8 @@ use crate::Error;
 
 pub const SHARDCRON: &str = "shardcron";
 pub const SHARDCRON_NOMONITOR: &str = "shardcron-nomonitor";
+/// shardcron with the execution trace (SQLite) and the metrics on.
+pub const SHARDCRON_OBSERVED: &str = "shardcron-observed";
 /// shardcron on the ZooKeeper at `SHARDCRON_ZK` (the registry's copy of the jobs lives there).
 pub const SHARDCRON_ZK: &str = "shardcron-zk";
 pub const TCS: &str = "tcs";
@@ -63,6 +69,7 @@ pub fn label(scheduler: &str) -> &'static str {
     match scheduler {
         SHARDCRON => "shardcron",
         SHARDCRON_NOMONITOR => "shardcron, monitorExecution off",
+        SHARDCRON_OBSERVED => "shardcron, trace (SQLite) + metrics",
         SHARDCRON_ZK => "shardcron on ZooKeeper",
         TCS => "tokio-cron-scheduler 0.15",
         TCS_SIZED => "tokio-cron-scheduler 0.15, channels sized",
@@ -75,7 +82,9 @@ pub fn label(scheduler: &str) -> &'static str {
 pub fn legend() -> String {
     "Schedulers: **shardcron** with its defaults (monitorExecution on: each fire marks its items \
      running and clears them, one in-memory registry transaction each); **shardcron, \
-     monitorExecution off** (no registry write per fire); **tokio-cron-scheduler 0.15** (latest \
+     monitorExecution off** (no registry write per fire); **shardcron, trace (SQLite) + \
+     metrics**: the defaults plus the execution trace written to a SQLite file and the \
+     Prometheus metrics recorded (registry wrapped for its series); **tokio-cron-scheduler 0.15** (latest \
      on crates.io) as its README starts it, `JobScheduler::new()`; **…, channels sized**: \
      `JobScheduler::new_with_channel_size(jobs)`, its tuning for many jobs.\n"
         .to_owned()
@@ -97,6 +106,7 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
 #[allow(dead_code)] // held only to keep the schedulers alive
 pub enum Running {
     Shardcron(Scheduler, Option<MemServer>),
+    Observed(Scheduler, MemServer, Trace, Metrics, std::path::PathBuf),
     Tcs(tokio_cron_scheduler::JobScheduler),
     Baseline,
 }
@@ -105,6 +115,7 @@ impl std::fmt::Debug for Running {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Running::Shardcron(..) => "Running::Shardcron",
+            Running::Observed(..) => "Running::Observed",
             Running::Tcs(_) => "Running::Tcs",
             Running::Baseline => "Running::Baseline",
         })
@@ -119,9 +130,10 @@ pub async fn start(
     recorder: &Arc<Recorder>,
 ) -> Result<Running, Error> {
     match scheduler {
-        SHARDCRON => start_shardcron(jobs, schedule, recorder, true, false).await,
-        SHARDCRON_NOMONITOR => start_shardcron(jobs, schedule, recorder, false, false).await,
-        SHARDCRON_ZK => start_shardcron(jobs, schedule, recorder, true, true).await,
+        SHARDCRON => start_shardcron(jobs, schedule, recorder, true, false, false).await,
+        SHARDCRON_NOMONITOR => start_shardcron(jobs, schedule, recorder, false, false, false).await,
+        SHARDCRON_ZK => start_shardcron(jobs, schedule, recorder, true, true, false).await,
+        SHARDCRON_OBSERVED => start_shardcron(jobs, schedule, recorder, true, false, true).await,
         TCS => start_tcs(jobs, schedule, recorder, None).await,
         TCS_SIZED => start_tcs(jobs, schedule, recorder, Some(jobs.max(200) as usize)).await,
         BASELINE => Ok(Running::Baseline),
@@ -143,6 +155,7 @@ async fn start_shardcron(
     recorder: &Arc<Recorder>,
     monitor: bool,
     on_zookeeper: bool,
+    observed: bool,
 ) -> Result<Running, Error> {
     let (registry, server): (Arc<dyn CoordinatorRegistry>, _) = if on_zookeeper {
         let addr = std::env::var("SHARDCRON_ZK")
@@ -155,16 +168,38 @@ async fn start_shardcron(
         (Arc::new(client), Some(server))
     };
     let events = recorder.clone();
-    let scheduler = SchedulerBuilder::new(registry)
-        .events(Arc::new(move |event: &SchedulerEvent| {
+    let observability = if observed {
+        let path =
+            std::env::temp_dir().join(format!("shardcron-bench-trace-{}.db", std::process::id()));
+        let trace = Trace::start(TraceConfig::new(path.to_string_lossy()))?;
+        trace.ready(std::time::Duration::from_secs(30)).await?;
+        Some((trace, Metrics::install()?, path))
+    } else {
+        None
+    };
+    let registry = match &observability {
+        Some((_, metrics, _)) => metrics.registry(registry),
+        None => registry,
+    };
+    let mut builder =
+        SchedulerBuilder::new(registry).events(Arc::new(move |event: &SchedulerEvent| {
             if let SchedulerEvent::ItemStarted { job, fire_ms, .. } = event {
                 if let Some(i) = job_index(job) {
                     events.event(i, *fire_ms, now_us());
                 }
             }
-        }))
-        .start()
-        .await?;
+        }));
+    if let Some((trace, metrics, _)) = &observability {
+        // SHARDCRON_BENCH_OBSERVE=trace or =metrics measures one of the two alone.
+        let only = std::env::var("SHARDCRON_BENCH_OBSERVE").unwrap_or_default();
+        if only != "metrics" {
+            builder = builder.trace(trace);
+        }
+        if only != "trace" {
+            builder = builder.metrics(metrics);
+        }
+    }
+    let scheduler = builder.start().await?;
     let add = |i: usize| {
         let mut config = JobConfig::new(format!("job-{i}"), 1);
         config.cron = Some(schedule.quartz().into());
@@ -193,7 +228,31 @@ async fn start_shardcron(
             add(i).await?;
         }
     }
-    Ok(Running::Shardcron(scheduler, server))
+    match (observability, server) {
+        (Some((trace, metrics, path)), Some(server)) => {
+            Ok(Running::Observed(scheduler, server, trace, metrics, path))
+        }
+        (_, server) => Ok(Running::Shardcron(scheduler, server)),
+    }
+}
+
+impl Running {
+    /// The trace's counts, for a scheduler with the trace on.
+    pub fn trace_stats(&self) -> Option<TraceStats> {
+        match self {
+            Running::Observed(_, _, trace, ..) => Some(trace.stats()),
+            _ => None,
+        }
+    }
+
+    /// Removes what the run left on disk (the trace's SQLite file).
+    pub fn clean_up(&self) {
+        if let Running::Observed(.., path) = self {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+        }
+    }
 }
 
 async fn start_tcs(

@@ -180,6 +180,7 @@ fn precision_section(command: &Command, quick: bool) -> Result<report::Section, 
     let default = [
         contenders::SHARDCRON,
         contenders::SHARDCRON_NOMONITOR,
+        contenders::SHARDCRON_OBSERVED,
         contenders::TCS,
         contenders::TCS_SIZED,
     ];

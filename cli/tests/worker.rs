@@ -373,6 +373,9 @@ fn invalid_input_exits_2_with_one_line() {
     assert_rejects(&worker(&["--registry", "mem:", "--job", "a/b"]), "--job: \"a/b\" cannot be");
     assert_rejects(&worker(&["--registry", "mem:", "--job", ""]), "--job: must not be empty");
     assert_rejects(&with(&["--instance-suffix", "a/b"]), "--instance-suffix \"a/b\": ");
+    assert_rejects(&with(&["--trace", "mysql://h/db"]), "--trace: trace database \"mysql://h/db\"");
+    assert_rejects(&with(&["--fail-items", "0,3"]), "--fail-items: item 3 is not below --total 3");
+    assert_rejects(&with(&["--metrics", "9464"]), "invalid value '9464' for '--metrics <ADDR>'");
     assert_rejects(&with(&["--ip", ""]), "--ip \"\": ");
     assert_rejects(
         &worker(&["--job", "j"]),

@@ -33,6 +33,8 @@
 //!
 //! ## Layout
 //! - [`connect`] and [`RegistryUrl`]: open a registry from `mem:`, `zk://...` or `etcd://...`.
+//! - `observe` (feature `observe`): the execution trace (SQLite, PostgreSQL) and Prometheus
+//!   metrics, from `shardcron-observe`. HTTP jobs (`job::Job::http`) come with feature `http`.
 //! - everything else: re-exported from [`shardcron_core`] (`config`, `cron`, `job`, `runtime`,
 //!   `api`, `registry`, ...).
 
@@ -50,6 +52,10 @@ pub use shardcron_registry_etcd as etcd;
 #[cfg(feature = "zookeeper")]
 pub use shardcron_registry_zk as zk;
 pub use url::{ConnectError, RegistryUrl};
+
+/// The execution trace and Prometheus metrics (feature `observe`).
+#[cfg(feature = "observe")]
+pub use shardcron_observe as observe;
 
 use shardcron_core::handles::Handles;
 use shardcron_core::registry::CoordinatorRegistry;

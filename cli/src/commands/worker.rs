@@ -12,6 +12,7 @@ use shardcron::handles::{Clock, SystemClock};
 use shardcron::job::Job;
 use shardcron::runtime::{EventSink, InstanceId, SchedulerBuilder, SchedulerEvent, Settings};
 use shardcron::{ConnectError, RegistryUrl};
+use shardcron_observe::{Metrics, ObserveExt, Trace, TraceConfig};
 use tokio::sync::mpsc;
 
 use super::events::{EventLine, LineMaker};
@@ -75,9 +76,18 @@ of connecting to ZooKeeper or etcd (each attempt, each failure; when every attem
 error names every host with what a TCP connection to it finds, and the time spent). Set \
 RUST_LOG (e.g. RUST_LOG=debug) to see more or less.
 
+OBSERVABILITY: --trace records every item run and fire state in a SQLite file or a PostgreSQL \
+database (ElasticJob's JOB_EXECUTION_LOG and JOB_STATUS_TRACE_LOG tables), off the fire path: \
+while the database is slow or down, rows queue up to a bound and are then dropped and counted; \
+the worker reconnects by itself. --metrics serves Prometheus metrics (GET /metrics) of fires, \
+items, skips, failovers, reshards, registry operations and the session.
+
 Invalid input (a malformed registry URL, a bad cron expression, a total outside 1..1000000, a \
 job name, IP or suffix that cannot be a registry path segment) exits with status 2 and a \
 one-line reason on stderr; a registry that cannot be reached, with status 1.";
+
+/// How long a stopping worker waits for its trace rows to be written.
+const TRACE_FLUSH: Duration = Duration::from_secs(5);
 
 /// The default schedule: every 5 seconds.
 pub const DEFAULT_CRON: &str = "0/5 * * * * ?";
@@ -132,6 +142,25 @@ pub struct Args {
     /// A program script jobs may run (repeat for several); any other is refused.
     #[arg(long, value_name = "PATH", requires = "serve_jobs")]
     pub allow_command: Vec<std::path::PathBuf>,
+
+    /// Record every item run and fire state into an execution trace: a SQLite file path, or a
+    /// postgres://user:password@host:port/database URL (ElasticJob's JOB_EXECUTION_LOG and
+    /// JOB_STATUS_TRACE_LOG tables, created at start).
+    #[arg(long, value_name = "URL")]
+    pub trace: Option<String>,
+
+    /// Trace rows older than this many days are removed (0 keeps everything).
+    #[arg(long, value_name = "DAYS", default_value_t = 7)]
+    pub trace_retention_days: u64,
+
+    /// Serve Prometheus metrics on this address (GET /metrics), e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+
+    /// These items fail instead of sleeping (comma-separated), to see failures in the events,
+    /// the trace and the metrics.
+    #[arg(long, value_name = "ITEMS", value_delimiter = ',')]
+    pub fail_items: Vec<u32>,
 }
 
 /// What a validated command line asks for.
@@ -147,6 +176,9 @@ struct Plan {
     handlers: Option<shardcron::runtime::JobHandlers>,
     item: Duration,
     shutdown_timeout: Duration,
+    trace: Option<TraceConfig>,
+    metrics: Option<std::net::SocketAddr>,
+    fail_items: Vec<u32>,
 }
 
 impl Plan {
@@ -179,6 +211,19 @@ impl Plan {
             true => Some(super::serve_jobs::script_handlers(&args.allow_command)?),
             false => None,
         };
+        let trace = args.trace.as_ref().map(|url| {
+            let days = args.trace_retention_days;
+            let retention = (days > 0).then(|| Duration::from_secs(days.saturating_mul(86_400)));
+            TraceConfig { retention, ..TraceConfig::new(url) }
+        });
+        if let Some(trace) = &trace {
+            trace.check().map_err(|e| CliError::InvalidInput(format!("--trace: {e}")))?;
+        }
+        if let Some(bad) = args.fail_items.iter().find(|&&item| item >= total) {
+            return Err(CliError::InvalidInput(format!(
+                "--fail-items: item {bad} is not below --total {total}"
+            )));
+        }
         Ok(Plan {
             url: args.registry.clone(),
             ip: args.ip.clone(),
@@ -188,6 +233,9 @@ impl Plan {
             handlers,
             item: Duration::from_millis(args.item_ms),
             shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
+            trace,
+            metrics: args.metrics,
+            fail_items: args.fail_items.clone(),
         })
     }
 }
@@ -213,10 +261,22 @@ fn check_url(url: &str) -> Result<(), CliError> {
 
 /// A job whose items sleep `item`, or less when the runtime cancels them.
 pub fn sleeping_job(item: Duration) -> Job {
-    Job::from_fn(move |ctx| async move {
-        tokio::select! {
-            () = tokio::time::sleep(item) => Ok(()),
-            () = ctx.cancellation.cancelled() => Err("cancelled".into()),
+    failing_job(item, Vec::new())
+}
+
+/// [`sleeping_job`], except that the items of `fail` fail at once.
+fn failing_job(item: Duration, fail: Vec<u32>) -> Job {
+    let fail = Arc::new(fail);
+    Job::from_fn(move |ctx| {
+        let fails = fail.contains(&ctx.item);
+        async move {
+            if fails {
+                return Err(format!("item {} fails (--fail-items)", ctx.item).into());
+            }
+            tokio::select! {
+                () = tokio::time::sleep(item) => Ok(()),
+                () = ctx.cancellation.cancelled() => Err("cancelled".into()),
+            }
         }
     })
 }
@@ -254,10 +314,27 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
 
 async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
     let mut signals = Signals::new()?;
+    // The trace and the metrics start first: a bad trace URL or a taken address is an input
+    // error, found before any registry work.
+    let trace = match &plan.trace {
+        Some(config) => Some(
+            Trace::start(config.clone())
+                .map_err(|e| CliError::InvalidInput(format!("--trace: {e}")))?,
+        ),
+        None => None,
+    };
+    let metrics = match plan.metrics {
+        Some(addr) => Some(Metrics::serve(addr).map_err(|e| CliError::Failed(e.to_string()))?),
+        None => None,
+    };
     let registry = tokio::select! {
         biased;
         () = signals.recv() => return Ok(()),
         registry = shardcron::connect(&plan.url) => registry.map_err(connect_error)?,
+    };
+    let registry = match &metrics {
+        Some(metrics) => metrics.registry(registry),
+        None => registry,
     };
 
     let (tx, mut lines) = mpsc::unbounded_channel::<EventLine>();
@@ -276,13 +353,21 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
     if let Some(suffix) = &plan.suffix {
         builder = builder.instance_suffix(suffix);
     }
+    if let Some(trace) = &trace {
+        builder = builder.trace(trace).events(trace.skip_sink(plan.instance.as_str()));
+    }
+    if let Some(metrics) = &metrics {
+        builder = builder.metrics(metrics);
+    }
     let scheduler = builder
         .start()
         .await
         .map_err(|e| CliError::Failed(format!("cannot start the scheduler: {e}")))?;
     let mut printer = Printer { out, failed: None };
     let demo = match plan.config {
-        Some(config) => scheduler.add_job(config, sleeping_job(plan.item)).await,
+        Some(config) => {
+            scheduler.add_job(config, failing_job(plan.item, plan.fail_items.clone())).await
+        }
         None => Ok(()),
     };
     if let Err(e) = demo {
@@ -329,6 +414,10 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
         printer.print(&line);
     }
     printer.flush();
+    if let Some(trace) = &trace {
+        // What the stop recorded is written before the process ends.
+        trace.shutdown(TRACE_FLUSH).await;
+    }
     stopped.map_err(|e| CliError::Failed(format!("stopping the scheduler: {e}")))?;
     match printer.failed {
         Some(e) => Err(CliError::Io(e)),

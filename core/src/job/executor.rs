@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use super::failure::panic_message;
+use super::listener::ItemEndContext;
 use super::{
     ErrorDisposition, FireInfo, Job, JobError, JobErrorHandler, JobFailure, JobListener,
     LogErrorHandler, ShardingContext,
@@ -198,6 +199,7 @@ impl Executor {
             instance = %info.instance,
             fire_ms = info.fire_time_ms,
             source = %info.source,
+            items = ?info.items,
         );
         self.run_fire(job, info, contexts, max_parallel_items).instrument(span).await
     }
@@ -216,6 +218,21 @@ impl Executor {
         }
         self.notify_before(&info).await;
 
+        // What the per-item hooks are told when an item ends; kept only when someone listens.
+        let mut ends: BTreeMap<u32, ItemEndContext> = BTreeMap::new();
+        if !self.listeners.is_empty() {
+            for ctx in &contexts {
+                ends.insert(
+                    ctx.item,
+                    ItemEndContext {
+                        item: ctx.item,
+                        fencing_token: ctx.fencing_token,
+                        task_id: ctx.task_id.clone(),
+                    },
+                );
+            }
+        }
+
         let limit = if max_parallel_items == 0 { contexts.len() } else { max_parallel_items };
         let mut waiting = contexts.into_iter();
         let mut running = FuturesUnordered::new();
@@ -224,22 +241,35 @@ impl Executor {
                 let Some(ctx) = waiting.next() else { break };
                 if ctx.is_cancelled() {
                     tracing::debug!(item = ctx.item, "item cancelled before it started");
+                    self.notify_item_finished(
+                        &info,
+                        ends.get(&ctx.item),
+                        &ItemOutcome::Cancelled,
+                        None,
+                    );
                     report.items.insert(ctx.item, ItemOutcome::Cancelled);
                     continue;
                 }
-                running.push(self.spawn_item(job, ctx));
+                if !self.listeners.is_empty() {
+                    self.notify_item_started(&info, &ctx);
+                }
+                running.push(self.spawn_item(job, &info, ctx));
             }
             let Some((item, ended)) = running.next().await else { break };
-            let outcome = match ended {
+            let (outcome, timing) = match ended {
                 Ok(ended) => {
                     report.timings.insert(item, ended.timing);
-                    ended.outcome
+                    (ended.outcome, Some(ended.timing))
                 }
-                Err(_) => ItemOutcome::Failed(JobFailure::Lost(
-                    "the item's task was dropped before it ran to its end".to_string(),
-                )),
+                Err(_) => (
+                    ItemOutcome::Failed(JobFailure::Lost(
+                        "the item's task was dropped before it ran to its end".to_string(),
+                    )),
+                    None,
+                ),
             };
             tracing::debug!(item, outcome = ?outcome, "item ended");
+            self.notify_item_finished(&info, ends.get(&item), &outcome, timing);
             if let ItemOutcome::Failed(failure) = &outcome {
                 if self.dispose(&info, item, failure) == ErrorDisposition::Raise {
                     report.raised_items.push(item);
@@ -262,9 +292,20 @@ impl Executor {
     fn spawn_item(
         &self,
         job: &Job,
+        info: &FireInfo,
         ctx: ShardingContext,
     ) -> impl Future<Output = (u32, Result<ItemEnd, oneshot::error::RecvError>)> {
         let item = ctx.item;
+        // The item's own span repeats the fire's facts, so that a log line of the job's code
+        // says which fire of which job on which instance, under which fencing token, wrote it.
+        let span = tracing::info_span!(
+            "item",
+            job = %info.job_name,
+            item,
+            instance = %info.instance,
+            fire_ms = info.fire_time_ms,
+            token = ctx.fencing_token,
+        );
         let (sender, receiver) = oneshot::channel();
         let runner = Arc::clone(job.runner());
         let handles = self.handles.clone();
@@ -278,7 +319,6 @@ impl Executor {
             // The receiver is gone only if the fire itself was dropped; nobody is left to tell.
             let _ = sender.send(ItemEnd { outcome, timing });
         };
-        let span = tracing::info_span!("item", item);
         self.handles.spawner.spawn(Box::pin(task.instrument(span)));
         receiver.map(move |ended| (item, ended))
     }
@@ -303,6 +343,32 @@ impl Executor {
                     format!("error handler {handler} of job {job_name:?} panicked: {panic}")
                 });
                 LogErrorHandler.handle_in_fire(fire, Some(item), failure)
+            }
+        }
+    }
+
+    fn notify_item_started(&self, info: &FireInfo, ctx: &ShardingContext) {
+        let now = self.handles.clock.now_ms();
+        for (index, listener) in self.listeners.iter().enumerate() {
+            let call = AssertUnwindSafe(|| listener.item_started(info, ctx, now));
+            if let Err(payload) = catch_unwind(call) {
+                log_listener_panic(index, "item_started", &*payload);
+            }
+        }
+    }
+
+    fn notify_item_finished(
+        &self,
+        info: &FireInfo,
+        end: Option<&ItemEndContext>,
+        outcome: &ItemOutcome,
+        timing: Option<ItemTiming>,
+    ) {
+        let Some(end) = end else { return };
+        for (index, listener) in self.listeners.iter().enumerate() {
+            let call = AssertUnwindSafe(|| listener.item_finished(info, end, outcome, timing));
+            if let Err(payload) = catch_unwind(call) {
+                log_listener_panic(index, "item_finished", &*payload);
             }
         }
     }

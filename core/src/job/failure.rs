@@ -46,6 +46,19 @@ pub enum JobFailure {
         /// The operating system's error.
         reason: String,
     },
+    /// An HTTP job's request failed: no response (connection refused, timeout, ...) or, unless
+    /// the job is lenient, a response with status 400 or above.
+    #[error("HTTP {method} {uri}: {}{reason}", status.map(|s| format!("status {s}: ")).unwrap_or_default())]
+    Http {
+        /// The request's method.
+        method: String,
+        /// The request's URI.
+        uri: String,
+        /// The response's status, when one came.
+        status: Option<u16>,
+        /// What went wrong: the client's error, or the start of the response body.
+        reason: String,
+    },
     /// The task running the item ended without reporting a result, e.g. because its runtime is
     /// shutting down or the spawner dropped it.
     #[error(

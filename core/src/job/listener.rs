@@ -1,8 +1,9 @@
-//! [`JobListener`]: code run before and after each fire of a job on this instance.
+//! [`JobListener`]: code run before and after each fire of a job on this instance, and as each
+//! of its items starts and ends.
 
 use async_trait::async_trait;
 
-use super::{FireInfo, FireReport};
+use super::{FireInfo, FireReport, ItemOutcome, ItemTiming, ShardingContext};
 
 /// Hooks around each fire on this instance (ElasticJob's `ElasticJobListener`).
 ///
@@ -11,7 +12,11 @@ use super::{FireInfo, FireReport};
 /// with the report. A fire with no items on this instance calls neither (as in ElasticJob).
 ///
 /// Listeners run inline in the fire: a slow listener delays it. A listener that panics is caught
-/// and logged; the fire and the other listeners go on. Both methods do nothing by default.
+/// and logged; the fire and the other listeners go on. Every method does nothing by default.
+///
+/// The per-item hooks ([`item_started`](Self::item_started), [`item_finished`](Self::item_finished))
+/// are plain functions called on the fire's task between items: they are for recorders (an
+/// execution trace, metrics) that hand the facts to a queue and return at once.
 ///
 /// These are local listeners. "Once across the cluster" listeners (ElasticJob's
 /// `AbstractDistributeOnceElasticJobListener`) need the registry and belong to the runtime.
@@ -26,4 +31,34 @@ pub trait JobListener: Send + Sync + 'static {
     async fn after_job_executed(&self, fire: &FireInfo, report: &FireReport) {
         let _ = (fire, report);
     }
+
+    /// An item is about to start, at `started_ms` by the injected clock. Not called for an item
+    /// cancelled before it started. Keep it quick: the next item waits for it.
+    fn item_started(&self, fire: &FireInfo, ctx: &ShardingContext, started_ms: i64) {
+        let _ = (fire, ctx, started_ms);
+    }
+
+    /// An item ended. `timing` is `None` when it never started (cancelled while waiting for a
+    /// slot) or its task was lost. Keep it quick: the fire's other items wait for it.
+    fn item_finished(
+        &self,
+        fire: &FireInfo,
+        ctx: &ItemEndContext,
+        outcome: &ItemOutcome,
+        timing: Option<ItemTiming>,
+    ) {
+        let _ = (fire, ctx, outcome, timing);
+    }
+}
+
+/// What [`JobListener::item_finished`] is told about the item besides its outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ItemEndContext {
+    /// The item.
+    pub item: u32,
+    /// Its fencing token in this fire.
+    pub fencing_token: u64,
+    /// The fire's task id (see [`TaskId`](super::TaskId)).
+    pub task_id: String,
 }

@@ -9,7 +9,9 @@
 //! - **simple**: a [`SimpleJob`] implementation, an async closure ([`Job::from_fn`]) or a
 //!   blocking closure ([`Job::blocking_fn`], run on the spawner's blocking pool);
 //! - **dataflow**: a [`DataflowJob`] (`fetch` then `process`), one-shot or streaming;
-//! - **script**: an external program given the context as a JSON argument ([`Job::script`]).
+//! - **script**: an external program given the context as a JSON argument ([`Job::script`]);
+//! - **http** (feature `http`): one request per item, the context as JSON in a header
+//!   (`Job::http`, ElasticJob's `http.*` properties).
 //!
 //! Everything goes through the injected [`Handles`](crate::handles::Handles), so a fire runs the
 //! same, deterministically, under the simulator's paused single-threaded runtime.
@@ -53,9 +55,9 @@
 //! - `context.rs`: [`ShardingContext`] (and its JSON form), [`FireInfo`], [`ExecutionSource`],
 //!   [`TaskId`].
 //! - `kinds/`: [`Job`] and its constructors; `simple.rs` ([`SimpleJob`], closures),
-//!   `dataflow.rs` ([`DataflowJob`]), `script.rs` (external programs).
+//!   `dataflow.rs` ([`DataflowJob`]), `script.rs` (external programs), `http.rs` (requests).
 //! - `executor.rs`: [`Executor`], [`FireRequest`], [`FireReport`], [`ItemOutcome`].
-//! - `listener.rs`: [`JobListener`].
+//! - `listener.rs`: [`JobListener`] (per fire and per item), [`ItemEndContext`].
 //! - `error_handler.rs`: [`JobErrorHandler`], `LOG`/`THROW`/`IGNORE`, [`ErrorHandlers`].
 //! - `failure.rs`: [`JobFailure`], how an item went wrong; `error.rs`: [`JobError`].
 
@@ -78,8 +80,13 @@ pub use error_handler::{
 };
 pub use executor::{Executor, FireReport, FireRequest, ItemOutcome, ItemTiming};
 pub use failure::JobFailure;
+#[cfg(feature = "http")]
+pub use kinds::{
+    http_props, HttpJobConfig, HttpJobError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT,
+    HTTP_ERROR_BODY_BYTES, SHARDING_CONTEXT_HEADER,
+};
 pub use kinds::{DataflowJob, Job, SimpleJob, SCRIPT_STDERR_TAIL_BYTES, SCRIPT_STDOUT_TAIL_BYTES};
-pub use listener::JobListener;
+pub use listener::{ItemEndContext, JobListener};
 
 /// The error a job's code returns: any error type, boxed.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

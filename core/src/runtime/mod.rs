@@ -144,7 +144,7 @@ pub struct SchedulerBuilder {
     error_handlers: ErrorHandlers,
     listeners: Vec<Arc<dyn JobListener>>,
     once_listeners: Vec<Arc<dyn DistributeOnceListener>>,
-    sink: Option<EventSink>,
+    sinks: Vec<EventSink>,
     handlers: JobHandlers,
 }
 
@@ -168,7 +168,7 @@ impl SchedulerBuilder {
             error_handlers: ErrorHandlers::default(),
             listeners: Vec::new(),
             once_listeners: Vec::new(),
-            sink: None,
+            sinks: Vec::new(),
             handlers: JobHandlers::default(),
         }
     }
@@ -208,9 +208,10 @@ impl SchedulerBuilder {
         self.once_listeners.push(listener);
         self
     }
-    /// Receives every [`SchedulerEvent`].
+    /// Receives every [`SchedulerEvent`]. Several sinks may be added (the event printer, the
+    /// metrics, the trace...): each gets every event, in the order they were added.
     pub fn events(mut self, sink: EventSink) -> Self {
-        self.sink = Some(sink);
+        self.sinks.push(sink);
         self
     }
 
@@ -248,7 +249,7 @@ impl SchedulerBuilder {
         );
         let shared = Arc::new(Shared {
             registry: self.registry,
-            events: Events::new(self.sink, instance.as_str().to_owned()),
+            events: Events::new(fan_out(self.sinks), instance.as_str().to_owned()),
             instance,
             cache,
             settings: self.settings,
@@ -275,6 +276,17 @@ impl SchedulerBuilder {
             scheduler.shared.handles.spawner.spawn(Box::pin(adopting));
         }
         Ok(scheduler)
+    }
+}
+
+/// One sink that hands each event to every sink of `sinks`; `None` for none.
+fn fan_out(mut sinks: Vec<EventSink>) -> Option<EventSink> {
+    match sinks.len() {
+        0 => None,
+        1 => sinks.pop(),
+        _ => {
+            Some(Arc::new(move |event: &SchedulerEvent| sinks.iter().for_each(|sink| sink(event))))
+        }
     }
 }
 

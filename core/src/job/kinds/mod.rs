@@ -4,6 +4,8 @@
 //! these handles, tell me how it ended". The executor knows nothing else about kinds.
 
 mod dataflow;
+#[cfg(feature = "http")]
+mod http;
 mod script;
 mod simple;
 
@@ -14,6 +16,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use dataflow::DataflowJob;
+#[cfg(feature = "http")]
+pub use http::{
+    props as http_props, HttpJobConfig, HttpJobError, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_READ_TIMEOUT, HTTP_ERROR_BODY_BYTES, SHARDING_CONTEXT_HEADER,
+};
 pub use script::{SCRIPT_STDERR_TAIL_BYTES, SCRIPT_STDOUT_TAIL_BYTES};
 pub use simple::SimpleJob;
 
@@ -51,6 +58,8 @@ impl Job {
     pub const DATAFLOW: &'static str = "DATAFLOW";
     /// [`kind`](Self::kind) of script jobs.
     pub const SCRIPT: &'static str = "SCRIPT";
+    /// [`kind`](Self::kind) of HTTP jobs.
+    pub const HTTP: &'static str = "HTTP";
 
     /// A simple job from a [`SimpleJob`] implementation.
     pub fn simple(job: impl SimpleJob) -> Job {
@@ -101,7 +110,20 @@ impl Job {
         Job::new(Self::SCRIPT, script::ScriptRunner { program: program.into(), args })
     }
 
-    /// `"SIMPLE"`, `"DATAFLOW"` or `"SCRIPT"` ([`Job::SIMPLE`], ...).
+    /// An HTTP job (feature `http`): one request per item, with the item's context as JSON in
+    /// the `shardingContext` header. The item completes when a response with a status below 400
+    /// was read to its end; a status of 400 or above fails it with [`JobFailure::Http`] (unless
+    /// [`HttpJobConfig::fail_on_error_status`] is off), and so does a connection that cannot be
+    /// made or a response that does not come within the timeouts. When the item's cancellation
+    /// fires, the request is aborted (its connection closed) and the item reported cancelled.
+    ///
+    /// Fails only when `config` is unusable (method, URI) or no HTTP client can be built.
+    #[cfg(feature = "http")]
+    pub fn http(config: HttpJobConfig) -> Result<Job, HttpJobError> {
+        Ok(Job::new(Self::HTTP, http::HttpRunner::new(config)?))
+    }
+
+    /// `"SIMPLE"`, `"DATAFLOW"`, `"SCRIPT"` or `"HTTP"` ([`Job::SIMPLE`], ...).
     pub fn kind(&self) -> &'static str {
         self.kind
     }

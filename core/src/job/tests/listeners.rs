@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
 
 use super::*;
 
@@ -128,4 +129,79 @@ async fn a_fire_without_items_calls_no_listener() {
         .with_listener(Arc::new(Recording { name: "a", log: Arc::clone(&log) }));
     executor.run(&logging_job(&log), request(&[], 2, 0)).await;
     assert!(log.lock().is_empty());
+}
+
+/// Records the per-item hooks.
+struct ItemHooks {
+    log: Log,
+}
+
+#[async_trait]
+impl JobListener for ItemHooks {
+    fn item_started(&self, fire: &FireInfo, ctx: &ShardingContext, started_ms: i64) {
+        self.log.lock().push(format!(
+            "start {} item {} token {} at +{}",
+            fire.job_name,
+            ctx.item,
+            ctx.fencing_token,
+            started_ms - START_MS
+        ));
+    }
+
+    fn item_finished(
+        &self,
+        _fire: &FireInfo,
+        end: &ItemEndContext,
+        outcome: &ItemOutcome,
+        timing: Option<ItemTiming>,
+    ) {
+        let took = timing.map(|t| t.finished_ms - t.started_ms);
+        let kind = match outcome {
+            ItemOutcome::Completed => "completed",
+            ItemOutcome::Failed(_) => "failed",
+            ItemOutcome::Cancelled => "cancelled",
+        };
+        self.log.lock().push(format!(
+            "end item {} token {} {kind} took {took:?} task {}",
+            end.item,
+            end.fencing_token,
+            end.task_id.split("@-@").nth(1).unwrap_or("?")
+        ));
+        if end.item == 1 {
+            panic!("a recorder bug");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn item_hooks_see_each_item_start_and_end_with_its_token_and_timing() {
+    let log = Log::default();
+    let hooks = Log::default();
+    let executor = Executor::new(handles())
+        .with_listener(Arc::new(ItemHooks { log: Arc::clone(&hooks) }))
+        .with_listener(Arc::new(ItemHooks { log: Arc::clone(&hooks) }));
+    let mut request = request(&[0, 1, 2, 3], 4, 0);
+    let cancelled = CancellationToken::new();
+    cancelled.cancel();
+    for ctx in &mut request.contexts {
+        let token = if ctx.item == 3 { cancelled.clone() } else { CancellationToken::new() };
+        *ctx = ctx.clone().with_fencing(u64::from(ctx.item) * 10, token);
+    }
+    let report = executor.run(&logging_job(&log), request).await;
+    assert_eq!(report.completed_items(), [0, 1]);
+    let mut seen = hooks.lock().clone();
+    // Starts come in item order; ends in the order items end (item i sleeps i + 1 ms).
+    seen.dedup();
+    assert_eq!(
+        seen,
+        [
+            "start orders item 0 token 0 at +0",
+            "start orders item 1 token 10 at +0",
+            "start orders item 2 token 20 at +0",
+            "end item 3 token 30 cancelled took None task 0,1,2,3",
+            "end item 0 token 0 completed took Some(1) task 0,1,2,3",
+            "end item 1 token 10 completed took Some(2) task 0,1,2,3",
+            "end item 2 token 20 failed took Some(3) task 0,1,2,3",
+        ]
+    );
 }

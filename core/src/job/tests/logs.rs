@@ -91,7 +91,14 @@ impl Subscriber for GlobalCapture {
         true
     }
 
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
+    fn new_span(&self, attributes: &Attributes<'_>) -> Id {
+        // A span is captured like an event, with its name under `span`.
+        if let Some(sink) = SINK.with(|sink| sink.borrow().clone()) {
+            let mut fields = BTreeMap::new();
+            attributes.record(&mut Fields(&mut fields));
+            fields.insert("span".into(), attributes.metadata().name().into());
+            sink.lock().push(Captured { level: *attributes.metadata().level(), fields });
+        }
         Id::from_u64(self.next_span.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
@@ -230,4 +237,52 @@ async fn a_fire_reports_failures_at_warn_and_listener_panics_at_error_level() {
     assert_eq!(warnings[0].fields["item"], "1");
     assert_eq!(warnings[0].fields["source"], "READY");
     assert_eq!(warnings[0].fields["error"], "the job returned an error: bad row");
+}
+
+#[tokio::test(start_paused = true)]
+async fn fires_and_items_run_in_spans_that_carry_job_item_instance_fire_time_and_token() {
+    let capture = Capture::start();
+    let job = Job::from_fn(|_ctx: ShardingContext| async move { Ok(()) });
+    let mut request = request(&[0, 2], 3, 0);
+    for ctx in &mut request.contexts {
+        *ctx = ctx.clone().with_fencing(40 + u64::from(ctx.item), Default::default());
+    }
+    Executor::new(handles()).run(&job, request).await;
+
+    let spans: Vec<BTreeMap<String, String>> = capture
+        .all()
+        .into_iter()
+        .filter(|c| c.fields.contains_key("span"))
+        .map(|c| c.fields)
+        .collect();
+    let start = START_MS.to_string();
+    assert_eq!(
+        spans,
+        [
+            fields(&[
+                ("span", "fire"),
+                ("job", "orders"),
+                ("instance", "10.0.0.1@-@4242"),
+                ("fire_ms", &start),
+                ("source", "READY"),
+                ("items", "[0, 2]"),
+            ]),
+            fields(&[
+                ("span", "item"),
+                ("job", "orders"),
+                ("item", "0"),
+                ("instance", "10.0.0.1@-@4242"),
+                ("fire_ms", &start),
+                ("token", "40"),
+            ]),
+            fields(&[
+                ("span", "item"),
+                ("job", "orders"),
+                ("item", "2"),
+                ("instance", "10.0.0.1@-@4242"),
+                ("fire_ms", &start),
+                ("token", "42"),
+            ]),
+        ]
+    );
 }

@@ -5,6 +5,8 @@ mod context;
 mod dataflow;
 mod error_handlers;
 mod executor;
+#[cfg(feature = "http")]
+mod http;
 mod listeners;
 mod logs;
 #[cfg(target_os = "linux")]

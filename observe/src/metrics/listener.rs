@@ -1,0 +1,258 @@
+//! [`MetricsListener`]: counts fires, items, skips, failovers, reshards and sessions.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use metrics::{counter, gauge, histogram, Counter, Histogram};
+use parking_lot::{Mutex, RwLock};
+use shardcron_core::job::{
+    ExecutionSource, FireInfo, ItemEndContext, ItemOutcome, ItemTiming, JobListener,
+    ShardingContext,
+};
+use shardcron_core::registry::SessionEvent;
+use shardcron_core::runtime::{SchedulerEvent, SkipReason};
+
+/// Distinct `job` label values, at most; later jobs share `job="_other"`.
+pub const MAX_JOB_LABELS: usize = 500;
+
+/// The label every job beyond [`MAX_JOB_LABELS`] gets.
+const OTHER_JOB: &str = "_other";
+
+/// Keeps the `job` label bounded: the first [`MAX_JOB_LABELS`] jobs seen keep their name.
+#[derive(Debug, Default)]
+pub struct JobLabels {
+    seen: Mutex<BTreeSet<String>>,
+}
+
+impl JobLabels {
+    /// The label value for `job`.
+    pub fn label(&self, job: &str) -> String {
+        let mut seen = self.seen.lock();
+        if seen.contains(job) {
+            return job.to_owned();
+        }
+        if seen.len() < MAX_JOB_LABELS {
+            seen.insert(job.to_owned());
+            return job.to_owned();
+        }
+        OTHER_JOB.to_owned()
+    }
+}
+
+/// The per-item series of one job, registered once: the hooks run for every item of every fire,
+/// and a handle costs less than a lookup by name and labels.
+#[derive(Debug)]
+struct JobSeries {
+    started: Counter,
+    succeeded: Counter,
+    failed: Counter,
+    cancelled: Counter,
+    duration: Histogram,
+    lateness: Histogram,
+    /// By [`ExecutionSource`], in the order of [`ExecutionSource::ALL`].
+    fires: [Counter; 4],
+    misfire_catchups: Counter,
+}
+
+impl JobSeries {
+    fn new(job: String) -> Self {
+        let finished = |outcome: &'static str| counter!("shardcron_items_finished_total", "job" => job.clone(), "outcome" => outcome);
+        let fires = ExecutionSource::ALL.map(|source| {
+            counter!("shardcron_fires_total", "job" => job.clone(), "kind" => kind(source))
+        });
+        JobSeries {
+            started: counter!("shardcron_items_started_total", "job" => job.clone()),
+            succeeded: finished("succeeded"),
+            failed: finished("failed"),
+            cancelled: finished("cancelled"),
+            duration: histogram!("shardcron_item_duration_seconds", "job" => job.clone()),
+            lateness: histogram!("shardcron_trigger_lateness_seconds", "job" => job.clone()),
+            fires,
+            misfire_catchups: counter!("shardcron_misfire_catchups_total", "job" => job),
+        }
+    }
+
+    fn fires(&self, source: ExecutionSource) -> &Counter {
+        let index = ExecutionSource::ALL.iter().position(|s| *s == source).unwrap_or(0);
+        &self.fires[index]
+    }
+}
+
+/// Feeds the metrics from the executor's hooks and the scheduler's events.
+#[derive(Debug, Default)]
+pub struct MetricsListener {
+    jobs: JobLabels,
+    /// The per-item series of each job label.
+    series: RwLock<HashMap<String, Arc<JobSeries>>>,
+    /// Per job, the fire times armed lately (the last two): a reshard committed at time `t` was
+    /// needed by the latest of them that is due by `t`.
+    armed: Mutex<BTreeMap<String, [Option<i64>; 2]>>,
+}
+
+fn kind(source: ExecutionSource) -> &'static str {
+    match source {
+        ExecutionSource::Normal => "scheduled",
+        ExecutionSource::Misfire => "misfire",
+        ExecutionSource::Failover => "failover",
+        ExecutionSource::Manual => "manual",
+    }
+}
+
+fn reason(reason: &SkipReason) -> &'static str {
+    match reason {
+        SkipReason::Disconnected => "disconnected",
+        SkipReason::JobDisabled => "job_disabled",
+        SkipReason::ServerDisabled => "server_disabled",
+        SkipReason::NoItems => "no_items",
+        SkipReason::Misfire => "misfire",
+        SkipReason::ClockSkew { .. } => "clock_skew",
+        SkipReason::ShardingTimeout => "sharding_timeout",
+        SkipReason::Late => "late",
+        SkipReason::ShuttingDown => "shutting_down",
+        SkipReason::RegistryError(_) => "registry_error",
+    }
+}
+
+fn seconds(ms: i64) -> f64 {
+    ms.max(0) as f64 / 1000.0
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl MetricsListener {
+    fn series(&self, job: &str) -> Arc<JobSeries> {
+        if let Some(series) = self.series.read().get(job) {
+            return series.clone();
+        }
+        let label = self.jobs.label(job);
+        let mut all = self.series.write();
+        let series =
+            all.entry(label.clone()).or_insert_with(|| Arc::new(JobSeries::new(label))).clone();
+        // Jobs beyond the bound share the `_other` series, found under their own name next time.
+        all.entry(job.to_owned()).or_insert_with(|| series.clone());
+        series
+    }
+
+    /// Counts one scheduler event.
+    pub fn on_event(&self, event: &SchedulerEvent) {
+        match event {
+            SchedulerEvent::Skipped { job, reason: why, .. } => {
+                let labels = [("job", self.jobs.label(job)), ("reason", reason(why).to_owned())];
+                counter!("shardcron_fires_skipped_total", &labels).increment(1);
+            }
+            SchedulerEvent::FailoverClaimed { job, .. } => {
+                counter!("shardcron_failovers_total", "job" => self.jobs.label(job)).increment(1);
+            }
+            SchedulerEvent::Armed { job, next_fire_ms } => {
+                let mut armed = self.armed.lock();
+                let last = armed.entry(job.clone()).or_default();
+                if last[1] != Some(*next_fire_ms) {
+                    *last = [last[1], Some(*next_fire_ms)];
+                }
+            }
+            SchedulerEvent::Sharded { job, .. } => {
+                let label = self.jobs.label(job);
+                counter!("shardcron_reshards_total", "job" => label.clone()).increment(1);
+                let now = now_ms();
+                let due =
+                    self.armed.lock().get(job).and_then(|last| {
+                        last.iter().flatten().copied().filter(|&at| at <= now).max()
+                    });
+                if let Some(due) = due {
+                    histogram!("shardcron_reshard_duration_seconds", "job" => label)
+                        .record(seconds(now - due));
+                }
+            }
+            SchedulerEvent::LeaderElected { job } => {
+                counter!("shardcron_leader_elections_total", "job" => self.jobs.label(job))
+                    .increment(1);
+            }
+            SchedulerEvent::FireFailed { job, .. } => {
+                counter!("shardcron_fire_failures_raised_total", "job" => self.jobs.label(job))
+                    .increment(1);
+            }
+            SchedulerEvent::ConfigRejected { job, .. } => {
+                counter!("shardcron_config_rejected_total", "job" => self.jobs.label(job))
+                    .increment(1);
+            }
+            SchedulerEvent::Error { job, .. } => {
+                counter!("shardcron_scheduler_errors_total", "job" => self.jobs.label(job))
+                    .increment(1);
+            }
+            SchedulerEvent::JobStopped { job, .. } => {
+                self.armed.lock().remove(job);
+            }
+            SchedulerEvent::Session(session) => {
+                let (state, up) = match session {
+                    SessionEvent::Connected { .. } => ("connected", 1.0),
+                    SessionEvent::Reconnected => ("reconnected", 1.0),
+                    SessionEvent::Suspended => ("suspended", 0.0),
+                    SessionEvent::Expired => ("expired", 0.0),
+                    SessionEvent::Lost => ("lost", 0.0),
+                    SessionEvent::Closed => ("closed", 0.0),
+                };
+                counter!("shardcron_session_transitions_total", "state" => state).increment(1);
+                gauge!("shardcron_session_connected").set(up);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[async_trait]
+impl JobListener for MetricsListener {
+    async fn before_job_executed(&self, fire: &FireInfo) {
+        let series = self.series(&fire.job_name);
+        series.fires(fire.source).increment(1);
+        if fire.source == ExecutionSource::Misfire {
+            series.misfire_catchups.increment(1);
+        }
+    }
+
+    fn item_started(&self, fire: &FireInfo, _ctx: &ShardingContext, started_ms: i64) {
+        let series = self.series(&fire.job_name);
+        series.started.increment(1);
+        if fire.source == ExecutionSource::Normal {
+            series.lateness.record(seconds(started_ms - fire.fire_time_ms));
+        }
+    }
+
+    fn item_finished(
+        &self,
+        fire: &FireInfo,
+        _end: &ItemEndContext,
+        outcome: &ItemOutcome,
+        timing: Option<ItemTiming>,
+    ) {
+        let series = self.series(&fire.job_name);
+        match outcome {
+            ItemOutcome::Completed => series.succeeded.increment(1),
+            ItemOutcome::Failed(_) => series.failed.increment(1),
+            ItemOutcome::Cancelled => series.cancelled.increment(1),
+        }
+        if let Some(timing) = timing {
+            series.duration.record(seconds(timing.finished_ms - timing.started_ms));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_labels_are_bounded() {
+        let labels = JobLabels::default();
+        for i in 0..MAX_JOB_LABELS {
+            assert_eq!(labels.label(&format!("job-{i}")), format!("job-{i}"));
+        }
+        assert_eq!(labels.label("one-too-many"), OTHER_JOB);
+        assert_eq!(labels.label("job-0"), "job-0");
+    }
+}

@@ -1,0 +1,178 @@
+//! The writer's side of the listener: queue entries become table rows, with ElasticJob's
+//! values, cut to the columns' sizes (PostgreSQL refuses longer values).
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use shardcron_core::job::{ExecutionSource, FireInfo, TaskId};
+
+use super::listener::{ItemResult, TraceEvent};
+use super::record::{
+    execution_source, ip_of, timestamp, truncate, ExecutionRecord, StatusRecord, TraceRecord,
+    MAX_FAILURE_CAUSE_CHARS,
+};
+
+/// What every row of this process has in common.
+#[derive(Clone, Debug)]
+pub(crate) struct RowMaker {
+    pub hostname: String,
+}
+
+impl RowMaker {
+    /// The rows of `events`, in order.
+    pub fn rows(&self, events: &[TraceEvent]) -> Vec<TraceRecord> {
+        let mut rows = Vec::with_capacity(events.len() + events.len() / 2);
+        for event in events {
+            match event {
+                TraceEvent::FireBegan { fire, at_ms } => {
+                    let begin = format!("Job '{}' execute begin.", fire.job_name);
+                    rows.push(status(fire, "TASK_STAGING", begin, *at_ms));
+                    rows.push(status(fire, "TASK_RUNNING", String::new(), *at_ms));
+                }
+                TraceEvent::FireEnded { fire, at_ms, failures, cancelled } => {
+                    let (state, message) = if !failures.is_empty() {
+                        let lines: Vec<String> = failures
+                            .iter()
+                            .map(|(item, why)| format!("item {item}: {why}"))
+                            .collect();
+                        ("TASK_ERROR", lines.join("\n"))
+                    } else if !cancelled.is_empty() {
+                        ("TASK_KILLED", format!("items cancelled: {cancelled:?}"))
+                    } else {
+                        ("TASK_FINISHED", String::new())
+                    };
+                    rows.push(status(fire, state, message, *at_ms));
+                }
+                TraceEvent::FireSkipped { job, instance, fire_ms, reason, at_ms } => {
+                    let fire = FireInfo {
+                        job_name: job.clone(),
+                        instance: instance.to_string(),
+                        fire_time_ms: *fire_ms,
+                        source: ExecutionSource::Normal,
+                        items: Vec::new(),
+                    };
+                    rows.push(status(&fire, "TASK_FINISHED", reason.clone(), *at_ms));
+                }
+                TraceEvent::ItemStarted { task_id, item, at_ms } => {
+                    rows.push(TraceRecord::ExecutionStarted(
+                        self.execution(task_id, *item, *at_ms),
+                    ));
+                }
+                TraceEvent::ItemFinished { task_id, item, started_ms, finished_ms, result } => {
+                    let mut row =
+                        self.execution(task_id, *item, started_ms.unwrap_or(*finished_ms));
+                    row.complete_time = Some(timestamp(*finished_ms));
+                    match result {
+                        ItemResult::Succeeded => row.is_success = true,
+                        ItemResult::Failed(why) => {
+                            row.failure_cause = Some(truncate(why, MAX_FAILURE_CAUSE_CHARS));
+                        }
+                        ItemResult::Cancelled => {
+                            row.failure_cause = Some(
+                                "cancelled: the item was asked to stop (session lost, shutdown \
+                                 or stop)"
+                                    .into(),
+                            );
+                        }
+                        ItemResult::NeverStarted => {
+                            row.failure_cause = Some("cancelled before it started".into());
+                        }
+                    }
+                    rows.push(TraceRecord::ExecutionFinished(row));
+                }
+            }
+        }
+        rows
+    }
+
+    /// The row of `item` of the fire `task_id`; its id is the same at its start and its end.
+    fn execution(&self, task_id: &str, item: u32, start_ms: i64) -> ExecutionRecord {
+        let parsed: Option<TaskId> = task_id.parse().ok();
+        let (job_name, source, ip, fire_ms) = match &parsed {
+            Some(id) => (id.job_name.as_str(), id.source, ip_of(&id.instance), id.fire_time_ms),
+            None => ("", ExecutionSource::Normal, "", start_ms),
+        };
+        ExecutionRecord {
+            id: row_id(task_id, item, fire_ms),
+            job_name: truncate(job_name, 100),
+            task_id: truncate(task_id, 255),
+            hostname: truncate(&self.hostname, 255),
+            ip: truncate(ip, 50),
+            sharding_item: i32::try_from(item).unwrap_or(i32::MAX),
+            execution_source: execution_source(source),
+            failure_cause: None,
+            is_success: false,
+            start_time: timestamp(start_ms),
+            complete_time: None,
+        }
+    }
+}
+
+fn status(fire: &FireInfo, state: &'static str, message: String, at_ms: i64) -> TraceRecord {
+    let items: Vec<String> = fire.items.iter().map(u32::to_string).collect();
+    let task_id = fire.task_id().to_string();
+    TraceRecord::Status(StatusRecord {
+        // One state of one fire: the same id when a write is retried after its commit went
+        // through unseen, so the retry inserts nothing twice.
+        id: row_id(&format!("{task_id}#{state}"), 0, fire.fire_time_ms),
+        job_name: truncate(&fire.job_name, 100),
+        original_task_id: String::new(),
+        task_id: truncate(&task_id, 255),
+        slave_id: truncate(ip_of(&fire.instance), 50),
+        source: "LITE_EXECUTOR",
+        execution_type: fire.source.task_type(),
+        sharding_item: truncate(&items.join(","), 100),
+        state,
+        message: truncate(&message, MAX_FAILURE_CAUSE_CHARS),
+        creation_time: timestamp(at_ms),
+    })
+}
+
+/// A UUID (version 8) that is the same for the same `key` and `item`: the fire time in its first
+/// 48 bits (rows of one fire sit together in the primary key, which grows at its end), then a
+/// hash of the key and the item.
+fn row_id(key: &str, item: u32, fire_ms: i64) -> String {
+    let hash = |salt: u8| {
+        let mut hasher = DefaultHasher::new();
+        (salt, key, item).hash(&mut hasher);
+        hasher.finish().to_be_bytes()
+    };
+    let (a, b) = (hash(1), hash(2));
+    let mut bytes = [0u8; 16];
+    bytes[..6].copy_from_slice(&fire_ms.to_be_bytes()[2..]);
+    bytes[6..14].copy_from_slice(&a);
+    bytes[14..].copy_from_slice(&b[..2]);
+    uuid::Uuid::new_v8(bytes).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_item_keeps_its_id_from_start_to_end_and_others_differ() {
+        let t = "orders@-@0,1@-@READY@-@10.0.0.1@-@42@-@1700000000000";
+        assert_eq!(row_id(t, 0, 1), row_id(t, 0, 1));
+        assert_ne!(row_id(t, 0, 1), row_id(t, 1, 1));
+        let maker = RowMaker { hostname: "h".into() };
+        let rows = maker.rows(&[
+            TraceEvent::ItemStarted { task_id: t.into(), item: 1, at_ms: 1_700_000_000_005 },
+            TraceEvent::ItemFinished {
+                task_id: t.into(),
+                item: 1,
+                started_ms: Some(1_700_000_000_005),
+                finished_ms: 1_700_000_000_009,
+                result: ItemResult::Failed("boom".into()),
+            },
+        ]);
+        let (TraceRecord::ExecutionStarted(start), TraceRecord::ExecutionFinished(end)) =
+            (&rows[0], &rows[1])
+        else {
+            panic!("{rows:?}")
+        };
+        assert_eq!(start.id, end.id);
+        assert_eq!((end.job_name.as_str(), end.ip.as_str()), ("orders", "10.0.0.1"));
+        assert_eq!(end.execution_source, "NORMAL_TRIGGER");
+        assert_eq!(end.failure_cause.as_deref(), Some("boom"));
+        assert_eq!(end.start_time, start.start_time);
+    }
+}
