@@ -118,6 +118,7 @@ mod error;
 mod node;
 mod options;
 mod session;
+mod spawner;
 mod txn;
 mod watch;
 

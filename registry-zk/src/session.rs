@@ -60,6 +60,7 @@ impl Session {
 /// bounded by the connect timeout.
 pub(crate) async fn open(options: &ZkOptions) -> Result<Session> {
     let namespace = options.namespace_path();
+    crate::spawner::ensure_registered();
     let attempt = async {
         let mut connector = zk::Client::connector()
             .with_session_timeout(options.session_timeout)
