@@ -74,13 +74,9 @@ pub fn items_of(view: &View, paths: &JobPaths, instance: &str, total_count: u32)
         .collect()
 }
 
-/// What a reshard attempt did.
+/// Why there is no reshard to make.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reshard {
-    /// The assignment was committed and both flags removed.
-    Committed(Assignment),
-    /// The flag changed while computing (an instance joined or left): try again.
-    Raced,
     /// No reshard was pending.
     NotNeeded,
     /// This instance does not hold the job's leadership (any more).

@@ -5,9 +5,6 @@
 //! ElasticJob's cache could miss a process's own write for a moment after it (its issue #2194);
 //! here a successful write is recorded at once as *pending*, and reads see it until the watch
 //! delivers the change (or a later one) for the same path.
-//!
-//! The view also remembers the last state of deleted ephemeral nodes (*tombstones*): failover
-//! reads the `running` markers and the instance node a dead instance left behind.
 
 use std::collections::BTreeMap;
 
@@ -25,17 +22,13 @@ enum Pending {
 pub struct View {
     view: BTreeMap<String, Node>,
     pending: BTreeMap<String, Pending>,
-    /// Deleted ephemeral nodes and their last state. Dropped when the path is created again, so
-    /// it never outgrows the set of ephemeral paths.
-    tombstones: BTreeMap<String, Node>,
-    /// Bumped on every change; waiters compare it.
+    /// Bumped on every change; decisions that lost a race compare it.
     revision: u64,
 }
 
 impl View {
     /// Applies a watch event.
     pub fn apply(&mut self, event: &WatchEvent) {
-        self.record_tombstones(event);
         event.apply_to(&mut self.view);
         // Events arrive in registry order, and the event of our own write arrives before any
         // later change: until it does, an event for the same path is older than our write and
@@ -68,28 +61,6 @@ impl View {
         self.revision += 1;
     }
 
-    fn record_tombstones(&mut self, event: &WatchEvent) {
-        match event {
-            WatchEvent::Deleted { path } => {
-                if let Some(node) = self.view.get(path).filter(|n| n.ephemeral) {
-                    self.tombstones.insert(path.clone(), node.clone());
-                }
-            }
-            WatchEvent::Created { path, .. } => {
-                self.tombstones.remove(path);
-            }
-            WatchEvent::Changed { .. } => {}
-            WatchEvent::Resync { nodes } => {
-                for (path, node) in &self.view {
-                    if node.ephemeral && !nodes.contains_key(path) {
-                        self.tombstones.insert(path.clone(), node.clone());
-                    }
-                }
-                self.tombstones.retain(|path, _| !nodes.contains_key(path));
-            }
-        }
-    }
-
     /// Records the effect of a committed transaction: every create, set and delete of `ops`,
     /// with the versions `results` report.
     pub fn committed(&mut self, ops: &[TxnOp], results: &[TxnResult]) {
@@ -106,11 +77,6 @@ impl View {
                 _ => {}
             }
         }
-    }
-
-    /// The last state of a deleted ephemeral node.
-    pub fn tombstone(&self, path: &str) -> Option<&Node> {
-        self.tombstones.get(path)
     }
 
     /// Records this process's successful create or set. A backend may deliver the write's own
@@ -250,20 +216,6 @@ mod tests {
         c.apply(&WatchEvent::Created { path: "/j/instances/c".into(), node: node("", 0) });
         assert_eq!(c.children("/j/instances"), vec!["b", "c"]);
         assert_eq!(c.children("/"), vec!["j"]);
-    }
-
-    #[test]
-    fn tombstones_keep_deleted_ephemerals() {
-        let mut c = View::default();
-        let eph = Node { data: b"owner".to_vec(), version: 0, ephemeral: true };
-        c.apply(&WatchEvent::Created { path: "/j/running".into(), node: eph.clone() });
-        c.apply(&WatchEvent::Created { path: "/j/persistent".into(), node: node("p", 0) });
-        c.apply(&WatchEvent::Deleted { path: "/j/running".into() });
-        c.apply(&WatchEvent::Deleted { path: "/j/persistent".into() });
-        assert_eq!(c.tombstone("/j/running").map(|n| n.text().into_owned()), Some("owner".into()));
-        assert!(c.tombstone("/j/persistent").is_none(), "only ephemerals leave tombstones");
-        c.apply(&WatchEvent::Created { path: "/j/running".into(), node: eph });
-        assert!(c.tombstone("/j/running").is_none(), "re-created: the tombstone goes");
     }
 
     #[test]
