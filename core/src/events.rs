@@ -31,6 +31,26 @@ pub enum SkipReason {
     RegistryError(String),
 }
 
+impl SkipReason {
+    /// The reason as a code (`disconnected`, `job_disabled`, `server_disabled`, `no_items`,
+    /// `misfire`, `clock_skew`, `sharding_timeout`, `late`, `shutting_down`, `registry_error`),
+    /// for metrics labels and machine-readable output.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SkipReason::Disconnected => "disconnected",
+            SkipReason::JobDisabled => "job_disabled",
+            SkipReason::ServerDisabled => "server_disabled",
+            SkipReason::NoItems => "no_items",
+            SkipReason::Misfire => "misfire",
+            SkipReason::ClockSkew { .. } => "clock_skew",
+            SkipReason::ShardingTimeout => "sharding_timeout",
+            SkipReason::Late => "late",
+            SkipReason::ShuttingDown => "shutting_down",
+            SkipReason::RegistryError(_) => "registry_error",
+        }
+    }
+}
+
 /// Where a fire comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FireKind {

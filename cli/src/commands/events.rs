@@ -196,20 +196,12 @@ pub fn session_state(event: &SessionEvent) -> &'static str {
     }
 }
 
-/// Why a fire ran nothing here, as a code: `disconnected`, `job_disabled`, `server_disabled`,
-/// `no_items`, `misfire`, `clock_skew`, `sharding_timeout` or `registry_error`.
+/// Why a fire ran nothing here, as a code: [`SkipReason::code`], except `shutting-down`, the
+/// spelling the worker's JSON lines have always used.
 pub fn skip_code(reason: &SkipReason) -> &'static str {
     match reason {
-        SkipReason::Disconnected => "disconnected",
-        SkipReason::JobDisabled => "job_disabled",
-        SkipReason::ServerDisabled => "server_disabled",
-        SkipReason::NoItems => "no_items",
-        SkipReason::Misfire => "misfire",
-        SkipReason::ClockSkew { .. } => "clock_skew",
-        SkipReason::ShardingTimeout => "sharding_timeout",
-        SkipReason::Late => "late",
         SkipReason::ShuttingDown => "shutting-down",
-        SkipReason::RegistryError(_) => "registry_error",
+        other => other.code(),
     }
 }
 

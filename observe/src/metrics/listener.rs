@@ -12,7 +12,7 @@ use shardcron_core::job::{
     ShardingContext,
 };
 use shardcron_core::registry::SessionEvent;
-use shardcron_core::runtime::{SchedulerEvent, SkipReason};
+use shardcron_core::runtime::SchedulerEvent;
 
 /// Distinct `job` label values, at most; later jobs share `job="_other"`.
 pub const MAX_JOB_LABELS: usize = 500;
@@ -100,21 +100,6 @@ fn kind(source: ExecutionSource) -> &'static str {
     }
 }
 
-fn reason(reason: &SkipReason) -> &'static str {
-    match reason {
-        SkipReason::Disconnected => "disconnected",
-        SkipReason::JobDisabled => "job_disabled",
-        SkipReason::ServerDisabled => "server_disabled",
-        SkipReason::NoItems => "no_items",
-        SkipReason::Misfire => "misfire",
-        SkipReason::ClockSkew { .. } => "clock_skew",
-        SkipReason::ShardingTimeout => "sharding_timeout",
-        SkipReason::Late => "late",
-        SkipReason::ShuttingDown => "shutting_down",
-        SkipReason::RegistryError(_) => "registry_error",
-    }
-}
-
 fn seconds(ms: i64) -> f64 {
     ms.max(0) as f64 / 1000.0
 }
@@ -143,7 +128,7 @@ impl MetricsListener {
     pub fn on_event(&self, event: &SchedulerEvent) {
         match event {
             SchedulerEvent::Skipped { job, reason: why, .. } => {
-                let labels = [("job", self.jobs.label(job)), ("reason", reason(why).to_owned())];
+                let labels = [("job", self.jobs.label(job)), ("reason", why.code().to_owned())];
                 counter!("shardcron_fires_skipped_total", &labels).increment(1);
             }
             SchedulerEvent::FailoverClaimed { job, .. } => {
