@@ -184,6 +184,17 @@ fn summary(report: &Report) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // `RUST_LOG=shardcron_core::protocol=trace` prints every protocol step (with its virtual
+    // time); off unless asked, as it slows a run down many times.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .without_time()
+            .with_target(false)
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     match run(cli.command) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,

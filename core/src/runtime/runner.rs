@@ -190,7 +190,19 @@ impl JobRunner {
         let sessions_lost = self.shared.sessions_expired.load(Ordering::SeqCst);
         let view = self.shared.cache.read();
         let ctx = Ctx { view: &view, now_ms, sessions_lost };
-        self.protocol.step(input, &ctx)
+        // Every step, for following one job's protocol through a simulation
+        // (`RUST_LOG=shardcron_core::protocol=trace shardcron-sim run ...`).
+        let trace = tracing::enabled!(target: "shardcron_core::protocol", tracing::Level::TRACE);
+        if trace {
+            tracing::trace!(target: "shardcron_core::protocol", now_ms, instance = self.protocol.instance(), job = self.protocol.job(), "in {input:?}");
+        }
+        let actions = self.protocol.step(input, &ctx);
+        if trace {
+            for action in &actions {
+                tracing::trace!(target: "shardcron_core::protocol", now_ms, instance = self.protocol.instance(), job = self.protocol.job(), "do {action:?}");
+            }
+        }
+        actions
     }
 
     /// Performs one action; a registry request's reply comes back as the next input.

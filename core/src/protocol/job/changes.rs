@@ -202,9 +202,18 @@ impl JobProtocol {
                 self.connected = false;
                 self.was_leader = false;
                 // Our ephemeral nodes and leadership are gone: running items may now be taken
-                // over elsewhere, so tell them to stop. Their markers (persistent with failover
-                // on) stay ours to finish or to hand over when we are back.
+                // over elsewhere, so tell them to stop. Nothing this session marked is ours any
+                // more: a survivor may take a marker over, finish its run and a new run create
+                // it again at the version we would fence on. What our markers still name us
+                // for when we are back is queued then, like any orphan (registration's
+                // leftovers), so runs that ended but were not recorded run again (the
+                // at-least-once edge), and claims not run yet go to a taker.
                 self.cancel_in_flight();
+                if let Some(flight) = self.in_flight.as_mut() {
+                    flight.held.clear();
+                }
+                self.finishing.clear();
+                self.backlog.clear();
                 self.registration.lost();
                 self.outstanding = None;
                 self.then = None;

@@ -279,6 +279,11 @@ impl JobProtocol {
         &self.config.job_name
     }
 
+    /// The instance this protocol runs on.
+    pub fn instance(&self) -> &str {
+        &self.me
+    }
+
     /// The config the job runs with.
     pub fn config(&self) -> &JobConfig {
         &self.config

@@ -111,6 +111,12 @@ impl JobProtocol {
                     return Next::Request(Pending::Register(Step::Directory), Request::Ensure(dir));
                 }
             }
+            // Items a lost session left running are orphans once their code returned (the
+            // cancellation asked it to): queue them only then, or a taker would run them
+            // alongside.
+            if self.in_flight.as_ref().is_some_and(|f| f.cancelled) {
+                return Next::Idle;
+            }
             if let Some(ops) = self.leftovers(ctx).filter(|_| !self.registration.leftovers_done) {
                 return Next::Request(Pending::Register(Step::Leftovers), Request::Txn(ops));
             }
@@ -199,7 +205,14 @@ impl JobProtocol {
             }
             orphans.extend(missed);
         }
-        if orphans.is_empty() {
+        // With misfire on, the ledger says from when on our missed fires are owed: a crash
+        // before our first fire must leave that mark too, or the survivors could not tell which
+        // fires we missed (they queue the fires after it that we did not start).
+        let mark_owed = self.config.misfire && last_fire.is_none();
+        if mark_owed {
+            last_fire = Some(ctx.now_ms - 1);
+        }
+        if orphans.is_empty() && !mark_owed {
             return None;
         }
         for (rank, orphan) in orphans.iter_mut().enumerate() {
