@@ -15,6 +15,13 @@ impl JobProtocol {
     /// Queues what the next departed instance left (failover on).
     pub(super) fn departure_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
         let dead = self.departed.iter().next()?.clone();
+        // Back already (a new session or process of the same id): what it left is its own to
+        // queue when it registers (its leftovers); queueing it here would hand a taker the
+        // items of runs it has started since.
+        if ctx.view.exists(&self.paths.instance(&dead)) {
+            self.departed.remove(&dead);
+            return Some(Next::Again);
+        }
         if !ctx.view.exists(&self.paths.failover_items()) {
             return Some(Next::Request(
                 Pending::Queue { dead: None },

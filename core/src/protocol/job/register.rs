@@ -6,6 +6,7 @@ use super::{Ctx, JobProtocol, Next, Pending, Reply, Request};
 use crate::protocol::execution::{ledger_of, running_owner};
 use crate::protocol::failover::{self, Orphan};
 use crate::protocol::records::{Ledger, Orphaned};
+use crate::protocol::sharding;
 use crate::registry::{CreateMode, RegistryError, TxnOp};
 
 /// How far registration got.
@@ -121,6 +122,7 @@ impl JobProtocol {
                 return Next::Request(Pending::Register(Step::Leftovers), Request::Txn(ops));
             }
         }
+        let resume = self.resume_after(ctx);
         self.registration.state = State::Done;
         self.registration.first = false;
         self.members = view.children(&self.paths.instances()).into_iter().collect();
@@ -129,9 +131,29 @@ impl JobProtocol {
         // A bid at every registration, whatever the view shows: the view may not show yet
         // that the leader's node went with its session.
         self.bid_owed = true;
-        self.arm_after(ctx.now_ms, ctx);
+        self.arm_after(resume, ctx);
         self.arm_reconcile(ctx);
         Next::Again
+    }
+
+    /// From when on a registering process handles fires. Normally from now; but a fire that
+    /// fell due after a pending reshard was raised runs under the assignment that reshard
+    /// makes, and the instances that were up wait for it to run their share: when this
+    /// process was not up for it (a restart, a new instance), it handles that fire too (the
+    /// latest one since the raise it has not started), or the items the reshard gives it would
+    /// miss it.
+    fn pending_raise(&self, ctx: &Ctx<'_>) -> Option<i64> {
+        let raised = sharding::flag_time(ctx.view, &self.paths).flatten()?;
+        (self.registration.first && raised < ctx.now_ms).then_some(raised)
+    }
+
+    fn resume_after(&mut self, ctx: &Ctx<'_>) -> i64 {
+        let Some(raised) = self.pending_raise(ctx) else { return ctx.now_ms };
+        let started = match ledger_of(ctx.view, &self.paths, &self.me) {
+            Some(Ok(ledger)) => ledger.last_fire_ms,
+            _ => None,
+        };
+        started.map_or(raised, |s| s.max(raised)).min(ctx.now_ms)
     }
 
     fn instance_data(&self) -> Vec<u8> {
@@ -190,6 +212,8 @@ impl JobProtocol {
             let skip: Vec<u32> =
                 orphans.iter().map(|o| o.item).chain(held.iter().copied()).collect();
             let total = self.total();
+            // Fires after a pending reshard's raise are handled when registered (above).
+            let until = self.pending_raise(ctx).unwrap_or(ctx.now_ms);
             let missed = failover::missed_since(
                 ctx.view,
                 &self.paths,
@@ -197,7 +221,7 @@ impl JobProtocol {
                 total,
                 schedule,
                 since,
-                ctx.now_ms,
+                until,
                 &skip,
             );
             if let Some(fire) = missed.first().map(|o| o.fire_ms) {
