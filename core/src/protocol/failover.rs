@@ -122,8 +122,25 @@ const MAX_MISSED_FIRES_SCANNED: usize = 100_000;
 /// The transaction that queues `orphans` of `dead` and removes its ledger. The parent
 /// `leader/failover/items` must exist. It fails ([`is_lost_race`]) when another survivor queued
 /// them first, or a taker already claimed one: nothing more is needed then.
-pub fn queue(view: &View, paths: &JobPaths, dead: &str, orphans: &[Orphan]) -> Vec<TxnOp> {
+pub fn queue(
+    view: &View,
+    paths: &JobPaths,
+    dead: &str,
+    orphans: &[Orphan],
+    total: u32,
+) -> Vec<TxnOp> {
     let mut ops = Vec::new();
+    // Markers `dead` left on items beyond the count (it was reduced while they ran): nothing
+    // runs them again, but a marker left there would block the item for good once the count
+    // grows back.
+    for name in view.children(&paths.sharding()) {
+        let Ok(item) = name.parse::<u32>() else { continue };
+        let running = paths.item_node(item, ItemNode::Running);
+        if item >= total && running_owner(view, paths, item).as_deref() == Some(dead) {
+            let version = view.get(&running).map(|n| n.version);
+            ops.push(TxnOp::delete(running, version));
+        }
+    }
     for orphan in orphans {
         let owner = paths.item_node(orphan.item, ItemNode::Instance);
         if let Some(version) = view.get(&owner).map(|n| n.version) {

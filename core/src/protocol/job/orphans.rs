@@ -44,7 +44,7 @@ impl JobProtocol {
         if let Some(garbage) = garbage {
             self.report_garbage(&garbage);
         }
-        let ops = failover::queue(ctx.view, &self.paths, &dead, &orphans);
+        let ops = failover::queue(ctx.view, &self.paths, &dead, &orphans, self.total());
         if ops.is_empty() {
             self.departed.remove(&dead);
             return Some(Next::Again);

@@ -236,15 +236,15 @@ impl JobProtocol {
         if mark_owed {
             last_fire = Some(ctx.now_ms - 1);
         }
-        if orphans.is_empty() && !mark_owed {
-            return None;
-        }
         for (rank, orphan) in orphans.iter_mut().enumerate() {
             orphan.rank = rank as u64;
         }
-        let mut ops = failover::queue(ctx.view, &self.paths, &self.me, &orphans);
+        let mut ops = failover::queue(ctx.view, &self.paths, &self.me, &orphans, self.total());
         // `queue` removes a departed instance's ledger; ours stays, without the queued items.
         ops.retain(|op| op.path() != self.paths.ledger(&self.me));
+        if ops.is_empty() && !mark_owed {
+            return None;
+        }
         let mut next = ledger.clone();
         for orphan in &orphans {
             next.running.remove(&orphan.item);
