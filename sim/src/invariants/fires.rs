@@ -465,14 +465,14 @@ impl Fire<'_> {
                     || unrecorded(i, w)
             };
             let scheduled: Vec<_> = starts.iter().filter(|s| s.2 == FireKind::Scheduled).collect();
-            let failover: Vec<_> = starts.iter().filter(|s| s.2 == FireKind::Failover).collect();
             // A catch-up carries the fire it makes up for: with a scheduled run of that same
             // fire, the item ran it twice.
             let caught_up: Vec<_> = starts.iter().filter(|s| s.2 == FireKind::Misfire).collect();
-            let legit_failover = failover.len() == 1
-                && scheduled.iter().chain(&caught_up).all(|s| interrupted(s.0, s.1));
-            let extra =
-                scheduled.len() + caught_up.len() > 1 || (!failover.is_empty() && !legit_failover);
+            // Runs after the first are failover re-runs, each of a run that was interrupted
+            // (a failover run can itself be interrupted, and is then failed over again).
+            let chained = starts.iter().skip(1).all(|s| s.2 == FireKind::Failover)
+                && starts.windows(2).all(|pair| interrupted(pair[0].0, pair[0].1));
+            let extra = scheduled.len() + caught_up.len() > 1 || !chained;
             if extra {
                 let (idx, _, _) = starts[1];
                 let on: Vec<String> = starts.iter().map(|(_, w, _)| format!("i{w}")).collect();
