@@ -42,13 +42,15 @@ pub fn pending_for(view: &View, paths: &JobPaths, fire_ms: i64) -> bool {
 
 /// Whether any item of the job is running on a live instance. A marker left by an instance
 /// that is gone (persistent, with failover on) waits for its taker and holds no reshard back:
-/// nothing runs there.
+/// nothing runs there; nor does a marker queued for failover (an earlier session of a live
+/// instance left it, and its taker may be waiting for this very reshard to be idle).
 pub fn any_running(view: &View, paths: &JobPaths) -> bool {
     let live = view.children(&paths.instances());
     view.children(&paths.sharding()).iter().any(|n| {
         n.parse::<u32>().is_ok_and(|item| {
             view.get(&paths.item_node(item, ItemNode::Running))
                 .is_some_and(|m| live.iter().any(|i| i.as_bytes() == m.data.as_slice()))
+                && !view.exists(&paths.failover_item(item))
         })
     })
 }
