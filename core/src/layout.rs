@@ -18,6 +18,7 @@
 //!       /trigger/{instance}          P  one-shot manual trigger
 //!       /guarantee/{started,completed}/{n}
 //!       /shardcron/ledger/{instance} P  the last scheduled fire the instance started
+//!       /shardcron/assigned          P  from which fire on the assignment applies
 //! ```
 //!
 //! Every path is built here ([`JobPaths`]) and every watched path is classified here
@@ -99,6 +100,11 @@ impl JobPaths {
     }
     pub fn ledger(&self, instance: &str) -> String {
         self.sub(format_args!("shardcron/ledger/{instance}"))
+    }
+    /// The raise time of the reshard that made the current assignment: fires after it run
+    /// under that assignment, the ones before under the one it replaced.
+    pub fn assigned(&self) -> String {
+        self.sub("shardcron/assigned")
     }
     pub fn guarantee(&self, stage: GuaranteeStage, item: u32) -> String {
         self.sub(format_args!("guarantee/{}/{item}", stage.name()))

@@ -23,6 +23,7 @@
 use crate::cron::CronSchedule;
 use crate::layout::{ItemNode, JobPaths};
 use crate::registry::{CreateMode, RegistryError, TxnOp};
+use crate::sharding::Assignment;
 
 use super::execution::{ledger_of, running_owner, write_ledger};
 use super::records::{FailoverEntry, Garbage, Ledger, Orphaned};
@@ -113,6 +114,118 @@ pub fn missed_since(
         .filter(|n| !skip.contains(n))
         .map(|item| Orphan { item, fire_ms, rank: 0, why: Orphaned::Missed })
         .collect()
+}
+
+/// The catch-ups a reshard owes, with `misfire` on: the items it moves away from an instance
+/// that had not started the latest fire due under the assignment being replaced (it crashed
+/// and its session has not ended yet, or it was about to start and will now find the item
+/// gone). Fires after the pending flag's raise run under the new assignment; the latest one
+/// before it, and after the raise of the reshard that made the old assignment, was the old
+/// owner's. The ops mark those items misfired for that fire, fenced on each old owner's ledger
+/// version: if it starts the fire meanwhile, the reshard fails and is decided again. Nothing
+/// is owed where no record says (no ledger, an unreadable time): a catch-up that may repeat a
+/// run is not made up.
+pub fn owed_on_reshard(
+    view: &View,
+    paths: &JobPaths,
+    assignment: &Assignment,
+    total: u32,
+    schedule: &CronSchedule,
+    now_ms: i64,
+) -> Vec<TxnOp> {
+    let raised = view.text(&paths.sharding_necessary()).and_then(|t| t.trim().parse::<i64>().ok());
+    let record = view.text(&paths.assigned()).and_then(|t| Assigned::parse(&t));
+    let (Some(raised), Some(record)) = (raised, record) else { return Vec::new() };
+    let since = record.raised_ms;
+    let latest = schedule
+        .iter_after(since)
+        .take(MAX_MISSED_FIRES_SCANNED)
+        .take_while(|&t| t <= raised.min(now_ms))
+        .last();
+    let Some(fire_ms) = latest else { return Vec::new() };
+    let mut ops = Vec::new();
+    let mut fenced: Vec<String> = Vec::new();
+    for item in 0..total {
+        let Some(old) = view.text(&paths.item_node(item, ItemNode::Instance)) else { continue };
+        // A failover claim since the last reshard moved the item (the claimer owns it for
+        // the fires after its claim): who owned it at the fire is then not known.
+        if record.owners.get(&item) != Some(&old) {
+            continue;
+        }
+        let moved = assignment.iter().any(|(id, items)| id != old && items.contains(&item));
+        let marked = [ItemNode::Disabled, ItemNode::Misfire, ItemNode::Running]
+            .into_iter()
+            .any(|leaf| view.exists(&paths.item_node(item, leaf)));
+        if old.is_empty() || !moved || marked {
+            continue;
+        }
+        let Some(ledger) = view.get(&paths.ledger(&old)) else { continue };
+        let Ok(started) = Ledger::parse(&paths.ledger(&old), &ledger.data) else { continue };
+        if started.last_fire_ms.is_none_or(|last| last >= fire_ms) {
+            continue;
+        }
+        if !fenced.contains(&old) {
+            ops.push(TxnOp::check(paths.ledger(&old), Some(ledger.version)));
+            fenced.push(old);
+        }
+        ops.push(TxnOp::create(
+            paths.item_node(item, ItemNode::Misfire),
+            fire_ms.to_string(),
+            CreateMode::Persistent,
+        ));
+    }
+    ops
+}
+
+/// The op that records the reshard being committed: its raise time and the assignment it
+/// makes (see [`owed_on_reshard`]).
+pub fn record_assigned(view: &View, paths: &JobPaths, assignment: &Assignment) -> Option<TxnOp> {
+    let raised_ms = view.text(&paths.sharding_necessary())?.trim().parse::<i64>().ok()?;
+    let owners = assignment
+        .iter()
+        .flat_map(|(id, items)| items.iter().map(move |&n| (n, id.to_owned())))
+        .collect();
+    let data = Assigned { raised_ms, owners }.encode();
+    let path = paths.assigned();
+    Some(if view.exists(&path) {
+        TxnOp::set(path, data, None)
+    } else {
+        TxnOp::create(path, data, CreateMode::Persistent)
+    })
+}
+
+/// The record of the last reshard: from when on its assignment applies, and the assignment
+/// (which failover claims change afterwards in the owner nodes, not here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Assigned {
+    raised_ms: i64,
+    owners: std::collections::BTreeMap<u32, String>,
+}
+
+impl Assigned {
+    /// `{raised}` then one `{item} {owner}` line per item.
+    fn encode(&self) -> String {
+        let mut text = self.raised_ms.to_string();
+        for (item, owner) in &self.owners {
+            text.push('\n');
+            text.push_str(&item.to_string());
+            text.push(' ');
+            text.push_str(owner);
+        }
+        text
+    }
+
+    /// `None` for anything else: a record nobody can read owes no catch-up.
+    fn parse(text: &str) -> Option<Assigned> {
+        let mut lines = text.lines();
+        let raised_ms = lines.next()?.trim().parse().ok()?;
+        let mut owners = std::collections::BTreeMap::new();
+        for line in lines {
+            let (item, owner) = line.trim().split_once(' ')?;
+            owners.insert(item.parse().ok()?, owner.to_owned());
+        }
+        Some(Assigned { raised_ms, owners })
+    }
 }
 
 /// How many fires of a dead instance's gap `missed_since` looks at before settling for the last

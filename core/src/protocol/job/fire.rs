@@ -6,9 +6,10 @@ use super::{Action, Ctx, InFlight, JobProtocol, Launch, LaunchId, Next, Pending,
 use crate::events::{FireKind, SchedulerEvent, SkipReason};
 use crate::layout::{GuaranteeStage, ItemNode};
 use crate::protocol::execution::{self, Held, Start, StartOf, StartPlan};
+use crate::protocol::failover;
 use crate::protocol::records::Ledger;
 use crate::protocol::sharding::{self, Reshard, ReshardStart};
-use crate::registry::RegistryError;
+use crate::registry::{RegistryError, TxnOp};
 use crate::sharding::Assignment;
 
 /// The fire being handled.
@@ -175,7 +176,8 @@ impl JobProtocol {
                         &start,
                     );
                     return match plan {
-                        Ok(plan) => {
+                        Ok(mut plan) => {
+                            plan.ops.extend(self.owed_on_reshard(&plan.assignment, ctx));
                             f.pending_assignment = Some(plan.assignment);
                             Decision::Ask(
                                 Step::Reshard { seen: view.revision() },
@@ -241,6 +243,30 @@ impl JobProtocol {
         let plan = execution::start(view, &self.paths, start, ledger.as_ref());
         let request = Request::Txn(plan.ops.clone());
         Decision::Ask(Step::Start { plan, seen: view.revision() }, request)
+    }
+
+    /// What a reshard owes beyond the assignment, with failover and misfire on (the ledgers
+    /// say who started which fire): the catch-ups of the items it moves away from an owner
+    /// that missed its last fire, and the record of from when on the new assignment applies.
+    fn owed_on_reshard(&self, assignment: &Assignment, ctx: &Ctx<'_>) -> Vec<TxnOp> {
+        let (Some(schedule), true) =
+            (&self.schedule, self.failover_enabled() && self.config.misfire)
+        else {
+            return Vec::new();
+        };
+        if !ctx.view.exists(&self.paths.ledgers()) {
+            return Vec::new();
+        }
+        let mut ops = failover::owed_on_reshard(
+            ctx.view,
+            &self.paths,
+            assignment,
+            self.total(),
+            schedule,
+            ctx.now_ms,
+        );
+        ops.extend(failover::record_assigned(ctx.view, &self.paths, assignment));
+        ops
     }
 
     /// Our ledger as the view shows it, when failover keeps one (garbage reads as empty and is
