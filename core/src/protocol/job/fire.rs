@@ -127,6 +127,11 @@ impl JobProtocol {
         if let Some(reason) = self.refusal(ctx) {
             return Decision::Skip(reason);
         }
+        // Before anything is written for the fire (a misfire marker too): a clock too far off
+        // would mark a fire that is not due yet.
+        if !f.skew_checked && self.config.max_time_diff().is_some() {
+            return Decision::Ask(Step::Skew, Request::RegistryTime);
+        }
         if self.in_flight.is_some() || f.misfired {
             if f.kind == FireKind::Manual && !f.misfired {
                 // A trigger while this instance runs: it runs once the run ends.
@@ -147,9 +152,6 @@ impl JobProtocol {
                 return Decision::Wait(until);
             }
             f.catch_up = None;
-        }
-        if !f.skew_checked && self.config.max_time_diff().is_some() {
-            return Decision::Ask(Step::Skew, Request::RegistryTime);
         }
         if sharding::pending_for(view, &self.paths, f.sharded_by) {
             let deadline =
