@@ -205,6 +205,11 @@ pub struct Harness {
     held: VecDeque<Vec<WatchEvent>>,
     inject: VecDeque<Inject>,
     outstanding: BTreeMap<u64, Request>,
+    /// Replies held back when a command hit `limit`, fed by `reply N`.
+    answered: BTreeMap<u64, Result<Reply, RegistryError>>,
+    /// A bound on the inputs of one command, set by `limit`: past it the harness stops and
+    /// prints so (without it, a loop is a test failure).
+    limit: Option<usize>,
     armed_fire: Option<i64>,
     armed_wait: Option<i64>,
     launches: BTreeMap<u64, Launch>,
@@ -233,6 +238,8 @@ impl Harness {
             held: VecDeque::new(),
             inject: VecDeque::new(),
             outstanding: BTreeMap::new(),
+            answered: BTreeMap::new(),
+            limit: None,
             armed_fire: None,
             armed_wait: None,
             launches: BTreeMap::new(),
@@ -388,6 +395,22 @@ impl Harness {
                 self.registry.delete_tree(&path, &mut events);
                 self.external(events, hold, out)?;
             }
+            "join" => {
+                let hold = args.flag("hold");
+                let id = args.positional(1, 1)?.remove(0);
+                let mut events = Vec::new();
+                let server = abs(&format!("servers/{}", ip_of(&id)));
+                if !self.registry.exists(&server) {
+                    self.registry
+                        .put(&server, b"ENABLED", None, None, &mut events)
+                        .map_err(|e| e.to_string())?;
+                }
+                let instance = abs(&format!("instances/{id}"));
+                self.registry
+                    .put(&instance, &instance_data(&id), Some(id.clone()), None, &mut events)
+                    .map_err(|e| e.to_string())?;
+                self.external(events, hold, out)?;
+            }
             "kill" => {
                 let hold = args.flag("hold");
                 let owner = self.owner_named(&args.positional(1, 1)?[0]);
@@ -440,21 +463,35 @@ impl Harness {
                 let kind = args.positional(1, 1)?.remove(0);
                 self.inject.push_back(Inject::parse(&kind, index)?);
             }
+            "limit" => self.limit = Some(parse_num(&args.positional(1, 1)?[0])?),
             "manual" => self.auto = false,
             "auto" => self.auto = true,
             "reply" => {
                 let index = args.opt("op");
-                let pos = args.positional(1, 2)?;
-                let id: u64 = parse_num(&pos[0])?;
-                let request = self
-                    .outstanding
-                    .remove(&id)
-                    .ok_or_else(|| format!("no request #{id} waits for a reply"))?;
-                let result = match pos.get(1) {
-                    Some(kind) => Err(Inject::parse(kind, index)?.error(&request)),
-                    None => self.perform(&request),
+                let mut pos = args.positional(0, 2)?;
+                let id: u64 = match pos.first().map(|p| p.parse()) {
+                    Some(Ok(id)) => {
+                        pos.remove(0);
+                        id
+                    }
+                    _ => {
+                        let waiting = self.answered.keys().chain(self.outstanding.keys());
+                        *waiting.min().ok_or("no request waits for a reply")?
+                    }
                 };
-                out.push(format!("req#{id}{}", print::reply(&result).trim_start_matches(' ')));
+                let result = if let Some(result) = self.answered.remove(&id) {
+                    result
+                } else {
+                    let request = self
+                        .outstanding
+                        .remove(&id)
+                        .ok_or_else(|| format!("no request #{id} waits for a reply"))?;
+                    match pos.first() {
+                        Some(kind) => Err(Inject::parse(kind, index)?.error(&request)),
+                        None => self.perform(&request),
+                    }
+                };
+                out.push(format!("req#{id} {}", print::reply(&result).trim_start()));
                 self.feed(Input::Reply { op: OpId(id), result }, out)?;
             }
             "registry" => {
@@ -549,6 +586,14 @@ impl Harness {
         let mut queue = VecDeque::from([input]);
         while let Some(input) = queue.pop_front() {
             *inputs += 1;
+            if let Some(limit) = self.limit.filter(|&l| *inputs > l) {
+                out.push(format!("!! stopped after {limit} inputs (the protocol keeps asking)"));
+                if let Input::Reply { op, result } = input {
+                    out.push(format!("!! req#{}'s reply waits for `reply {}`", op.0, op.0));
+                    self.answered.insert(op.0, result);
+                }
+                return Ok(());
+            }
             if *inputs > MAX_INPUTS {
                 return Err(format!("more than {MAX_INPUTS} inputs: the protocol loops"));
             }

@@ -50,14 +50,16 @@
 //!   `done L [N=ok|failed|raised|cancelled ...]` (launch `L` returned; all ok by default),
 //!   `session suspended|reconnected|lost|expired|connected|closed` (`expired` also removes the
 //!   session's ephemerals), `resync` (the view becomes the registry; `Resynced`).
-//! - Others: `write PATH [DATA] [eph=OWNER] [v=N] [hold]`, `delete PATH [hold]` (with what is
+//! - Others: `join ID [hold]` (its server and instance nodes), `write PATH [DATA] [eph=OWNER] [v=N] [hold]`, `delete PATH [hold]` (with what is
 //!   below it), `kill OWNER [hold]` (that session ends), `config-change OPTIONS... [hold]` (as
 //!   `job`). `hold` stalls the watch at that write (the view lags) until `deliver [N]`
 //!   delivers all (or N) batches; `hold on|off` holds every batch, own writes included.
 //! - Replies: `inject KIND [op=I]` answers the next request with an error (`conn-loss`,
 //!   `node-exists`, `no-node`, `bad-version`, `session-expired`, `timeout`; `op=I` makes it the
-//!   failure of op `I` of a transaction); `manual` leaves requests unanswered until
-//!   `reply N [KIND [op=I]]`, `auto` goes back; `skew MS` sets the registry clock's lead.
+//!   failure of op `I` of a transaction); `limit N` stops a command after N inputs and
+//!   prints so (a loop is otherwise a test failure; the reply it cut off waits for `reply`);
+//!   `manual` leaves requests unanswered until
+//!   `reply [N] [KIND [op=I]]` (the oldest waiting one by default), `auto` goes back; `skew MS` sets the registry clock's lead.
 //! - `registry [PREFIX]` prints the registry's nodes (not `config` unless asked), with
 //!   `[view: ...]` where the view differs.
 //!
