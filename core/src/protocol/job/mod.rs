@@ -30,6 +30,8 @@ mod leave;
 mod once;
 mod orphans;
 mod register;
+#[cfg(test)]
+mod transcripts;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
