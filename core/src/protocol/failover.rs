@@ -12,8 +12,8 @@
 //!   first transaction wins; a slow survivor's fails, so nothing is queued twice.
 //! - **Claiming.** The queue is shared among the eligible instances (rotating by rank), so idle
 //!   survivors claim in parallel, in one round. A claim is one transaction: delete the entry
-//!   (only one claimant can), make the claimant the item's owner (which advances the item's
-//!   fencing token), take the `running` marker over (a write fenced on the version the dead
+//!   (only one claimant can), rewrite the item's owner node unchanged (which advances the
+//!   item's fencing token), take the `running` marker over (a write fenced on the version the dead
 //!   instance left, so a marker its owner removed after all is not run again) and create the
 //!   ephemeral `failover` marker.
 //! - **Why the taker need not wait.** An instance node goes when its session ends: by then the
@@ -194,6 +194,12 @@ pub fn record_assigned(view: &View, paths: &JobPaths, assignment: &Assignment) -
     })
 }
 
+/// The raise time of the reshard that made the current assignment, as recorded: fires after
+/// it run under it.
+pub fn assigned_since(view: &View, paths: &JobPaths) -> Option<i64> {
+    Assigned::parse(&view.text(&paths.assigned())?).map(|a| a.raised_ms)
+}
+
 /// The record of the last reshard: from when on its assignment applies, and the assignment
 /// (which failover claims change afterwards in the owner nodes, not here).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -357,8 +363,12 @@ pub fn claim(
     next.running.insert(item, entry.fire_ms);
     let ops = vec![
         TxnOp::delete(queue_entry, entry_version),
-        if view.exists(&owner) {
-            TxnOp::set(owner, me.as_bytes(), None)
+        // Rewritten as it is: the write advances the item's fencing token past every run
+        // of the dead owner, while the assignment stays the strategy's (the reshard the
+        // departure asked for moves the item for the fires to come; a claimer that took
+        // the item over would keep it against the strategy once that reshard is done).
+        if let Some(node) = view.get(&owner) {
+            TxnOp::set(owner, node.data.clone(), None)
         } else {
             TxnOp::create(owner, me.as_bytes(), CreateMode::Persistent)
         },

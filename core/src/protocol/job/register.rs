@@ -136,24 +136,45 @@ impl JobProtocol {
         Next::Again
     }
 
-    /// From when on a registering process handles fires. Normally from now; but a fire that
-    /// fell due after a pending reshard was raised runs under the assignment that reshard
-    /// makes, and the instances that were up wait for it to run their share: when this
-    /// process was not up for it (a restart, a new instance), it handles that fire too (the
-    /// latest one since the raise it has not started), or the items the reshard gives it would
-    /// miss it.
-    fn pending_raise(&self, ctx: &Ctx<'_>) -> Option<i64> {
-        let raised = sharding::flag_time(ctx.view, &self.paths).flatten()?;
-        (self.registration.first && raised < ctx.now_ms).then_some(raised)
+    /// From which time on fires run under the assignment a restarted process finds (or the
+    /// one a pending reshard is about to make), for its first registration: the fires after
+    /// it are handled by the fire path when registered (below), the ones before by the
+    /// leftovers (queued for anyone to claim). `None` when the process handles fires from now.
+    fn assignment_since(&self, ctx: &Ctx<'_>) -> Option<i64> {
+        if !self.registration.first {
+            return None;
+        }
+        if let Some(raised) = sharding::flag_time(ctx.view, &self.paths).flatten() {
+            return (raised < ctx.now_ms).then_some(raised);
+        }
+        // No reshard pending: a reshard made since this process's last start (by its ledger;
+        // a new instance had no items before) may have given it items for fires it was not
+        // up for. Otherwise its leftovers queue what it missed.
+        let started = self.started_last(ctx)?;
+        failover::assigned_since(ctx.view, &self.paths).filter(|&r| r > started && r < ctx.now_ms)
     }
 
-    fn resume_after(&mut self, ctx: &Ctx<'_>) -> i64 {
-        let Some(raised) = self.pending_raise(ctx) else { return ctx.now_ms };
-        let started = match ledger_of(ctx.view, &self.paths, &self.me) {
+    fn started_last(&self, ctx: &Ctx<'_>) -> Option<i64> {
+        match ledger_of(ctx.view, &self.paths, &self.me) {
             Some(Ok(ledger)) => ledger.last_fire_ms,
             _ => None,
-        };
-        started.map_or(raised, |s| s.max(raised)).min(ctx.now_ms)
+        }
+    }
+
+    /// From when on a registering process handles fires. Normally from now; but a fire that
+    /// fell due under the current assignment (or after a pending reshard was raised: the
+    /// instances that were up wait for it to run their share) and that this process did not
+    /// start (it restarted, or is new) is handled too: the latest such fire, or the items
+    /// the assignment gives it would miss it.
+    fn resume_after(&mut self, ctx: &Ctx<'_>) -> i64 {
+        let Some(since) = self.assignment_since(ctx) else { return ctx.now_ms };
+        let after = self.started_last(ctx).map_or(since, |s| s.max(since));
+        // Only the latest such fire (one catch-up answers a run of missed fires); the ones
+        // before it were not this process's to report.
+        let latest = self.schedule.as_ref().and_then(|s| {
+            s.iter_after(after).take(MAX_SCANNED).take_while(|&t| t <= ctx.now_ms).last()
+        });
+        latest.map_or(ctx.now_ms, |fire| fire - 1)
     }
 
     fn instance_data(&self) -> Vec<u8> {
@@ -212,8 +233,8 @@ impl JobProtocol {
             let skip: Vec<u32> =
                 orphans.iter().map(|o| o.item).chain(held.iter().copied()).collect();
             let total = self.total();
-            // Fires after a pending reshard's raise are handled when registered (above).
-            let until = self.pending_raise(ctx).unwrap_or(ctx.now_ms);
+            // Fires under the current (or the pending) assignment are handled when registered.
+            let until = self.assignment_since(ctx).unwrap_or(ctx.now_ms);
             let missed = failover::missed_since(
                 ctx.view,
                 &self.paths,
@@ -308,6 +329,9 @@ impl JobProtocol {
         }
     }
 }
+
+/// How many fires `resume_after` looks through (a per-second cron after a long outage).
+const MAX_SCANNED: usize = 100_000;
 
 /// How often the instance node's write is retried against races before waiting for an input.
 const INSTANCE_ATTEMPTS: u32 = 8;
