@@ -5,7 +5,7 @@
 //! shardcron-sim run --scenario leader-crash        a built-in scenario (see `scenarios`)
 //! shardcron-sim replay --seed 7 [--trace FILE]     print the trace, or compare it with FILE
 //! shardcron-sim check-determinism --seed 7         run twice, diff the traces
-//! shardcron-sim explore --seeds 1000 [--from S]    many seeds on every core
+//! shardcron-sim explore --seeds 1000 [--from S]    many seeds on every core (random start)
 //! shardcron-sim shrink --seed 7                    minimal failing schedule, as code
 //! ```
 
@@ -59,9 +59,9 @@ enum Command {
         /// How many seeds.
         #[arg(long, default_value_t = 100, value_parser = at_least_one_u64)]
         seeds: u64,
-        /// The first seed.
-        #[arg(long, default_value_t = 0)]
-        from: u64,
+        /// The first seed (default: a random one, printed, so that no range is favoured).
+        #[arg(long)]
+        from: Option<u64>,
         /// Worker threads (default: every core).
         #[arg(long, value_parser = at_least_one_usize)]
         threads: Option<usize>,
@@ -260,6 +260,10 @@ fn run(command: Command) -> Result<bool, String> {
             Ok(all)
         }
         Command::Explore { run, seeds, from, threads, quiet } => {
+            // The explorer's own entry point, not the simulation: the seeds it runs are
+            // deterministic once the first is printed.
+            let from = from.unwrap_or_else(|| u64::from(rand::random::<u32>()));
+            println!("seeds {from}..{} (repeat with --from {from})", from.saturating_add(seeds));
             run.builder(from)?;
             let summary = explore::explore(&run.options(), from, seeds, threads, !quiet);
             print!("{summary}");
