@@ -122,7 +122,7 @@ impl JobProtocol {
                 return Next::Request(Pending::Register(Step::Leftovers), Request::Txn(ops));
             }
         }
-        let resume = self.resume_after(ctx);
+        let (_, resume) = self.resume(ctx);
         self.registration.state = State::Done;
         self.registration.first = false;
         self.members = view.children(&self.paths.instances()).into_iter().collect();
@@ -136,22 +136,41 @@ impl JobProtocol {
         Next::Again
     }
 
-    /// From which time on fires run under the assignment a restarted process finds (or the
-    /// one a pending reshard is about to make), for its first registration: the fires after
-    /// it are handled by the fire path when registered (below), the ones before by the
-    /// leftovers (queued for anyone to claim). `None` when the process handles fires from now.
-    fn assignment_since(&self, ctx: &Ctx<'_>) -> Option<i64> {
+    /// For a process's first registration: up to when its leftovers queue the fires it missed
+    /// (for anyone to claim), and after when its fire path takes over. Normally both are now.
+    /// But a fire that fell due after a pending reshard was raised runs under the assignment
+    /// that reshard makes (the instances that were up wait for it to run their share), and a
+    /// fire under an assignment made since this process last started may be of items it did
+    /// not have before: the latest such fire that it did not start is handled by its fire
+    /// path (a restart or a new instance would miss it otherwise); the misses before it are
+    /// the leftovers'.
+    fn resume(&self, ctx: &Ctx<'_>) -> (i64, i64) {
+        let now = (ctx.now_ms, ctx.now_ms);
         if !self.registration.first {
-            return None;
+            return now;
         }
+        let started = self.started_last(ctx);
+        let latest_after = |after: i64| {
+            self.schedule.as_ref().and_then(|s| {
+                s.iter_after(after).take(MAX_SCANNED).take_while(|&t| t <= ctx.now_ms).last()
+            })
+        };
         if let Some(raised) = sharding::flag_time(ctx.view, &self.paths).flatten() {
-            return (raised < ctx.now_ms).then_some(raised);
+            if raised >= ctx.now_ms {
+                return now;
+            }
+            let after = started.map_or(raised, |s| s.max(raised));
+            return (raised, latest_after(after).map_or(ctx.now_ms, |fire| fire - 1));
         }
-        // No reshard pending: a reshard made since this process's last start (by its ledger;
-        // a new instance had no items before) may have given it items for fires it was not
-        // up for. Otherwise its leftovers queue what it missed.
-        let started = self.started_last(ctx)?;
-        failover::assigned_since(ctx.view, &self.paths).filter(|&r| r > started && r < ctx.now_ms)
+        // No reshard pending: only a restart whose ledger says what it started, after a
+        // reshard made since (a new instance had no items before).
+        let Some(started) = started else { return now };
+        let since = failover::assigned_since(ctx.view, &self.paths)
+            .filter(|&r| r > started && r < ctx.now_ms);
+        match since.and_then(latest_after) {
+            Some(fire) => (fire - 1, fire - 1),
+            None => now,
+        }
     }
 
     fn started_last(&self, ctx: &Ctx<'_>) -> Option<i64> {
@@ -159,22 +178,6 @@ impl JobProtocol {
             Some(Ok(ledger)) => ledger.last_fire_ms,
             _ => None,
         }
-    }
-
-    /// From when on a registering process handles fires. Normally from now; but a fire that
-    /// fell due under the current assignment (or after a pending reshard was raised: the
-    /// instances that were up wait for it to run their share) and that this process did not
-    /// start (it restarted, or is new) is handled too: the latest such fire, or the items
-    /// the assignment gives it would miss it.
-    fn resume_after(&mut self, ctx: &Ctx<'_>) -> i64 {
-        let Some(since) = self.assignment_since(ctx) else { return ctx.now_ms };
-        let after = self.started_last(ctx).map_or(since, |s| s.max(since));
-        // Only the latest such fire (one catch-up answers a run of missed fires); the ones
-        // before it were not this process's to report.
-        let latest = self.schedule.as_ref().and_then(|s| {
-            s.iter_after(after).take(MAX_SCANNED).take_while(|&t| t <= ctx.now_ms).last()
-        });
-        latest.map_or(ctx.now_ms, |fire| fire - 1)
     }
 
     fn instance_data(&self) -> Vec<u8> {
@@ -234,7 +237,7 @@ impl JobProtocol {
                 orphans.iter().map(|o| o.item).chain(held.iter().copied()).collect();
             let total = self.total();
             // Fires under the current (or the pending) assignment are handled when registered.
-            let until = self.assignment_since(ctx).unwrap_or(ctx.now_ms);
+            let (until, _) = self.resume(ctx);
             let missed = failover::missed_since(
                 ctx.view,
                 &self.paths,
@@ -330,7 +333,7 @@ impl JobProtocol {
     }
 }
 
-/// How many fires `resume_after` looks through (a per-second cron after a long outage).
+/// How many fires `resume` looks through (a per-second cron after a long outage).
 const MAX_SCANNED: usize = 100_000;
 
 /// How often the instance node's write is retried against races before waiting for an input.
