@@ -70,17 +70,9 @@ pub fn left_by(
     if let (Some((schedule, until)), Some(since)) =
         (missed, ledger.as_ref().and_then(|l| l.last_fire_ms))
     {
-        let interrupted: Vec<u32> = orphans.iter().map(|o| o.item).collect();
-        orphans.extend(missed_since(
-            view,
-            paths,
-            dead,
-            total,
-            schedule,
-            since,
-            until,
-            &interrupted,
-        ));
+        // An interrupted item may have missed a later fire too: [`queue`] marks that one
+        // misfired (one queue entry per item).
+        orphans.extend(missed_since(view, paths, dead, total, schedule, since, until, &[]));
     }
     for (rank, orphan) in orphans.iter_mut().enumerate() {
         orphan.rank = rank as u64;
@@ -249,6 +241,7 @@ pub fn queue(
     total: u32,
 ) -> Vec<TxnOp> {
     let mut ops = Vec::new();
+    let mut queued: Vec<u32> = Vec::new();
     // Markers `dead` left on items beyond the count (it was reduced while they ran): nothing
     // runs them again, but a marker left there would block the item for good once the count
     // grows back.
@@ -261,6 +254,19 @@ pub fn queue(
         }
     }
     for orphan in orphans {
+        // An item queued already (interrupted) that also missed a later fire: the later fire
+        // is owed as a misfire, caught up by the item's owner once the failover run ended.
+        if queued.contains(&orphan.item) {
+            let marker = paths.item_node(orphan.item, ItemNode::Misfire);
+            let data = orphan.fire_ms.to_string();
+            ops.push(if view.exists(&marker) {
+                TxnOp::set(marker, data, None)
+            } else {
+                TxnOp::create(marker, data, CreateMode::Persistent)
+            });
+            continue;
+        }
+        queued.push(orphan.item);
         let owner = paths.item_node(orphan.item, ItemNode::Instance);
         if let Some(version) = view.get(&owner).map(|n| n.version) {
             ops.push(TxnOp::check(owner, Some(version)));

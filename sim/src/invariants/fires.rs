@@ -144,14 +144,8 @@ impl Facts {
                             .collect();
                         f.assignments.entry(job.clone()).or_default().push((e.at, owners));
                     }
-                    // A failover claim makes the taker the item's owner (and advances its
-                    // fencing token) until the next reshard.
-                    SchedulerEvent::FailoverClaimed { job, item, .. } => {
-                        let list = f.assignments.entry(job.clone()).or_default();
-                        let mut owners = list.last().map(|(_, a)| a.clone()).unwrap_or_default();
-                        owners.insert(*item, e.who);
-                        list.push((e.at, owners));
-                    }
+                    // A failover claim runs one orphaned fire: the assignment (who answers for
+                    // the fires to come) stays the reshard's.
                     _ => {}
                 },
                 What::Note(Note::Crashed { .. }) => {

@@ -233,8 +233,8 @@ impl JobProtocol {
         if let (true, true, Some(schedule), Some(since)) =
             (self.registration.first, self.config.misfire, &self.schedule, ledger.last_fire_ms)
         {
-            let skip: Vec<u32> =
-                orphans.iter().map(|o| o.item).chain(held.iter().copied()).collect();
+            // Interrupted items stay in: a later fire they missed is owed as a misfire.
+            let skip: Vec<u32> = held.clone();
             let total = self.total();
             // Fires under the current (or the pending) assignment are handled when registered.
             let (until, _) = self.resume(ctx);
