@@ -369,7 +369,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // Any instance may take it over, the same one too once it is back in a new session (an
         // expiry, a restart): what counts is one failover run of the interrupted fire after the
         // interruption (a failover of a later fire of the item answers another interruption).
-        let takers: Vec<usize> = facts
+        let takers: Vec<(usize, usize)> = facts
             .starts
             .get(&(job.clone(), *item, *fire))
             .map(|starts| {
@@ -379,11 +379,26 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
                         let t = entries[*i].at;
                         t >= *crash_at && t <= until && *kind == FireKind::Failover
                     })
-                    .map(|s| s.0)
+                    .map(|s| (s.0, s.1))
                     .collect()
             })
             .unwrap_or_default();
-        let message = match takers.len() {
+        // A taker whose run ended while it was cut off could not record the completion (the
+        // at-least-once edge): the next taker's run is the failover that counts.
+        let unrecorded = |&(i, w): &(usize, usize)| {
+            let started = entries[i].at;
+            facts
+                .ends
+                .get(&(job.clone(), *item, w))
+                .and_then(|ends| ends.iter().copied().find(|&t| t > started))
+                .and_then(|end| tl.not_up(w, end))
+                .is_some_and(|why| why.contains("cut off"))
+        };
+        let counted = match takers.split_last() {
+            Some((_, before)) if before.iter().all(unrecorded) => 1,
+            _ => takers.len(),
+        };
+        let message = match counted {
             1 => {
                 acc.add(format!("interrupted: owner {how}, failed over"));
                 continue;
