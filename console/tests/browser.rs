@@ -185,6 +185,7 @@ async fn the_page_shows_the_cluster_and_disables_an_item() {
         token: Some(TOKEN.into()),
         read_only: false,
         label: "mem:/browser".into(),
+        trace: None,
     };
     let console = Console::bind(registry, options).await.unwrap();
     let page = format!("http://{}/", console.local_addr());
