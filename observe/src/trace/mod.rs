@@ -58,6 +58,17 @@ pub enum TraceError {
     /// The database failed.
     #[error("trace database: {0}")]
     Database(#[from] sqlx::Error),
+    /// [`TraceReader::open`] could not reach the database or create its tables.
+    #[error(
+        "cannot open the trace database {url}: {source}; check that the database runs and \
+         that the URL (host, port, database, user, password) or the file's directory is right"
+    )]
+    Unreachable {
+        /// Without its password.
+        url: String,
+        #[source]
+        source: sqlx::Error,
+    },
     /// The database was not reachable, with its schema, within the time given.
     #[error("the trace database was not ready within {after:?}: {last}")]
     NotReady { after: Duration, last: String },
@@ -308,8 +319,9 @@ impl TraceReader {
     /// Connects to `url` (as [`TraceConfig::url`]) and creates or migrates the schema, so that
     /// a console started before any worker finds empty tables rather than none.
     pub async fn open(url: &str) -> Result<TraceReader, TraceError> {
-        let store = Target::parse(url)?.connect().await?;
-        store.migrate().await?;
+        let unreachable = |source| TraceError::Unreachable { url: redact(url), source };
+        let store = Target::parse(url)?.connect().await.map_err(unreachable)?;
+        store.migrate().await.map_err(unreachable)?;
         Ok(TraceReader { store })
     }
 
