@@ -8,9 +8,9 @@
 //!   job (`POST /api/jobs/config`), the live instances and a job's YAML for the editor;
 //! - a page at `/`: jobs, servers, each job's items with their owner and live status, actions
 //!   (trigger, disable, enable, shutdown) and a config editor showing validation errors;
-//! - with a trace database ([`ConsoleOptions::trace`], the one the workers record to), ElasticJob-UI's
-//!   event-trace searches (`/api/event-trace/execution` and `/status`, with their filters, paging
-//!   and autocomplete) and the page's "Job trace" and "History status" tabs.
+//! - with a trace database ([`ConsoleOptions::trace`], the one the workers record to),
+//!   ElasticJob-UI's event-trace searches (`/api/event-trace/execution` and `/status`, with their
+//!   filters, paging and autocomplete) and the page's "Job trace" and "History status" tabs.
 //!
 //! Reading is open; every change needs the console's token (`Access-Token` header, or log in on
 //! the page), and a read-only console refuses changes altogether. It listens on loopback unless
