@@ -1,34 +1,8 @@
 //! Runs `shardcron cron next` and checks exact stdout, stderr and exit codes.
 
-use std::process::{Command, Output};
+mod common;
 
-fn shardcron(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shardcron"))
-        .args(args)
-        .output()
-        .expect("the shardcron binary runs")
-}
-
-fn text(bytes: &[u8]) -> &str {
-    std::str::from_utf8(bytes).expect("utf-8 output")
-}
-
-fn assert_prints(output: &Output, expected: &str) {
-    assert_eq!(text(&output.stderr), "");
-    assert_eq!(output.status.code(), Some(0));
-    assert_eq!(text(&output.stdout), expected);
-}
-
-fn assert_rejects(output: &Output, needle: &str) {
-    assert_eq!(output.status.code(), Some(2), "stderr: {}", text(&output.stderr));
-    assert_eq!(text(&output.stdout), "");
-    let err = text(&output.stderr);
-    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
-    assert!(
-        err.starts_with("error: ") && err.contains(needle),
-        "{err:?} should mention {needle:?}"
-    );
-}
+use common::*;
 
 #[test]
 fn next_fire_times_in_utc_from_epoch_millis() {
@@ -106,7 +80,7 @@ fn a_schedule_that_never_fires_says_so_with_status_1() {
 
 #[test]
 fn a_unix_cron_gets_its_quartz_form_suggested() {
-    assert_rejects(
+    assert_refused(
         &shardcron(&["cron", "next", "*/5 * * * *"]),
         "this looks like a Unix cron (minute first, no seconds): did you mean `0 */5 * * * ?`",
     );
@@ -124,18 +98,18 @@ fn default_instant_is_now() {
 
 #[test]
 fn invalid_input_exits_2_with_one_line() {
-    assert_rejects(&shardcron(&["cron", "next", "0 0 25 * * ?"]), "hours field `25`");
-    assert_rejects(&shardcron(&["cron", "next", "0 0 12 * *"]), "5 field(s)");
-    assert_rejects(
+    assert_refused(&shardcron(&["cron", "next", "0 0 25 * * ?"]), "hours field `25`");
+    assert_refused(&shardcron(&["cron", "next", "0 0 12 * *"]), "5 field(s)");
+    assert_refused(
         &shardcron(&["cron", "next", "--tz", "Mars/Base", "0 0 12 * * ?"]),
         "unknown time zone `Mars/Base`",
     );
-    assert_rejects(
+    assert_refused(
         &shardcron(&["cron", "next", "--after", "yesterday", "0 0 12 * * ?"]),
         "--after \"yesterday\"",
     );
-    assert_rejects(&shardcron(&["cron", "next", "--count", "many", "0 0 12 * * ?"]), "--count");
-    assert_rejects(&shardcron(&["cron", "next"]), "EXPR");
+    assert_refused(&shardcron(&["cron", "next", "--count", "many", "0 0 12 * * ?"]), "--count");
+    assert_refused(&shardcron(&["cron", "next"]), "EXPR");
 }
 
 #[test]

@@ -10,95 +10,23 @@
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use common::*;
+
 const JOB: &str = "metered";
 const CRON: &str = "0/3 * * * * ?";
 
-fn zookeeper() -> Option<String> {
-    match std::env::var("SHARDCRON_ZK") {
-        Ok(address) => Some(address),
-        Err(_) if std::env::var("SHARDCRON_REQUIRE_SERVERS").as_deref() == Ok("1") => {
-            panic!("SHARDCRON_REQUIRE_SERVERS=1 but SHARDCRON_ZK is not set")
-        }
-        Err(_) => {
-            eprintln!("note: SHARDCRON_ZK not set; skipping the metrics scrape test");
-            None
-        }
-    }
-}
-
-/// A worker process and the JSON lines it printed so far.
-struct Worker {
-    child: Child,
-    lines: Arc<Mutex<Vec<Value>>>,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Worker {
-    fn spawn(registry: &str, suffix: &str, extra: &[&str]) -> Worker {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_shardcron"))
-            .arg("worker")
-            .args(["--registry", registry, "--job", JOB, "--cron", CRON, "--total", "2"])
-            .args(["--item-ms", "1200", "--failover", "--instance-suffix", suffix])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(serde_json::from_str(&line).unwrap());
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = stderr.clone();
-        let mut pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            sink.lock().unwrap().push_str(&text);
-        });
-        Worker { child, lines, stderr }
-    }
-
-    fn lines(&self) -> Vec<Value> {
-        self.lines.lock().unwrap().clone()
-    }
-
-    /// Waits until a printed line satisfies `keep`.
-    fn wait_for(&self, what: &str, timeout: Duration, keep: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(line) = self.lines().into_iter().find(|v| keep(v)) {
-                return line;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no {what} within {timeout:?}; stderr: {}",
-                self.stderr.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A worker of the test's job (2 items, 1.2 s each, failover on) with `extra` arguments.
+fn spawn_worker(registry: &str, suffix: &str, extra: &[&str]) -> Worker {
+    let args = ["worker", "--registry", registry, "--job", JOB, "--cron", CRON, "--total", "2"];
+    let more = ["--item-ms", "1200", "--failover", "--instance-suffix", suffix];
+    Worker::spawn(&[&args[..], &more, extra].concat())
 }
 
 fn event(v: &Value) -> &str {
@@ -108,11 +36,8 @@ fn event(v: &Value) -> &str {
 /// `GET /metrics` over a plain TCP connection: the series and their values, as
 /// `name{labels}` → value.
 fn scrape(port: u16) -> BTreeMap<String, f64> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(stream, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
+    let text =
+        http(&format!("127.0.0.1:{port}"), "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.") && head.contains(" 200 "), "{head}");
     body.lines()
@@ -128,29 +53,24 @@ fn value(metrics: &BTreeMap<String, f64>, series: &str) -> f64 {
     metrics.get(series).copied().unwrap_or(0.0)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 #[test]
 fn metrics_of_a_worker_match_its_fires_failures_and_failover() {
-    let Some(zk) = zookeeper() else { return };
+    let Some(zk) = server_address("SHARDCRON_ZK") else { return };
     let namespace = format!("metrics-{}", std::process::id());
     let registry = format!("zk://{zk}/{namespace}?session_timeout_ms=2000");
     let port = free_port();
     let metrics_addr = format!("127.0.0.1:{port}");
-    let a = Worker::spawn(&registry, "a", &["--metrics", &metrics_addr, "--fail-items", "1"]);
+    let a = spawn_worker(&registry, "a", &["--metrics", &metrics_addr, "--fail-items", "1"]);
 
     // A runs both items alone: item 1 fails.
     a.wait_for("a failed item on a", Duration::from_secs(20), |v| {
         event(v) == "item_end" && v["ok"] == false
     });
     // B joins; the next fires are split between them. B dies while its item runs.
-    let mut b = Worker::spawn(&registry, "b", &[]);
+    let mut b = spawn_worker(&registry, "b", &[]);
     let started = b.wait_for("an item on b", Duration::from_secs(30), |v| event(v) == "item_start");
     std::thread::sleep(Duration::from_millis(300));
-    b.child.kill().unwrap();
-    b.child.wait().unwrap();
+    b.kill();
     let orphan = started["item"].as_u64().unwrap();
     a.wait_for("a's failover run of b's item", Duration::from_secs(30), |v| {
         event(v) == "item_end" && v["kind"].is_null() && v["item"] == orphan && {
@@ -249,8 +169,7 @@ fn metrics_of_a_worker_match_its_fires_failures_and_failover() {
     eprintln!("registry errors by kind: {errors}; skips {skips:?}");
     assert!(metrics.keys().any(|k| k.starts_with("shardcron_trigger_lateness_seconds_bucket{")));
 
-    let mut a = a;
-    let _ = Command::new("kill").args(["-TERM", &a.child.id().to_string()]).status();
-    let status = a.child.wait().unwrap();
-    assert!(status.success(), "a stopped with {status}; stderr: {}", a.stderr.lock().unwrap());
+    a.signal("TERM");
+    let (status, stderr, _) = a.finish(Duration::from_secs(30));
+    assert!(status.success(), "a stopped with {status}; stderr: {stderr}");
 }

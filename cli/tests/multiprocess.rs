@@ -33,15 +33,19 @@
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use common::{now_ms, server_address, BIN};
 
 /// The job of every scenario: `TOTAL` items firing every `PERIOD_MS`.
 ///
@@ -54,10 +58,6 @@ const JOB: &str = "mp";
 const TOTAL: u32 = 6;
 const CRON: &str = "0/3 * * * * ?";
 const PERIOD_MS: i64 = 3_000;
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
 
 /// The tests of this file run one at a time: three processes each, and delays measured.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -91,22 +91,7 @@ impl Backend {
 
     /// The server's address (`host:port`), or `None` after checking that skipping is allowed.
     fn address(self) -> Option<String> {
-        let var = self.var();
-        match std::env::var(var) {
-            Ok(address) => {
-                Some(address.trim_start_matches("http://").trim_end_matches('/').to_owned())
-            }
-            Err(_) if std::env::var("SHARDCRON_REQUIRE_SERVERS").as_deref() == Ok("1") => {
-                panic!(
-                    "SHARDCRON_REQUIRE_SERVERS=1 but {var} is not set: start the server \
-                     (scripts/zookeeper.sh, scripts/etcd.sh) and export its address"
-                )
-            }
-            Err(_) => {
-                eprintln!("note: {var} not set; skipping this multi-process end-to-end test");
-                None
-            }
-        }
+        server_address(self.var())
     }
 
     /// The registry URL of `namespace` with a session timeout (ZooKeeper) or lease TTL (etcd).
@@ -303,7 +288,7 @@ impl Cluster {
         let index = self.workers.len();
         let suffix = format!("w{}", index + 1);
         let failover: &[&str] = if self.failover { &["--failover"] } else { &[] };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_shardcron"))
+        let mut child = Command::new(BIN)
             .arg("worker")
             .args(["--registry", registry, "--job", JOB, "--cron", self.cron])
             .args(["--total", &TOTAL.to_string(), "--instance-suffix", &suffix])

@@ -7,25 +7,15 @@
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_shardcron");
+use std::process::Output;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-fn address(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(a) => Some(a.trim_start_matches("http://").trim_end_matches('/').to_owned()),
-        Err(_) if std::env::var("SHARDCRON_REQUIRE_SERVERS").as_deref() == Ok("1") => {
-            panic!("SHARDCRON_REQUIRE_SERVERS=1 but {var} is not set")
-        }
-        Err(_) => {
-            eprintln!("note: {var} not set; skipping");
-            None
-        }
-    }
-}
+use common::*;
+
+/// How long a worker's line is waited for.
+const WAIT: Duration = Duration::from_secs(30);
 
 fn namespace(backend: &str) -> String {
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
@@ -33,13 +23,13 @@ fn namespace(backend: &str) -> String {
 }
 
 /// `shardcron ARGS --registry URL`.
-fn shardcron(url: &str, args: &[&str]) -> Output {
-    Command::new(BIN).args(args).args(["--registry", url]).output().expect("run shardcron")
+fn on(url: &str, args: &[&str]) -> Output {
+    shardcron(&[args, &["--registry", url]].concat())
 }
 
 /// Runs a command that must succeed; returns its stdout.
 fn ok(url: &str, args: &[&str]) -> String {
-    let out = shardcron(url, args);
+    let out = on(url, args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{args:?}: {:?} {stderr}", out.status);
     String::from_utf8(out.stdout).expect("UTF-8")
@@ -54,78 +44,26 @@ fn json(url: &str, args: &[&str]) -> serde_json::Value {
 
 /// Runs a command that must be refused: status 2, one `error:` line, nothing on stdout.
 fn refused(url: &str, args: &[&str]) {
-    let out = shardcron(url, args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-    assert!(stderr.starts_with("error: ") && stderr.lines().count() == 1, "{args:?}: {stderr}");
-    assert!(out.stdout.is_empty(), "{args:?}");
+    assert_refused(&on(url, args), "");
 }
 
-/// A `shardcron worker` process and its JSON lines.
-struct Worker {
-    child: Child,
-    lines: mpsc::Receiver<serde_json::Value>,
-}
-
-impl Worker {
-    fn start(url: &str, job: &str) -> Worker {
-        Worker::spawn(&[
-            "worker",
-            "--registry",
-            url,
-            "--job",
-            job,
-            "--total",
-            "3",
-            "--cron",
-            "0/1 * * * * ?",
-            "--item-ms",
-            "100",
-            "--ip",
-            "127.0.0.9",
-        ])
-    }
-
-    fn spawn(args: &[&str]) -> Worker {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start a worker");
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(v) = serde_json::from_str(&line) {
-                    if tx.send(v).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        Worker { child, lines }
-    }
-
-    /// Waits for an event matching `want`.
-    fn wait_for(&self, what: &str, want: impl Fn(&serde_json::Value) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(event) if want(&event) => return,
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-        panic!("the worker never reported {what}");
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A `shardcron worker` running `job` (3 items every second, 100 ms each) on `url`.
+fn start_worker(url: &str, job: &str) -> Worker {
+    Worker::spawn(&[
+        "worker",
+        "--registry",
+        url,
+        "--job",
+        job,
+        "--total",
+        "3",
+        "--cron",
+        "0/1 * * * * ?",
+        "--item-ms",
+        "100",
+        "--ip",
+        "127.0.0.9",
+    ])
 }
 
 fn scenario(url: &str) {
@@ -144,8 +82,8 @@ fn scenario(url: &str) {
     assert_eq!(jobs[0]["jobName"], "hourly");
     assert_eq!(jobs[0]["status"], "CRASHED");
 
-    let worker = Worker::start(url, "demo");
-    worker.wait_for("a run of item 1", |e| e["event"] == "item_end" && e["item"] == 1);
+    let worker = start_worker(url, "demo");
+    worker.wait_for("a run of item 1", WAIT, |e| e["event"] == "item_end" && e["item"] == 1);
     let jobs = json(url, &["jobs"]);
     let demo = jobs.as_array().unwrap().iter().find(|j| j["jobName"] == "demo").unwrap().clone();
     assert_eq!((demo["status"].as_str(), demo["instanceCount"].as_u64()), (Some("OK"), Some(1)));
@@ -167,13 +105,13 @@ fn scenario(url: &str) {
 
     let triggered = ok(url, &["trigger", "demo"]);
     assert_eq!(triggered, "job demo: triggered on 1 instance(s)\n");
-    worker.wait_for("a manual run", |e| e["event"] == "item_start" && e["kind"] == "manual");
+    worker.wait_for("a manual run", WAIT, |e| e["event"] == "item_start" && e["kind"] == "manual");
 
     let cron = file("demo.yaml", "cron: 0/2 * * * * ?\nshardingTotalCount: 3\njobParameter: x\n");
     let out = ok(url, &["config", "set", "demo", &cron]);
     assert!(out.contains("overwrite: true"), "the worker publishes with overwrite on: {out}");
     assert!(ok(url, &["config", "get", "demo"]).contains("jobParameter: x\n"));
-    worker.wait_for("the new config", |e| e["event"] == "config_applied");
+    worker.wait_for("the new config", WAIT, |e| e["event"] == "config_applied");
 
     // Refused, changing nothing.
     let before = ok(url, &["config", "get", "demo"]);
@@ -193,17 +131,9 @@ fn scenario(url: &str) {
         .all(|i| i["status"] != "DISABLED"));
 
     // An operator's shutdown stops the worker gracefully.
-    let mut worker = worker;
     ok(url, &["shutdown", "demo"]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = worker.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the worker did not stop");
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(status.success(), "{status:?}");
+    let (status, stderr, _) = worker.finish(WAIT);
+    assert!(status.success(), "{status:?}: {stderr}");
     assert_eq!(json(url, &["jobs"])[0]["status"], "CRASHED");
     ok(url, &["remove", "demo"]);
     ok(url, &["remove", "hourly"]);
@@ -213,14 +143,14 @@ fn scenario(url: &str) {
 
 #[test]
 fn operations_on_zookeeper() {
-    let Some(address) = address("SHARDCRON_ZK") else { return };
+    let Some(address) = server_address("SHARDCRON_ZK") else { return };
     scenario(&format!("zk://{address}/{}", namespace("zk")));
 }
 
 #[cfg(feature = "etcd")]
 #[test]
 fn operations_on_etcd() {
-    let Some(address) = address("SHARDCRON_ETCD") else { return };
+    let Some(address) = server_address("SHARDCRON_ETCD") else { return };
     scenario(&format!("etcd://{address}/{}", namespace("etcd")));
 }
 
@@ -260,7 +190,7 @@ fn serve_jobs_scenario(url: &str) {
     std::fs::write(&refused, "cron: 0/1 * * * * ?\nshardingTotalCount: 1\nprops:\n  script.command.line: /bin/echo hello\n").unwrap();
     ok(url, &["add", "refused", &refused.display().to_string()]);
     ok(url, &["add", "scripted", &allowed.display().to_string()]);
-    worker.wait_for("a run of the added script job", |e| {
+    worker.wait_for("a run of the added script job", WAIT, |e| {
         e["event"] == "item_end" && e["job"] == "scripted" && e["ok"] == true
     });
     let runs = std::fs::read_to_string(&log).unwrap();
@@ -279,7 +209,7 @@ fn serve_jobs_scenario(url: &str) {
 
 #[test]
 fn serve_jobs_on_zookeeper() {
-    let Some(address) = address("SHARDCRON_ZK") else { return };
+    let Some(address) = server_address("SHARDCRON_ZK") else { return };
     serve_jobs_scenario(&format!(
         "zk://{address}/{}?session_timeout_ms=2000",
         namespace("zk-serve")
@@ -289,16 +219,19 @@ fn serve_jobs_on_zookeeper() {
 #[cfg(feature = "etcd")]
 #[test]
 fn serve_jobs_on_etcd() {
-    let Some(address) = address("SHARDCRON_ETCD") else { return };
+    let Some(address) = server_address("SHARDCRON_ETCD") else { return };
     serve_jobs_scenario(&format!("etcd://{address}/{}?ttl_s=2", namespace("etcd-serve")));
 }
 
 #[test]
 fn serve_jobs_refuses_a_missing_allowed_program() {
-    let out = Command::new(BIN)
-        .args(["worker", "--registry", "mem:", "--serve-jobs", "--allow-command", "/no/such/x"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-command /no/such/x"));
+    let out = shardcron(&[
+        "worker",
+        "--registry",
+        "mem:",
+        "--serve-jobs",
+        "--allow-command",
+        "/no/such/x",
+    ]);
+    assert_refused(&out, "--allow-command /no/such/x");
 }

@@ -1,13 +1,10 @@
 //! Runs the built `shardcron` binary and checks exact stdout, stderr and exit codes.
 
-use std::process::{Command, Output};
+mod common;
 
-fn shardcron(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shardcron"))
-        .args(args)
-        .output()
-        .expect("the shardcron binary runs")
-}
+use std::process::Output;
+
+use common::*;
 
 fn sharding(strategy: &str, job: &str, total: &str, instances: &str, extra: &[&str]) -> Output {
     let mut args = vec![
@@ -25,22 +22,9 @@ fn sharding(strategy: &str, job: &str, total: &str, instances: &str, extra: &[&s
     shardcron(&args)
 }
 
-fn text(bytes: &[u8]) -> &str {
-    std::str::from_utf8(bytes).expect("utf-8 output")
-}
-
-/// Exit 0, nothing on stderr, exactly `expected` on stdout.
-fn assert_prints(output: &Output, expected: &str) {
-    assert_eq!(text(&output.stderr), "");
-    assert_eq!(output.status.code(), Some(0));
-    assert_eq!(text(&output.stdout), expected);
-}
-
 /// Exit 2, nothing on stdout, exactly one `error: {reason}` line on stderr.
 fn assert_rejects(output: &Output, reason: &str) {
-    assert_eq!(text(&output.stdout), "");
-    assert_eq!(text(&output.stderr), format!("error: {reason}\n"));
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(assert_refused(output, reason), format!("error: {reason}\n"));
 }
 
 #[test]

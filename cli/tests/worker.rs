@@ -3,101 +3,19 @@
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::Output;
+use std::time::Duration;
 
 use serde_json::Value;
 
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
+use common::*;
 
-/// A running worker whose stdout lines arrive on a channel.
-struct Worker {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<Value>,
-}
-
-impl Worker {
-    fn start(args: &[&str]) -> Worker {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_shardcron"))
-            .arg("worker")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the shardcron binary runs");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Worker { child, lines, seen: Vec::new() }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Reads lines until `done` holds for the lines so far; panics after `timeout`.
-    fn read_until(&mut self, timeout: Duration, done: impl Fn(&[Value]) -> bool) {
-        let deadline = Instant::now() + timeout;
-        while !done(&self.seen) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => self.seen.push(parse(&line)),
-                Err(e) => panic!("{e}: waited {timeout:?}; lines so far: {:#?}", self.seen),
-            }
-        }
-    }
-
-    /// Sends `signal` (TERM, INT) with kill(1).
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{signal}"), &self.pid().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success());
-    }
-
-    /// Waits for the exit (at most `timeout`), reads the rest of stdout; returns status and
-    /// stderr.
-    fn finish(mut self, timeout: Duration) -> (ExitStatus, String, Vec<Value>) {
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("the worker did not exit within {timeout:?}; lines: {:#?}", self.seen);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        for line in self.lines.iter() {
-            self.seen.push(parse(&line));
-        }
-        let mut stderr = String::new();
-        self.child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
-        (status, stderr, self.seen)
-    }
-}
-
-fn parse(line: &str) -> Value {
-    let value: Value =
-        serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
-    assert!(value.is_object(), "not an object: {line}");
-    value
+/// `shardcron worker ARGS`, running.
+fn start(args: &[&str]) -> Worker {
+    Worker::spawn(&[&["worker"], args].concat())
 }
 
 fn of<'a>(lines: &'a [Value], event: &str) -> Vec<&'a Value> {
@@ -127,7 +45,7 @@ fn a_fire_completed(lines: &[Value], total: u64) -> bool {
 #[test]
 fn every_event_is_one_json_object_of_a_fixed_shape() {
     let before = now_ms();
-    let mut worker = Worker::start(&[
+    let worker = start(&[
         "--registry",
         "mem:",
         "--job",
@@ -143,7 +61,7 @@ fn every_event_is_one_json_object_of_a_fixed_shape() {
         "t1",
     ]);
     let instance = format!("127.0.0.1@-@{}@-@t1", worker.pid());
-    worker.read_until(Duration::from_secs(15), |lines| a_fire_completed(lines, 2));
+    worker.wait_until("a whole fire", Duration::from_secs(15), |lines| a_fire_completed(lines, 2));
     worker.signal("TERM");
     let (status, stderr, lines) = worker.finish(Duration::from_secs(15));
     let after = now_ms();
@@ -238,7 +156,7 @@ fn every_event_is_one_json_object_of_a_fixed_shape() {
 /// and checks that the item completed before a clean exit.
 fn stops_gracefully_on(signal: &str, item_ms: i64) {
     let item = item_ms.to_string();
-    let mut worker = Worker::start(&[
+    let worker = start(&[
         "--registry",
         "mem:/graceful",
         "--job",
@@ -250,7 +168,7 @@ fn stops_gracefully_on(signal: &str, item_ms: i64) {
         "--item-ms",
         &item,
     ]);
-    worker.read_until(Duration::from_secs(15), |lines| !of(lines, "item_start").is_empty());
+    worker.wait_for("an item_start", Duration::from_secs(15), |l| l["event"] == "item_start");
     let signalled = now_ms();
     worker.signal(signal);
     let (status, stderr, lines) = worker.finish(Duration::from_secs(15));
@@ -283,7 +201,7 @@ fn ctrl_c_stops_gracefully_too() {
 
 #[test]
 fn the_shutdown_timeout_cancels_items_that_outlast_it() {
-    let mut worker = Worker::start(&[
+    let worker = start(&[
         "--registry",
         "mem:/cancel",
         "--job",
@@ -297,7 +215,7 @@ fn the_shutdown_timeout_cancels_items_that_outlast_it() {
         "--shutdown-timeout-ms",
         "300",
     ]);
-    worker.read_until(Duration::from_secs(15), |lines| !of(lines, "item_start").is_empty());
+    worker.wait_for("an item_start", Duration::from_secs(15), |l| l["event"] == "item_start");
     let signalled = now_ms();
     worker.signal("TERM");
     let (status, stderr, lines) = worker.finish(Duration::from_secs(10));
@@ -312,24 +230,13 @@ fn the_shutdown_timeout_cancels_items_that_outlast_it() {
 }
 
 fn worker(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shardcron"))
-        .arg("worker")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("the shardcron binary runs")
+    shardcron(&[&["worker"], args].concat())
 }
 
 /// Exit 2, nothing on stdout, one `error: ...` line on stderr that starts with `reason`.
 fn assert_rejects(output: &Output, reason: &str) {
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "", "{stderr}");
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.starts_with(&format!("error: {reason}")),
-        "{stderr:?} should start with {reason:?}"
-    );
-    assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+    let line = assert_refused(output, reason);
+    assert!(line.starts_with(&format!("error: {reason}")), "{line:?} should start with {reason:?}");
 }
 
 #[test]
@@ -457,8 +364,7 @@ fn an_unreachable_zookeeper_reports_each_attempt_then_names_every_host() {
 
 #[test]
 fn help_documents_the_json_lines() {
-    let output =
-        Command::new(env!("CARGO_BIN_EXE_shardcron")).args(["worker", "--help"]).output().unwrap();
+    let output = shardcron(&["worker", "--help"]);
     assert_eq!(output.status.code(), Some(0));
     let help = String::from_utf8(output.stdout).unwrap();
     for needle in [

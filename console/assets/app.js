@@ -1,8 +1,15 @@
 // The console page: reads the API every two seconds and renders it; actions POST to the API
-// with the token from the login form. No framework: plain DOM calls.
+// with the token from the login form. The trace tabs search the execution trace on demand
+// (a search, a page, a sort), not every two seconds. No framework: plain DOM calls.
 "use strict";
 
-const state = { token: sessionStorage.getItem("shardcron-token") || "", readOnly: false, job: null };
+const state = {
+  token: sessionStorage.getItem("shardcron-token") || "",
+  readOnly: false,
+  job: null,
+  trace: false,
+  tab: "cluster",
+};
 const $ = (selector) => document.querySelector(selector);
 
 function element(tag, attributes, ...children) {
@@ -142,9 +149,10 @@ function renderJob(detail) {
         " ",
         actionButton("Shut down", "POST", base + "/shutdown", { class: "danger" })));
   }));
-  for (const button of document.querySelectorAll("#job-actions button")) {
+  for (const button of document.querySelectorAll("#job-actions button[data-action]")) {
     button.disabled = !canWrite();
   }
+  $("#job-trace").hidden = !state.trace;
   $("#save-config").disabled = !canWrite();
 }
 
@@ -242,9 +250,175 @@ async function addJob() {
   }
 }
 
+// ---------------------------------------------------------------- the trace tabs
+
+// The two searches: where they POST, their form, and how a row renders.
+const searches = {
+  trace: {
+    path: "/event-trace/execution",
+    page: 1, size: 20, sortBy: "", orderType: "",
+    row: (r) => element("tr", { "data-id": r.id, class: r.success ? "" : "failed" },
+      element("td", { class: "mono job" }, r.jobName),
+      element("td", { class: "item" }, r.shardingItem),
+      element("td", { class: "mono" }, r.ip),
+      element("td", { class: "mono" }, r.hostname),
+      element("td", {}, r.source),
+      element("td", { class: "status result" },
+        r.completeTime == null ? badge("RUNNING") : badge(r.success ? "SUCCEEDED" : "FAILED")),
+      element("td", { class: "time" }, when(r.startTime)),
+      element("td", { class: "time" }, when(r.completeTime)),
+      element("td", { class: "cause" }, r.failureCause || "")),
+  },
+  status: {
+    path: "/event-trace/status",
+    page: 1, size: 20, sortBy: "", orderType: "",
+    row: (r) => element("tr", { "data-id": r.id },
+      element("td", { class: "mono job" }, r.jobName),
+      element("td", { class: "mono" }, r.shardingItem),
+      element("td", { class: "mono" }, r.slaveId),
+      element("td", {}, r.executionType),
+      element("td", { class: "status state" }, badge(r.state)),
+      element("td", { class: "time" }, when(r.creationTime)),
+      element("td", { class: "cause" }, r.message || ""),
+      element("td", { class: "mono small" }, r.taskId)),
+  },
+};
+
+// Epoch milliseconds as local "YYYY-MM-DD HH:MM:SS".
+function when(ms) {
+  if (ms == null) return "-";
+  const d = new Date(ms);
+  const two = (n) => String(n).padStart(2, "0");
+  return d.getFullYear() + "-" + two(d.getMonth() + 1) + "-" + two(d.getDate()) + " " +
+    two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds());
+}
+
+// The form's filters as the search body: empty fields left out, local times as epoch ms.
+function filters(form) {
+  const body = {};
+  for (const field of form.elements) {
+    if (!field.name || field.value === "") continue;
+    if (field.type === "datetime-local") body[field.name] = new Date(field.value).getTime();
+    else if (field.name === "isSuccess") body.isSuccess = field.value === "true";
+    else body[field.name] = field.value.trim();
+  }
+  return body;
+}
+
+async function search(kind) {
+  const s = searches[kind];
+  const body = filters($("#" + kind + "-form"));
+  body.pageSize = s.size;
+  body.pageNumber = s.page;
+  if (s.sortBy) Object.assign(body, { sortBy: s.sortBy, orderType: s.orderType });
+  // Only the latest search renders: an earlier one answering late must not overwrite it.
+  const asked = (s.asked = (s.asked || 0) + 1);
+  try {
+    const model = await api("POST", s.path, JSON.stringify(body));
+    if (asked !== s.asked) return;
+    $("#" + kind + " tbody").replaceChildren(...model.rows.map(s.row));
+    $("#" + kind + "-empty").hidden = model.rows.length > 0;
+    $("#" + kind + "-count").textContent = model.total + (model.total === 1 ? " row" : " rows");
+    renderPager(kind, model.total);
+    notice("");
+  } catch (e) {
+    if (asked === s.asked) notice("search: " + e.message);
+  }
+}
+
+function renderPager(kind, total) {
+  const s = searches[kind];
+  const pages = Math.max(1, Math.ceil(total / s.size));
+  const go = (page) => () => { s.page = page; search(kind); };
+  const previous = element("button", { type: "button", class: "plain", "data-page": "previous", onclick: go(s.page - 1) }, "‹ Previous");
+  const next = element("button", { type: "button", class: "plain", "data-page": "next", onclick: go(s.page + 1) }, "Next ›");
+  previous.disabled = s.page <= 1;
+  next.disabled = s.page >= pages;
+  const size = element("select", { "aria-label": "rows per page" },
+    ...[10, 20, 50, 100].map((n) => {
+      const option = element("option", { value: n }, n + " per page");
+      if (n === s.size) option.selected = true;
+      return option;
+    }));
+  size.addEventListener("change", () => { s.size = Number(size.value); s.page = 1; search(kind); });
+  $("#" + kind + "-pager").replaceChildren(previous,
+    element("span", { class: "muted" }, "page " + s.page + " of " + pages), next, size);
+}
+
+// Clicking a column header sorts by it; a second click turns the order round.
+function sortable(kind) {
+  const s = searches[kind];
+  for (const th of document.querySelectorAll("#" + kind + " th[data-sort]")) {
+    th.addEventListener("click", () => {
+      s.orderType = s.sortBy === th.dataset.sort && s.orderType === "DESC" ? "ASC" : "DESC";
+      s.sortBy = th.dataset.sort;
+      for (const other of document.querySelectorAll("#" + kind + " th")) other.className = "";
+      th.className = s.orderType === "ASC" ? "asc" : "desc";
+      s.page = 1;
+      search(kind);
+    });
+  }
+}
+
+// Fills a datalist from an autocomplete endpoint as the user types.
+function autocomplete(input, list, path) {
+  let asked = null;
+  const fill = async () => {
+    const prefix = input.value.trim();
+    if (prefix === asked) return;
+    asked = prefix;
+    try {
+      const names = await api("GET", path + (prefix ? "/" + enc(prefix) : ""));
+      $(list).replaceChildren(...names.map((name) => element("option", { value: name })));
+    } catch (e) {
+      // Suggestions are a convenience: the search itself reports what is wrong.
+    }
+  };
+  input.addEventListener("focus", fill);
+  input.addEventListener("input", fill);
+}
+
+function showTab(tab) {
+  state.tab = tab;
+  for (const button of document.querySelectorAll("#tabs button")) {
+    button.classList.toggle("active", button.dataset.tab === tab);
+  }
+  for (const name of ["cluster", "trace", "status"]) $("#tab-" + name).hidden = name !== tab;
+  if (tab !== "cluster" && state.trace) search(tab);
+}
+
+function setUpTrace() {
+  for (const note of document.querySelectorAll(".no-trace")) note.hidden = state.trace;
+  for (const kind of ["trace", "status"]) {
+    const form = $("#" + kind + "-form");
+    form.hidden = !state.trace;
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      searches[kind].page = 1;
+      search(kind);
+    });
+    form.addEventListener("reset", () => setTimeout(() => { searches[kind].page = 1; search(kind); }));
+    sortable(kind);
+  }
+  autocomplete($("#trace-form [name=jobName]"), "#trace-jobs", "/event-trace/execution/jobNames");
+  autocomplete($("#trace-form [name=ip]"), "#trace-ips", "/event-trace/execution/ip");
+  autocomplete($("#status-form [name=jobName]"), "#status-jobs", "/event-trace/status/jobNames");
+  for (const button of document.querySelectorAll("#tabs button")) {
+    button.addEventListener("click", () => showTab(button.dataset.tab));
+  }
+  // From a job's card to its trace.
+  $("#job-trace").addEventListener("click", () => {
+    $("#trace-form [name=jobName]").value = state.job;
+    searches.trace.page = 1;
+    showTab("trace");
+  });
+}
+
 async function start() {
   const info = await api("GET", "/console");
   state.readOnly = info.readOnly;
+  state.trace = info.trace;
+  setUpTrace();
   $("#where").textContent = info.registry;
   if (state.readOnly) state.token = "";
   renderLogin();
@@ -253,7 +427,7 @@ async function start() {
   $("#reload-config").addEventListener("click", loadConfig);
   $("#add-job").addEventListener("click", addJob);
   $("#add-job").disabled = state.readOnly;
-  for (const button of document.querySelectorAll("#job-actions button")) {
+  for (const button of document.querySelectorAll("#job-actions button[data-action]")) {
     button.addEventListener("click", () => {
       const verb = button.dataset.action;
       act("POST", "/jobs/" + enc(state.job) + "/" + verb);

@@ -7,7 +7,10 @@
 //!   model}` wrapper, same field names), so scripts written for ElasticJob-UI work, plus adding a
 //!   job (`POST /api/jobs/config`), the live instances and a job's YAML for the editor;
 //! - a page at `/`: jobs, servers, each job's items with their owner and live status, actions
-//!   (trigger, disable, enable, shutdown) and a config editor showing validation errors.
+//!   (trigger, disable, enable, shutdown) and a config editor showing validation errors;
+//! - with a trace database ([`ConsoleOptions::trace`], the one the workers record to),
+//!   ElasticJob-UI's event-trace searches (`/api/event-trace/execution` and `/status`, with their
+//!   filters, paging and autocomplete) and the page's "Job trace" and "History status" tabs.
 //!
 //! Reading is open; every change needs the console's token (`Access-Token` header, or log in on
 //! the page), and a read-only console refuses changes altogether. It listens on loopback unless
@@ -23,8 +26,8 @@
 //! ```
 //!
 //! ## Layout
-//! - `routes/`: `jobs.rs` and `servers.rs` (the API), `trace.rs` (the event-trace endpoints,
-//!   answered as unavailable), `page.rs` (the page's files, from `assets/`).
+//! - `routes/`: `jobs.rs` and `servers.rs` (the registry's API), `trace.rs` (the event-trace
+//!   searches), `page.rs` (the page's files, from `assets/`).
 //! - `wrapper.rs`: the response wrapper and how errors map to it; `auth.rs`: token and login.
 
 mod auth;
@@ -36,6 +39,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use shardcron_core::registry::CoordinatorRegistry;
+use shardcron_observe::TraceReader;
 use tokio::net::TcpListener;
 
 pub use auth::random_token;
@@ -53,6 +57,9 @@ pub struct ConsoleOptions {
     pub read_only: bool,
     /// What the page shows as the registry (a URL without its credentials).
     pub label: String,
+    /// The execution trace to search ([`TraceReader::open`] on the database the workers record
+    /// to); `None`: the event-trace endpoints answer that the console has none.
+    pub trace: Option<TraceReader>,
 }
 
 impl Default for ConsoleOptions {
@@ -62,6 +69,7 @@ impl Default for ConsoleOptions {
             token: None,
             read_only: false,
             label: String::new(),
+            trace: None,
         }
     }
 }
@@ -89,6 +97,7 @@ pub(crate) struct AppState {
     pub token: Arc<str>,
     pub read_only: bool,
     pub label: Arc<str>,
+    pub trace: Option<TraceReader>,
 }
 
 /// A console bound to its address, ready to serve.
@@ -117,6 +126,7 @@ impl Console {
             token: token.into(),
             read_only: options.read_only,
             label: options.label.into(),
+            trace: options.trace,
         };
         Ok(Console { listener, state })
     }
@@ -144,12 +154,13 @@ impl Console {
     }
 }
 
-/// The console's routes on `registry`, for serving them elsewhere or testing them without a
-/// socket.
+/// The console's routes on `registry` (and `trace`, if given), for serving them elsewhere or
+/// testing them without a socket.
 pub fn router(
     registry: Arc<dyn CoordinatorRegistry>,
     token: &str,
     read_only: bool,
+    trace: Option<TraceReader>,
 ) -> axum::Router {
-    routes::router(AppState { registry, token: token.into(), read_only, label: "".into() })
+    routes::router(AppState { registry, token: token.into(), read_only, label: "".into(), trace })
 }

@@ -1,8 +1,11 @@
 //! The console's page in a real browser (Debian's chromium, driven through chromedriver): three
-//! schedulers run a sharded job on the in-memory registry; the page lists the job and its items
-//! with their live status; a click disables an item, the registry shows it, the workers stop
-//! running it, and the page shows it disabled. A screenshot goes to
-//! `target/console-screenshot.png`.
+//! schedulers run a sharded job on the in-memory registry, recording into an execution trace (a
+//! SQLite file); the page lists the job and its items with their live status; a click disables
+//! an item, the registry shows it, the workers stop running it, and the page shows it disabled.
+//! The "Job trace" tab then lists the item runs the workers recorded, filtered to the failed
+//! ones on request, and the "History status" tab the fires' states. Screenshots go to
+//! `target/console-screenshot.png`, `target/console-trace-screenshot.png` and
+//! `target/console-status-screenshot.png`.
 //!
 //! Needs `chromium` and `chromium-driver` (`scripts/test.sh` installs them); without them the
 //! test skips, unless `SHARDCRON_REQUIRE_BROWSER=1`.
@@ -25,11 +28,14 @@ use shardcron_core::handles::Handles;
 use shardcron_core::job::Job;
 use shardcron_core::registry::CoordinatorRegistry;
 use shardcron_core::runtime::{Scheduler, SchedulerBuilder};
+use shardcron_observe::{ObserveExt, Trace, TraceConfig};
 use shardcron_registry_mem::{ConnectOptions, MemServer};
 
 const TOKEN: &str = "browser-test-token";
 const ITEMS: i32 = 6;
 const DISABLED_ITEM: u32 = 2;
+/// This item fails every time: the trace shows why.
+const FAILING_ITEM: u32 = 5;
 
 /// Which items ran, in order (shared with the job closures).
 mod recorded {
@@ -116,8 +122,9 @@ async fn browser(driver: &Driver) -> Client {
         .expect("open a browser session")
 }
 
-/// Three schedulers on three IPs running `orders`: 6 items, every second, 400 ms each.
-async fn cluster(server: &MemServer, runs: &Runs) -> Vec<Scheduler> {
+/// Three schedulers on three IPs running `orders`: 6 items, every second, 400 ms each; item
+/// [`FAILING_ITEM`] fails. Every run goes into `trace`.
+async fn cluster(server: &MemServer, runs: &Runs, trace: &Trace) -> Vec<Scheduler> {
     let mut config = JobConfig::new("orders", ITEMS);
     config.cron = Some("* * * * * ?".into());
     config.failover = true;
@@ -129,6 +136,7 @@ async fn cluster(server: &MemServer, runs: &Runs) -> Vec<Scheduler> {
         let scheduler = SchedulerBuilder::new(Arc::new(client))
             .ip(ip)
             .pid(4000 + n as u32)
+            .trace(trace)
             .start()
             .await
             .unwrap();
@@ -138,6 +146,9 @@ async fn cluster(server: &MemServer, runs: &Runs) -> Vec<Scheduler> {
             async move {
                 runs.push(ctx.item);
                 tokio::time::sleep(Duration::from_millis(400)).await;
+                if ctx.item == FAILING_ITEM {
+                    return Err("the upstream API answered 503".into());
+                }
                 Ok(())
             }
         });
@@ -165,11 +176,58 @@ async fn text_becomes(c: &Client, css: &str, what: &str, want: impl Fn(&str) -> 
     panic!("{css}: never {what}; last text {last:?}");
 }
 
-fn screenshot_path() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target.join("console-screenshot.png")
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+/// Saves the page as it is now under `target/NAME`.
+async fn screenshot(c: &Client, name: &str) {
+    let png = c.screenshot().await.unwrap();
+    let path = target_dir().join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, png).unwrap();
+    eprintln!("screenshot: {}", path.display());
+}
+
+/// The texts of the elements `css` matches (read again when the page re-renders them midway).
+async fn texts(c: &Client, css: &str) -> Vec<String> {
+    let mut attempts = 0;
+    'read: loop {
+        attempts += 1;
+        let mut texts = Vec::new();
+        for element in c.find_all(Locator::Css(css)).await.unwrap() {
+            match element.text().await {
+                Ok(text) => texts.push(text),
+                Err(e) if attempts < 20 => {
+                    eprintln!("{css}: {e}; reading again");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue 'read;
+                }
+                Err(e) => panic!("{css}: {e}"),
+            }
+        }
+        return texts;
+    }
+}
+
+/// Waits until the elements `css` matches have texts satisfying `want`; returns them.
+async fn texts_become(
+    c: &Client,
+    css: &str,
+    what: &str,
+    want: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found = texts(c, css).await;
+        if want(&found) {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "{css}: never {what}; last {found:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,7 +235,13 @@ async fn the_page_shows_the_cluster_and_disables_an_item() {
     let Some(binary) = chromedriver() else { return };
     let server = MemServer::new(Handles::real());
     let runs = Runs::default();
-    let schedulers = cluster(&server, &runs).await;
+    let db = target_dir().join("tmp").join(format!("browser-trace-{}.db", std::process::id()));
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    let trace = Trace::start(TraceConfig::new(db.to_str().unwrap())).unwrap();
+    let schedulers = cluster(&server, &runs, &trace).await;
     let operator = server.connect(ConnectOptions::default().namespace("/browser")).unwrap();
     let registry: Arc<dyn CoordinatorRegistry> = Arc::new(operator.clone());
     let options = ConsoleOptions {
@@ -185,6 +249,7 @@ async fn the_page_shows_the_cluster_and_disables_an_item() {
         token: Some(TOKEN.into()),
         read_only: false,
         label: "mem:/browser".into(),
+        trace: Some(trace.reader().await.unwrap()),
     };
     let console = Console::bind(registry, options).await.unwrap();
     let page = format!("http://{}/", console.local_addr());
@@ -239,11 +304,73 @@ async fn the_page_shows_the_cluster_and_disables_an_item() {
         "item {DISABLED_ITEM} ran after it was disabled: {later:?}"
     );
 
-    let png = c.screenshot().await.unwrap();
-    let path = screenshot_path();
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, png).unwrap();
-    eprintln!("screenshot: {}", path.display());
+    screenshot(&c, "console-screenshot.png").await;
+
+    // The job's trace, from its card: the item runs the workers recorded, newest first.
+    c.find(Locator::Css("#job-trace")).await.unwrap().click().await.unwrap();
+    let jobs = texts_become(&c, "#trace tbody td.job", "listed", |t| t.len() >= 6).await;
+    assert!(jobs.iter().all(|j| j == "orders"), "{jobs:?}");
+    let results = texts(&c, "#trace tbody td.result").await;
+    assert!(results.iter().any(|r| r == "SUCCEEDED"), "{results:?}");
+    let count = c.find(Locator::Css("#trace-count")).await.unwrap().text().await.unwrap();
+    let total: usize = count.split(' ').next().unwrap().parse().unwrap();
+    assert!(total >= 6, "{count}");
+    screenshot(&c, "console-trace-screenshot.png").await;
+    // Only the failures: item 5, with its cause.
+    c.find(Locator::Css("#trace-form select[name=isSuccess]"))
+        .await
+        .unwrap()
+        .select_by_value("false")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#trace-form button[type=submit]")).await.unwrap().click().await.unwrap();
+    // (As in ElasticJob, a run counts as not successful until it ends well.)
+    let results = texts_become(&c, "#trace tbody td.result", "only failures", |t| {
+        t.iter().any(|r| r == "FAILED") && t.iter().all(|r| r == "FAILED" || r == "RUNNING")
+    })
+    .await;
+    let items = texts(&c, "#trace tbody td.item").await;
+    let causes = texts(&c, "#trace tbody td.cause").await;
+    for ((result, item), cause) in results.iter().zip(&items).zip(&causes) {
+        if result == "FAILED" {
+            assert_eq!(*item, FAILING_ITEM.to_string(), "{items:?} {results:?}");
+            assert!(cause.contains("upstream API answered 503"), "{causes:?}");
+        }
+    }
+    // Back to every result, sorted by item (a click on the header), 10 a page.
+    c.find(Locator::Css("#trace-form select[name=isSuccess]"))
+        .await
+        .unwrap()
+        .select_by_value("")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#trace th[data-sort=shardingItem]")).await.unwrap().click().await.unwrap();
+    c.find(Locator::Css("#trace th[data-sort=shardingItem]")).await.unwrap().click().await.unwrap();
+    let items = texts_become(&c, "#trace tbody td.item", "sorted by item", |t| {
+        t.len() >= 6 && t.windows(2).all(|w| w[0].parse::<u32>().ok() <= w[1].parse::<u32>().ok())
+    })
+    .await;
+    assert_eq!(items[0], "0", "{items:?}");
+
+    // The fires' states.
+    c.find(Locator::Css("#tabs button[data-tab=status]")).await.unwrap().click().await.unwrap();
+    let states = texts_become(&c, "#status tbody td.state", "listed", |t| t.len() >= 6).await;
+    assert!(states.iter().all(|s| s.starts_with("TASK_")), "{states:?}");
+    // The fires that failed, and why.
+    c.find(Locator::Css("#status-form select[name=state]"))
+        .await
+        .unwrap()
+        .select_by_value("TASK_ERROR")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#status-form button[type=submit]")).await.unwrap().click().await.unwrap();
+    texts_become(&c, "#status tbody td.state", "only errors", |t| {
+        !t.is_empty() && t.iter().all(|s| s == "TASK_ERROR")
+    })
+    .await;
+    let messages = texts(&c, "#status tbody td.cause").await;
+    assert!(messages.iter().all(|m| m.contains("item 5: ")), "{messages:?}");
+    screenshot(&c, "console-status-screenshot.png").await;
 
     c.close().await.unwrap();
     let _ = stop.send(());
@@ -251,4 +378,5 @@ async fn the_page_shows_the_cluster_and_disables_an_item() {
     for s in schedulers {
         s.shutdown().await.unwrap();
     }
+    trace.shutdown(Duration::from_secs(5)).await;
 }

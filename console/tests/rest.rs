@@ -33,7 +33,7 @@ async fn fixture(read_only: bool) -> Fixture {
     let registry = server.connect(ConnectOptions::default().namespace("/ej")).unwrap();
     load_dump(&registry, ELASTICJOB_3_0_4).await.unwrap();
     let shared: Arc<dyn CoordinatorRegistry> = Arc::new(registry.clone());
-    let app = shardcron_console::router(shared, TOKEN, read_only);
+    let app = shardcron_console::router(shared, TOKEN, read_only, None);
     Fixture { _server: server, registry, app }
 }
 
@@ -121,7 +121,8 @@ async fn login_trades_the_token_for_itself() {
     let wrong = r#"{"username":"root","password":"guess"}"#;
     f.fails(POST, "/api/login", false, wrong, StatusCode::UNAUTHORIZED, "wrong password").await;
     f.fails(POST, "/api/login", false, "root", StatusCode::BAD_REQUEST, "login body").await;
-    assert_eq!(f.model(GET, "/api/console", "").await, json!({"readOnly": false, "registry": ""}));
+    let console = f.model(GET, "/api/console", "").await;
+    assert_eq!(console, json!({"readOnly": false, "registry": "", "trace": false}));
 }
 
 #[tokio::test]
@@ -455,18 +456,18 @@ async fn a_read_only_console_refuses_every_change() {
 #[tokio::test]
 async fn other_answers_are_wrapped_too() {
     let f = fixture(false).await;
+    // No trace database given: every trace endpoint says how to give one.
     for path in ["/api/event-trace/execution", "/api/event-trace/status"] {
-        f.fails(POST, path, false, "{}", StatusCode::NOT_IMPLEMENTED, "no trace data source").await;
+        f.fails(POST, path, false, "{}", StatusCode::SERVICE_UNAVAILABLE, "start it with --trace")
+            .await;
     }
-    f.fails(
-        GET,
+    for path in [
         "/api/event-trace/execution/jobNames",
-        false,
-        "",
-        StatusCode::NOT_IMPLEMENTED,
-        "event trace",
-    )
-    .await;
+        "/api/event-trace/execution/ip/10.",
+        "/api/event-trace/status/jobNames/ord",
+    ] {
+        f.fails(GET, path, false, "", StatusCode::SERVICE_UNAVAILABLE, "--trace URL").await;
+    }
     f.fails(GET, "/api/nothing/here", false, "", StatusCode::NOT_FOUND, "no such endpoint").await;
 
     let (status, html) = f.raw(GET, "/", false, "").await;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shardcron_core::config::JobConfig;
-use shardcron_core::handles::Handles;
+use shardcron_core::handles::{Clock, Handles};
 use shardcron_core::job::ExecutionSource;
 use shardcron_core::runtime::{SchedulerBuilder, SchedulerEvent, SkipReason};
 use shardcron_observe::trace::{ExecutionQuery, Paging, StatusQuery};
@@ -252,5 +252,59 @@ async fn skipped_fires_leave_a_status_row_with_the_reason() {
     assert_eq!(row.sharding_item, "");
     assert_eq!(row.task_id, format!("{job}@-@@-@READY@-@10.1.2.3@-@77@-@{fire_ms}"));
     assert!(row.message.as_deref().unwrap_or("").contains("still running"), "{row:?}");
+    trace.shutdown(Duration::from_secs(5)).await;
+}
+
+/// A clock that always reads the same instant.
+#[derive(Debug)]
+struct StoppedClock(i64);
+
+impl Clock for StoppedClock {
+    fn now_ms(&self) -> i64 {
+        self.0
+    }
+}
+
+/// Every time the trace writes comes from the clock it is given (the scheduler's), not from the
+/// wall clock: with a clock stopped at a known instant, every row carries exactly that instant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_time_in_the_rows_comes_from_the_given_clock() {
+    const AT: i64 = 1_622_548_800_000; // 2021-06-01 12:00:00 UTC
+    let clock: Arc<dyn Clock> = Arc::new(StoppedClock(AT));
+    let config = TraceConfig {
+        retention: None,
+        clock: clock.clone(),
+        ..TraceConfig::new(sqlite_path("clock"))
+    };
+    let trace = Trace::start(config).unwrap();
+    let handles = Handles { clock, ..Handles::real() };
+    let job = unique_job("clocked");
+    fire(trace.listener(), handles, &job, AT, ExecutionSource::Normal, &[0, 1]).await;
+    trace.skip_sink("10.1.2.3@-@77")(&SchedulerEvent::Skipped {
+        job: job.clone(),
+        fire_ms: AT,
+        reason: SkipReason::JobDisabled,
+    });
+    assert!(trace.flush(Duration::from_secs(20)).await, "{:?}", trace.stats());
+
+    let reader = trace.reader().await.unwrap();
+    let all = ExecutionQuery { job_name: Some(job.clone()), ..Default::default() };
+    let executions = reader.executions(&all).await.unwrap();
+    assert_eq!(executions.total, 2);
+    let expected = chrono::DateTime::from_timestamp_millis(AT).unwrap().naive_utc();
+    for row in &executions.rows {
+        assert_eq!(
+            (row.start_time, row.complete_time),
+            (Some(expected), Some(expected)),
+            "{row:?}"
+        );
+    }
+    let statuses = StatusQuery { job_name: Some(job.clone()), ..Default::default() };
+    let statuses = reader.statuses(&statuses).await.unwrap();
+    // Staging, running, the fire's end, and the skip.
+    assert_eq!(statuses.total, 4, "{statuses:?}");
+    for row in &statuses.rows {
+        assert_eq!(row.creation_time, Some(expected), "{row:?}");
+    }
     trace.shutdown(Duration::from_secs(5)).await;
 }

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use shardcron_console::{Console, ConsoleOptions, DEFAULT_LISTEN};
+use shardcron_observe::TraceReader;
 
 use super::ops::connect;
 use super::worker::Signals;
@@ -20,6 +21,12 @@ The page lists the jobs with their status, the servers, and for a selected job e
 owner and live status (refreshed every 2 s); it triggers, disables, enables and shuts down \
 jobs, servers and items, edits a job's config (showing why an invalid one is refused) and adds \
 jobs.
+
+With --trace, the console also searches the execution trace the workers record (give it the \
+same SQLite file path or postgres:// URL as their `shardcron worker --trace`): the page's Job \
+trace and History status tabs, and ElasticJob-UI's /api/event-trace/execution and \
+/api/event-trace/status searches with their filters and paging. Without it those answer that the \
+console has no trace database.
 
 Reading is open to whoever reaches the address; changes need the access token (log in on the \
 page, or send it in the Access-Token header). Without --token a random one is made and printed. \
@@ -47,6 +54,12 @@ pub struct Args {
     /// Refuse every change: a console to look only.
     #[arg(long)]
     pub read_only: bool,
+
+    /// Search this execution trace: the SQLite file path or postgres://user:password@host/db
+    /// URL the workers record to (`shardcron worker --trace`). Its tables are created when
+    /// missing.
+    #[arg(long, value_name = "URL")]
+    pub trace: Option<String>,
 }
 
 pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
@@ -64,6 +77,15 @@ async fn serve(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         return Err(CliError::InvalidInput("--token must not be empty".into()));
     }
     let mut signals = Signals::new()?;
+    // The trace first: a bad URL or an unreachable database is found before any registry work.
+    let trace = match &args.trace {
+        Some(url) => Some(
+            TraceReader::open(url)
+                .await
+                .map_err(|e| CliError::InvalidInput(format!("--trace: {}", one_line(&e))))?,
+        ),
+        None => None,
+    };
     let registry = connect(&args.registry).await?;
     let options = ConsoleOptions {
         listen: args.listen,
@@ -71,12 +93,16 @@ async fn serve(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         read_only: args.read_only,
         // The query may hold credentials (digest=, password=): the page shows the rest.
         label: args.registry.split('?').next().unwrap_or_default().to_owned(),
+        trace,
     };
     let console = Console::bind(registry.clone(), options)
         .await
         .map_err(|e| CliError::InvalidInput(e.to_string()))?;
     let addr = console.local_addr();
     writeln!(out, "listening on http://{addr}/")?;
+    if args.trace.is_some() {
+        writeln!(out, "execution trace: searchable on the page and under /api/event-trace")?;
+    }
     if args.read_only {
         writeln!(out, "read-only: every change is refused")?;
     } else if args.token.is_none() {
@@ -93,4 +119,9 @@ async fn serve(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     let served = console.serve(stop).await;
     let _ = registry.close().await;
     served.map_err(|e| CliError::Failed(e.to_string()))
+}
+
+/// Database errors may span lines; the CLI's errors are one line.
+fn one_line(error: &dyn std::fmt::Display) -> String {
+    error.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
 }

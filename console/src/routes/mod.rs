@@ -36,7 +36,14 @@ pub fn router(state: AppState) -> Router {
         .route("/servers/{ip}/jobs/{job}", axum::routing::delete(servers::remove_from_job))
         .route("/servers/{ip}/jobs/{job}/{verb}", post(servers::act_on_job))
         .route("/instances", get(servers::instances))
-        .route("/event-trace/{*rest}", get(trace::unavailable).post(trace::unavailable))
+        .route("/event-trace/execution", post(trace::executions))
+        .route("/event-trace/status", post(trace::statuses))
+        .route("/event-trace/execution/jobNames", get(trace::execution_jobs))
+        .route("/event-trace/execution/jobNames/{prefix}", get(trace::execution_jobs_from))
+        .route("/event-trace/execution/ip", get(trace::execution_ips))
+        .route("/event-trace/execution/ip/{prefix}", get(trace::execution_ips_from))
+        .route("/event-trace/status/jobNames", get(trace::status_jobs))
+        .route("/event-trace/status/jobNames/{prefix}", get(trace::status_jobs_from))
         .fallback(not_found);
     Router::new()
         .nest("/api", api)
@@ -48,7 +55,11 @@ pub fn router(state: AppState) -> Router {
 
 /// `GET /api/console`: what the page needs to know of the console itself.
 async fn console(axum::extract::State(state): axum::extract::State<AppState>) -> ApiResult {
-    Wrapped::of(serde_json::json!({"readOnly": state.read_only, "registry": &*state.label}))
+    Wrapped::of(serde_json::json!({
+        "readOnly": state.read_only,
+        "registry": &*state.label,
+        "trace": state.trace.is_some(),
+    }))
 }
 
 async fn not_found() -> ApiError {

@@ -169,6 +169,28 @@ impl RegistryError {
         }
     }
 
+    /// The error's kind as a stable snake-case name (`no_node`, `connection_loss`, ...), for
+    /// metric labels and machine-readable output; a failed transaction is named by the failure
+    /// of its failing operation. One list for every consumer, checked complete by the compiler.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RegistryError::NoNode { .. } => "no_node",
+            RegistryError::NodeExists { .. } => "node_exists",
+            RegistryError::BadVersion { .. } => "bad_version",
+            RegistryError::NotEmpty { .. } => "not_empty",
+            RegistryError::EphemeralParent { .. } => "ephemeral_parent",
+            RegistryError::InvalidPath { .. } => "invalid_path",
+            RegistryError::DataTooLarge { .. } => "data_too_large",
+            RegistryError::SessionExpired { .. } => "session_expired",
+            RegistryError::ConnectionLoss { .. } => "connection_loss",
+            RegistryError::Timeout { .. } => "timeout",
+            RegistryError::Auth { .. } => "auth",
+            RegistryError::Transaction { source, .. } => source.kind(),
+            RegistryError::Closed { .. } => "closed",
+            RegistryError::Backend { .. } => "backend",
+        }
+    }
+
     /// Convenience for `matches!(e, NoNode {..})`, the most common expected failure.
     pub fn is_no_node(&self) -> bool {
         matches!(self, RegistryError::NoNode { .. })
@@ -207,5 +229,23 @@ mod tests {
         assert!(!expired.is_retryable());
         let wrapped = RegistryError::Transaction { index: 0, source: Box::new(loss) };
         assert!(wrapped.is_retryable());
+    }
+
+    #[test]
+    fn kinds_are_snake_case_and_a_transaction_takes_its_cause() {
+        let gone = RegistryError::NoNode { op: Op::Get, path: "/a".into() };
+        assert_eq!(gone.kind(), "no_node");
+        let lost = RegistryError::ConnectionLoss { op: Op::Set, path: "/a".into() };
+        assert_eq!(lost.kind(), "connection_loss");
+        let wrapped = RegistryError::Transaction { index: 1, source: Box::new(lost) };
+        assert_eq!(wrapped.kind(), "connection_loss");
+        let backend = RegistryError::Backend {
+            backend: "etcd",
+            op: Op::Get,
+            path: "/a".into(),
+            message: "boom".into(),
+            retryable: false,
+        };
+        assert_eq!(backend.kind(), "backend");
     }
 }

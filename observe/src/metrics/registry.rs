@@ -7,13 +7,14 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use metrics::{counter, histogram, Counter, Histogram};
 use shardcron_core::registry::{
-    Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op, RegistryError,
-    Result, SessionEvents, TxnOp, TxnResult, Version, WatchStream,
+    Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op, Result,
+    SessionEvents, TxnOp, TxnResult, Version, WatchStream,
 };
 
 /// Forwards every call to `inner`, counting it (`shardcron_registry_operations_total{op}`),
 /// timing it (`shardcron_registry_operation_duration_seconds{op}`) and counting its failures by
-/// kind (`shardcron_registry_errors_total{op, kind}`; `kind` as [`error_kind`] names it).
+/// kind (`shardcron_registry_errors_total{op, kind}`; `kind` as [`RegistryError::kind`] names
+/// it).
 ///
 /// Expected outcomes count as errors too (`no_node` of a read, `node_exists` of a create race,
 /// `bad_version` of a lost compare-and-set): the `kind` label tells them from trouble
@@ -21,6 +22,8 @@ use shardcron_core::registry::{
 ///
 /// Create it after the metrics recorder is installed ([`Metrics::registry`](super::Metrics::registry)
 /// does): it registers its series once, at creation.
+///
+/// [`RegistryError::kind`]: shardcron_core::registry::RegistryError::kind
 #[derive(Debug, Clone)]
 pub struct MeteredRegistry {
     inner: Arc<dyn CoordinatorRegistry>,
@@ -76,7 +79,7 @@ impl MeteredRegistry {
             duration.record(started.elapsed().as_secs_f64());
         }
         if let Err(error) = &result {
-            counter!("shardcron_registry_errors_total", "op" => name, "kind" => error_kind(error))
+            counter!("shardcron_registry_errors_total", "op" => name, "kind" => error.kind())
                 .increment(1);
         }
         result
@@ -100,28 +103,6 @@ fn op_name(op: Op) -> &'static str {
         Op::Lock => "lock",
         Op::Time => "time",
         Op::Close => "close",
-        _ => "other",
-    }
-}
-
-/// The `kind` label of a registry error: its variant, in snake case; a failed transaction is
-/// named by the failure of its failing operation.
-pub fn error_kind(error: &RegistryError) -> &'static str {
-    match error {
-        RegistryError::NoNode { .. } => "no_node",
-        RegistryError::NodeExists { .. } => "node_exists",
-        RegistryError::BadVersion { .. } => "bad_version",
-        RegistryError::NotEmpty { .. } => "not_empty",
-        RegistryError::EphemeralParent { .. } => "ephemeral_parent",
-        RegistryError::InvalidPath { .. } => "invalid_path",
-        RegistryError::DataTooLarge { .. } => "data_too_large",
-        RegistryError::SessionExpired { .. } => "session_expired",
-        RegistryError::ConnectionLoss { .. } => "connection_loss",
-        RegistryError::Timeout { .. } => "timeout",
-        RegistryError::Auth { .. } => "auth",
-        RegistryError::Transaction { source, .. } => error_kind(source),
-        RegistryError::Closed { .. } => "closed",
-        RegistryError::Backend { .. } => "backend",
         _ => "other",
     }
 }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use shardcron_core::handles::Clock;
 use shardcron_core::job::{
     FireInfo, FireReport, ItemEndContext, ItemOutcome, ItemTiming, JobListener, ShardingContext,
 };
@@ -73,9 +74,14 @@ impl Counters {
 ///
 /// Each hook puts one entry on a bounded queue with `try_send`: when the queue is full (the
 /// database is slow or down) the entry is dropped and counted; a fire never waits for the trace.
+///
+/// The times it adds (a fire's begin, a skip, an item cancelled before it started) are read from
+/// the clock it was given ([`TraceConfig::clock`](super::TraceConfig::clock)): the scheduler's,
+/// so that rows agree with the scheduler's own times, also under the simulator's virtual clock.
 pub struct TraceListener {
     queue: mpsc::Sender<TraceEvent>,
     counters: Arc<Counters>,
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for TraceListener {
@@ -85,8 +91,16 @@ impl std::fmt::Debug for TraceListener {
 }
 
 impl TraceListener {
-    pub(crate) fn new(queue: mpsc::Sender<TraceEvent>, counters: Arc<Counters>) -> Self {
-        TraceListener { queue, counters }
+    pub(crate) fn new(
+        queue: mpsc::Sender<TraceEvent>,
+        counters: Arc<Counters>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        TraceListener { queue, counters, clock }
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
     }
 
     /// Records a fire of `instance` that ran nothing.
@@ -97,7 +111,7 @@ impl TraceListener {
                 instance: instance.clone(),
                 fire_ms: *fire_ms,
                 reason: skip_message(reason),
-                at_ms: now_ms(),
+                at_ms: self.now_ms(),
             });
         }
     }
@@ -114,7 +128,7 @@ impl TraceListener {
     fn dropped(&self) {
         let total = self.counters.dropped.fetch_add(1, Ordering::SeqCst) + 1;
         metrics::counter!("shardcron_trace_dropped_total").increment(1);
-        let now = now_ms();
+        let now = self.now_ms();
         let last = self.counters.last_drop_warning_ms.load(Ordering::Relaxed);
         if now - last >= DROP_WARNING_EVERY_MS
             && self
@@ -152,16 +166,10 @@ fn skip_message(reason: &SkipReason) -> String {
     }
 }
 
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 #[async_trait]
 impl JobListener for TraceListener {
     async fn before_job_executed(&self, fire: &FireInfo) {
-        self.enqueue(TraceEvent::FireBegan { fire: fire.clone(), at_ms: now_ms() });
+        self.enqueue(TraceEvent::FireBegan { fire: fire.clone(), at_ms: self.now_ms() });
     }
 
     async fn after_job_executed(&self, fire: &FireInfo, report: &FireReport) {
@@ -203,7 +211,7 @@ impl JobListener for TraceListener {
             task_id: end.task_id.clone(),
             item: end.item,
             started_ms: timing.map(|t| t.started_ms),
-            finished_ms: timing.map_or_else(now_ms, |t| t.finished_ms),
+            finished_ms: timing.map_or_else(|| self.now_ms(), |t| t.finished_ms),
             result,
         });
     }

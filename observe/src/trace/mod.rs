@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use shardcron_core::handles::{Clock, SystemClock};
 use shardcron_core::job::JobListener;
 use shardcron_core::runtime::EventSink;
 use tokio::sync::{mpsc, watch};
@@ -57,6 +58,17 @@ pub enum TraceError {
     /// The database failed.
     #[error("trace database: {0}")]
     Database(#[from] sqlx::Error),
+    /// [`TraceReader::open`] could not reach the database or create its tables.
+    #[error(
+        "cannot open the trace database {url}: {source}; check that the database runs and \
+         that the URL (host, port, database, user, password) or the file's directory is right"
+    )]
+    Unreachable {
+        /// Without its password.
+        url: String,
+        #[source]
+        source: sqlx::Error,
+    },
     /// The database was not reachable, with its schema, within the time given.
     #[error("the trace database was not ready within {after:?}: {last}")]
     NotReady { after: Duration, last: String },
@@ -89,6 +101,16 @@ pub struct TraceConfig {
     pub retry_delay: Duration,
     /// The `hostname` column; default this machine's host name.
     pub hostname: Option<String>,
+    /// Where the trace reads "now": a fire's begin, a skip, an item cancelled before it started,
+    /// the retention's cut-off. Give it the scheduler's clock ([`Handles::clock`], the one passed
+    /// to [`SchedulerBuilder::handles`]) so that its rows agree with the scheduler's times; a
+    /// simulated clock makes them deterministic. Default the system clock, which
+    /// [`Handles::real`] uses too.
+    ///
+    /// [`Handles::clock`]: shardcron_core::handles::Handles::clock
+    /// [`Handles::real`]: shardcron_core::handles::Handles::real
+    /// [`SchedulerBuilder::handles`]: shardcron_core::runtime::SchedulerBuilder::handles
+    pub clock: Arc<dyn Clock>,
 }
 
 impl TraceConfig {
@@ -103,6 +125,7 @@ impl TraceConfig {
             purge_every: Duration::from_secs(3600),
             retry_delay: Duration::from_secs(1),
             hostname: None,
+            clock: Arc::new(SystemClock),
         }
     }
 
@@ -177,13 +200,18 @@ impl Trace {
             retry_delay: config.retry_delay,
             retention: config.retention,
             purge_every: config.purge_every,
+            clock: config.clock.clone(),
             stop: stop_rx,
             store: store.clone(),
             last_error: last_error.clone(),
         };
         runtime.spawn(writer.run());
         Ok(Trace {
-            listener: Arc::new(TraceListener::new(queue_tx, counters.clone())),
+            listener: Arc::new(TraceListener::new(
+                queue_tx,
+                counters.clone(),
+                config.clock.clone(),
+            )),
             counters,
             stop: Arc::new(stop_tx),
             store,
@@ -291,8 +319,9 @@ impl TraceReader {
     /// Connects to `url` (as [`TraceConfig::url`]) and creates or migrates the schema, so that
     /// a console started before any worker finds empty tables rather than none.
     pub async fn open(url: &str) -> Result<TraceReader, TraceError> {
-        let store = Target::parse(url)?.connect().await?;
-        store.migrate().await?;
+        let unreachable = |source| TraceError::Unreachable { url: redact(url), source };
+        let store = Target::parse(url)?.connect().await.map_err(unreachable)?;
+        store.migrate().await.map_err(unreachable)?;
         Ok(TraceReader { store })
     }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use shardcron_core::handles::Clock;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -29,6 +30,8 @@ pub(crate) struct Writer {
     pub retry_delay: Duration,
     pub retention: Option<Duration>,
     pub purge_every: Duration,
+    /// Where "now" comes from for the retention cut-off (the scheduler's clock).
+    pub clock: Arc<dyn Clock>,
     /// Set to true to stop: what is queued is written once more, then the task ends.
     pub stop: watch::Receiver<bool>,
     /// The open store, shared with the [`Trace`](super::Trace) handle (readiness, searches).
@@ -218,9 +221,7 @@ impl Writer {
 
     async fn purge(&self, retention: Duration) {
         let Some(store) = self.store.lock().clone() else { return };
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let now_ms = self.clock.now_ms();
         let keep_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
         let before = timestamp(now_ms.saturating_sub(keep_ms));
         match store.purge(before).await {
