@@ -100,8 +100,17 @@ pub fn missed_since(
         .take_while(|&t| t <= until_ms)
         .last();
     let Some(fire_ms) = latest else { return Vec::new() };
+    // The owner nodes say who owns the item now; a reshard since the fire may have moved it
+    // (to `dead` or away from it): the record of the assignments says who owned it then
+    // (items moved away from an owner that missed a fire were marked misfired by the reshard).
+    let record = view.text(&paths.assigned()).and_then(|t| Assigned::parse(&t));
+    let owned_then = |n: u32| match record.as_ref().and_then(|r| r.owner_at(n, fire_ms)) {
+        Some(owner) => owner == Some(dead),
+        None => true,
+    };
     (0..total)
         .filter(|&n| view.text(&paths.item_node(n, ItemNode::Instance)).as_deref() == Some(dead))
+        .filter(|&n| owned_then(n))
         .filter(|&n| !view.exists(&paths.item_node(n, ItemNode::Disabled)))
         .filter(|n| !skip.contains(n))
         .map(|item| Orphan { item, fire_ms, rank: 0, why: Orphaned::Missed })
@@ -177,7 +186,11 @@ pub fn record_assigned(view: &View, paths: &JobPaths, assignment: &Assignment) -
         .iter()
         .flat_map(|(id, items)| items.iter().map(move |&n| (n, id.to_owned())))
         .collect();
-    let data = Assigned { raised_ms, owners }.encode();
+    let previous = view
+        .text(&paths.assigned())
+        .and_then(|t| Assigned::parse(&t))
+        .map(|last| (last.raised_ms, last.owners));
+    let data = Assigned { raised_ms, owners, previous }.encode();
     let path = paths.assigned();
     Some(if view.exists(&path) {
         TxnOp::set(path, data, None)
@@ -193,22 +206,30 @@ pub fn assigned_since(view: &View, paths: &JobPaths) -> Option<i64> {
 }
 
 /// The record of the last reshard: from when on its assignment applies, and the assignment
-/// (which failover claims change afterwards in the owner nodes, not here).
+/// (the owner nodes, minus what a count change emptied since); and the same of the reshard
+/// before it, which is what fires before the last one's raise ran under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Assigned {
     raised_ms: i64,
     owners: std::collections::BTreeMap<u32, String>,
+    previous: Option<(i64, std::collections::BTreeMap<u32, String>)>,
 }
 
 impl Assigned {
-    /// `{raised}` then one `{item} {owner}` line per item.
+    /// `{raised}` then one `{item} {owner}` line per item; then, for the previous reshard,
+    /// `previous {raised}` and its lines.
     fn encode(&self) -> String {
+        use std::fmt::Write as _;
         let mut text = self.raised_ms.to_string();
-        for (item, owner) in &self.owners {
-            text.push('\n');
-            text.push_str(&item.to_string());
-            text.push(' ');
-            text.push_str(owner);
+        let lines = |text: &mut String, owners: &std::collections::BTreeMap<u32, String>| {
+            for (item, owner) in owners {
+                let _ = write!(text, "\n{item} {owner}");
+            }
+        };
+        lines(&mut text, &self.owners);
+        if let Some((raised, owners)) = &self.previous {
+            let _ = write!(text, "\nprevious {raised}");
+            lines(&mut text, owners);
         }
         text
     }
@@ -217,12 +238,31 @@ impl Assigned {
     fn parse(text: &str) -> Option<Assigned> {
         let mut lines = text.lines();
         let raised_ms = lines.next()?.trim().parse().ok()?;
-        let mut owners = std::collections::BTreeMap::new();
+        let mut current = std::collections::BTreeMap::new();
+        let mut previous: Option<(i64, std::collections::BTreeMap<u32, String>)> = None;
         for line in lines {
-            let (item, owner) = line.trim().split_once(' ')?;
-            owners.insert(item.parse().ok()?, owner.to_owned());
+            let (head, rest) = line.trim().split_once(' ')?;
+            if head == "previous" {
+                previous = Some((rest.parse().ok()?, std::collections::BTreeMap::new()));
+                continue;
+            }
+            let owners = match previous.as_mut() {
+                Some((_, owners)) => owners,
+                None => &mut current,
+            };
+            owners.insert(head.parse().ok()?, rest.to_owned());
         }
-        Some(Assigned { raised_ms, owners })
+        Some(Assigned { raised_ms, owners: current, previous })
+    }
+
+    /// Who the record says owned `item` for `fire_ms`: `Some(None)` for nobody (before the
+    /// records), `None` when the record does not reach back that far.
+    fn owner_at(&self, item: u32, fire_ms: i64) -> Option<Option<&str>> {
+        if fire_ms > self.raised_ms {
+            return Some(self.owners.get(&item).map(String::as_str));
+        }
+        let (raised, owners) = self.previous.as_ref()?;
+        (fire_ms > *raised).then(|| owners.get(&item).map(String::as_str))
     }
 }
 
@@ -392,6 +432,29 @@ pub fn claim(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_assignment_record_reads_back_and_answers_by_fire_time() {
+        let owners = |pairs: &[(u32, &str)]| {
+            pairs
+                .iter()
+                .map(|&(n, id)| (n, id.to_owned()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let record = Assigned {
+            raised_ms: 100,
+            owners: owners(&[(0, "b@-@1"), (1, "a@-@1")]),
+            previous: Some((50, owners(&[(0, "a@-@1"), (1, "a@-@1")]))),
+        };
+        let read = Assigned::parse(&record.encode());
+        assert_eq!(read.as_ref(), Some(&record));
+        assert_eq!(record.owner_at(0, 101), Some(Some("b@-@1")));
+        assert_eq!(record.owner_at(0, 100), Some(Some("a@-@1")));
+        assert_eq!(record.owner_at(2, 100), Some(None));
+        assert_eq!(record.owner_at(0, 50), None, "before the records: not known");
+        assert_eq!(Assigned::parse("garbage"), None);
+        assert_eq!(Assigned::parse("100\n0"), None, "an item line without an owner");
+    }
 
     fn e(rank: u64) -> FailoverEntry {
         FailoverEntry { fire_ms: 10, rank, why: Orphaned::Interrupted, dead: "x".into() }
