@@ -94,7 +94,9 @@ pub struct JobConfig {
     /// Free-form label (ElasticJob 3.0.2+).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
-    /// Keep the assignment when instances come and go (ElasticJob 3.0.2+). Default `false`.
+    /// Keep the assignment when instances come and go (ElasticJob 3.0.2+): once items are
+    /// assigned, joins, departures, server changes and the reconcile do not reshard (a count
+    /// or strategy change does). Default `false`.
     pub static_sharding: bool,
     /// Top-level fields this version does not know, written back unchanged.
     #[serde(skip)]

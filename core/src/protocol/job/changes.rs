@@ -59,7 +59,7 @@ impl JobProtocol {
             let owner = ctx.view.text(&self.paths.item_node(n, ItemNode::Instance));
             !owner.is_some_and(|o| eligible.contains(&o))
         });
-        if stale {
+        if stale && !self.static_assignment(ctx) {
             self.flag_owed = true;
             let job = self.job().to_owned();
             self.emit(SchedulerEvent::Reconciled { job });
@@ -104,7 +104,7 @@ impl JobProtocol {
                 if !self.is_leader(ctx) {
                     return;
                 }
-                self.flag_owed = true;
+                self.flag_owed |= !self.static_assignment(ctx);
                 if ip == self.ip && self.server_disabled(ctx) {
                     // A leader on a disabled server abdicates; the survivors elect again.
                     self.abdicate_owed = true;
@@ -243,7 +243,7 @@ impl JobProtocol {
             self.members.remove(&id);
             // Every instance that sees a departure gets the reshard done (as in ElasticJob):
             // a leader that left cannot, and its successor may have seen it go before winning.
-            self.flag_owed = true;
+            self.flag_owed |= !self.static_assignment(ctx);
             if self.failover_enabled() {
                 self.departed.insert(id);
             }
@@ -251,9 +251,17 @@ impl JobProtocol {
         let leader = self.is_leader(ctx);
         for id in present {
             if self.members.insert(id) && leader {
-                self.flag_owed = true;
+                self.flag_owed |= !self.static_assignment(ctx);
             }
         }
+    }
+
+    /// `staticSharding` (as in ElasticJob): once items are assigned, instances coming and
+    /// going, server changes and the reconcile leave the assignment alone (a count or strategy
+    /// change still reshards, and failover still re-runs what a departed instance was
+    /// running). For fixed instance ids that come back, say one per host.
+    pub(super) fn static_assignment(&self, ctx: &Ctx<'_>) -> bool {
+        self.config.static_sharding && !ctx.view.children(&self.paths.sharding()).is_empty()
     }
 
     /// Bids for leadership when the job has no leader, abdicates when owed.

@@ -127,7 +127,7 @@ impl JobProtocol {
         self.registration.first = false;
         self.members = view.children(&self.paths.instances()).into_iter().collect();
         self.membership_changed = true;
-        self.flag_owed = true;
+        self.flag_owed |= !self.static_assignment(ctx);
         // A bid at every registration, whatever the view shows: the view may not show yet
         // that the leader's node went with its session.
         self.bid_owed = true;

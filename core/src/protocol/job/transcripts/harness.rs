@@ -865,5 +865,8 @@ fn configure(config: &mut JobConfig, args: &mut Args) -> Result<(), String> {
     if let Some(s) = args.opt("strategy") {
         config.job_sharding_strategy_type = Some(s);
     }
+    if let Some(on) = args.switch("static")? {
+        config.static_sharding = on;
+    }
     Ok(())
 }
