@@ -30,7 +30,11 @@ enum Phase {
     Grace {
         until: i64,
     },
-    Leaving,
+    /// Removing this instance's nodes; with the registry out of reach (cut off, or a
+    /// request failed), retried on every input until then, and given up after.
+    Leaving {
+        until: i64,
+    },
     Done,
 }
 
@@ -50,8 +54,8 @@ impl StopState {
     pub fn deadline(&self) -> Option<i64> {
         match self.phase {
             Phase::Draining { deadline } => Some(deadline),
-            Phase::Grace { until } => Some(until),
-            Phase::Leaving | Phase::Done => None,
+            Phase::Grace { until } | Phase::Leaving { until } => Some(until),
+            Phase::Done => None,
         }
     }
 }
@@ -71,7 +75,7 @@ impl JobProtocol {
         self.actions.push(Action::ArmReconcile(None));
         let phase = match &self.in_flight {
             Some(_) => Phase::Draining { deadline: ctx.now_ms + self.settings.shutdown_timeout_ms },
-            None => Phase::Leaving,
+            None => self.leaving(ctx),
         };
         self.stop = Some(StopState { reason, phase, answered: Vec::new() });
     }
@@ -87,7 +91,7 @@ impl JobProtocol {
             Phase::Done => Next::Idle,
             Phase::Draining { deadline } => match &self.in_flight {
                 None => {
-                    set(self, Phase::Leaving);
+                    set(self, self.leaving(ctx));
                     Next::Again
                 }
                 Some(_) if ctx.now_ms >= deadline => {
@@ -108,14 +112,26 @@ impl JobProtocol {
                         message: "items did not return within the cancel grace; their takers may overlap them".into(),
                     });
                 }
-                set(self, Phase::Leaving);
+                set(self, self.leaving(ctx));
                 Next::Again
             }
-            Phase::Leaving => self.leaving_next(ctx),
+            Phase::Leaving { until } => self.leaving_next(until, ctx),
         }
     }
 
-    fn leaving_next(&mut self, ctx: &Ctx<'_>) -> Next {
+    /// Leaving, with as long again as the shutdown timeout to reach the registry.
+    fn leaving(&self, ctx: &Ctx<'_>) -> Phase {
+        Phase::Leaving { until: ctx.now_ms + self.settings.shutdown_timeout_ms }
+    }
+
+    fn leaving_next(&mut self, until: i64, ctx: &Ctx<'_>) -> Next {
+        // Cut off, or a request failed: the markers of items that returned, and our nodes,
+        // would stay behind (persistent markers for good, if the job is gone everywhere); wait
+        // for the registry (every input retries) until the deadline, then give up and leave
+        // the ephemerals to the session's end.
+        if (!self.connected || self.errored) && ctx.now_ms < until {
+            return Next::Idle;
+        }
         if self.connected && !self.errored {
             if !self.finishing.is_empty() {
                 return self.finish_next(ctx);
@@ -164,10 +180,11 @@ impl JobProtocol {
             Ok(_) => {}
             Err(e) if e.transaction_failure().is_some() => {}
             Err(e) => {
-                // Give up on the registry: the session's end removes the ephemerals.
+                // Retried on the next input, until the leave's deadline.
                 self.errored = true;
                 let job = self.job().to_owned();
                 self.emit(SchedulerEvent::Error { job, message: e.to_string() });
+                return;
             }
         }
         if let Some(stop) = self.stop.as_mut() {
