@@ -586,5 +586,26 @@ impl World {
                 let _ = scheduler.remove_job(&job).await;
             });
         }
+        // Then the operator removes the job from the registry, as `shardcron remove` does
+        // once no instance runs it (refused before: an instance cut off still has its node
+        // until its session ends). What the job left there goes with it.
+        let world = self.clone();
+        let job = job.to_owned();
+        tokio::spawn(async move {
+            for _ in 0..OPERATOR_REMOVE_ATTEMPTS {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if world.jobs.lock().contains_key(&job) {
+                    return; // added again meanwhile: not the operator's to remove any more
+                }
+                match JobOperations::new(&world.operator).remove(&job).await {
+                    Err(shardcron_core::Error::Refused { .. }) => continue,
+                    _ => return,
+                }
+            }
+        });
     }
 }
+
+/// How long (in seconds, one attempt each) the simulated operator keeps trying to remove a
+/// job whose instances have not all left yet.
+const OPERATOR_REMOVE_ATTEMPTS: u32 = 300;
