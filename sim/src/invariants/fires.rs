@@ -511,11 +511,15 @@ impl Fire<'_> {
         // recorded the skip (a fire handled late, after a reshard). The owner at the fire's
         // time answers first: a later owner's skip (say a misfire of its own items) does not
         // speak for an item it did not hold yet.
+        // A misfire marks the items its skipper owned when it skipped (the fire did not wait
+        // for a reshard): it speaks for no item an assignment gave the skipper later.
         let covers = |(idx, w, r): &&(usize, usize, SkipReason)| {
-            *r != SkipReason::NoItems
-                && (owners.contains(w)
-                    || heir == Some(*w)
-                    || facts.owner_at(job, item, entries[*idx].at) == Some(*w))
+            let owned_at_skip = facts.owner_at(job, item, entries[*idx].at) == Some(*w);
+            match r {
+                SkipReason::NoItems => false,
+                SkipReason::Misfire => owned_at_skip,
+                _ => owners.contains(w) || heir == Some(*w) || owned_at_skip,
+            }
         };
         let skip = skips.and_then(|s| {
             let first_owner = owners.first().copied().or(heir);
