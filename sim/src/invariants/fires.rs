@@ -329,6 +329,17 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
     // With failover and misfire on, items that lost fires to a crashed owner are caught up.
     for ((job, item), losses) in crash_losses {
         let Some(first) = losses.first() else { continue };
+        // An item an operator disabled before its owner's crash was noticed (the session
+        // timeout after the last loss, at most) runs no catch-up: disabled items run nothing.
+        let last = losses.last().map_or(first.at, |l| l.at);
+        let noticed_by = last.saturating_add(tl.session_ms).saturating_add(1_000);
+        let disabled_meanwhile = tl.item_disabled.get(&(job.clone(), item)).is_some_and(|l| {
+            l.iter().any(|(from, on)| *on && *from > first.at && *from <= noticed_by)
+        });
+        if disabled_meanwhile {
+            acc.add("exempt: item disabled before the crash was noticed");
+            continue;
+        }
         let caught = facts.runs.get(&(job.clone(), item)).is_some_and(|runs| {
             runs.iter().any(|(t, _, kind)| {
                 *t > first.at && matches!(kind, FireKind::Misfire | FireKind::Failover)

@@ -27,11 +27,17 @@ pub(crate) struct Timeline {
     /// `(time, instance)` of every crash.
     pub crashes: Vec<(i64, usize)>,
     pub end: i64,
+    /// The registry's session timeout.
+    pub session_ms: i64,
 }
 
 impl Timeline {
-    pub fn read(entries: &[Entry], _session: Duration) -> Self {
-        let mut t = Timeline { end: entries.last().map_or(0, |e| e.at), ..Timeline::default() };
+    pub fn read(entries: &[Entry], session: Duration) -> Self {
+        let mut t = Timeline {
+            end: entries.last().map_or(0, |e| e.at),
+            session_ms: i64::try_from(session.as_millis()).unwrap_or(i64::MAX),
+            ..Timeline::default()
+        };
         let mut open: BTreeMap<(usize, &'static str), (i64, String)> = BTreeMap::new();
         let mut current_session: BTreeMap<usize, u64> = BTreeMap::new();
         let mut skew: BTreeMap<usize, i64> = BTreeMap::new();
