@@ -591,6 +591,18 @@ impl Fire<'_> {
             acc.add(format!("lost: owner {} while handling it", why_class(why)));
             return;
         }
+        // The fire waited (for a reshard) and ran under a count reduced meanwhile below this
+        // item: the item no longer existed when the fire was handled.
+        let handled_at = facts
+            .starts
+            .iter()
+            .filter(|((j, _, f), _)| j == job && *f == self.fire)
+            .filter_map(|(_, starts)| starts.first().map(|(i, _, _)| entries[*i].at))
+            .min();
+        if handled_at.is_some_and(|t| tl.config_at(job, t).is_some_and(|c| c.count <= item)) {
+            acc.add("exempt: item removed while the fire waited");
+            return;
+        }
         if owners.is_empty() {
             let anyone_up = (1..=tl.down.len()).any(|w| tl.not_up(w, at).is_none());
             if !anyone_up {
