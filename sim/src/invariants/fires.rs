@@ -513,7 +513,18 @@ impl Fire<'_> {
             acc.add("exempt: item disabled");
             return;
         }
-        let owners = facts.owners(job, item, at, self.next);
+        // A fire that waited for a reshard runs under the assignment that reshard makes: the
+        // owners are those of the assignments committed until the fire was last handled (a
+        // start or a skip of it anywhere), not only until the next fire.
+        let handled = facts
+            .skips
+            .get(&(job.to_owned(), self.fire))
+            .into_iter()
+            .flatten()
+            .map(|(i, _, _)| entries[*i].at)
+            .max()
+            .map_or(self.next, |t| t.saturating_add(1).max(self.next));
+        let owners = facts.owners(job, item, at, handled);
         // Before the job's first assignment (the leader could not shard yet) nobody owned the
         // item: the instance the first assignment gave it to answers for it.
         let heir = owners.is_empty().then(|| facts.first_owner_after(job, item, at)).flatten();
