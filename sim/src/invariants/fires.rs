@@ -602,16 +602,27 @@ impl Fire<'_> {
             acc.add(format!("lost: owner {} while handling it", why_class(why)));
             return;
         }
-        // The fire waited (for a reshard) and ran under a count reduced meanwhile below this
-        // item: the item no longer existed when the fire was handled.
-        let handled_at = facts
+        // The fire waited (for a reshard) and was handled (an item of it started, or an owner
+        // skipped it) once a count change had removed this item, or an operator had disabled
+        // it: the item did not exist, or was not to run, when the fire was handled.
+        let started_at = facts
             .starts
             .iter()
             .filter(|((j, _, f), _)| j == job && *f == self.fire)
-            .filter_map(|(_, starts)| starts.first().map(|(i, _, _)| entries[*i].at))
-            .min();
-        if handled_at.is_some_and(|t| tl.config_at(job, t).is_some_and(|c| c.count <= item)) {
-            acc.add("exempt: item removed while the fire waited");
+            .filter_map(|(_, starts)| starts.first().map(|(i, _, _)| entries[*i].at));
+        let skipped_at = facts
+            .skips
+            .get(&(job.to_owned(), self.fire))
+            .into_iter()
+            .flatten()
+            .filter(|(_, w, _)| owners.contains(w))
+            .map(|(i, _, _)| entries[*i].at);
+        let handled_at = started_at.chain(skipped_at).filter(|&t| t >= at).min();
+        if handled_at.is_some_and(|t| {
+            tl.config_at(job, t).is_some_and(|c| c.count <= item)
+                || tl.item_disabled_now(job, item, t)
+        }) {
+            acc.add("exempt: item removed or disabled while the fire waited");
             return;
         }
         if owners.is_empty() {
