@@ -533,13 +533,17 @@ impl Fire<'_> {
         // recorded the skip (a fire handled late, after a reshard). The owner at the fire's
         // time answers first: a later owner's skip (say a misfire of its own items) does not
         // speak for an item it did not hold yet.
-        // A misfire marks the items its skipper owned when it skipped (the fire did not wait
-        // for a reshard): it speaks for no item an assignment gave the skipper later.
+        // A misfire marks the items its skipper owned when the fire came, or, with a reshard
+        // pending, every item (for whoever owns it next): it speaks for no item an assignment
+        // gave the skipper only after it skipped.
+        let owner_at_fire = facts.owner_at(job, item, at);
         let covers = |(idx, w, r): &&(usize, usize, SkipReason)| {
             let owned_at_skip = facts.owner_at(job, item, entries[*idx].at) == Some(*w);
             match r {
                 SkipReason::NoItems => false,
-                SkipReason::Misfire => owned_at_skip,
+                SkipReason::Misfire => {
+                    owned_at_skip || owner_at_fire == Some(*w) || heir == Some(*w)
+                }
                 _ => owners.contains(w) || heir == Some(*w) || owned_at_skip,
             }
         };
