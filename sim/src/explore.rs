@@ -14,6 +14,7 @@ use crate::builder::Builder;
 use crate::faults::FaultProfile;
 use crate::invariants::Invariant;
 use crate::scenarios::builtin;
+use crate::variants::Variant;
 
 /// What each explored seed runs.
 #[derive(Debug, Clone)]
@@ -25,6 +26,8 @@ pub struct ExploreOptions {
     pub session_timeout: Duration,
     /// A built-in scenario run with every seed instead of a generated schedule.
     pub scenario: Option<String>,
+    /// A planted bug every seed runs with (to see the checker catch it across seeds).
+    pub variant: Option<Variant>,
 }
 
 impl Default for ExploreOptions {
@@ -37,6 +40,7 @@ impl Default for ExploreOptions {
             duration: b.duration,
             session_timeout: b.session_timeout,
             scenario: None,
+            variant: None,
         }
     }
 }
@@ -53,6 +57,7 @@ impl ExploreOptions {
                 duration: self.duration,
                 profile: self.profile,
                 session_timeout: self.session_timeout,
+                variant: self.variant,
                 ..Builder::default()
             }),
         }
@@ -61,6 +66,14 @@ impl ExploreOptions {
 
 /// The command that replays `seed` with these options.
 pub fn replay_command(o: &ExploreOptions, seed: u64) -> String {
+    let command = replay_of(o, seed);
+    match o.variant {
+        Some(v) => format!("{command} --variant {v}"),
+        None => command,
+    }
+}
+
+fn replay_of(o: &ExploreOptions, seed: u64) -> String {
     match &o.scenario {
         Some(name) => format!("shardcron-sim replay --scenario {name} --seed {seed}"),
         None => format!(

@@ -162,6 +162,7 @@ impl RunArgs {
             duration: Duration::from_secs(self.duration),
             session_timeout: Duration::from_secs(self.session_timeout),
             scenario: self.scenario.clone(),
+            variant: self.variant,
         }
     }
 }

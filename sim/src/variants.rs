@@ -32,16 +32,32 @@ pub enum Variant {
     StaleAssignment,
     /// Instance 1 believes it owns every item and starts them without running markers.
     GreedyOwner,
+    /// Every instance ignores its local lease loss (`Lost`): cut off, it keeps running its
+    /// items until the server's expiry reaches it on reconnection (needs partitions).
+    IgnoreLeaseLoss,
+    /// No instance learns of another's departure (its watch loses the deletion of instance
+    /// nodes): nobody reshards or fails over for a crash (needs crashes).
+    ForgetDeparture,
+    /// Misfire markers are never written: a fire skipped because items still ran owes a
+    /// catch-up that nobody makes (needs overrunning items).
+    DropCatchUp,
+    /// The catch-ups a departed instance owes for fires it missed are never queued (needs
+    /// crashes, with failover and misfire on).
+    DropMissedFires,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 6] = [
+    pub const ALL: [Variant; 10] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
         Variant::LeakRunningMarkers,
         Variant::StaleAssignment,
         Variant::GreedyOwner,
+        Variant::IgnoreLeaseLoss,
+        Variant::ForgetDeparture,
+        Variant::DropCatchUp,
+        Variant::DropMissedFires,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -55,7 +71,11 @@ impl Variant {
             // watch event that contradicts it, which would hide the bug there.)
             Variant::DropWatchEvent | Variant::FalseLeader | Variant::GreedyOwner => who == 2,
             Variant::LeakRunningMarkers => who == 1,
-            Variant::StaleAssignment => true,
+            Variant::StaleAssignment
+            | Variant::IgnoreLeaseLoss
+            | Variant::ForgetDeparture
+            | Variant::DropCatchUp
+            | Variant::DropMissedFires => true,
             Variant::ForgetItem => false,
         };
         if !affected {
@@ -103,6 +123,20 @@ fn is_owner_node(path: &str) -> bool {
 
 fn is_running_node(path: &str) -> bool {
     path.ends_with("/running") && path.contains("/sharding/")
+}
+
+fn is_misfire_node(path: &str) -> bool {
+    path.ends_with("/misfire") && path.contains("/sharding/")
+}
+
+fn is_instance_node(path: &str) -> bool {
+    path.rsplit('/').nth(1) == Some("instances")
+}
+
+/// A failover queue entry for a fire its instance missed (`{fire} {rank} missed {id}`).
+fn is_missed_entry(path: &str, data: &[u8]) -> bool {
+    path.contains("/leader/failover/items/")
+        && std::str::from_utf8(data).is_ok_and(|t| t.split(' ').nth(2) == Some("missed"))
 }
 
 /// A registry wrapper with a bug.
@@ -185,6 +219,16 @@ impl CoordinatorRegistry for Buggy {
                 {
                     None
                 }
+                (Variant::DropCatchUp, op @ (TxnOp::Create { .. } | TxnOp::Set { .. }))
+                    if is_misfire_node(op.path()) =>
+                {
+                    None
+                }
+                (Variant::DropMissedFires, TxnOp::Create { path, data, .. })
+                    if is_missed_entry(&path, &data) =>
+                {
+                    None
+                }
                 (_, op) => Some(op),
             })
             .collect();
@@ -229,12 +273,23 @@ impl CoordinatorRegistry for Buggy {
                     event
                 })))
             }
+            Variant::ForgetDeparture => Ok(WatchStream::new(stream.filter(|event| {
+                let departure =
+                    matches!(event, WatchEvent::Deleted { path } if is_instance_node(path));
+                std::future::ready(!departure)
+            }))),
             _ => Ok(stream),
         }
     }
 
     fn session_events(&self) -> SessionEvents {
-        self.inner.session_events()
+        let events = self.inner.session_events();
+        if self.bug != Variant::IgnoreLeaseLoss {
+            return events;
+        }
+        SessionEvents::new(events.filter(|event| {
+            std::future::ready(!matches!(event, shardcron_core::registry::SessionEvent::Lost))
+        }))
     }
 
     async fn leader_latch(&self, path: &str, participant: &str) -> Result<Box<dyn LeaderLatch>> {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use shardcron_sim::{Builder, FaultProfile, Invariant, JobSpec, Report, Variant};
+use shardcron_sim::{Builder, Fault, FaultProfile, Invariant, JobSpec, Report, Scenario, Variant};
 
 fn run(variant: Option<Variant>) -> Report {
     Builder {
@@ -69,4 +69,72 @@ fn a_stale_assignment_is_caught() {
 fn a_greedy_owner_running_items_twice_at_once_is_caught() {
     caught(Variant::GreedyOwner, Invariant::Exclusive);
     caught(Variant::GreedyOwner, Invariant::Fires);
+}
+
+// Planted bugs that only faults reveal: each runs a scripted fault the unbroken system handles
+// (checked first, on the very same scenario), then with the bug, which the checker must catch.
+
+/// A scenario with faults, with and without the planted bug.
+fn under_faults(specs: Vec<JobSpec>, scenario: Scenario, variant: Option<Variant>) -> Report {
+    Builder {
+        seed: 11,
+        instances: 3,
+        specs,
+        duration: Duration::from_secs(60),
+        profile: FaultProfile::None,
+        scenario: Some(scenario),
+        variant,
+        ..Builder::default()
+    }
+    .build()
+    .run()
+}
+
+fn caught_under_faults(specs: Vec<JobSpec>, scenario: Scenario, variant: Variant, inv: Invariant) {
+    let clean = under_faults(specs.clone(), scenario.clone(), None);
+    assert!(clean.ok(), "the unbroken system fails the scenario:\n{}", clean.violations_text());
+    let broken = under_faults(specs, scenario, Some(variant));
+    assert!(
+        broken.violations.iter().any(|v| v.invariant == inv),
+        "{variant} should break {inv}; the checker reported:\n{}",
+        broken.violations_text()
+    );
+}
+
+#[test]
+fn ignoring_the_local_lease_loss_is_caught_under_a_partition() {
+    // One item (i3 owns it), run 45 s, far longer than the session: cut off at 11 s, its owner
+    // must cancel it when its lease runs out, before an idle survivor takes it over (21 s).
+    let long = JobSpec::new("j0", "0/30 * * * * ?", 1).item_ms(45_000).failover(true);
+    let scenario = Scenario::new("partition-of-an-owner-running-a-long-item")
+        .at(11_000, Fault::Partition(vec![3]))
+        .at(58_000, Fault::Heal(vec![3]));
+    caught_under_faults(vec![long], scenario, Variant::IgnoreLeaseLoss, Invariant::Exclusive);
+}
+
+#[test]
+fn a_forgotten_departure_is_caught_under_a_crash() {
+    let long = JobSpec::new("j0", "0/10 * * * * ?", 6).item_ms(4_000).failover(true);
+    let scenario =
+        Scenario::new("crash-mid-run").at(11_000, Fault::Crash(2)).at(50_000, Fault::Restart(2));
+    caught_under_faults(vec![long], scenario, Variant::ForgetDeparture, Invariant::Fires);
+}
+
+#[test]
+fn a_dropped_catch_up_is_caught_with_overrunning_items() {
+    // Items run 3 s on a 2 s cron: every other fire is skipped as a misfire and owes one.
+    let overrun = JobSpec::new("j0", "0/2 * * * * ?", 3).item_ms(3_000);
+    let scenario = Scenario::new("overrunning-items").at(30_000, Fault::Slow(1, 10));
+    caught_under_faults(vec![overrun], scenario, Variant::DropCatchUp, Invariant::Fires);
+}
+
+#[test]
+fn dropped_catch_ups_of_a_crashed_instance_are_caught() {
+    // i2 dies between fires; the fires of 15 s and 20 s fall due before its session ends:
+    // with failover and misfire on, the survivors owe them a catch-up.
+    let short = JobSpec::new("j0", "0/5 * * * * ?", 6).item_ms(500).failover(true);
+    let scenario = Scenario::new("crash-between-fires")
+        .at(12_000, Fault::Crash(2))
+        .at(45_000, Fault::Restart(2));
+    caught_under_faults(vec![short], scenario, Variant::DropMissedFires, Invariant::Fires);
 }

@@ -81,7 +81,7 @@ fn start(at: i64, who: usize, session: u64) -> Entry {
 }
 
 #[test]
-fn overlapping_runs_count_only_while_both_sessions_are_valid() {
+fn overlapping_runs_are_violations_unless_the_first_instance_was_killed() {
     let note = |at, who, note| Entry { at, who, what: What::Note(note) };
     let session = Duration::from_secs(10);
     let exclusive = |entries: &[Entry]| {
@@ -93,10 +93,11 @@ fn overlapping_runs_count_only_while_both_sessions_are_valid() {
     // i1 runs the item in session 1; i2 starts it while session 1 is still valid.
     let overlap = [start(1_000, 1, 1), start(2_000, 2, 2)];
     assert_eq!(exclusive(&overlap), 1);
-    // The same, but the registry ended session 1 first (i1 was cut off): fenced, allowed.
-    let fenced =
+    // The same, but the registry ended session 1 first (i1 was cut off): its run had to end
+    // before that (the local lease), so this is a violation too (GUARANTEES.md, section 1).
+    let cut_off =
         [start(1_000, 1, 1), note(1_500, 1, Note::SessionEnded { session: 1 }), start(2_000, 2, 2)];
-    assert_eq!(exclusive(&fenced), 0);
+    assert_eq!(exclusive(&cut_off), 1);
     // i1 crashed: a killed process runs nothing.
     let crashed =
         [start(1_000, 1, 1), note(1_500, 1, Note::Crashed { tasks: 3 }), start(2_000, 2, 2)];

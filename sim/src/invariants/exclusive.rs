@@ -1,9 +1,11 @@
-//! Invariant 1: an item never runs on two instances at once while both hold valid sessions.
+//! Invariant 1: an item never runs on two instances at once (GUARANTEES.md, section 1).
 //!
 //! A run is open from its `start` to its `end` on the same instance, or until the instance
-//! crashes (a killed process runs nothing). When an item starts, every other open run of the
-//! same item must belong to a session the registry has already ended. The same instance
-//! starting an item again before its previous run of it ended is a violation too.
+//! crashes (a killed process runs nothing). When an item starts, no other run of the same item
+//! may be open: not even one whose session the registry has ended, since a cut-off instance
+//! stops its items when its local lease runs out, before the server can end its session. The
+//! same instance starting an item again before its previous run of it ended is a violation
+//! too.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -50,18 +52,21 @@ pub(super) fn check(entries: &[Entry], out: &mut Vec<Violation>) {
                             r.fire_ms - crate::trace::EPOCH_MS,
                             r.at
                         )
-                    } else if live(r.who, r.session) && live(e.who, *session) {
+                    } else {
+                        let valid = if live(r.who, r.session) && live(e.who, *session) {
+                            "both sessions valid"
+                        } else {
+                            "the first one's session ended, but its run had not"
+                        };
                         format!(
                             "{job}#{item} started on i{} (session {}) while it ran on i{} \
-                             (session {}, started at {}), both sessions valid",
+                             (session {}, started at {}), {valid}",
                             e.who,
                             session.map_or("-".into(), |s| s.to_string()),
                             r.who,
                             r.session.map_or("-".into(), |s| s.to_string()),
                             r.at
                         )
-                    } else {
-                        continue;
                     };
                     out.push(Violation {
                         invariant: Invariant::Exclusive,

@@ -409,6 +409,27 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             Some((_, before)) if before.iter().all(unrecorded) => 1,
             _ => takers.len(),
         };
+        // Liveness (GUARANTEES.md, section 4): the survivors start an orphan as soon as they
+        // see its instance leave (a crashed instance's session ends a session timeout after
+        // it; an ended session at once), give or take a claimer busy with a run of its own.
+        let noticed = match &entries[*idx].what {
+            What::Note(Note::Crashed { .. }) => crash_at.saturating_add(tl.session_ms),
+            _ => *crash_at,
+        };
+        let first_start = takers.first().map(|&(i, _)| entries[i].at);
+        if counted == 1 && first_start.is_some_and(|t| t > noticed + FAILOVER_SLACK_MS) {
+            out.push(Violation {
+                invariant: Invariant::Fires,
+                at: *crash_at,
+                message: format!(
+                    "{job}#{item} was running on i{who} when it {how} at {crash_at}; its \
+                     departure showed at {noticed}, but it was failed over only at {}",
+                    first_start.unwrap_or_default()
+                ),
+                context: context(entries, *idx, Some(job)),
+            });
+            continue;
+        }
         let message = match counted {
             1 => {
                 acc.add(format!("interrupted: owner {how}, failed over"));
@@ -432,6 +453,10 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
     }
     acc
 }
+
+/// How long after a departure shows an orphan may wait for its taker: a claimer runs its
+/// share once its own run ends (simulated items run at most a few seconds).
+const FAILOVER_SLACK_MS: i64 = 15_000;
 
 /// One fire of one item.
 struct Fire<'a> {

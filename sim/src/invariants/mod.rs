@@ -3,7 +3,7 @@
 //!
 //! | invariant | module | checked on |
 //! |---|---|---|
-//! | 1. no item on two instances at once while both hold valid sessions | `exclusive` | trace |
+//! | 1. no item on two instances at once | `exclusive` | trace |
 //! | 2. every scheduled fire of every enabled item runs exactly once, or is recorded with a reason; a crash loses no running item when failover is on | `fires` | trace |
 //! | 3. at most one leader acts; sharding flags cleared once a live leader exists | `leader` | trace + Live checkpoint |
 //! | 4. after membership settles, the assignment is the strategy's for the live enabled instances | `assignment` | Live checkpoint |
@@ -36,7 +36,7 @@ use crate::trace::{Entry, Note, Phase, What};
 /// Which invariant a violation breaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Invariant {
-    /// 1: an item ran on two instances at once while both held valid sessions.
+    /// 1: an item ran on two instances at once.
     Exclusive,
     /// 2: a scheduled fire ran twice, or neither ran nor was recorded with a reason, or a
     /// crashed run was not failed over.
