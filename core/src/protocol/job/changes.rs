@@ -334,15 +334,22 @@ impl JobProtocol {
 
     /// Raises the reshard flag as the view shows it: a versioned write over it, or a create
     /// (with its parents: the first raise of a job).
-    pub(super) fn raise_request(&self, ctx: &Ctx<'_>) -> Request {
+    /// With the time written when the flag then holds ours (not an earlier raise's).
+    pub(super) fn raise_request(&self, ctx: &Ctx<'_>) -> (Option<i64>, Request) {
         let path = self.paths.sharding_necessary();
         match ctx.view.get(&path) {
-            Some(_) => Request::Txn(sharding::raise(ctx.view, &self.paths, ctx.now_ms)),
-            None => Request::Create {
-                path,
-                data: ctx.now_ms.to_string().into_bytes(),
-                mode: CreateMode::Persistent,
-            },
+            Some(flag) => (
+                (sharding::raised_time(&flag.data, ctx.now_ms) == ctx.now_ms).then_some(ctx.now_ms),
+                Request::Txn(sharding::raise(ctx.view, &self.paths, ctx.now_ms)),
+            ),
+            None => (
+                Some(ctx.now_ms),
+                Request::Create {
+                    path,
+                    data: ctx.now_ms.to_string().into_bytes(),
+                    mode: CreateMode::Persistent,
+                },
+            ),
         }
     }
 
@@ -355,19 +362,45 @@ impl JobProtocol {
         let read =
             || (Pending::RaiseFlag(FlagStep::Read), Request::Get(self.paths.sharding_necessary()));
         match (step, result) {
-            (FlagStep::FromView | FlagStep::OverRead, Ok(_)) => {
+            (FlagStep::FromView { stamped } | FlagStep::OverRead { stamped }, Ok(reply)) => {
                 self.flag_owed = false;
                 self.flag_attempts = 0;
+                // Fires after the flag's time wait for the reshard, the ones before run under
+                // the assignment they were due under: an instance that did not see the flag at
+                // a fire (it was not committed yet) ran it so. A raise that committed later
+                // than the time it wrote (a slow link) moves the time to when it committed.
+                let version = match &reply {
+                    Reply::Created => Some(0),
+                    Reply::Txn(results) => results.iter().find_map(|r| match r {
+                        crate::registry::TxnResult::Set { version } => Some(*version),
+                        crate::registry::TxnResult::Created { .. } => Some(0),
+                        _ => None,
+                    }),
+                    _ => None,
+                };
+                if let (Some(written), Some(version)) = (stamped, version) {
+                    if ctx.now_ms > written {
+                        let ops = vec![TxnOp::set(
+                            self.paths.sharding_necessary(),
+                            ctx.now_ms.to_string(),
+                            Some(version),
+                        )];
+                        self.then =
+                            Some((Pending::RaiseFlag(FlagStep::Restamp), Request::Txn(ops)));
+                    }
+                }
             }
+            // Someone raised it again or the reshard committed meanwhile: nothing to move.
+            (FlagStep::Restamp, _) => {}
             // The view was behind: whoever wrote the flag may have raised it before the change
             // we raise it for. Read it, and raise over what is there.
-            (FlagStep::FromView, Err(e))
+            (FlagStep::FromView { .. }, Err(e))
                 if e.transaction_failure().is_some() || e.is_node_exists() =>
             {
                 self.then = Some(read());
             }
             // Lost to a raise that came after our read, so after our change: done.
-            (FlagStep::OverRead, Err(e))
+            (FlagStep::OverRead { .. }, Err(e))
                 if e.is_node_exists()
                     || matches!(
                         e.transaction_failure(),
@@ -381,7 +414,7 @@ impl JobProtocol {
                 self.flag_attempts = 0;
             }
             // Deleted under us: a reshard committed, maybe without our change. Raise it again.
-            (FlagStep::OverRead, Err(e)) if e.transaction_failure().is_some() => {
+            (FlagStep::OverRead { .. }, Err(e)) if e.transaction_failure().is_some() => {
                 self.flag_attempts += 1;
                 if self.flag_attempts >= FLAG_ATTEMPTS {
                     self.flag_attempts = 0;
@@ -398,17 +431,23 @@ impl JobProtocol {
                 }
             }
             (FlagStep::Read, Ok(Reply::Node(node))) => {
-                let ops = match node {
-                    Some(flag) => {
-                        sharding::raise_over(&self.paths, &flag.data, flag.version, ctx.now_ms)
-                    }
-                    None => vec![TxnOp::create(
-                        self.paths.sharding_necessary(),
-                        ctx.now_ms.to_string(),
-                        CreateMode::Persistent,
-                    )],
+                let (stamped, ops) = match node {
+                    Some(flag) => (
+                        (sharding::raised_time(&flag.data, ctx.now_ms) == ctx.now_ms)
+                            .then_some(ctx.now_ms),
+                        sharding::raise_over(&self.paths, &flag.data, flag.version, ctx.now_ms),
+                    ),
+                    None => (
+                        Some(ctx.now_ms),
+                        vec![TxnOp::create(
+                            self.paths.sharding_necessary(),
+                            ctx.now_ms.to_string(),
+                            CreateMode::Persistent,
+                        )],
+                    ),
                 };
-                self.then = Some((Pending::RaiseFlag(FlagStep::OverRead), Request::Txn(ops)));
+                let step = FlagStep::OverRead { stamped };
+                self.then = Some((Pending::RaiseFlag(step), Request::Txn(ops)));
             }
             (_, Ok(_)) => {}
             (_, Err(e)) => self.failed(&e),

@@ -128,12 +128,14 @@ enum Pending {
 
 #[derive(Debug, Clone, Copy)]
 enum FlagStep {
-    /// A versioned write from the view.
-    FromView,
+    /// A versioned write from the view; with the time written, when the flag now holds ours.
+    FromView { stamped: Option<i64> },
     /// The view proved behind: read the flag.
     Read,
-    /// A versioned write over what the read returned.
-    OverRead,
+    /// A versioned write over what the read returned (the same).
+    OverRead { stamped: Option<i64> },
+    /// The raise committed later than the time it wrote: the time moved to the commit's.
+    Restamp,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -383,7 +385,8 @@ impl JobProtocol {
             self.notice_membership(ctx);
         }
         if self.flag_owed {
-            return Next::Request(Pending::RaiseFlag(FlagStep::FromView), self.raise_request(ctx));
+            let (stamped, request) = self.raise_request(ctx);
+            return Next::Request(Pending::RaiseFlag(FlagStep::FromView { stamped }), request);
         }
         if let Some(next) = self.departure_next(ctx) {
             return next;
