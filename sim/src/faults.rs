@@ -24,7 +24,9 @@ pub enum Fault {
     Stop(usize),
     /// Starts the instance again with the same id (after a graceful stop if it is up).
     Restart(usize),
-    /// The registry ends the instance's session now (ephemerals deleted, a new session opens).
+    /// The registry ends the instance's session, as a real server does: the instance is cut
+    /// off now (it reports `Lost` at its lease deadline), the server expires the session at
+    /// the session timeout, and the link comes back a second later (`Expired`, a new session).
     ExpireSession(usize),
     /// Cuts the instances' links to the registry (their sessions expire after the timeout).
     Partition(Vec<usize>),

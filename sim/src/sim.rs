@@ -374,8 +374,20 @@ impl World {
             Fault::Crash(_) => each(&|inst| self.crash(inst)),
             Fault::Stop(_) => each(&|inst| World::lifecycle(self, inst, Lifecycle::Stop)),
             Fault::Restart(_) => each(&|inst| World::lifecycle(self, inst, Lifecycle::Restart)),
+            // As a real server ends a session: the client stops getting through (its lease
+            // runs out first, so it reports `Lost`), the server expires it at the session
+            // timeout, and the client learns of it when its link comes back. A server never
+            // ends a session it still hears from.
             Fault::ExpireSession(_) => each(&|inst| match inst.client() {
-                Some(c) => self.server.expire_session(c),
+                Some(c) => {
+                    self.server.cut(c);
+                    let world = self.clone();
+                    let back = self.session_timeout + EXPIRY_HEAL_AFTER;
+                    tokio::spawn(async move {
+                        tokio::time::sleep(back).await;
+                        world.server.heal(c);
+                    });
+                }
                 None => self.ignored(inst.index, fault, "no registry client"),
             }),
             Fault::Partition(_) => each(&|inst| {
@@ -605,6 +617,10 @@ impl World {
         });
     }
 }
+
+/// How long after the session timeout an expired instance's link comes back (it then learns
+/// of the expiry).
+const EXPIRY_HEAL_AFTER: Duration = Duration::from_secs(1);
 
 /// How long (in seconds, one attempt each) the simulated operator keeps trying to remove a
 /// job whose instances have not all left yet.

@@ -71,7 +71,8 @@ pub fn eligible_instances(view: &View, paths: &JobPaths) -> Vec<String> {
 pub fn items_of(view: &View, paths: &JobPaths, instance: &str, total_count: u32) -> Vec<u32> {
     (0..total_count)
         .filter(|&n| {
-            view.text(&paths.item_node(n, ItemNode::Instance)).as_deref() == Some(instance)
+            let owner = view.get(&paths.item_node(n, ItemNode::Instance));
+            owner.is_some_and(|o| o.data == instance.as_bytes())
         })
         .collect()
 }

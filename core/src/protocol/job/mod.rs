@@ -535,7 +535,8 @@ impl JobProtocol {
     }
 
     fn server_disabled(&self, ctx: &Ctx<'_>) -> bool {
-        ctx.view.text(&self.paths.server(&self.ip)).as_deref() == Some(super::sharding::DISABLED)
+        let server = ctx.view.get(&self.paths.server(&self.ip));
+        server.is_some_and(|n| n.data == super::sharding::DISABLED.as_bytes())
     }
 
     /// The earliest deadline of what the job waits for.
