@@ -48,10 +48,8 @@ pub enum Error {
     #[error("the scheduler has shut down")]
     ShutDown,
 
-    /// A second stop signal arrived while [`Scheduler::shutdown_on_ctrl_c`] waited for running
+    /// A second stop signal arrived while `Scheduler::shutdown_on_ctrl_c` waited for running
     /// items to finish.
-    ///
-    /// [`Scheduler::shutdown_on_ctrl_c`]: crate::runtime::Scheduler::shutdown_on_ctrl_c
     #[error(
         "stopped by a second signal before the running items finished; with failover on, \
          other instances re-run them once this instance's registry session ends"

@@ -118,12 +118,11 @@ impl JobConfig {
         }
     }
 
-    /// A one-off job: no schedule, it runs only when triggered ([`Scheduler::trigger`],
+    /// A one-off job: no schedule, it runs only when triggered (`Scheduler::trigger`,
     /// [`JobOperations::trigger`]). Its `cron` is empty, as ElasticJob writes one-off jobs;
     /// unlike a config from [`new`](Self::new) whose cron was never set, the scheduler takes it
     /// as meant and does not warn that it never fires by itself.
     ///
-    /// [`Scheduler::trigger`]: crate::runtime::Scheduler::trigger
     /// [`JobOperations::trigger`]: crate::api::JobOperations::trigger
     pub fn one_off(job_name: impl Into<String>, sharding_total_count: i32) -> Self {
         Self { cron: Some(String::new()), ..Self::new(job_name, sharding_total_count) }

@@ -3,7 +3,7 @@
 //! Nothing here does I/O, reads a clock or awaits: every function takes the [`view::View`]
 //! (the watch-fed state of the namespace, overlaid with this process's own writes), the job's
 //! paths and the times it needs as arguments, and returns a decision, typically a transaction
-//! to commit and how to read its failure. The runtime ([`crate::runtime`]) commits, records
+//! to commit and how to read its failure. The runtime (the `runtime` module) commits, records
 //! the result in the view, and feeds it back. Dependencies point one way: the runtime uses the
 //! protocol; the protocol uses the layout, the registry's types, the sharding strategies, cron
 //! and config, and never the runtime.
