@@ -622,6 +622,11 @@ impl World {
 /// of the expiry).
 const EXPIRY_HEAL_AFTER: Duration = Duration::from_secs(1);
 
+/// [`EXPIRY_HEAL_AFTER`] for the checker's timeline.
+pub(crate) fn expiry_heal_after_ms() -> i64 {
+    i64::try_from(EXPIRY_HEAL_AFTER.as_millis()).unwrap_or(i64::MAX)
+}
+
 /// How long (in seconds, one attempt each) the simulated operator keeps trying to remove a
 /// job whose instances have not all left yet.
 const OPERATOR_REMOVE_ATTEMPTS: u32 = 300;

@@ -113,6 +113,15 @@ impl Timeline {
                         open.entry((i, "cut")).or_insert((at, format!("it was cut off at {at}")));
                     }
                 }
+                // The simulator cuts the instance off until a second after the session
+                // timeout (`Fault::ExpireSession`).
+                Note::Fault(Fault::ExpireSession(i)) => {
+                    let back = at
+                        .saturating_add(t.session_ms)
+                        .saturating_add(crate::sim::expiry_heal_after_ms());
+                    let why = format!("it was cut off at {at} (its session was to expire)");
+                    t.down.entry(*i).or_default().push((at, back, why));
+                }
                 Note::Fault(Fault::Heal(is)) => {
                     for &i in is {
                         close(&mut open, &mut t.down, i, "cut", at);
