@@ -190,18 +190,18 @@ impl Facts {
     }
 
     /// Whether `who` started or skipped anything of `job` in `[from, to)`.
-    fn said(&self, job: &str, who: usize, from: i64, to: i64) -> bool {
-        let skipped =
-            self.skips.range((job.to_owned(), i64::MIN)..).take_while(|(k, _)| k.0 == job).any(
-                |(_, list)| {
-                    list.iter().any(|&(idx, w, _)| w == who && (from..to).contains(&self.at[idx]))
-                },
-            );
-        let started = self
-            .runs
-            .range((job.to_owned(), 0)..)
+    /// Whether `who` recorded anything about fire `fire` of `job` or a later one (a skip or a
+    /// start) between `from` and `to`: a catch-up of an earlier fire says nothing about it.
+    fn said(&self, job: &str, who: usize, fire: i64, from: i64, to: i64) -> bool {
+        let within = |idx: usize| (from..to).contains(&self.at[idx]);
+        let skipped = self
+            .skips
+            .range((job.to_owned(), fire)..)
             .take_while(|(k, _)| k.0 == job)
-            .any(|(_, runs)| runs.iter().any(|&(t, w, _)| w == who && (from..to).contains(&t)));
+            .any(|(_, list)| list.iter().any(|&(idx, w, _)| w == who && within(idx)));
+        let started = self.starts.iter().any(|((j, _, f), list)| {
+            j == job && *f >= fire && list.iter().any(|&(idx, w, _)| w == who && within(idx))
+        });
         skipped || started
     }
 
@@ -624,11 +624,20 @@ impl Fire<'_> {
             .saturating_add(1_000);
         let first_down = answering.iter().find_map(|&w| {
             let (from, why) = tl.went_down(w, at, at.saturating_add(held_up_ms))?;
-            let said = facts.said(job, w, at, from);
-            (!said).then_some(why)
+            let said = facts.said(job, w, self.fire, at, from);
+            (!said).then_some((w, why))
         });
-        if let Some(why) = first_down {
+        if let Some((w, why)) = first_down {
             acc.add(format!("lost: owner {} while handling it", why_class(why)));
+            // With failover and misfire on, a fire its crashed owner held is one it missed:
+            // the survivors owe it a catch-up (GUARANTEES.md, section 2).
+            let fo = tl.config_at(job, at).is_some_and(|s| s.failover && s.misfire);
+            if fo && why.contains("crashed") {
+                crash_losses
+                    .entry((job.to_owned(), item))
+                    .or_default()
+                    .push(LostToCrash { at, owner: w });
+            }
             return;
         }
         // The fire waited (for a reshard) and was handled (an item of it started, or an owner
