@@ -329,15 +329,19 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
     // With failover and misfire on, items that lost fires to a crashed owner are caught up.
     for ((job, item), losses) in crash_losses {
         let Some(first) = losses.first() else { continue };
-        // An item an operator disabled before its owner's crash was noticed (the session
-        // timeout after the last loss, at most) runs no catch-up: disabled items run nothing.
+        // An item an operator disabled, or a count change removed, before its owner's crash
+        // was noticed (the session timeout after the last loss, at most) runs no catch-up:
+        // disabled items run nothing, removed ones do not exist.
         let last = losses.last().map_or(first.at, |l| l.at);
         let noticed_by = last.saturating_add(tl.session_ms).saturating_add(1_000);
         let disabled_meanwhile = tl.item_disabled.get(&(job.clone(), item)).is_some_and(|l| {
             l.iter().any(|(from, on)| *on && *from > first.at && *from <= noticed_by)
         });
-        if disabled_meanwhile {
-            acc.add("exempt: item disabled before the crash was noticed");
+        let removed_meanwhile = tl.configs.get(&job).is_some_and(|configs| {
+            configs.iter().any(|(t, c)| *t > first.at && *t <= noticed_by && c.count <= item)
+        });
+        if disabled_meanwhile || removed_meanwhile {
+            acc.add("exempt: item disabled or removed before the crash was noticed");
             continue;
         }
         let caught = facts.runs.get(&(job.clone(), item)).is_some_and(|runs| {
