@@ -159,8 +159,14 @@ impl JobProtocol {
             if raised >= ctx.now_ms {
                 return now;
             }
+            // The fires between the raise and the latest one were superseded while they
+            // waited (the instances that waited record them late): ours among them were
+            // missed, for the leftovers; the latest one still waits, for the fire path.
             let after = started.map_or(raised, |s| s.max(raised));
-            return (raised, latest_after(after).map_or(ctx.now_ms, |fire| fire - 1));
+            return match latest_after(after) {
+                Some(fire) => (fire - 1, fire - 1),
+                None => (raised, ctx.now_ms),
+            };
         }
         // No reshard pending: only a restart whose ledger says what it started, after a
         // reshard made since (a new instance had no items before).
