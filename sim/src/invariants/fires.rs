@@ -377,15 +377,18 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             acc.add(format!("interrupted: owner {how} (failover off)"));
             continue;
         }
-        // A count change removed the item before the departure showed: there is nothing to
-        // run again (GUARANTEES.md, section 2).
+        // A count change removed the item (while it ran, or before the departure showed):
+        // there is nothing to run again (GUARANTEES.md, section 2).
         let shows = match &entries[*idx].what {
             What::Note(Note::Crashed { .. }) => crash_at.saturating_add(tl.session_ms),
             _ => *crash_at,
         };
-        let removed = tl.configs.get(job).is_some_and(|configs| {
-            configs.iter().any(|(t, c)| *t > *crash_at && *t <= shows + 1_000 && c.count <= *item)
-        });
+        let removed = tl.config_at(job, *crash_at).is_some_and(|c| c.count <= *item)
+            || tl.configs.get(job).is_some_and(|configs| {
+                configs
+                    .iter()
+                    .any(|(t, c)| *t > *crash_at && *t <= shows + 1_000 && c.count <= *item)
+            });
         if removed {
             acc.add(format!("interrupted: owner {how}, item removed before it showed"));
             continue;
