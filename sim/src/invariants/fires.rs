@@ -422,8 +422,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
                 .ends
                 .get(&(job.clone(), *item, w))
                 .and_then(|ends| ends.iter().copied().find(|&t| t > started))
-                .and_then(|end| tl.not_up(w, end))
-                .is_some_and(|why| why.contains("cut off"))
+                .is_some_and(|end| tl.completion_lost(w, end))
         };
         let counted = match takers.split_last() {
             Some((_, before)) if before.iter().all(unrecorded) => 1,
@@ -522,8 +521,7 @@ impl Fire<'_> {
                     // Strictly after: the run before may end in the same millisecond this one
                     // starts (simulated items take at least 100 ms).
                     .and_then(|ends| ends.iter().copied().find(|&t| t > started))
-                    .and_then(|end| tl.not_up(w, end))
-                    .is_some_and(|why| why.contains("cut off"))
+                    .is_some_and(|end| tl.completion_lost(w, end))
             };
             let interrupted = |i: usize, w: usize| {
                 facts.interrupted.contains(&(job.to_owned(), item, self.fire, w))

@@ -29,6 +29,8 @@ pub(crate) struct Timeline {
     pub end: i64,
     /// The registry's session timeout.
     pub session_ms: i64,
+    /// Per instance: from when on its registry link was slowed down, by how many ms.
+    pub slow: BTreeMap<usize, Vec<(i64, i64)>>,
 }
 
 impl Timeline {
@@ -121,6 +123,12 @@ impl Timeline {
                         .saturating_add(crate::sim::expiry_heal_after_ms());
                     let why = format!("it was cut off at {at} (its session was to expire)");
                     t.down.entry(*i).or_default().push((at, back, why));
+                }
+                Note::Fault(Fault::Slow(i, ms)) => {
+                    t.slow
+                        .entry(*i)
+                        .or_default()
+                        .push((at, i64::try_from(*ms).unwrap_or(i64::MAX)));
                 }
                 Note::Fault(Fault::Heal(is)) => {
                     for &i in is {
@@ -216,6 +224,23 @@ impl Timeline {
             .get(&(job.to_owned(), item))
             .and_then(|l| l.iter().rev().find(|(from, _)| *from <= at))
             .is_some_and(|x| x.1)
+    }
+
+    /// Whether a run of `who` that ended at `end` could not record its completion: it ended
+    /// while its instance was cut off, or the instance crashed before its finish transaction
+    /// (slowed down by a slow link) could commit.
+    pub fn completion_lost(&self, who: usize, end: i64) -> bool {
+        if self.not_up(who, end).is_some_and(|why| why.contains("cut off")) {
+            return true;
+        }
+        let latency = self
+            .slow
+            .get(&who)
+            .and_then(|l| l.iter().rev().find(|(from, _)| *from <= end))
+            .map_or(0, |x| x.1);
+        // A round trip or two of the link, and a little for the runtime.
+        let window = latency.saturating_mul(3).saturating_add(100);
+        self.crashes.iter().any(|&(t, w)| w == who && t >= end && t <= end.saturating_add(window))
     }
 
     pub fn phase(&self, p: Phase) -> Option<i64> {
