@@ -337,9 +337,11 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         let disabled_meanwhile = tl.item_disabled.get(&(job.clone(), item)).is_some_and(|l| {
             l.iter().any(|(from, on)| *on && *from > first.at && *from <= noticed_by)
         });
-        let removed_meanwhile = tl.configs.get(&job).is_some_and(|configs| {
-            configs.iter().any(|(t, c)| *t > first.at && *t <= noticed_by && c.count <= item)
-        });
+        let job_removed = tl.removed.get(&job).is_some_and(|&t| t <= noticed_by);
+        let removed_meanwhile = job_removed
+            || tl.configs.get(&job).is_some_and(|configs| {
+                configs.iter().any(|(t, c)| *t > first.at && *t <= noticed_by && c.count <= item)
+            });
         if disabled_meanwhile || removed_meanwhile {
             acc.add("exempt: item disabled or removed before the crash was noticed");
             continue;
@@ -377,13 +379,15 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             acc.add(format!("interrupted: owner {how} (failover off)"));
             continue;
         }
-        // A count change removed the item (while it ran, or before the departure showed):
-        // there is nothing to run again (GUARANTEES.md, section 2).
+        // A count change removed the item (while it ran, or before the departure showed), or
+        // the job was removed: there is nothing to run again (GUARANTEES.md, section 2).
         let shows = match &entries[*idx].what {
             What::Note(Note::Crashed { .. }) => crash_at.saturating_add(tl.session_ms),
             _ => *crash_at,
         };
-        let removed = tl.config_at(job, *crash_at).is_some_and(|c| c.count <= *item)
+        let job_removed = tl.removed.get(job).is_some_and(|&t| t <= shows + 1_000);
+        let removed = job_removed
+            || tl.config_at(job, *crash_at).is_some_and(|c| c.count <= *item)
             || tl.configs.get(job).is_some_and(|configs| {
                 configs
                     .iter()
