@@ -42,7 +42,8 @@ pub(super) fn check(entries: &[Entry], out: &mut Vec<Violation>) {
                 let runs = open.entry((job.clone(), *item)).or_default();
                 let live =
                     |who: usize, s: Option<u64>| s.is_none_or(|s| !ended.contains(&(who, s)));
-                for r in runs.iter() {
+                // The first open run is enough to report.
+                if let Some(r) = runs.first() {
                     let message = if r.who == e.who {
                         format!(
                             "{job}#{item} started on i{} (fire +{}) while its run of fire +{} \
@@ -74,7 +75,6 @@ pub(super) fn check(entries: &[Entry], out: &mut Vec<Violation>) {
                         message,
                         context: context(entries, idx, Some(job)),
                     });
-                    break;
                 }
                 runs.push(Run { who: e.who, session: *session, at: e.at, fire_ms: *fire_ms });
             }
