@@ -111,6 +111,8 @@ pub fn missed_since(
     (0..total)
         .filter(|&n| view.text(&paths.item_node(n, ItemNode::Instance)).as_deref() == Some(dead))
         .filter(|&n| owned_then(n))
+        // A misfire marker owes the item a catch-up already (one answers every fire missed).
+        .filter(|&n| !view.exists(&paths.item_node(n, ItemNode::Misfire)))
         .filter(|&n| !view.exists(&paths.item_node(n, ItemNode::Disabled)))
         .filter(|n| !skip.contains(n))
         .map(|item| Orphan { item, fire_ms, rank: 0, why: Orphaned::Missed })
