@@ -85,6 +85,8 @@ struct Facts {
     runs: Runs,
     /// (job, item, instance) → times of its ends.
     ends: BTreeMap<(String, u32, usize), Vec<i64>>,
+    /// (job, item, fire) of every manual run.
+    manual: std::collections::BTreeSet<(String, u32, i64)>,
     /// (job, fire) → (entry index, instance, reason) of each skip.
     skips: Skips,
     /// job → (time, instance) of each reported error.
@@ -115,6 +117,8 @@ impl Facts {
                         ) {
                             let key = (job.clone(), *item, *fire_ms);
                             f.starts.entry(key).or_default().push((idx, e.who, *kind));
+                        } else {
+                            f.manual.insert((job.clone(), *item, *fire_ms));
                         }
                         let key = (job.clone(), *item);
                         f.runs.entry(key.clone()).or_default().push((e.at, e.who, *kind));
@@ -294,7 +298,16 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         let caught = facts.runs.get(&key).is_some_and(|runs| {
             runs.iter().any(|(t, _, kind)| *t >= skip_at && *kind == FireKind::Misfire)
         });
-        if caught {
+        // The item ran that very fire anyway (a manual trigger handled in the fire's own
+        // millisecond carries its time): nothing is owed.
+        let ran_it = match &entries[idx].what {
+            What::Event { event: SchedulerEvent::Skipped { fire_ms, .. }, .. } => {
+                let key = (job.clone(), item, *fire_ms);
+                facts.starts.contains_key(&key) || facts.manual.contains(&key)
+            }
+            _ => false,
+        };
+        if caught || ran_it {
             continue;
         }
         let end = facts
