@@ -203,8 +203,18 @@ impl Facts {
             .range((job.to_owned(), fire)..)
             .take_while(|(k, _)| k.0 == job)
             .any(|(_, list)| list.iter().any(|&(idx, w, _)| w == who && within(idx)));
-        let started = self.starts.iter().any(|((j, _, f), list)| {
-            j == job && *f >= fire && list.iter().any(|&(idx, w, _)| w == who && within(idx))
+        // Range scans per item: the whole map would make the check quadratic in the trace.
+        let items = self
+            .starts
+            .range((job.to_owned(), 0, i64::MIN)..)
+            .take_while(|((j, _, _), _)| j == job)
+            .map(|((_, n, _), _)| *n)
+            .max()
+            .map_or(0, |n| n + 1);
+        let started = (0..items).any(|n| {
+            self.starts
+                .range((job.to_owned(), n, fire)..=(job.to_owned(), n, i64::MAX))
+                .any(|(_, list)| list.iter().any(|&(idx, w, _)| w == who && within(idx)))
         });
         skipped || started
     }
@@ -678,11 +688,11 @@ impl Fire<'_> {
         // The fire waited (for a reshard) and was handled (an item of it started, or an owner
         // skipped it) once a count change had removed this item, or an operator had disabled
         // it: the item did not exist, or was not to run, when the fire was handled.
-        let started_at = facts
-            .starts
-            .iter()
-            .filter(|((j, _, f), _)| j == job && *f == self.fire)
-            .filter_map(|(_, starts)| starts.first().map(|(i, _, _)| entries[*i].at));
+        let count =
+            tl.configs.get(job).map_or(0, |l| l.iter().map(|(_, c)| c.count).max().unwrap_or(0));
+        let started_at = (0..count)
+            .filter_map(|n| facts.starts.get(&(job.to_owned(), n, self.fire)))
+            .filter_map(|starts| starts.first().map(|(i, _, _)| entries[*i].at));
         let skipped_at = facts
             .skips
             .get(&(job.to_owned(), self.fire))
