@@ -666,7 +666,8 @@ pub async fn transaction_each_condition_fails_alone(b: &dyn Backend) {
             TxnOp::create("/t/new", b"n".to_vec(), CreateMode::Persistent),
         ]
     };
-    let failing: Vec<(TxnOp, fn(&RegistryError) -> bool)> = vec![
+    type Cause = fn(&RegistryError) -> bool;
+    let failing: Vec<(TxnOp, Cause)> = vec![
         (TxnOp::check("/t/full", Some(1)), |e| matches!(e, RegistryError::BadVersion { .. })),
         (TxnOp::check("/t/empty", Some(1)), |e| matches!(e, RegistryError::BadVersion { .. })),
         (TxnOp::check("/t/none", None), |e| matches!(e, RegistryError::NoNode { .. })),
