@@ -236,6 +236,12 @@ async fn subscriptions_of_one_client_share_a_watch() {
     drop(whole);
     other.set("/job/elsewhere", b"y", None).await.unwrap();
     assert!(matches!(next(&mut again).await, WatchEvent::Changed { .. }));
+    // A deletion that came after the read the view shows needs no read to confirm it.
+    counts.take();
+    other.delete("/job/elsewhere", None).await.unwrap();
+    assert_eq!(next(&mut again).await, WatchEvent::Deleted { path: "/job/elsewhere".into() });
+    let sent = counts.take();
+    assert_eq!(Counts::reads(&sent), 0, "a deletion after the read: {sent:?}");
     other.close().await.unwrap();
     registry.close().await.unwrap();
 }

@@ -18,9 +18,6 @@ use super::{snapshot, Seen};
 use crate::client::Shared;
 use crate::session::Session;
 
-/// The most events taken from the watcher at once.
-const MAX_BATCH: usize = 512;
-
 /// First pause before retrying a failed resync or re-subscription; doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(100);
 const MAX_PAUSE: Duration = Duration::from_secs(2);
@@ -36,14 +33,18 @@ pub(super) enum Next {
 /// An event taken from the watcher and not yet emitted.
 struct Pending {
     event: zk::WatchedEvent,
-    /// The write of this client that caused it, when a settled ticket says so.
-    own: Option<Arc<Fact>>,
+    /// Its place among the events taken (1 for the first).
+    seq: u64,
+    /// The write of this client that caused it, when a settled ticket says so, and how many
+    /// events had been taken when the write's answer was known.
+    own: Option<(Arc<Fact>, u64)>,
 }
 
 /// What a path's events come to, once their node is known.
 enum Outcome {
-    /// The node as it is (read now, or left by a write of this client).
-    Node(Vec<u8>, zk::Stat),
+    /// The node as it is (read now, or left by a write of this client), known once this many
+    /// events had been taken.
+    Node(Vec<u8>, zk::Stat, u64),
     Absent,
     /// Unreadable with our credentials: left out.
     Hidden,
@@ -273,20 +274,19 @@ impl Feed {
         if event.event_type != zk::EventType::Session && event.path == path::ROOT {
             return;
         }
-        self.pending.push_back(Pending { event, own: None });
         self.taken += 1;
+        self.pending.push_back(Pending { event, seq: self.taken, own: None });
     }
 
-    /// Moves every event already waiting in the watcher to `pending`.
+    /// Moves every event already waiting in the watcher to `pending`. All of them: an answer
+    /// that arrived before this call is then known to precede every event taken later.
     fn take(&mut self, watcher: &mut zk::PersistentWatcher) {
-        let mut budget = MAX_BATCH;
         // Polling once more after a final session state would panic inside the client.
-        while budget > 0 && !self.pending.back().is_some_and(|p| is_final(&p.event)) {
+        while !self.pending.back().is_some_and(|p| is_final(&p.event)) {
             match watcher.changed().now_or_never() {
                 Some(event) => self.push(event),
                 None => break,
             }
-            budget -= 1;
         }
     }
 
@@ -294,6 +294,7 @@ impl Feed {
     /// when there are exactly as many as it caused (its events are all here, and any other
     /// client's change of the path would add one).
     fn own(&mut self, facts: &[Arc<Fact>]) {
+        let known_at = self.taken;
         for fact in facts {
             if !path::is_within(&fact.path, &self.root) {
                 continue;
@@ -305,7 +306,7 @@ impl Feed {
             };
             if self.pending.iter().filter(|p| mine(p)).count() == fact.events {
                 for p in self.pending.iter_mut().filter(|p| mine(p)) {
-                    p.own = Some(fact.clone());
+                    p.own = Some((fact.clone(), known_at));
                 }
             }
         }
@@ -327,9 +328,11 @@ impl Feed {
             if run > 0 {
                 let events: Vec<Pending> = self.pending.drain(..run).collect();
                 self.done += run as u64;
-                if let Some(next) = self.apply(session, events).await {
+                if let Some(next) = self.apply(session, watcher, events).await {
                     return Some(next);
                 }
+                // The reads' answers may have brought more events.
+                continue;
             }
             match self.pending.front() {
                 Some(p) if p.event.event_type == zk::EventType::Session => {
@@ -396,33 +399,41 @@ impl Feed {
 
     /// Emits what a run of node events changed: per path one outcome, read (all reads at once)
     /// unless a write of this client left it or nothing can have changed for the subscribers.
-    async fn apply(&mut self, session: &Session, events: Vec<Pending>) -> Option<Next> {
+    async fn apply(
+        &mut self,
+        session: &Session,
+        watcher: &mut zk::PersistentWatcher,
+        events: Vec<Pending>,
+    ) -> Option<Next> {
         if self.link_lost || self.need_resync {
             // Reads would wait for the link; the coming resync covers these events.
             self.need_resync = true;
             return None;
         }
-        // Per path: its last event's position, whether all its events are this client's own
-        // (with the fact of the last), and whether the last is a deletion.
+        // Per path: its last event (position in the run, place among the events taken, whether
+        // a deletion), and whether all its events are this client's own (the fact of the last).
         struct Path {
             last: usize,
-            own: Option<Arc<Fact>>,
-            all_own: bool,
+            seq: u64,
             deleted: bool,
+            own: Option<(Arc<Fact>, u64)>,
+            all_own: bool,
         }
         let mut paths: HashMap<String, Path> = HashMap::new();
         for (i, p) in events.into_iter().enumerate() {
             let deleted = p.event.event_type == zk::EventType::NodeDeleted;
             let entry = paths.entry(p.event.path).or_insert(Path {
                 last: i,
+                seq: p.seq,
+                deleted,
                 own: None,
                 all_own: true,
-                deleted,
             });
             entry.last = i;
+            entry.seq = p.seq;
+            entry.deleted = deleted;
             entry.all_own &= p.own.is_some();
             entry.own = p.own;
-            entry.deleted = deleted;
         }
         let mut order: Vec<(String, Path)> = paths.into_iter().collect();
         order.sort_by_key(|(_, p)| p.last);
@@ -430,43 +441,57 @@ impl Feed {
         let mut to_read = Vec::new();
         for (i, (at, p)) in order.iter().enumerate() {
             known.push(match (&p.own, p.all_own) {
-                (Some(fact), true) => Some(match &fact.state {
-                    Some((data, stat)) => Outcome::Node(data.clone(), *stat),
+                (Some((fact, known_at)), true) => Some(match &fact.state {
+                    Some((data, stat)) => Outcome::Node(data.clone(), *stat, *known_at),
                     None => Outcome::Absent,
                 }),
-                // Gone before anyone was told it exists: nothing to say.
-                _ if p.deleted && !self.view.contains_key(at) => Some(Outcome::Hidden),
-                _ => {
-                    to_read.push((i, session.ns.get_data(at)));
-                    None
-                }
+                _ if p.deleted => match self.view.get(at) {
+                    // Gone before anyone was told it exists: nothing to say.
+                    None => Some(Outcome::Hidden),
+                    // Deleted after the view learnt the node: what the view shows is gone (a
+                    // re-creation has an event of its own, later).
+                    Some(seen) if seen.known_at.is_some_and(|n| p.seq > n) => Some(Outcome::Absent),
+                    // The view may already show a later incarnation: read.
+                    Some(_) => None,
+                },
+                _ => None,
             });
+            if known[i].is_none() {
+                to_read.push((i, session.ns.get_data(at)));
+            }
         }
-        let (slots, reads): (Vec<usize>, Vec<_>) = to_read.into_iter().unzip();
-        let Ok(reads) = tokio::time::timeout(self.limit, join_all(reads)).await else {
-            tracing::debug!(root = %self.root, "watch: reads timed out; resyncing");
-            self.need_resync = true;
-            return None;
-        };
-        for (slot, read) in slots.into_iter().zip(reads) {
-            let at = &order[slot].0;
-            known[slot] = Some(match read {
-                Ok((data, stat)) => Outcome::Node(data, stat),
-                Err(zk::Error::NoNode) => Outcome::Absent,
-                Err(zk::Error::NoAuth) => {
-                    tracing::warn!(path = %at, "watch: node unreadable with these credentials; skipped");
-                    Outcome::Hidden
-                }
-                Err(e) => {
-                    tracing::debug!(root = %self.root, error = %e, "watch: a read failed; resyncing");
-                    self.need_resync = true;
-                    return None;
-                }
-            });
+        if !to_read.is_empty() {
+            let (slots, reads): (Vec<usize>, Vec<_>) = to_read.into_iter().unzip();
+            let Ok(reads) = tokio::time::timeout(self.limit, join_all(reads)).await else {
+                tracing::debug!(root = %self.root, "watch: reads timed out; resyncing");
+                self.need_resync = true;
+                return None;
+            };
+            // Every event that came before the answers is taken now: later ones came after.
+            self.take(watcher);
+            let answered_at = self.taken;
+            for (slot, read) in slots.into_iter().zip(reads) {
+                let at = &order[slot].0;
+                known[slot] = Some(match read {
+                    Ok((data, stat)) => Outcome::Node(data, stat, answered_at),
+                    Err(zk::Error::NoNode) => Outcome::Absent,
+                    Err(zk::Error::NoAuth) => {
+                        tracing::warn!(path = %at, "watch: node unreadable with these credentials; skipped");
+                        Outcome::Hidden
+                    }
+                    Err(e) => {
+                        tracing::debug!(root = %self.root, error = %e, "watch: a read failed; resyncing");
+                        self.need_resync = true;
+                        return None;
+                    }
+                });
+            }
         }
         for ((at, _), outcome) in order.iter().zip(known) {
             let emitted = match outcome {
-                Some(Outcome::Node(data, stat)) => self.on_node(at, data, &stat),
+                Some(Outcome::Node(data, stat, known_at)) => {
+                    self.on_node(at, Seen::new(at, data, &stat, Some(known_at)))
+                }
                 Some(Outcome::Absent) => self.on_absent(at),
                 Some(Outcome::Hidden) | None => Vec::new(),
             };
@@ -478,26 +503,29 @@ impl Feed {
     }
 
     /// A node as it is now (or as a write of this client left it): what changed since the view.
-    fn on_node(&mut self, at: &str, data: Vec<u8>, stat: &zk::Stat) -> Vec<WatchEvent> {
-        let fresh = Seen::new(at, data, stat);
+    fn on_node(&mut self, at: &str, fresh: Seen) -> Vec<WatchEvent> {
         let node = fresh.node.clone();
-        match self.view.get(at) {
+        match self.view.get_mut(at) {
             None => {
                 self.view.insert(at.to_owned(), fresh);
                 vec![WatchEvent::Created { path: at.to_owned(), node }]
             }
             Some(seen) if seen.czxid == fresh.czxid => {
                 if fresh.mzxid > seen.mzxid {
-                    self.view.insert(at.to_owned(), fresh);
+                    *seen = fresh;
                     vec![WatchEvent::Changed { path: at.to_owned(), node }]
                 } else {
-                    // Already shown (an earlier read got ahead of this event).
+                    // Already shown (an earlier read got ahead of this event); it is still the
+                    // node's state at this later answer.
+                    if fresh.mzxid == seen.mzxid {
+                        seen.known_at = seen.known_at.max(fresh.known_at);
+                    }
                     Vec::new()
                 }
             }
             Some(seen) if fresh.czxid > seen.czxid => {
                 // Deleted and re-created meanwhile: both happened.
-                self.view.insert(at.to_owned(), fresh);
+                *seen = fresh;
                 vec![
                     WatchEvent::Deleted { path: at.to_owned() },
                     WatchEvent::Created { path: at.to_owned(), node },

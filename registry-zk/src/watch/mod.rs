@@ -13,7 +13,8 @@
 //! - The events waiting in the watcher are taken together; per path, one read shows the node
 //!   as it is *now*, later than all of them, and the reads go out together (one round trip).
 //! - A path whose last waiting event is a deletion, of a node the view does not show, needs no
-//!   read: the subscribers never saw the node, and a re-creation has its own event.
+//!   read: the subscribers never saw the node, and a re-creation has its own event. Nor does a
+//!   deletion that came after what the view shows of the node (below).
 //! - **Own writes are exact, and not read.** ZooKeeper sends a session the events a write
 //!   caused before the write's answer, and the client queues them for the watcher before it
 //!   completes the write. A write of this client opens a ticket on the paths it writes before
@@ -30,8 +31,13 @@
 //!   `Created`. Per node, versions only grow and nothing is reported twice; what can be lost is
 //!   an intermediate state another client overwrote before the read (hence
 //!   `Capability::exact_watch == false`).
-//! - A deletion of a node the view shows is confirmed by the read, so a late `NodeDeleted` never
-//!   removes a node the view already shows re-created.
+//! - A deletion of a node the view shows needs no read when its event came after the answer the
+//!   view learnt the node from (ZooKeeper sends a session an event before any answer showing its
+//!   change, so an event taken from the watcher after an answer arrived was caused by a later
+//!   change: it deleted what the view shows, or a later incarnation). Otherwise (the first
+//!   deletion after a snapshot, or one that may have come before a read that got ahead of it)
+//!   the read confirms it, so a late `NodeDeleted` never removes a node the view shows
+//!   re-created.
 //!
 //! **Gaps become resyncs.** Persistent watches lose the events of a connection loss
 //! (ZOOKEEPER-4698), `zookeeper-client` 0.11.2 does not register them again after a reconnect,
@@ -69,11 +75,15 @@ struct Seen {
     czxid: i64,
     /// The zxid of the last change shown.
     mzxid: i64,
+    /// How many events the feed had taken from its watcher when it last learnt this state (a
+    /// read's answer, a write's answer): every later event came after that answer. `None` for
+    /// a snapshot's nodes, which the feed cannot place among its events.
+    known_at: Option<u64>,
 }
 
 impl Seen {
-    fn new(at: &str, data: Vec<u8>, stat: &zk::Stat) -> Self {
-        Seen { node: node::node(at, data, stat), czxid: stat.czxid, mzxid: stat.mzxid }
+    fn new(at: &str, data: Vec<u8>, stat: &zk::Stat, known_at: Option<u64>) -> Self {
+        Seen { node: node::node(at, data, stat), czxid: stat.czxid, mzxid: stat.mzxid, known_at }
     }
 }
 
@@ -175,7 +185,7 @@ async fn snapshot(
         for (p, (data, children)) in level.iter().zip(reads) {
             match data {
                 Ok((data, stat)) => {
-                    nodes.insert(p.clone(), Seen::new(p, data, &stat));
+                    nodes.insert(p.clone(), Seen::new(p, data, &stat, None));
                 }
                 // Deleted between the parent's listing and this read.
                 Err(zk::Error::NoNode) => continue,
