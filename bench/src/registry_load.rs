@@ -332,7 +332,6 @@ fn render(results: &[Measured], missing: &[&str], window: u64, sizes: &[usize]) 
     let mut idle_ok = true;
     // Per backend: (instances, requests per instance per fire).
     let mut wire_figures: Vec<(&'static str, Vec<(usize, f64)>)> = Vec::new();
-    let mut wire_ok = true;
     for (backend, n, r) in results {
         let r = match r {
             Ok(r) => r,
@@ -375,9 +374,6 @@ fn render(results: &[Measured], missing: &[&str], window: u64, sizes: &[usize]) 
             match wire_figures.iter_mut().find(|(name, _)| *name == backend.name()) {
                 Some((_, points)) => points.push((*n, total)),
                 None => wire_figures.push((backend.name(), vec![(*n, total)])),
-            }
-            if total > 2.0 + 0.25 {
-                wire_ok = false;
             }
         }
         body.push_str(&format!(
@@ -444,29 +440,34 @@ fn render(results: &[Measured], missing: &[&str], window: u64, sizes: &[usize]) 
             idle_ok,
         ));
     }
-    if !wire_figures.is_empty() {
-        let figure = wire_figures
-            .iter()
-            .map(|(name, points)| {
-                let points: Vec<String> =
-                    points.iter().map(|(n, total)| format!("{total:.1} at {n}")).collect();
-                format!("{name} {}", points.join(", "))
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
+    for (name, points) in &wire_figures {
+        // docs/targets.md: flat in the cluster size, at most 3 ZooKeeper requests (pings
+        // excluded) or 2 etcd transactions per instance per fire. The idle rate subtracted from
+        // the firing window leaves a little noise, hence the tolerance.
+        let (target, limit) = match *name {
+            "ZooKeeper" => ("≤ 3 requests", 3.0),
+            _ => ("≤ 2 transactions", 2.0),
+        };
+        let ok = points.iter().all(|(_, total)| *total <= limit + 0.1);
+        let figure: Vec<String> =
+            points.iter().map(|(n, total)| format!("{total:.1} at {n}")).collect();
         let v = Verdict::new(
-            "the same, as the server sees it (requests per instance per fire)",
-            figure,
-            wire_ok,
+            format!(
+                "{name}: {target} per instance per fire as the server counts them, at every \
+                 cluster size"
+            ),
+            figure.join(", "),
+            ok,
         );
-        verdicts.push(if wire_ok {
-            v
-        } else {
-            v.note(
-                "ZooKeeper's watch events carry no data: every session that watches a node \
-                 another instance changed reads it, and every instance watches every other \
-                 instance's per-fire markers (the scheduler's watch narrowing, not done yet)",
-            )
+        verdicts.push(match (ok, *name) {
+            (true, _) => v,
+            (false, "ZooKeeper") => v.note(
+                "ZooKeeper's watch events carry no data: every instance reads each node another \
+                 instance's fire changed (its running markers and ledger), because every \
+                 instance watches the whole namespace; flat only once the scheduler stops \
+                 watching other instances' per-fire writes",
+            ),
+            _ => v.note("see the section: a transaction the compares cannot state reads first"),
         });
     }
     for m in missing {
