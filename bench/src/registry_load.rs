@@ -278,6 +278,20 @@ pub fn run(quick: bool, sizes: Option<Vec<usize>>) -> Result<Section, Error> {
     Ok(render(&results, &missing, window, &sizes))
 }
 
+/// `name figure at 3, 10, 30` when every size gave the same figure, else each with its size.
+fn by_size(name: &str, points: &[(usize, String)]) -> String {
+    let sizes: Vec<String> = points.iter().map(|(n, _)| n.to_string()).collect();
+    match points.first() {
+        Some((_, first)) if points.iter().all(|(_, f)| f == first) => {
+            format!("{name} {first} at {}", sizes.join(", "))
+        }
+        _ => {
+            let each: Vec<String> = points.iter().map(|(n, f)| format!("{f} at {n}")).collect();
+            format!("{name} {}", each.join(", "))
+        }
+    }
+}
+
 fn fmt_ops(ops: &Rates) -> String {
     let list: Vec<String> =
         ops.iter().filter(|(_, v)| **v > 0.0).map(|(k, v)| format!("{v:.2} {k}")).collect();
@@ -328,7 +342,8 @@ fn render(results: &[Measured], missing: &[&str], window: u64, sizes: &[usize]) 
     );
     let mut verdicts = Vec::new();
     let mut trait_ok = true;
-    let mut trait_figures = Vec::new();
+    // Per backend: (instances, trait ops per instance per fire).
+    let mut trait_figures: Vec<(&'static str, Vec<(usize, String)>)> = Vec::new();
     let mut idle_ok = true;
     // Per backend: (instances, requests per instance per fire).
     let mut wire_figures: Vec<(&'static str, Vec<(usize, f64)>)> = Vec::new();
@@ -358,7 +373,10 @@ fn render(results: &[Measured], missing: &[&str], window: u64, sizes: &[usize]) 
         if fires == 0 || txn > 2.0 + 1e-9 || others > 1e-9 {
             trait_ok = false;
         }
-        trait_figures.push(format!("{} × {n}: {}", backend.name(), fmt_ops(&per_fire)));
+        match trait_figures.iter_mut().find(|(name, _)| *name == backend.name()) {
+            Some((_, points)) => points.push((*n, fmt_ops(&per_fire))),
+            None => trait_figures.push((backend.name(), vec![(*n, fmt_ops(&per_fire))])),
+        }
         let mut idle = Rates::new();
         for ops in &r.idle_ops {
             for (k, v) in rates(ops, r.idle_seconds) {
@@ -431,7 +449,11 @@ fn render(results: &[Measured], missing: &[&str], window: u64, sizes: &[usize]) 
     if results.iter().any(|(_, _, r)| r.is_ok()) {
         verdicts.push(Verdict::new(
             "≤ 1 transaction to start + 1 to finish per instance per fire, 0 reads (trait calls)",
-            trait_figures.join("; "),
+            trait_figures
+                .iter()
+                .map(|(name, points)| by_size(name, points))
+                .collect::<Vec<_>>()
+                .join("; "),
             trait_ok,
         ));
         verdicts.push(Verdict::new(
