@@ -69,7 +69,7 @@ enum Command {
     /// Section 2: memory and threads per registered job.
     Memory,
     /// Section 3: registry operations per fire and per idle second, mem / ZooKeeper / etcd.
-    Registry,
+    Registry(RegistryArgs),
     /// Section 4: failover latency with real worker processes.
     Failover,
     /// Section 5: simulator throughput.
@@ -107,6 +107,13 @@ struct PrecisionArgs {
     schedulers: Option<Vec<String>>,
 }
 
+#[derive(Debug, Clone, clap::Args)]
+struct RegistryArgs {
+    /// Cluster sizes of the registry section, instances (default: 3,10,30, or 3,10 with --quick).
+    #[arg(long, value_delimiter = ',')]
+    instances: Option<Vec<usize>>,
+}
+
 /// The command line as the report shows it.
 fn command_line() -> String {
     if let Ok(c) = std::env::var("SHARDCRON_BENCH_COMMAND") {
@@ -132,7 +139,13 @@ fn run(cli: Cli) -> Result<(), Error> {
         let section = match id {
             "precision" => precision_section(&cli.command, quick)?,
             "memory" => memory::run(quick)?,
-            "registry" => registry_load::run(quick)?,
+            "registry" => {
+                let sizes = match &cli.command {
+                    Command::Registry(args) => args.instances.clone(),
+                    _ => None,
+                };
+                registry_load::run(quick, sizes)?
+            }
             "micro" => micro::run(quick)?,
             "sim" => sim::run(quick)?,
             "failover" => failover::run(quick)?,
@@ -158,7 +171,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Precision(_) => section("precision"),
         Command::Memory => section("memory"),
-        Command::Registry => section("registry"),
+        Command::Registry(_) => section("registry"),
         Command::Failover => section("failover"),
         Command::Sim => section("sim"),
         Command::Micro => section("micro"),

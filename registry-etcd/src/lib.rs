@@ -10,7 +10,7 @@
 //! |---|---|
 //! | tree of nodes | three key families per namespace (see `keys.rs` and the README): nodes, a child index, sequence counters |
 //! | session, ephemeral nodes | a lease kept alive every TTL/3 by its own task; ephemeral keys carry the lease; `Lost` when no keep-alive was answered for the TTL less the margin, counted from its send |
-//! | every write, transactions | one etcd `Txn` guarded by compares on everything the write read (optimistic, STM style) |
+//! | every write, transactions | one etcd `Txn` whose compares state the contract's conditions (existence, version, absence, persistent parent, no children), its failure branch reading what decides the error; where compares cannot state them, a read at one revision and a `Txn` guarded by compares on everything read (optimistic, STM style) |
 //! | watches | a prefix watch resumed from the last delivered revision; `Resync` after compaction or expiry |
 //! | latch, mutex | the core's recipes over ephemeral-sequential nodes |
 //! | registry time | the local clock after a round trip (etcd has no clock API) |
@@ -50,6 +50,7 @@
 //! - `options.rs`: [`EtcdOptions`], [`EtcdOptions::from_url`], credentials and TLS files.
 //! - `client.rs`: [`EtcdRegistry`], connecting, and each operation of the contract.
 //! - `keys.rs`: the key encoding (node, child index, counter families) and the value format.
+//! - `plan.rs`: the one-`Txn` form of a write, the contract's conditions as compares.
 //! - `txn.rs`: the write engine: read at one revision, evaluate the ops, commit with compares.
 //! - `session.rs`: the lease keep-alive task and the session event stream.
 //! - `watch.rs`: subtree snapshots and the watch task (resume, compaction, resync).
@@ -61,6 +62,7 @@ mod client;
 mod error;
 mod keys;
 mod options;
+mod plan;
 mod session;
 mod txn;
 mod watch;

@@ -20,15 +20,21 @@
 //!
 //! A transaction of checks only is answered from the snapshot and needs no commit. The retries
 //! are bounded by the operation timeout of the caller.
+//!
+//! Before all this, [`run`] tries the one-round-trip form of [`crate::plan`]: where compares can
+//! state every condition of the ops, one `Txn` commits them, and its failure branch performs
+//! step 1, so that the evaluation (2) names the failing op, or commits (3) after a compare that
+//! was stricter than the contract, without another read.
 
 use std::collections::{BTreeSet, HashMap};
 
 use etcd_client::{Compare, CompareOp, GetOptions, KvClient, PutOptions, Txn, TxnOp as EtcdOp};
-use etcd_client::{DeleteOptions, TxnOpResponse};
+use etcd_client::{DeleteOptions, TxnOpResponse, TxnResponse};
 use shardcron_core::registry::{path, CreateMode, Op, RegistryError, TxnResult, Version};
 
 use crate::error::{self, map};
 use crate::keys::{decode_counter, decode_value, encode_value, sequential_name, KeySpace};
+use crate::plan;
 
 /// One op as the engine evaluates it.
 #[derive(Debug, Clone)]
@@ -385,9 +391,30 @@ pub(crate) async fn run(
 ) -> Result<Outcome, RegistryError> {
     // A node loses at most one child per step, so this many index keys decide emptiness.
     let child_limit = i64::try_from(steps.len() + 1).unwrap_or(i64::MAX);
+    // First the one-`Txn` form, when the ops allow it: it commits, or its failure branch
+    // brings the first round of reads.
+    let mut seeded = None;
+    if let Some(plan) = plan::plan(keys, steps, lease) {
+        let needs = static_needs(keys, steps);
+        if let Some((txn, results)) = plan.txn(read_ops(keys, &needs, 0, child_limit)) {
+            let mut client = kv.clone();
+            match client.txn(txn).await {
+                Ok(resp) if resp.succeeded() => return Ok(Ok(results)),
+                Ok(resp) => {
+                    let mut reads = Reads::default();
+                    absorb(keys, &mut reads, &needs, &resp);
+                    seeded = Some(reads);
+                }
+                Err(e) if error::is_lease_gone(&e) => return Ok(Err(lease_gone(steps, op, at))),
+                Err(e) => return Err(map(e, op, at)),
+            }
+        }
+    }
     'attempt: loop {
-        let mut reads = Reads::default();
-        let mut pending = static_needs(keys, steps);
+        let (mut reads, mut pending) = match seeded.take() {
+            Some(reads) => (reads, Vec::new()),
+            None => (Reads::default(), static_needs(keys, steps)),
+        };
         loop {
             if !pending.is_empty() {
                 match read(kv, keys, &mut reads, &pending, child_limit).await {
@@ -420,15 +447,7 @@ pub(crate) async fn run(
                         Ok(true) => return Ok(Ok(results)),
                         Ok(false) => continue 'attempt,
                         Err(e) if error::is_lease_gone(&e) => {
-                            // Our session lease vanished under an ephemeral create: report it at
-                            // the first op that needed it.
-                            let index = steps
-                                .iter()
-                                .position(|s| matches!(s, Step::Create { mode, .. } if mode.is_ephemeral()))
-                                .unwrap_or(0);
-                            let path = steps.get(index).map_or(at, Step::path).to_owned();
-                            let op = steps.get(index).map_or(op, Step::op);
-                            return Ok(Err((index, RegistryError::SessionExpired { op, path })));
+                            return Ok(Err(lease_gone(steps, op, at)))
                         }
                         Err(e) => return Err(map(e, op, at)),
                     }
@@ -438,16 +457,21 @@ pub(crate) async fn run(
     }
 }
 
-/// Reads `needs` into `reads`, at `reads.rev` once that is fixed.
-async fn read(
-    kv: &KvClient,
-    keys: &KeySpace,
-    reads: &mut Reads,
-    needs: &[Need],
-    child_limit: i64,
-) -> Result<(), etcd_client::Error> {
-    let rev = reads.rev.unwrap_or(0);
-    let ops: Vec<EtcdOp> = needs
+/// Our session lease vanished under an ephemeral create: the failure, reported at the first op
+/// that needed the lease.
+fn lease_gone(steps: &[Step], op: Op, at: &str) -> (usize, RegistryError) {
+    let index = steps
+        .iter()
+        .position(|s| matches!(s, Step::Create { mode, .. } if mode.is_ephemeral()))
+        .unwrap_or(0);
+    let path = steps.get(index).map_or(at, Step::path).to_owned();
+    let op = steps.get(index).map_or(op, Step::op);
+    (index, RegistryError::SessionExpired { op, path })
+}
+
+/// The etcd reads of `needs`, at revision `rev` (0: the revision of the `Txn` they run in).
+fn read_ops(keys: &KeySpace, needs: &[Need], rev: i64, child_limit: i64) -> Vec<EtcdOp> {
+    needs
         .iter()
         .map(|need| match need {
             Need::Key(key) => EtcdOp::get(key.clone(), Some(GetOptions::new().with_revision(rev))),
@@ -462,9 +486,27 @@ async fn read(
                 ),
             ),
         })
-        .collect();
+        .collect()
+}
+
+/// Reads `needs` into `reads`, at `reads.rev` once that is fixed.
+async fn read(
+    kv: &KvClient,
+    keys: &KeySpace,
+    reads: &mut Reads,
+    needs: &[Need],
+    child_limit: i64,
+) -> Result<(), etcd_client::Error> {
+    let ops = read_ops(keys, needs, reads.rev.unwrap_or(0), child_limit);
     let mut client = kv.clone();
     let resp = client.txn(Txn::new().and_then(ops)).await?;
+    absorb(keys, reads, needs, &resp);
+    Ok(())
+}
+
+/// Takes the answers to [`read_ops`] of `needs` from a `Txn` response into `reads`; the first
+/// answer fixes the snapshot revision.
+fn absorb(keys: &KeySpace, reads: &mut Reads, needs: &[Need], resp: &TxnResponse) {
     if reads.rev.is_none() {
         reads.rev = resp.header().map(|h| h.revision());
     }
@@ -489,7 +531,6 @@ async fn read(
             }
         }
     }
-    Ok(())
 }
 
 /// Commits `writes` if nothing read has changed since `reads.rev`. Returns whether it did.

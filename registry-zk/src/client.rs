@@ -20,7 +20,7 @@ use crate::error::{self, At};
 use crate::node::{self, check_size};
 use crate::options::ZkOptions;
 use crate::session::{self, Session, SessionBus};
-use crate::watch::WatchHub;
+use crate::watch::hub::{Fact, WatchHub, WriteTicket};
 
 /// How often `create` re-creates missing parents when a concurrent delete keeps removing them.
 const CREATE_ATTEMPTS: usize = 5;
@@ -202,6 +202,17 @@ impl ZkRegistry {
         self.shared.watches.barrier(self.shared.operation_timeout()).await;
     }
 
+    /// Before a write of `paths`: the watches hold their events back until it answers (see
+    /// [`crate::watch`]).
+    fn ticket(&self, paths: Vec<String>) -> WriteTicket<'_> {
+        self.shared.watches.begin(paths)
+    }
+
+    /// After a write that committed: the watches emit its events, from `facts` where they can.
+    async fn settled(&self, ticket: WriteTicket<'_>, facts: Vec<Fact>) {
+        ticket.settle(facts, self.shared.operation_timeout()).await;
+    }
+
     fn acls(&self) -> zk::Acls<'static> {
         crate::acl::for_nodes(self.shared.options.digest.is_some())
     }
@@ -215,11 +226,11 @@ async fn create_with_parents(
     data: &[u8],
     options: &zk::CreateOptions<'_>,
     dir: &zk::CreateOptions<'_>,
-) -> std::result::Result<zk::CreateSequence, zk::Error> {
+) -> std::result::Result<(zk::Stat, zk::CreateSequence), zk::Error> {
     let mut rounds = 0;
     loop {
         match client.create(at, data, options).await {
-            Ok((_, sequence)) => return Ok(sequence),
+            Ok(created) => return Ok(created),
             Err(zk::Error::NoNode) if rounds < CREATE_ATTEMPTS => rounds += 1,
             Err(e) => return Err(e),
         }
@@ -284,10 +295,15 @@ impl CoordinatorRegistry for ZkRegistry {
         let acls = self.acls();
         let options = node::mode(mode).with_acls(acls);
         let dir = zk::CreateMode::Persistent.with_acls(acls);
-        let sequence = self
+        // A sequential name is the server's to pick: its event is read.
+        let named = !mode.is_sequential();
+        let ticket = self.ticket(if named { vec![at.to_owned()] } else { Vec::new() });
+        let (stat, sequence) = self
             .bounded(At::new(Op::Create, at), create_with_parents(&s.ns, at, data, &options, &dir))
             .await?;
-        self.settle().await;
+        let facts =
+            if named { Fact::written(at, 1, data, stat).into_iter().collect() } else { Vec::new() };
+        self.settled(ticket, facts).await;
         Ok(node::created_path(at, mode, sequence))
     }
 
@@ -311,10 +327,11 @@ impl CoordinatorRegistry for ZkRegistry {
         check_size(Op::Set, at, data)?;
         let version = node::expected(Op::Set, at, expected)?;
         let s = self.session(Op::Set, at)?;
+        let ticket = self.ticket(vec![at.to_owned()]);
         let stat = self
             .bounded(At::new(Op::Set, at).expecting(expected), s.ns.set_data(at, data, version))
             .await?;
-        self.settle().await;
+        self.settled(ticket, Fact::written(at, 1, data, stat).into_iter().collect()).await;
         Ok(node::version_from_zk(stat.version))
     }
 
@@ -322,8 +339,9 @@ impl CoordinatorRegistry for ZkRegistry {
         path::validate_node(at)?;
         let version = node::expected(Op::Delete, at, expected)?;
         let s = self.session(Op::Delete, at)?;
+        let ticket = self.ticket(vec![at.to_owned()]);
         self.bounded(At::new(Op::Delete, at).expecting(expected), s.ns.delete(at, version)).await?;
-        self.settle().await;
+        self.settled(ticket, vec![Fact::deleted(at, 1)]).await;
         Ok(())
     }
 
@@ -372,9 +390,10 @@ impl CoordinatorRegistry for ZkRegistry {
         crate::txn::check(&ops)?;
         let first = ops.first().map_or(path::ROOT, TxnOp::path);
         let s = self.session(Op::Transaction, first)?;
-        let results = crate::txn::commit(self, &s, &ops, self.acls()).await?;
+        let ticket = self.ticket(crate::txn::written_paths(&ops));
+        let (results, facts) = crate::txn::commit(self, &s, &ops, self.acls()).await?;
         if !results.is_empty() {
-            self.settle().await;
+            self.settled(ticket, facts).await;
         }
         Ok(results)
     }

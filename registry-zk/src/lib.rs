@@ -21,8 +21,9 @@
 //!   the timeout less the lease margin (counted from its send) the client reports `Lost`,
 //!   before the server can expire the session, and never uses that session again (it closes
 //!   it once the server is reachable: `Expired`, then a new session).
-//! - **Watches** are persistent recursive watches, turned into the contract's events by reading
-//!   each node after its event; see "Watches" below for what that means for ordering.
+//! - **Watches** are persistent recursive watches, one per subtree and client (subscriptions
+//!   within a covered subtree join it), turned into the contract's events by reading a node
+//!   after its events, except for the client's own writes; see "Watches" below.
 //! - **Latches and mutexes**: the shared recipes over ephemeral-sequential nodes
 //!   ([`shardcron_core::registry::recipes`]).
 //! - **Namespace** = chroot, created with its parents at connect time.
@@ -58,9 +59,11 @@
 //!
 //! ## Watches
 //!
-//! ZooKeeper's watch events carry no data. Each subscription reads the node after its event
-//! (the reads of a batch of events in one round trip) and keeps, per node, the zxids of the
-//! incarnation and the change it has shown. Hence:
+//! ZooKeeper's watch events carry no data. A watch reads a node after its events (one read per
+//! path for the events waiting, all in one round trip; none for a node deleted before anyone
+//! was told of it; none for the client's own writes, whose answers say what they left) and
+//! keeps, per node, the zxids of the incarnation and the change it has shown. Subscriptions of
+//! one client within the subtree of another share its ZooKeeper watch and its reads. Hence:
 //!
 //! - Per node, events arrive in the registry's order, versions only grow, and no change is
 //!   reported twice. Across nodes, events follow the order ZooKeeper sent them.
@@ -106,7 +109,8 @@
 //! - `client.rs`: [`ZkRegistry`] and the node operations.
 //! - `options.rs`: [`ZkOptions`], [`RetryPolicy`], [`Digest`], the `zk://` URL parser.
 //! - `session.rs`: opening sessions, the session-event stream, replacing an expired session.
-//! - `watch.rs`: subtree watches, the read-after-event view, barriers, resyncs.
+//! - `watch/`: subtree watches: the feeds (read-after-event view, resyncs) and what the
+//!   client's feeds and writes share (subscriptions, barriers, write tickets).
 //! - `txn.rs`: transactions as `multi`.
 //! - `acl.rs`: the ACLs of created nodes.
 //! - `node.rs`: conversions between ZooKeeper's nodes, versions and modes and the contract's.

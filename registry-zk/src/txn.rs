@@ -12,6 +12,7 @@ use crate::client::ZkRegistry;
 use crate::error::At;
 use crate::node::{self, check_size};
 use crate::session::Session;
+use crate::watch::hub::Fact;
 
 /// Local checks of every op (path rules, data size, reachable versions), before any I/O; the
 /// first failure is reported with its index.
@@ -54,15 +55,90 @@ fn at(op: &TxnOp) -> At<'_> {
     }
 }
 
-/// Sends the checked ops as one `multi` and maps the answer.
+/// The paths whose events the ops cause, known before they are sent (not those of sequential
+/// creates, which get their number from the server).
+pub(crate) fn written_paths(ops: &[TxnOp]) -> Vec<String> {
+    let mut paths: Vec<String> =
+        ops.iter().filter(|op| written(op)).map(|op| op.path().to_owned()).collect();
+    paths.sort_unstable();
+    paths.dedup();
+    paths
+}
+
+/// What a committed `multi` left on each path of [`written_paths`]: one event per op on the
+/// path, and the state of its last op.
+///
+/// ZooKeeper 3.8 answers a create inside a `multi` without its stat (ZOOKEEPER-4667). Every op
+/// of a `multi` is one transaction with one zxid, so when another op's answer carries a stat
+/// (a set's, or a create's where the server sends it), a created node's is known anyway: created
+/// and last changed at that zxid, version 0, owned by `session` if ephemeral. Without one, the
+/// created path gets no fact and the watches read it.
+fn facts(ops: &[TxnOp], answers: &[zk::MultiWriteResult], session: i64) -> Vec<Fact> {
+    let reference = answers.iter().find_map(|a| match a {
+        zk::MultiWriteResult::SetData { stat } => Some(*stat),
+        zk::MultiWriteResult::Create { stat, .. } if !stat.is_invalid() => Some(*stat),
+        _ => None,
+    });
+    let mut facts = Vec::new();
+    for p in written_paths(ops) {
+        let mine = || ops.iter().zip(answers).filter(|(op, _)| written(op) && op.path() == p);
+        let events = mine().count();
+        let fact = match mine().next_back() {
+            Some((TxnOp::Create { data, mode, .. }, zk::MultiWriteResult::Create { stat, .. })) => {
+                let owner = if mode.is_ephemeral() { session } else { 0 };
+                let stat = match (stat.is_invalid(), reference) {
+                    (true, Some(r)) => created_in(&r, data.len(), owner),
+                    _ => *stat,
+                };
+                Fact::written(&p, events, data, stat)
+            }
+            Some((TxnOp::Set { data, .. }, zk::MultiWriteResult::SetData { stat })) => {
+                Fact::written(&p, events, data, *stat)
+            }
+            Some((TxnOp::Delete { .. }, _)) => Some(Fact::deleted(&p, events)),
+            _ => None,
+        };
+        facts.extend(fact);
+    }
+    facts
+}
+
+/// The stat of a node created by the transaction `reference` (a stat it answered with) is part of.
+fn created_in(reference: &zk::Stat, len: usize, owner: i64) -> zk::Stat {
+    let zxid = reference.mzxid;
+    zk::Stat {
+        czxid: zxid,
+        mzxid: zxid,
+        pzxid: zxid,
+        ctime: reference.mtime,
+        mtime: reference.mtime,
+        version: 0,
+        cversion: 0,
+        aversion: 0,
+        ephemeral_owner: owner,
+        data_length: i32::try_from(len).unwrap_or(i32::MAX),
+        num_children: 0,
+    }
+}
+
+fn written(op: &TxnOp) -> bool {
+    match op {
+        TxnOp::Check { .. } => false,
+        TxnOp::Create { mode, .. } => !mode.is_sequential(),
+        TxnOp::Set { .. } | TxnOp::Delete { .. } => true,
+    }
+}
+
+/// Sends the checked ops as one `multi` and maps the answer; with it, what the ops left on the
+/// paths they wrote (for the watches, see [`crate::watch`]).
 pub(crate) async fn commit(
     registry: &ZkRegistry,
     session: &Session,
     ops: &[TxnOp],
     acls: zk::Acls<'static>,
-) -> Result<Vec<TxnResult>> {
+) -> Result<(Vec<TxnResult>, Vec<Fact>)> {
     if ops.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let whole = At::new(Op::Transaction, ops[0].path());
     let mut writer = session.ns.new_multi_writer();
@@ -91,7 +167,11 @@ pub(crate) async fn commit(
         Err(_) => return Err(crate::error::timeout(Op::Transaction, whole.path, limit)),
     };
     match answer {
-        Ok(results) => results.into_iter().map(|r| result(r, whole)).collect(),
+        Ok(answers) => {
+            let facts = facts(ops, &answers, session.id as i64);
+            let results = answers.into_iter().map(|r| result(r, whole)).collect::<Result<_>>()?;
+            Ok((results, facts))
+        }
         Err(zk::MultiWriteError::OperationFailed { index, source }) => {
             let cause = match ops.get(index) {
                 Some(op) => registry.map_err(source, at(op)),

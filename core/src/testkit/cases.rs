@@ -648,6 +648,133 @@ pub async fn transaction_delete_rules(b: &dyn Backend) {
     assert!(!r.exists("/t").await.unwrap());
 }
 
+/// Every condition a transaction op carries, failing alone at a later index while the ops
+/// before it would pass: the error names that op and its cause, and nothing applies.
+pub async fn transaction_each_condition_fails_alone(b: &dyn Backend) {
+    let c = fresh(b, "transaction_each_condition_fails_alone").await;
+    let r = &c.registry;
+    r.create("/t/full", b"x", CreateMode::Persistent).await.unwrap();
+    r.create("/t/empty", b"", CreateMode::Persistent).await.unwrap();
+    r.create("/t/kids/a", b"", CreateMode::Persistent).await.unwrap();
+    r.create("/t/kids/b", b"", CreateMode::Persistent).await.unwrap();
+    r.create("/t/eph", b"e", CreateMode::Ephemeral).await.unwrap();
+    let before = read_tree(r.as_ref(), "/t").await;
+    let ok = || {
+        vec![
+            TxnOp::check("/t/full", Some(0)),
+            TxnOp::check("/t/empty", Some(0)),
+            TxnOp::create("/t/new", b"n".to_vec(), CreateMode::Persistent),
+        ]
+    };
+    type Cause = fn(&RegistryError) -> bool;
+    let failing: Vec<(TxnOp, Cause)> = vec![
+        (TxnOp::check("/t/full", Some(1)), |e| matches!(e, RegistryError::BadVersion { .. })),
+        (TxnOp::check("/t/empty", Some(1)), |e| matches!(e, RegistryError::BadVersion { .. })),
+        (TxnOp::check("/t/none", None), |e| matches!(e, RegistryError::NoNode { .. })),
+        (TxnOp::create("/t/full", b"".to_vec(), CreateMode::Persistent), |e| e.is_node_exists()),
+        (TxnOp::create("/t/no/x", b"".to_vec(), CreateMode::Persistent), |e| e.is_no_node()),
+        (TxnOp::create("/t/eph/x", b"".to_vec(), CreateMode::Persistent), |e| {
+            matches!(e, RegistryError::EphemeralParent { .. })
+        }),
+        (TxnOp::set("/t/full", b"y".to_vec(), Some(4)), |e| {
+            matches!(e, RegistryError::BadVersion { .. })
+        }),
+        (TxnOp::set("/t/none", b"y".to_vec(), Some(0)), |e| e.is_no_node()),
+        (TxnOp::delete("/t/kids", None), |e| matches!(e, RegistryError::NotEmpty { .. })),
+        (TxnOp::delete("/t/empty", Some(2)), |e| matches!(e, RegistryError::BadVersion { .. })),
+        (TxnOp::delete("/t/none", None), |e| e.is_no_node()),
+    ];
+    for (op, expected) in failing {
+        let mut ops = ok();
+        ops.push(op.clone());
+        let err = r.transaction(ops).await.unwrap_err();
+        let (index, cause) = err.transaction_failure().expect("a transaction error");
+        assert_eq!(index, 3, "{op:?} is the failing op: {err}");
+        assert!(expected(cause), "{op:?} fails for its own reason: {cause}");
+        assert_eq!(cause.path(), Some(op.path()), "{op:?}: {cause}");
+        assert_eq!(read_tree(r.as_ref(), "/t").await, before, "{op:?}: nothing applies");
+    }
+    // The same ops with the failing one left out commit, a version check of a node with empty
+    // data included.
+    r.transaction(ok()).await.unwrap();
+    assert!(r.exists("/t/new").await.unwrap());
+}
+
+/// The shapes that depend on earlier ops of the same transaction: a parent emptied by the
+/// transaction can be deleted, one child left is enough to refuse; a node deleted and
+/// re-created, created and deleted, created and set; a set keeps an ephemeral node ephemeral.
+pub async fn transaction_ops_build_on_each_other(b: &dyn Backend) {
+    let c = fresh(b, "transaction_ops_build_on_each_other").await;
+    let r = &c.registry;
+    for name in ["a", "b", "c"] {
+        r.create(&format!("/p/{name}"), b"", CreateMode::Persistent).await.unwrap();
+    }
+    let err = r
+        .transaction(vec![
+            TxnOp::delete("/p/a", None),
+            TxnOp::delete("/p/c", Some(0)),
+            TxnOp::delete("/p", None),
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err.transaction_failure(), Some((2, RegistryError::NotEmpty { .. }))),
+        "one child left: {err}"
+    );
+    assert_eq!(r.children("/p").await.unwrap(), vec!["a", "b", "c"]);
+    let err = r
+        .transaction(vec![
+            TxnOp::delete("/p/a", None),
+            TxnOp::create("/p/d", b"".to_vec(), CreateMode::Persistent),
+            TxnOp::delete("/p/b", None),
+            TxnOp::delete("/p/c", None),
+            TxnOp::delete("/p", None),
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err.transaction_failure(), Some((4, RegistryError::NotEmpty { .. }))),
+        "a child the transaction created: {err}"
+    );
+    r.transaction(vec![
+        TxnOp::delete("/p/b", None),
+        TxnOp::delete("/p/a", None),
+        TxnOp::delete("/p/c", None),
+        TxnOp::delete("/p", None),
+    ])
+    .await
+    .unwrap();
+    assert!(!r.exists("/p").await.unwrap());
+
+    r.create("/q/held", b"old", CreateMode::Ephemeral).await.unwrap();
+    let results = r
+        .transaction(vec![
+            TxnOp::delete("/q/held", Some(0)),
+            TxnOp::create("/q/held", b"mine".to_vec(), CreateMode::Ephemeral),
+            TxnOp::create("/q/gone", b"".to_vec(), CreateMode::Persistent),
+            TxnOp::delete("/q/gone", Some(0)),
+            TxnOp::create("/q/twice", b"1".to_vec(), CreateMode::Persistent),
+            TxnOp::set("/q/twice", b"2".to_vec(), Some(0)),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(results[5], TxnResult::Set { version: 1 });
+    let held = r.get("/q/held").await.unwrap().unwrap();
+    assert_eq!((held.data.as_slice(), held.version, held.ephemeral), (&b"mine"[..], 0, true));
+    assert!(!r.exists("/q/gone").await.unwrap());
+    let twice = r.get("/q/twice").await.unwrap().unwrap();
+    assert_eq!((twice.data.as_slice(), twice.version), (&b"2"[..], 1));
+
+    r.transaction(vec![TxnOp::set("/q/held", b"again".to_vec(), Some(0))]).await.unwrap();
+    let held = r.get("/q/held").await.unwrap().unwrap();
+    assert!(held.ephemeral, "a set keeps the node ephemeral: {held:?}");
+    // `expire` returns once the server has ended the session.
+    c.control.expire().await;
+    let observer = another(b, "transaction_ops_build_on_each_other").await;
+    assert!(!observer.registry.exists("/q/held").await.unwrap(), "it dies with its session");
+    assert!(observer.registry.exists("/q/twice").await.unwrap());
+}
+
 pub async fn empty_transaction(b: &dyn Backend) {
     let c = fresh(b, "empty_transaction").await;
     assert!(c.registry.transaction(Vec::new()).await.unwrap().is_empty());
@@ -1121,6 +1248,7 @@ macro_rules! registry_behaviour_suite {
             session_close_ends_stream session_lost_before_server_expiry invalid_paths_rejected root_is_read_only namespaces_isolated
             transaction_commits_all transaction_failure_leaves_no_trace transaction_check_version
             transaction_create_needs_parent transaction_sees_its_own_ops transaction_delete_rules
+            transaction_each_condition_fails_alone transaction_ops_build_on_each_other
             empty_transaction failed_transaction_emits_nothing concurrent_create_one_wins
             concurrent_compare_and_set watch_opens_with_snapshot watch_missing_path
             watch_reports_changes_in_order watch_subtree_scoping watch_complete_under_concurrent_writers

@@ -1,0 +1,247 @@
+//! What a client sends the server for its watches, counted request by request: a loopback proxy
+//! between the client and a real ZooKeeper reads the request headers (opcode) of every packet
+//! the client sends. Own writes are shown to the client's watches without reading the nodes
+//! back, and subscriptions of one client share one ZooKeeper watch and its reads.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{namespace, options, server};
+use futures::StreamExt;
+use parking_lot::Mutex;
+use shardcron_core::registry::{CoordinatorRegistry, CreateMode, TxnOp, WatchEvent, WatchStream};
+use shardcron_registry_zk::ZkRegistry;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// ZooKeeper opcodes this test names.
+const EXISTS: i32 = 3;
+const GET_DATA: i32 = 4;
+const GET_CHILDREN: i32 = 8;
+const GET_CHILDREN2: i32 = 12;
+const ADD_WATCH: i32 = 106;
+const PING_XID: i32 = -2;
+
+/// Requests the client sent, by opcode (pings and the connect request left out), and the
+/// paths of its `getData` requests (for the failure messages).
+#[derive(Debug, Clone, Default)]
+struct Counts(Arc<Mutex<BTreeMap<i32, u64>>>, Arc<Mutex<Vec<String>>>);
+
+impl Counts {
+    fn take(&self) -> BTreeMap<i32, u64> {
+        self.1.lock().clear();
+        std::mem::take(&mut *self.0.lock())
+    }
+
+    fn reads(counts: &BTreeMap<i32, u64>) -> u64 {
+        [EXISTS, GET_DATA, GET_CHILDREN, GET_CHILDREN2]
+            .iter()
+            .map(|op| counts.get(op).copied().unwrap_or(0))
+            .sum()
+    }
+}
+
+/// The path of a request whose body starts with it (after the request header).
+fn request_path(body: &[u8]) -> Option<&str> {
+    let len = usize::try_from(i32::from_be_bytes(body.get(8..12)?.try_into().ok()?)).ok()?;
+    std::str::from_utf8(body.get(12..12 + len)?).ok()
+}
+
+/// Forwards one client's connections to `upstream`, counting what the client sends.
+async fn counting_proxy(upstream: String) -> (String, Counts) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let counts = Counts::default();
+    let tally = counts.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = TcpStream::connect(&upstream).await else { continue };
+            let (mut from_client, mut to_client) = client.into_split();
+            let (mut from_server, to_server) = server.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+            });
+            let tally = tally.clone();
+            tokio::spawn(async move {
+                let mut to_server = to_server;
+                let mut first = true;
+                loop {
+                    let mut len = [0u8; 4];
+                    if from_client.read_exact(&mut len).await.is_err() {
+                        return;
+                    }
+                    let mut body = vec![0u8; i32::from_be_bytes(len).max(0) as usize];
+                    if from_client.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    // The connect request has no request header.
+                    if !first && body.len() >= 8 {
+                        let xid = i32::from_be_bytes(body[0..4].try_into().unwrap());
+                        let op = i32::from_be_bytes(body[4..8].try_into().unwrap());
+                        // The session's keep-alive probe (`exists /`) renews the lease like
+                        // a ping; left out like pings.
+                        let probe = op == EXISTS && request_path(&body) == Some("/");
+                        if xid != PING_XID && !probe {
+                            *tally.0.lock().entry(op).or_default() += 1;
+                            if op == GET_DATA {
+                                let at = request_path(&body).unwrap_or("?").to_owned();
+                                tally.1.lock().push(at);
+                            }
+                        }
+                    }
+                    first = false;
+                    if to_server.write_all(&len).await.is_err()
+                        || to_server.write_all(&body).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, counts)
+}
+
+async fn next(stream: &mut WatchStream) -> WatchEvent {
+    tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("a watch event in time")
+        .expect("the stream goes on")
+}
+
+/// Every event until the stream has been quiet for a moment.
+async fn drain(stream: &mut WatchStream) -> Vec<WatchEvent> {
+    let mut events = Vec::new();
+    while let Ok(Some(event)) =
+        tokio::time::timeout(Duration::from_millis(300), stream.next()).await
+    {
+        events.push(event);
+    }
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_writes_reach_own_watches_without_reads() {
+    let Some(hosts) = server("own_writes_reach_own_watches_without_reads") else { return };
+    let (addr, counts) = counting_proxy(hosts).await;
+    let registry = ZkRegistry::connect(options(&addr, &namespace("requests-own"))).await.unwrap();
+    registry.create("/job/sharding/0/instance", b"me", CreateMode::Persistent).await.unwrap();
+    registry.create("/job/ledger", b"{}", CreateMode::Persistent).await.unwrap();
+    let mut watch = registry.watch("/").await.unwrap();
+    assert!(matches!(next(&mut watch).await, WatchEvent::Resync { .. }));
+    counts.take();
+
+    // A fire's start and finish, as the scheduler writes them.
+    registry
+        .transaction(vec![
+            TxnOp::check("/job/sharding/0/instance", Some(0)),
+            TxnOp::create("/job/sharding/0/running", b"me".to_vec(), CreateMode::Ephemeral),
+            TxnOp::set("/job/ledger", b"{0}".to_vec(), Some(0)),
+        ])
+        .await
+        .unwrap();
+    let events = drain(&mut watch).await;
+    assert!(
+        events.iter().any(|e| matches!(e, WatchEvent::Created { path, node }
+            if path == "/job/sharding/0/running" && node.data == b"me" && node.ephemeral)),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|e| matches!(e, WatchEvent::Changed { path, node }
+            if path == "/job/ledger" && node.version == 1 && node.data == b"{0}")),
+        "{events:?}"
+    );
+    registry
+        .transaction(vec![
+            TxnOp::delete("/job/sharding/0/running", Some(0)),
+            TxnOp::set("/job/ledger", b"{}".to_vec(), Some(1)),
+        ])
+        .await
+        .unwrap();
+    // Plain writes too: a create (parents exist), a set, a delete.
+    registry.create("/job/config", b"c", CreateMode::Persistent).await.unwrap();
+    registry.set("/job/config", b"d", Some(0)).await.unwrap();
+    registry.delete("/job/config", Some(1)).await.unwrap();
+    let events = drain(&mut watch).await;
+    assert_eq!(
+        events,
+        vec![
+            WatchEvent::Deleted { path: "/job/sharding/0/running".into() },
+            changed("/job/ledger", b"{}", 2),
+            created_event("/job/config", b"c"),
+            changed("/job/config", b"d", 1),
+            WatchEvent::Deleted { path: "/job/config".into() },
+        ]
+    );
+    let read = counts.1.lock().clone();
+    let sent = counts.take();
+    assert_eq!(Counts::reads(&sent), 0, "no read for the client's own writes: {sent:?} {read:?}");
+    registry.close().await.unwrap();
+}
+
+fn changed(path: &str, data: &[u8], version: u64) -> WatchEvent {
+    WatchEvent::Changed {
+        path: path.into(),
+        node: shardcron_core::registry::Node { data: data.to_vec(), version, ephemeral: false },
+    }
+}
+
+fn created_event(path: &str, data: &[u8]) -> WatchEvent {
+    WatchEvent::Created {
+        path: path.into(),
+        node: shardcron_core::registry::Node { data: data.to_vec(), version: 0, ephemeral: false },
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_of_one_client_share_a_watch() {
+    let Some(hosts) = server("subscriptions_of_one_client_share_a_watch") else { return };
+    let (addr, counts) = counting_proxy(hosts.clone()).await;
+    let ns = namespace("requests-shared");
+    let registry = ZkRegistry::connect(options(&addr, &ns)).await.unwrap();
+    registry.create("/job/leader/latch", b"", CreateMode::Persistent).await.unwrap();
+    let mut whole = registry.watch("/").await.unwrap();
+    assert!(matches!(next(&mut whole).await, WatchEvent::Resync { .. }));
+    counts.take();
+    // A second watch of the root and one of a subtree join the first.
+    let mut again = registry.watch("/").await.unwrap();
+    let mut latch = registry.watch("/job/leader").await.unwrap();
+    let WatchEvent::Resync { nodes } = next(&mut latch).await else { panic!("a resync first") };
+    assert_eq!(nodes.keys().collect::<Vec<_>>(), vec!["/job/leader", "/job/leader/latch"]);
+    assert!(matches!(next(&mut again).await, WatchEvent::Resync { .. }));
+    let sent = counts.take();
+    assert_eq!(sent.get(&ADD_WATCH), None, "no second ZooKeeper watch: {sent:?}");
+    assert_eq!(Counts::reads(&sent), 0, "no second snapshot: {sent:?}");
+
+    // Another client's change is read once, and each subscription within reach sees it.
+    let other = ZkRegistry::connect(options(&hosts, &ns)).await.unwrap();
+    other.create("/job/leader/latch/n", b"x", CreateMode::Persistent).await.unwrap();
+    for stream in [&mut whole, &mut again, &mut latch] {
+        assert_eq!(next(stream).await, created_event("/job/leader/latch/n", b"x"));
+    }
+    other.create("/job/elsewhere", b"", CreateMode::Persistent).await.unwrap();
+    assert_eq!(next(&mut whole).await, created_event("/job/elsewhere", b""));
+    assert_eq!(next(&mut again).await, created_event("/job/elsewhere", b""));
+    assert!(drain(&mut latch).await.is_empty(), "outside the latch's subtree");
+    let read = counts.1.lock().clone();
+    let sent = counts.take();
+    assert_eq!(sent.get(&GET_DATA), Some(&2), "one read per change: {sent:?} {read:?}");
+
+    // A subscription that leaves does not end the others.
+    drop(whole);
+    other.set("/job/elsewhere", b"y", None).await.unwrap();
+    assert!(matches!(next(&mut again).await, WatchEvent::Changed { .. }));
+    // A deletion that came after the read the view shows needs no read to confirm it.
+    counts.take();
+    other.delete("/job/elsewhere", None).await.unwrap();
+    assert_eq!(next(&mut again).await, WatchEvent::Deleted { path: "/job/elsewhere".into() });
+    let sent = counts.take();
+    assert_eq!(Counts::reads(&sent), 0, "a deletion after the read: {sent:?}");
+    other.close().await.unwrap();
+    registry.close().await.unwrap();
+}
