@@ -37,6 +37,8 @@ pub(super) struct FireState {
     races: u32,
     /// The assignment of the reshard commit outstanding, reported once committed.
     pending_assignment: Option<Assignment>,
+    /// The `sharding` directory was ensured (the view may not show it yet).
+    sharding_ensured: bool,
 }
 
 impl FireState {
@@ -55,6 +57,7 @@ impl FireState {
             flag_gone: false,
             races: 0,
             pending_assignment: None,
+            sharding_ensured: false,
         }
     }
 
@@ -163,7 +166,7 @@ impl JobProtocol {
             if !self.is_leader(ctx) || sharding::any_running(view, &self.paths) {
                 return Decision::Wait(deadline);
             }
-            if !view.exists(&self.paths.sharding()) {
+            if !view.exists(&self.paths.sharding()) && !f.sharding_ensured {
                 return Decision::Ask(Step::EnsureSharding, Request::Ensure(self.paths.sharding()));
             }
             match ReshardStart::from_view(view, &self.paths, &self.me) {
@@ -365,8 +368,9 @@ impl JobProtocol {
                 }
                 f.skew_checked = true;
             }
-            (Step::EnsureSharding, Ok(_)) => {}
-            (Step::EnsureSharding, Err(RegistryError::NodeExists { .. })) => {}
+            (Step::EnsureSharding, Ok(_) | Err(RegistryError::NodeExists { .. })) => {
+                f.sharding_ensured = true;
+            }
             (Step::Reshard { .. }, Ok(_)) => {
                 if let Some(assignment) = f.pending_assignment.take() {
                     self.emit_sharded(&assignment);

@@ -26,6 +26,9 @@ pub(super) struct Registration {
     attempts: u32,
     /// What an earlier session left is queued (by us, or by the survivors first).
     leftovers_done: bool,
+    /// Nodes this registration created or found existing, which the view may not show yet:
+    /// asked for again, they would loop until the watch caught up.
+    ensured: Vec<String>,
 }
 
 #[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
@@ -43,7 +46,8 @@ pub(super) enum Step {
     Server,
     Instance,
     ReplaceInstance,
-    Directory,
+    /// Which of [`JobProtocol::directories`].
+    Directory(usize),
     Leftovers,
 }
 
@@ -56,6 +60,7 @@ impl Registration {
             replace: None,
             attempts: 0,
             leftovers_done: false,
+            ensured: Vec::new(),
         }
     }
 
@@ -73,6 +78,7 @@ impl Registration {
             self.state = State::Registering;
         }
         self.leftovers_done = false;
+        self.ensured.clear();
     }
 
     /// The `sessions_lost` reading of the last registration, if registered.
@@ -85,7 +91,7 @@ impl JobProtocol {
     pub(super) fn register_next(&mut self, ctx: &Ctx<'_>) -> Next {
         let view = ctx.view;
         let server = self.paths.server(&self.ip);
-        if !view.exists(&server) {
+        if !view.exists(&server) && !self.registration.ensured.contains(&server) {
             let request = Request::Create {
                 path: server,
                 data: b"ENABLED".to_vec(),
@@ -107,9 +113,12 @@ impl JobProtocol {
             return Next::Request(Pending::Register(Step::Instance), request);
         }
         if self.failover_enabled() {
-            for dir in [self.paths.ledgers(), self.paths.failover_items()] {
-                if !view.exists(&dir) {
-                    return Next::Request(Pending::Register(Step::Directory), Request::Ensure(dir));
+            for (k, dir) in self.directories().into_iter().enumerate() {
+                if !view.exists(&dir) && !self.registration.ensured.contains(&dir) {
+                    return Next::Request(
+                        Pending::Register(Step::Directory(k)),
+                        Request::Ensure(dir),
+                    );
                 }
             }
             // Items a lost session left running are orphans once their code returned (the
@@ -284,6 +293,11 @@ impl JobProtocol {
         Some(ops)
     }
 
+    /// The directories failover needs, in the order registration ensures them.
+    fn directories(&self) -> [String; 2] {
+        [self.paths.ledgers(), self.paths.failover_items()]
+    }
+
     /// A write of the instance node lost a race: try the other way, a bounded number of times.
     fn instance_raced(&mut self, replace: bool) {
         self.registration.attempts += 1;
@@ -327,13 +341,17 @@ impl JobProtocol {
             (Step::ReplaceInstance, Err(e)) if failover::is_lost_race(&e) => {
                 self.instance_raced(false)
             }
-            (Step::Server | Step::Directory, Err(RegistryError::NodeExists { .. })) => {}
+            (Step::Server, Ok(_) | Err(RegistryError::NodeExists { .. })) => {
+                self.registration.ensured.push(self.paths.server(&self.ip));
+            }
+            (Step::Directory(k), Ok(_) | Err(RegistryError::NodeExists { .. })) => {
+                self.registration.ensured.extend(self.directories().into_iter().nth(k));
+            }
             // The survivors saw our node go and queued what our earlier session left first.
             (Step::Leftovers, Err(e)) if failover::is_lost_race(&e) => {
                 self.registration.leftovers_done = true;
             }
             (Step::Leftovers, Ok(_)) => self.registration.leftovers_done = true,
-            (_, Ok(_)) => {}
             (_, Err(e)) => self.failed(&e),
         }
     }
