@@ -538,3 +538,28 @@ fn accessors_and_iteration() {
         assert!(CronSchedule::parse(valid, "").is_ok(), "{valid}");
     }
 }
+
+#[test]
+fn last_in_is_the_last_fire_a_forward_walk_finds() {
+    let walk = |s: &CronSchedule, after: i64, until: i64| {
+        s.iter_after(after).take_while(|&t| t <= until).last()
+    };
+    let base = 1_700_000_000_000;
+    for cron in ["0/2 * * * * ?", "0 0/7 * * * ?", "0 30 3 * * ?", "0 0 0 29 2 ? *"] {
+        let s = CronSchedule::parse(cron, "").unwrap();
+        for (after, until) in [
+            (base, base),
+            (base, base + 1_999),
+            (base - 1, base + 2_000),
+            (base, base + 3_600_000),
+            (base - 86_400_000, base),
+            (base - 3 * 86_400_000, base + 17_000),
+        ] {
+            assert_eq!(
+                s.last_in(after, until),
+                walk(&s, after, until),
+                "{cron} ({after}, {until}]"
+            );
+        }
+    }
+}

@@ -56,6 +56,21 @@ impl CronSchedule {
         })
     }
 
+    /// The latest fire time in `(after_epoch_ms, until_epoch_ms]`, if any. Searched backwards
+    /// from `until` over growing windows, so a frequent cron after a long gap costs a few
+    /// fires, not one step per fire of the gap.
+    pub fn last_in(&self, after_epoch_ms: i64, until_epoch_ms: i64) -> Option<i64> {
+        let mut window = LAST_IN_FIRST_WINDOW_MS;
+        loop {
+            let from = until_epoch_ms.saturating_sub(window).max(after_epoch_ms);
+            let latest = self.iter_after(from).take_while(|&t| t <= until_epoch_ms).last();
+            if latest.is_some() || from == after_epoch_ms {
+                return latest;
+            }
+            window = window.saturating_mul(8);
+        }
+    }
+
     /// The expression as given to [`CronSchedule::parse`].
     pub fn expression(&self) -> &str {
         &self.expression
@@ -66,6 +81,9 @@ impl CronSchedule {
         &self.zone
     }
 }
+
+/// The first window [`CronSchedule::last_in`] looks back over.
+const LAST_IN_FIRST_WINDOW_MS: i64 = 60_000;
 
 /// 1969-01-01T00:00:00Z. Every search starting earlier gives the same answer as one starting here
 /// (nothing fires before 1970 in any zone), and clamping keeps the calendar off pre-1970 zone

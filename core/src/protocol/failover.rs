@@ -93,13 +93,7 @@ pub fn missed_since(
     until_ms: i64,
     skip: &[u32],
 ) -> Vec<Orphan> {
-    // The latest fire in (since, until]; bounded, for a frequent cron after a long outage.
-    let latest = schedule
-        .iter_after(since_ms)
-        .take(MAX_MISSED_FIRES_SCANNED)
-        .take_while(|&t| t <= until_ms)
-        .last();
-    let Some(fire_ms) = latest else { return Vec::new() };
+    let Some(fire_ms) = schedule.last_in(since_ms, until_ms) else { return Vec::new() };
     // The owner nodes say who owns the item now; a reshard since the fire may have moved it
     // (to `dead` or away from it): the record of the assignments says who owned it then
     // (items moved away from an owner that missed a fire were marked misfired by the reshard).
@@ -140,12 +134,7 @@ pub fn owed_on_reshard(
     let record = view.text(&paths.assigned()).and_then(|t| Assigned::parse(&t));
     let (Some(raised), Some(record)) = (raised, record) else { return Vec::new() };
     let since = record.raised_ms;
-    let latest = schedule
-        .iter_after(since)
-        .take(MAX_MISSED_FIRES_SCANNED)
-        .take_while(|&t| t <= raised.min(now_ms))
-        .last();
-    let Some(fire_ms) = latest else { return Vec::new() };
+    let Some(fire_ms) = schedule.last_in(since, raised.min(now_ms)) else { return Vec::new() };
     let mut ops = Vec::new();
     let mut fenced: Vec<String> = Vec::new();
     for item in 0..total {
@@ -267,10 +256,6 @@ impl Assigned {
         (fire_ms > *raised).then(|| owners.get(&item).map(String::as_str))
     }
 }
-
-/// How many fires of a dead instance's gap `missed_since` looks at before settling for the last
-/// one it saw.
-const MAX_MISSED_FIRES_SCANNED: usize = 100_000;
 
 /// The transaction that queues `orphans` of `dead` and removes its ledger. The parent
 /// `leader/failover/items` must exist. It fails ([`is_lost_race`]) when another survivor queued

@@ -579,21 +579,8 @@ impl JobProtocol {
     /// The latest scheduled fire at or before `now_ms` (within a day), else `now_ms`: the fire a
     /// catch-up answers when no record says which.
     fn latest_fire_by(&self, now_ms: i64) -> i64 {
-        let Some(schedule) = &self.schedule else { return now_ms };
-        // Look back over growing windows: a frequent cron finds its fire in the first, and a
-        // day's worth of fires is never walked through (this runs on every departure step).
-        let mut window = LOOK_BACK_MS;
-        while window < DAY_MS * 2 {
-            let from = now_ms - window.min(DAY_MS);
-            if let Some(t) = schedule.iter_after(from).take_while(|&t| t <= now_ms).last() {
-                return t;
-            }
-            if window >= DAY_MS {
-                break;
-            }
-            window *= 8;
-        }
-        now_ms
+        let latest = self.schedule.as_ref().and_then(|s| s.last_in(now_ms - DAY_MS, now_ms));
+        latest.unwrap_or(now_ms)
     }
 
     /// Arms the next reconcile, `reconcileIntervalMinutes` from now (off below one minute).
@@ -609,7 +596,5 @@ impl JobProtocol {
 /// A bound on the rounds of one [`JobProtocol::drive`]; see there.
 const DRIVE_ROUNDS: usize = 10_000;
 const DAY_MS: i64 = 24 * 3600 * 1000;
-/// The first window `latest_fire_by` looks back over.
-const LOOK_BACK_MS: i64 = 60 * 1000;
 /// How many overdue fires `arm_after` looks through (a per-second cron after a long stall).
 const MAX_OVERDUE_SCAN: usize = 100_000;

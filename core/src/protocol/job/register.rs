@@ -159,11 +159,8 @@ impl JobProtocol {
             return now;
         }
         let started = self.started_last(ctx);
-        let latest_after = |after: i64| {
-            self.schedule.as_ref().and_then(|s| {
-                s.iter_after(after).take(MAX_SCANNED).take_while(|&t| t <= ctx.now_ms).last()
-            })
-        };
+        let latest_after =
+            |after: i64| self.schedule.as_ref().and_then(|s| s.last_in(after, ctx.now_ms));
         if let Some(raised) = sharding::flag_time(ctx.view, &self.paths).flatten() {
             if raised >= ctx.now_ms {
                 return now;
@@ -356,9 +353,6 @@ impl JobProtocol {
         }
     }
 }
-
-/// How many fires `resume` looks through (a per-second cron after a long outage).
-const MAX_SCANNED: usize = 100_000;
 
 /// How often the instance node's write is retried against races before waiting for an input.
 const INSTANCE_ATTEMPTS: u32 = 8;
