@@ -219,6 +219,24 @@ impl Facts {
         skipped || started
     }
 
+    /// Whether the run of `item` that `who` started at `started` ended without its completion
+    /// being recorded ([`Timeline::completion_lost`]).
+    fn completion_lost(
+        &self,
+        tl: &Timeline,
+        job: &str,
+        item: u32,
+        who: usize,
+        started: i64,
+    ) -> bool {
+        self.ends
+            .get(&(job.to_owned(), item, who))
+            // Strictly after: the run before may end in the same millisecond this one starts
+            // (simulated items take at least 100 ms).
+            .and_then(|ends| ends.iter().copied().find(|&t| t > started))
+            .is_some_and(|end| tl.completion_lost(who, end))
+    }
+
     /// The owner of `item` by the first assignment committed after `at`.
     fn first_owner_after(&self, job: &str, item: u32, at: i64) -> Option<usize> {
         let list = self.assignments.get(job)?;
@@ -402,12 +420,14 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             acc.add(format!("interrupted: owner {how} (failover off)"));
             continue;
         }
-        // A count change removed the item (while it ran, or before the departure showed), or
-        // the job was removed: there is nothing to run again (GUARANTEES.md, section 2).
+        // When the departure shows to the survivors: a crashed instance's session ends a
+        // session timeout after it; an ended session at once.
         let shows = match &entries[*idx].what {
             What::Note(Note::Crashed { .. }) => crash_at.saturating_add(tl.session_ms),
             _ => *crash_at,
         };
+        // A count change removed the item (while it ran, or before the departure showed), or
+        // the job was removed: there is nothing to run again (GUARANTEES.md, section 2).
         let job_removed = tl.removed.get(job).is_some_and(|&t| t <= shows + 1_000);
         let removed = job_removed
             || tl.config_at(job, *crash_at).is_some_and(|c| c.count <= *item)
@@ -443,25 +463,15 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             .unwrap_or_default();
         // A taker whose run ended while it was cut off could not record the completion (the
         // at-least-once edge): the next taker's run is the failover that counts.
-        let unrecorded = |&(i, w): &(usize, usize)| {
-            let started = entries[i].at;
-            facts
-                .ends
-                .get(&(job.clone(), *item, w))
-                .and_then(|ends| ends.iter().copied().find(|&t| t > started))
-                .is_some_and(|end| tl.completion_lost(w, end))
-        };
+        let unrecorded =
+            |&(i, w): &(usize, usize)| facts.completion_lost(tl, job, *item, w, entries[i].at);
         let counted = match takers.split_last() {
             Some((_, before)) if before.iter().all(unrecorded) => 1,
             _ => takers.len(),
         };
         // Liveness (GUARANTEES.md, section 4): the survivors start an orphan as soon as they
-        // see its instance leave (a crashed instance's session ends a session timeout after
-        // it; an ended session at once), give or take a claimer busy with a run of its own.
-        let noticed = match &entries[*idx].what {
-            What::Note(Note::Crashed { .. }) => crash_at.saturating_add(tl.session_ms),
-            _ => *crash_at,
-        };
+        // see its instance leave, give or take a claimer busy with a run of its own.
+        let noticed = shows;
         let first_start = takers.first().map(|&(i, _)| entries[i].at);
         if counted == 1 && first_start.is_some_and(|t| t > noticed + FAILOVER_SLACK_MS) {
             out.push(Violation {
@@ -540,16 +550,8 @@ impl Fire<'_> {
             // survivors cannot tell it from an interrupted run, and fail it over. That second
             // run is the documented at-least-once edge of a partition (the fencing token lets
             // the job tell), not a scheduling fault.
-            let unrecorded = |i: usize, w: usize| {
-                let started = entries[i].at;
-                facts
-                    .ends
-                    .get(&(job.to_owned(), item, w))
-                    // Strictly after: the run before may end in the same millisecond this one
-                    // starts (simulated items take at least 100 ms).
-                    .and_then(|ends| ends.iter().copied().find(|&t| t > started))
-                    .is_some_and(|end| tl.completion_lost(w, end))
-            };
+            let unrecorded =
+                |i: usize, w: usize| facts.completion_lost(tl, job, item, w, entries[i].at);
             let interrupted = |i: usize, w: usize| {
                 facts.interrupted.contains(&(job.to_owned(), item, self.fire, w))
                     || unrecorded(i, w)
