@@ -26,7 +26,7 @@ use crate::registry::{CreateMode, RegistryError, TxnOp};
 use crate::sharding::Assignment;
 
 use super::execution::{ledger_of, running_owner, write_ledger};
-use super::records::{FailoverEntry, Garbage, Ledger, Orphaned};
+use super::records::{Assigned, FailoverEntry, Garbage, Ledger, Orphaned};
 use super::view::View;
 
 /// An item to queue, or queued, with the fire it owes.
@@ -194,67 +194,6 @@ pub fn record_assigned(view: &View, paths: &JobPaths, assignment: &Assignment) -
 /// it run under it.
 pub fn assigned_since(view: &View, paths: &JobPaths) -> Option<i64> {
     Assigned::parse(&view.text(&paths.assigned())?).map(|a| a.raised_ms)
-}
-
-/// The record of the last reshard: from when on its assignment applies, and the assignment
-/// (the owner nodes, minus what a count change emptied since); and the same of the reshard
-/// before it, which is what fires before the last one's raise ran under.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Assigned {
-    raised_ms: i64,
-    owners: std::collections::BTreeMap<u32, String>,
-    previous: Option<(i64, std::collections::BTreeMap<u32, String>)>,
-}
-
-impl Assigned {
-    /// `{raised}` then one `{item} {owner}` line per item; then, for the previous reshard,
-    /// `previous {raised}` and its lines.
-    fn encode(&self) -> String {
-        use std::fmt::Write as _;
-        let mut text = self.raised_ms.to_string();
-        let lines = |text: &mut String, owners: &std::collections::BTreeMap<u32, String>| {
-            for (item, owner) in owners {
-                let _ = write!(text, "\n{item} {owner}");
-            }
-        };
-        lines(&mut text, &self.owners);
-        if let Some((raised, owners)) = &self.previous {
-            let _ = write!(text, "\nprevious {raised}");
-            lines(&mut text, owners);
-        }
-        text
-    }
-
-    /// `None` for anything else: a record nobody can read owes no catch-up.
-    fn parse(text: &str) -> Option<Assigned> {
-        let mut lines = text.lines();
-        let raised_ms = lines.next()?.trim().parse().ok()?;
-        let mut current = std::collections::BTreeMap::new();
-        let mut previous: Option<(i64, std::collections::BTreeMap<u32, String>)> = None;
-        for line in lines {
-            let (head, rest) = line.trim().split_once(' ')?;
-            if head == "previous" {
-                previous = Some((rest.parse().ok()?, std::collections::BTreeMap::new()));
-                continue;
-            }
-            let owners = match previous.as_mut() {
-                Some((_, owners)) => owners,
-                None => &mut current,
-            };
-            owners.insert(head.parse().ok()?, rest.to_owned());
-        }
-        Some(Assigned { raised_ms, owners: current, previous })
-    }
-
-    /// Who the record says owned `item` for `fire_ms`: `Some(None)` for nobody (before the
-    /// records), `None` when the record does not reach back that far.
-    fn owner_at(&self, item: u32, fire_ms: i64) -> Option<Option<&str>> {
-        if fire_ms > self.raised_ms {
-            return Some(self.owners.get(&item).map(String::as_str));
-        }
-        let (raised, owners) = self.previous.as_ref()?;
-        (fire_ms > *raised).then(|| owners.get(&item).map(String::as_str))
-    }
 }
 
 /// The transaction that queues `orphans` of `dead` and removes its ledger. The parent
