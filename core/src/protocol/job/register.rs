@@ -29,6 +29,10 @@ pub(super) struct Registration {
     /// Nodes this registration created or found existing, which the view may not show yet:
     /// asked for again, they would loop until the watch caught up.
     ensured: Vec<String>,
+    /// The last fire our ledger said an earlier process started, read before this process
+    /// first wrote the ledger: the leftovers rewrite it to the fires they queue, which would
+    /// hide from [`JobProtocol::resume`] that a reshard came after our last start.
+    started_before: Option<Option<i64>>,
 }
 
 #[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
@@ -61,6 +65,7 @@ impl Registration {
             attempts: 0,
             leftovers_done: false,
             ensured: Vec::new(),
+            started_before: None,
         }
     }
 
@@ -90,6 +95,9 @@ impl Registration {
 impl JobProtocol {
     pub(super) fn register_next(&mut self, ctx: &Ctx<'_>) -> Next {
         let view = ctx.view;
+        if self.registration.first && self.registration.started_before.is_none() {
+            self.registration.started_before = Some(self.ledger_last_fire(ctx));
+        }
         let server = self.paths.server(&self.ip);
         if !view.exists(&server) && !self.registration.ensured.contains(&server) {
             let request = Request::Create {
@@ -158,7 +166,10 @@ impl JobProtocol {
         if !self.registration.first {
             return now;
         }
-        let started = self.started_last(ctx);
+        let started = match self.registration.started_before {
+            Some(before) => before,
+            None => self.ledger_last_fire(ctx),
+        };
         let latest_after =
             |after: i64| self.schedule.as_ref().and_then(|s| s.last_in(after, ctx.now_ms));
         if let Some(raised) = sharding::flag_time(ctx.view, &self.paths).flatten() {
@@ -185,7 +196,7 @@ impl JobProtocol {
         }
     }
 
-    fn started_last(&self, ctx: &Ctx<'_>) -> Option<i64> {
+    fn ledger_last_fire(&self, ctx: &Ctx<'_>) -> Option<i64> {
         match ledger_of(ctx.view, &self.paths, &self.me) {
             Some(Ok(ledger)) => ledger.last_fire_ms,
             _ => None,
