@@ -307,6 +307,9 @@ pub enum Claim {
     /// The entry is stale (an interrupted item whose marker no longer names the dead
     /// instance: its owner finished it after all, or someone took it): remove it only.
     Drop(Vec<TxnOp>),
+    /// A missed fire of an item that a live instance is running now (a later fire): the
+    /// catch-up waits for that run to end, or two runs of the item would overlap.
+    Wait,
 }
 
 /// Decides the claim of queued `item` (entry `entry`) for `me`, with `me`'s ledger to record
@@ -328,6 +331,9 @@ pub fn claim(
             TxnOp::set(running, me.as_bytes(), Some(node.version))
         }
         (Orphaned::Missed, None) => TxnOp::create(running, me.as_bytes(), CreateMode::Persistent),
+        (Orphaned::Missed, Some(node)) if view.exists(&paths.instance(node.text().trim())) => {
+            return Claim::Wait;
+        }
         _ => return Claim::Drop(vec![TxnOp::delete(queue_entry, entry_version)]),
     };
     let owner = paths.item_node(item, ItemNode::Instance);

@@ -206,15 +206,24 @@ impl JobProtocol {
         }
         let eligible = sharding::eligible_instances(ctx.view, &self.paths);
         let share = failover::share_of(&queue, &eligible, &self.me);
-        let (item, entry) = share.into_iter().next()?;
         let ledger = self.ledger_for_write(ctx).unwrap_or_default();
-        Some(match failover::claim(ctx.view, &self.paths, item, &entry, &self.me, &ledger) {
-            Claim::Take { ops, running_op } => Next::Request(
-                Pending::Claim { item, fire_ms: entry.fire_ms, running_op },
-                Request::Txn(ops),
-            ),
-            Claim::Drop(ops) => Next::Request(Pending::DropEntry, Request::Txn(ops)),
-        })
+        for (item, entry) in share {
+            match failover::claim(ctx.view, &self.paths, item, &entry, &self.me, &ledger) {
+                Claim::Take { ops, running_op } => {
+                    return Some(Next::Request(
+                        Pending::Claim { item, fire_ms: entry.fire_ms, running_op },
+                        Request::Txn(ops),
+                    ))
+                }
+                Claim::Drop(ops) => {
+                    return Some(Next::Request(Pending::DropEntry, Request::Txn(ops)))
+                }
+                Claim::Wait => {}
+            }
+        }
+        // Every entry of our share waits for a run to end: look again once the view changes.
+        self.claim_blocked = Some(ctx.view.revision());
+        None
     }
 
     pub(super) fn on_claim_reply(
