@@ -164,13 +164,22 @@ impl JobProtocol {
 
     /// The catch-up `items` owe, if any: the latest fire their misfire markers name (markers
     /// that name none, empty as ElasticJob writes them or unreadable, owe the latest fire due),
-    /// and the items that owe one.
+    /// and the items that owe one. Items that run now (a failover taker runs an earlier fire of
+    /// one) wait for that run to end: the catch-up starts all its items or none, so one of them
+    /// would hold back the others' until the item moved away.
     pub(super) fn owed_catch_up(
         &mut self,
         items: &[u32],
         ctx: &Ctx<'_>,
     ) -> Option<(i64, Vec<u32>)> {
-        let owed = execution::misfired(ctx.view, &self.paths, items);
+        let idle: Vec<u32> = items
+            .iter()
+            .copied()
+            .filter(|&n| {
+                !ctx.view.exists(&self.paths.item_node(n, crate::layout::ItemNode::Running))
+            })
+            .collect();
+        let owed = execution::misfired(ctx.view, &self.paths, &idle);
         if owed.is_empty() {
             return None;
         }
