@@ -227,8 +227,8 @@ impl Timeline {
     }
 
     /// Whether a run of `who` that ended at `end` could not record its completion: it ended
-    /// while its instance was cut off, or the instance crashed before its finish transaction
-    /// (slowed down by a slow link) could commit.
+    /// while its instance was cut off, or the instance crashed or was cut off before its
+    /// finish transaction (slowed down by a slow link) could commit.
     pub fn completion_lost(&self, who: usize, end: i64) -> bool {
         if self.not_up(who, end).is_some_and(|why| why.contains("cut off")) {
             return true;
@@ -240,7 +240,12 @@ impl Timeline {
             .map_or(0, |x| x.1);
         // A round trip or two of the link, and a little for the runtime.
         let window = latency.saturating_mul(3).saturating_add(100);
-        self.crashes.iter().any(|&(t, w)| w == who && t >= end && t <= end.saturating_add(window))
+        let within = |t: i64| t >= end && t <= end.saturating_add(window);
+        let crashed = self.crashes.iter().any(|&(t, w)| w == who && within(t));
+        let cut = self.down.get(&who).is_some_and(|spans| {
+            spans.iter().any(|(from, _, why)| within(*from) && why.contains("cut off"))
+        });
+        crashed || cut
     }
 
     pub fn phase(&self, p: Phase) -> Option<i64> {
