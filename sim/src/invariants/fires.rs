@@ -387,6 +387,18 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             acc.add("exempt: item disabled or removed before the crash was noticed");
             continue;
         }
+        // The missed fires are counted under the cron in effect when the loss is handled (the
+        // registry keeps the current config only): a cron change before then recounts them.
+        let cron_at_loss = tl.config_at(&job, first.at).map(|c| c.cron.clone());
+        let cron_changed = tl.configs.get(&job).is_some_and(|configs| {
+            configs.iter().any(|(t, c)| {
+                *t > first.at && *t <= noticed_by && Some(&c.cron) != cron_at_loss.as_ref()
+            })
+        });
+        if cron_changed {
+            acc.add("exempt: cron changed before the crash was noticed");
+            continue;
+        }
         let caught = facts.runs.get(&(job.clone(), item)).is_some_and(|runs| {
             runs.iter().any(|(t, _, kind)| {
                 *t > first.at && matches!(kind, FireKind::Misfire | FireKind::Failover)
