@@ -348,11 +348,12 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         }
         // A count change that removed the item before its owner could run the catch-up (the
         // owner's own run ends first, then a watch round trip) leaves nothing to catch up.
+        // So does the job's removal before the catch-up was due (GUARANTEES.md, section 2).
         let removed = tl.configs.get(&job).is_some_and(|configs| {
             configs.iter().any(|(t, state)| {
                 *t > skip_at && *t <= end + 2 * CHANGE_SLACK_MS && state.count <= item
             })
-        });
+        }) || tl.removed.get(&job).is_some_and(|&t| t <= end + CHANGE_SLACK_MS);
         if removed {
             continue;
         }
