@@ -225,10 +225,13 @@ pub fn any_running(view: &View, paths: &JobPaths, items: &[u32]) -> bool {
     items.iter().any(|&n| view.exists(&paths.item_node(n, ItemNode::Running)))
 }
 
-/// The transaction that marks `items` misfired for `fire_ms` (creating or replacing each
-/// marker as the view shows it). With `flag` (a reshard flag), it holds only while the flag
-/// still exists: the marks are for a fire that will run under the assignment the pending
-/// reshard makes.
+/// The transaction that marks `items` misfired for `fire_ms`. A marker already there owes
+/// the item a catch-up for an earlier fire, which answers this one too: it is kept as it is
+/// (checked at the version the view shows, so a marker settled meanwhile fails the
+/// transaction and the fire is decided again), never rewritten to this fire, whose own run
+/// elsewhere would then settle the older debt. With `flag` (a reshard flag), it holds only
+/// while the flag still exists: the marks are for a fire that will run under the assignment
+/// the pending reshard makes.
 pub fn mark_misfire(
     view: &View,
     paths: &JobPaths,
@@ -240,10 +243,9 @@ pub fn mark_misfire(
     let mut ops: Vec<TxnOp> = flag.map(|f| TxnOp::check(f, None)).into_iter().collect();
     ops.extend(items.iter().map(|&n| {
         let p = paths.item_node(n, ItemNode::Misfire);
-        if view.exists(&p) {
-            TxnOp::set(p, data.clone(), None)
-        } else {
-            TxnOp::create(p, data.clone(), CreateMode::Persistent)
+        match view.get(&p) {
+            Some(node) => TxnOp::check(p, Some(node.version)),
+            None => TxnOp::create(p, data.clone(), CreateMode::Persistent),
         }
     }));
     ops
