@@ -345,8 +345,10 @@ pub fn claim(
         // of the dead owner, while the assignment stays the strategy's (the reshard the
         // departure asked for moves the item for the fires to come; a claimer that took
         // the item over would keep it against the strategy once that reshard is done).
+        // Fenced on the version seen: a reshard committed meanwhile is not undone by a
+        // rewrite of the owner it replaced (the claim fails and is decided again).
         if let Some(node) = view.get(&owner) {
-            TxnOp::set(owner, node.data.clone(), None)
+            TxnOp::set(owner, node.data.clone(), Some(node.version))
         } else {
             TxnOp::create(owner, me.as_bytes(), CreateMode::Persistent)
         },
