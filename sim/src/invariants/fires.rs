@@ -89,6 +89,8 @@ struct Facts {
     manual: std::collections::BTreeSet<(String, u32, i64)>,
     /// (job, fire) → (entry index, instance, reason) of each skip.
     skips: Skips,
+    /// (job, fire) → the time of its latest scheduled start, anywhere.
+    scheduled_at: BTreeMap<(String, i64), i64>,
     /// job → (time, instance) of each reported error.
     errors: BTreeMap<String, Vec<(i64, usize)>>,
     /// job → (time, item → owner) of each committed assignment.
@@ -117,6 +119,11 @@ impl Facts {
                         ) {
                             let key = (job.clone(), *item, *fire_ms);
                             f.starts.entry(key).or_default().push((idx, e.who, *kind));
+                            if *kind == FireKind::Scheduled {
+                                let last =
+                                    f.scheduled_at.entry((job.clone(), *fire_ms)).or_default();
+                                *last = (*last).max(e.at);
+                            }
                         } else {
                             f.manual.insert((job.clone(), *item, *fire_ms));
                         }
@@ -601,12 +608,14 @@ impl Fire<'_> {
         // A fire that waited for a reshard runs under the assignment that reshard makes: the
         // owners are those of the assignments committed until the fire was last handled (a
         // start or a skip of it anywhere), not only until the next fire.
+        let started = facts.scheduled_at.get(&(job.to_owned(), self.fire)).copied();
         let handled = facts
             .skips
             .get(&(job.to_owned(), self.fire))
             .into_iter()
             .flatten()
             .map(|(i, _, _)| entries[*i].at)
+            .chain(started)
             .max()
             .map_or(self.next, |t| t.saturating_add(1).max(self.next));
         let owners = facts.owners(job, item, at, handled);
