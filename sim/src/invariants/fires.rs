@@ -81,6 +81,8 @@ struct Facts {
     starts: Starts,
     /// (job, item, fire, instance) of every run a crash or the end of its session interrupted.
     interrupted: std::collections::BTreeSet<(String, u32, i64, usize)>,
+    /// The start entry of every run interrupted so far.
+    interrupted_runs: std::collections::BTreeSet<usize>,
     /// (job, item) → (time, instance, kind) of every start.
     runs: Runs,
     /// (job, item, instance) → times of its ends.
@@ -184,8 +186,11 @@ impl Facts {
                 if !hit(r) {
                     return true;
                 }
-                let run = (job.clone(), *item, r.1, r.0);
-                if self.interrupted.insert(run) {
+                // Once per run (a fenced run a session end interrupted may crash later), by
+                // its start: the same instance may run the same fire again (a restart claims
+                // its own orphan) and be interrupted again.
+                self.interrupted.insert((job.clone(), *item, r.1, r.0));
+                if self.interrupted_runs.insert(r.3) {
                     self.orphans.push((e.at, idx, e.who, job.clone(), *item, r.1));
                 }
                 // A killed process runs nothing more; a fenced run may still end (cancelled).
