@@ -193,7 +193,12 @@ pub fn record_assigned(view: &View, paths: &JobPaths, assignment: &Assignment) -
 /// The raise time of the reshard that made the current assignment, as recorded: fires after
 /// it run under it.
 pub fn assigned_since(view: &View, paths: &JobPaths) -> Option<i64> {
-    Assigned::parse(&view.text(&paths.assigned())?).map(|a| a.raised_ms)
+    assigned_record(view, paths).map(|a| a.raised_ms)
+}
+
+/// The record of the last reshard's assignment (and the one before), if readable.
+pub fn assigned_record(view: &View, paths: &JobPaths) -> Option<Assigned> {
+    Assigned::parse(&view.text(&paths.assigned())?)
 }
 
 /// The transaction that queues `orphans` of `dead` and removes its ledger. The parent

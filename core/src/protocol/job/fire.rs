@@ -315,12 +315,24 @@ impl JobProtocol {
             .into_iter()
             .find(|p| view.exists(p))
             .filter(|_| !f.flag_gone && sharding::pending_for(view, &self.paths, f.fire_ms));
-        let candidates = match &flag {
+        let candidates: Vec<u32> = match &flag {
             Some(_) => (0..self.total())
                 .filter(|&n| view.exists(&self.paths.item(n)))
                 .filter(|&n| !execution::item_disabled(view, &self.paths, n))
                 .collect(),
-            None => self.my_items(ctx),
+            // A fire handled late, after a reshard committed since it fell due: the items the
+            // reshard gave us were another's for that fire (it ran them, or its own misses are
+            // owed): the record of the assignments says whose they were.
+            None => {
+                let record = failover::assigned_record(view, &self.paths);
+                self.my_items(ctx)
+                    .into_iter()
+                    .filter(|&n| match record.as_ref().and_then(|r| r.owner_at(n, f.fire_ms)) {
+                        Some(owner) => owner == Some(self.me.as_str()),
+                        None => true,
+                    })
+                    .collect()
+            }
         };
         // Items the run in flight runs for this very fire (a catch-up started by another
         // instance's marks before the fire reached us) owe it nothing.
