@@ -162,9 +162,9 @@ impl JobProtocol {
         Next::Idle
     }
 
-    /// The next catch-up `items` owe, if any: the earliest fire their misfire markers name
-    /// (markers that name none, empty as ElasticJob writes them or unreadable, owe the latest
-    /// fire due), and the items that owe that fire. Items that run now (a failover taker runs an earlier fire of
+    /// The catch-up `items` owe, if any: the latest fire their misfire markers name (markers
+    /// that name none, empty as ElasticJob writes them or unreadable, owe the latest fire due),
+    /// and the items that owe one. Items that run now (a failover taker runs an earlier fire of
     /// one) wait for that run to end: the catch-up starts all its items or none, so one of them
     /// would hold back the others' until the item moved away.
     pub(super) fn owed_catch_up(
@@ -195,14 +195,9 @@ impl JobProtocol {
                 }
             }
         }
-        // One catch-up carries one fire time: items that owe different fires are caught up
-        // one fire after the other, the earliest first (stamped with a later fire, an item
-        // whose later fire ran elsewhere would run that fire twice).
-        let latest = self.latest_fire_by(ctx.now_ms);
-        let fire_of = |o: &execution::Owed| o.as_ref().ok().copied().flatten().unwrap_or(latest);
-        let fire_ms = owed.iter().map(|(_, o)| fire_of(o)).min()?;
-        let items = owed.iter().filter(|(_, o)| fire_of(o) == fire_ms).map(|&(n, _)| n).collect();
-        Some((fire_ms, items))
+        let named = owed.iter().filter_map(|(_, o)| o.as_ref().ok().copied().flatten()).max();
+        let fire_ms = named.unwrap_or_else(|| self.latest_fire_by(ctx.now_ms));
+        Some((fire_ms, owed.iter().map(|&(n, _)| n).collect()))
     }
 
     /// Claims the next item of this instance's share of the failover queue.
