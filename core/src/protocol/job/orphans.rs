@@ -164,21 +164,20 @@ impl JobProtocol {
 
     /// The catch-up `items` owe, if any: the latest fire their misfire markers name (markers
     /// that name none, empty as ElasticJob writes them or unreadable, owe the latest fire due),
-    /// and the items that owe one. Items that run now (a failover taker runs an earlier fire of
-    /// one) wait for that run to end: the catch-up starts all its items or none, so one of them
+    /// and the items that owe one. Items another instance runs now (a failover taker runs an
+    /// earlier fire of one) wait for that run to end: the catch-up starts all its items or none, so one of them
     /// would hold back the others' until the item moved away.
     pub(super) fn owed_catch_up(
         &mut self,
         items: &[u32],
         ctx: &Ctx<'_>,
     ) -> Option<(i64, Vec<u32>)> {
-        let idle: Vec<u32> = items
-            .iter()
-            .copied()
-            .filter(|&n| {
-                !ctx.view.exists(&self.paths.item_node(n, crate::layout::ItemNode::Running))
-            })
-            .collect();
+        // Our own marker may still show (a finish the view has not caught up with): not a
+        // run elsewhere.
+        let runs_elsewhere = |n: u32| {
+            execution::running_owner(ctx.view, &self.paths, n).is_some_and(|owner| owner != self.me)
+        };
+        let idle: Vec<u32> = items.iter().copied().filter(|&n| !runs_elsewhere(n)).collect();
         let owed = execution::misfired(ctx.view, &self.paths, &idle);
         if owed.is_empty() {
             return None;
