@@ -57,6 +57,7 @@
 //! - `main.rs`: the `shardcron-sim` command.
 
 mod builder;
+mod code;
 pub mod explore;
 mod faults;
 mod instance;
@@ -66,15 +67,18 @@ pub mod shrink;
 mod sim;
 mod spawner;
 pub mod trace;
+mod user;
 mod variants;
 mod workload;
 
 pub use builder::Builder;
+pub use code::{JobCode, JobEnv, RunState};
 pub use faults::{Fault, FaultProfile, GenContext};
 pub use instance::Status;
 pub use invariants::{Checkpoint, Invariant, Violation};
 pub use scenarios::{builtin, Action, Scenario, Step, BUILTIN};
 pub use sim::{Report, Sim, NAMESPACE};
 pub use spawner::InstanceSpawner;
+pub use user::{user_invariant_of, Finding, ItemRun, RunView, UserInvariant};
 pub use variants::Variant;
 pub use workload::{ip_of, JobSpec, Workload};

@@ -26,11 +26,13 @@ use shardcron_core::runtime::{EventSink, SchedulerBuilder, SchedulerEvent, Setti
 use shardcron_registry_mem::{ConnectOptions, MemRegistry, MemServer};
 
 use crate::builder::Builder;
+use crate::code::{JobEnv, RunState};
 use crate::faults::Fault;
 use crate::instance::{Instance, Status};
 use crate::invariants::{self, Checkpoint, Violation};
 use crate::scenarios::{Action, Scenario};
 use crate::trace::{self, Entry, JobState, Note, Phase, Trace, EPOCH_MS};
+use crate::user::{self, RunView, UserInvariant};
 use crate::variants::Variant;
 use crate::workload::{JobSpec, Workload};
 
@@ -49,6 +51,7 @@ pub struct Sim {
     settings: Settings,
     variant: Option<Variant>,
     profile: String,
+    checks: Vec<UserInvariant>,
 }
 
 /// What a run produced.
@@ -63,6 +66,8 @@ pub struct Report {
     pub virtual_ms: i64,
     /// Wall-clock time the run took (measurement only; never part of the trace).
     pub wall: Duration,
+    /// What the run's job code kept (see [`RunState`]).
+    pub state: RunState,
 }
 
 impl Report {
@@ -107,6 +112,7 @@ impl Sim {
             settings: builder.settings,
             variant: builder.variant,
             profile: builder.profile.name().to_owned(),
+            checks: builder.checks,
         }
     }
 
@@ -152,9 +158,10 @@ impl Sim {
         let wall = std::time::Instant::now();
         let runtime =
             tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build();
+        let state = RunState::default();
         let (entries, checkpoints) = match runtime {
             Ok(rt) => {
-                let out = rt.block_on(World::run(self));
+                let out = rt.block_on(World::run(self, state.clone()));
                 drop(rt);
                 out
             }
@@ -167,7 +174,18 @@ impl Sim {
                 Vec::new(),
             ),
         };
-        let violations = invariants::check(&entries, &checkpoints, self.session_timeout);
+        let strategies = &self.settings.strategies;
+        let (mut violations, _) = invariants::check_with_strategies(
+            &entries,
+            &checkpoints,
+            self.session_timeout,
+            strategies,
+        );
+        if !self.checks.is_empty() {
+            let view = RunView::new(self.seed, &entries, &state);
+            violations.extend(user::check(&self.checks, &view));
+            violations.sort_by(|a, b| a.at.cmp(&b.at).then(a.invariant.cmp(&b.invariant)));
+        }
         let virtual_ms = entries.last().map_or(0, |e| e.at);
         Report {
             seed: self.seed,
@@ -177,6 +195,7 @@ impl Sim {
             violations,
             virtual_ms,
             wall: wall.elapsed(),
+            state,
         }
     }
 }
@@ -194,6 +213,9 @@ struct World {
     session_timeout: Duration,
     settings: Settings,
     variant: Option<Variant>,
+    seed: u64,
+    /// What the job code of every instance shares in this run.
+    state: RunState,
 }
 
 /// A lifecycle change of one instance, applied by a task holding the instance's lifecycle lock.
@@ -205,7 +227,7 @@ enum Lifecycle {
 }
 
 impl World {
-    async fn run(sim: &Sim) -> (Vec<Entry>, Vec<Checkpoint>) {
+    async fn run(sim: &Sim, state: RunState) -> (Vec<Entry>, Vec<Checkpoint>) {
         let base = Handles {
             clock: Arc::new(TokioClock::starting_at(EPOCH_MS)),
             spawner: Arc::new(TokioSpawner),
@@ -234,6 +256,8 @@ impl World {
             session_timeout: sim.session_timeout,
             settings: sim.settings.clone(),
             variant: sim.variant,
+            seed: sim.seed,
+            state,
         });
         for spec in &sim.specs {
             world.record_config(JobState::of(&spec.config()), spec.item_ms);
@@ -523,13 +547,19 @@ impl World {
         inst.state.lock().scheduler = Some(scheduler.clone());
         let jobs: Vec<JobSpec> = self.jobs.lock().values().cloned().collect();
         for spec in jobs {
-            if let Err(e) = scheduler.add_job(spec.config(), spec.job()).await {
+            let job = spec.job(&self.env(inst.index));
+            if let Err(e) = scheduler.add_job(spec.config(), job).await {
                 let what = format!("add job {}", spec.name);
                 self.trace.note(inst.index, Note::Ignored { what, why: e.to_string() });
             }
         }
         inst.state.lock().status = Status::Up;
         self.trace.note(inst.index, Note::Started);
+    }
+
+    /// Where instance `instance`'s job code runs.
+    fn env(&self, instance: usize) -> JobEnv {
+        JobEnv { instance, seed: self.seed, state: self.state.clone() }
     }
 
     fn start_failed(&self, inst: &Instance, error: String) {
@@ -573,8 +603,9 @@ impl World {
             let scheduler = inst.state.lock().scheduler.clone();
             let (Some(scheduler), who) = (scheduler, inst.index) else { continue };
             let (spec, trace) = (spec.clone(), self.trace.clone());
+            let job = spec.job(&self.env(who));
             inst.spawner.run(async move {
-                if let Err(e) = scheduler.add_job(spec.config(), spec.job()).await {
+                if let Err(e) = scheduler.add_job(spec.config(), job).await {
                     let what = format!("add job {}", spec.name);
                     trace.note(who, Note::Ignored { what, why: e.to_string() });
                 }

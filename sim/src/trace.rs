@@ -126,6 +126,8 @@ pub struct JobState {
     pub disabled: bool,
     pub max_time_diff_seconds: i32,
     pub strategy: Option<String>,
+    pub item_parameters: Option<String>,
+    pub monitor_execution: bool,
     /// How long each item runs (the simulated job's, not part of the registry config).
     pub item_ms: u64,
 }
@@ -142,9 +144,16 @@ impl JobState {
             disabled: config.disabled,
             max_time_diff_seconds: config.max_time_diff_seconds,
             strategy: config.job_sharding_strategy_type.clone(),
+            item_parameters: config.sharding_item_parameters.clone(),
+            monitor_execution: config.monitor_execution,
             item_ms: 0,
         }
     }
+}
+
+/// A string field that is set: neither absent nor empty.
+fn set(value: &Option<String>) -> Option<&str> {
+    value.as_deref().filter(|v| !v.is_empty())
 }
 
 /// The trace being recorded. Cheap to clone; every clone records into the same trace.
@@ -429,17 +438,35 @@ impl fmt::Display for Note {
             Note::Begin { seed, instances, profile } => {
                 write!(f, "begin seed={seed} instances={instances} profile={profile}")
             }
-            Note::Config(s) => write!(
-                f,
-                "config {} cron={} count={} failover={} misfire={} disabled={} max-time-diff={}",
-                s.job,
-                s.cron.as_deref().unwrap_or("-"),
-                s.count,
-                s.failover,
-                s.misfire,
-                s.disabled,
-                s.max_time_diff_seconds
-            ),
+            Note::Config(s) => {
+                write!(
+                    f,
+                    "config {} cron={} count={} failover={} misfire={} disabled={} \
+                     max-time-diff={}",
+                    s.job,
+                    s.cron.as_deref().unwrap_or("-"),
+                    s.count,
+                    s.failover,
+                    s.misfire,
+                    s.disabled,
+                    s.max_time_diff_seconds
+                )?;
+                // Only what differs from the defaults, so that the generated jobs' lines read
+                // as they always have.
+                if let Some(tz) = set(&s.time_zone) {
+                    write!(f, " time-zone={tz}")?;
+                }
+                if let Some(strategy) = set(&s.strategy) {
+                    write!(f, " strategy={strategy}")?;
+                }
+                if let Some(params) = set(&s.item_parameters) {
+                    write!(f, " item-parameters={params}")?;
+                }
+                if !s.monitor_execution {
+                    f.write_str(" monitor-execution=false")?;
+                }
+                Ok(())
+            }
             Note::JobRemoved { job } => write!(f, "job-removed {job}"),
             Note::Fault(fault) => write!(f, "FAULT {fault}"),
             Note::Ignored { what, why } => write!(f, "ignored {what}: {why}"),

@@ -18,6 +18,7 @@ pub(super) fn check(
     entries: &[Entry],
     tl: &Timeline,
     checkpoints: &[Checkpoint],
+    strategies: &ShardingStrategies,
     out: &mut Vec<Violation>,
 ) {
     let Some(cp) = checkpoints.iter().find(|c| c.phase == Phase::Live) else { return };
@@ -25,7 +26,6 @@ pub(super) fn check(
         // Membership is still changing (liveness reports why); the assignment cannot be judged.
         return;
     }
-    let strategies = ShardingStrategies::default();
     for job in tl.configs.keys().filter(|j| !tl.removed.contains_key(*j)) {
         let Some(state) = tl.config_at(job, cp.at) else { continue };
         let mut problems = Vec::new();
