@@ -133,11 +133,24 @@ impl Sim {
     pub fn code(&self, scenario: &Scenario) -> String {
         let specs: Vec<String> = self.specs.iter().map(|s| format!("        {s},")).collect();
         let steps = scenario.to_string().replace("\n", "\n        ");
+        // A run of the user's jobs: their configs, code, strategies and invariants have no
+        // Rust form here; the code names them.
+        let user = !self.checks.is_empty()
+            || self.specs.iter().any(|s| s.base.is_some() || s.code.is_some());
+        let (preamble, rest) = if user {
+            (
+                "// `configs`: your job configs by name (`shardcron_sim::load_job_configs`);\n\
+                 // `builder`: the Builder of your run (its settings and checks).\n",
+                "..builder.clone()",
+            )
+        } else {
+            ("", "..Builder::default()")
+        };
         format!(
-            "let report = Builder {{\n    seed: {},\n    instances: {},\n    specs: vec![\n{}\n    ],\n    \
+            "{preamble}let report = Builder {{\n    seed: {},\n    instances: {},\n    specs: vec![\n{}\n    ],\n    \
              duration: Duration::from_millis({}),\n    session_timeout: Duration::from_millis({}),\n    \
              profile: FaultProfile::None,\n    scenario: Some(\n        {steps},\n    ),\n    \
-             ..Builder::default()\n}}\n.build()\n.run();",
+             {rest}\n}}\n.build()\n.run();",
             self.seed,
             self.instances,
             specs.join("\n"),
