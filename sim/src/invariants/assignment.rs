@@ -28,6 +28,9 @@ pub(super) fn check(
     }
     for job in tl.configs.keys().filter(|j| !tl.removed.contains_key(*j)) {
         let Some(state) = tl.config_at(job, cp.at) else { continue };
+        if state.disabled {
+            continue; // skips its fires before sharding: no assignment to judge
+        }
         let mut problems = Vec::new();
         let prefix = format!("/{job}/instances/");
         let registered: Vec<&str> = cp
