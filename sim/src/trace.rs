@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use shardcron_core::config::JobConfig;
+use shardcron_core::registry::SessionEvent;
 use shardcron_core::runtime::{FireKind, SchedulerEvent, SkipReason};
 use shardcron_registry_mem::{ClientId, MemServer};
 
@@ -425,9 +426,19 @@ fn write_event(f: &mut fmt::Formatter<'_>, event: &SchedulerEvent) -> fmt::Resul
         }
         E::ConfigRejected { job, reason } => write!(f, "config-rejected {job} {reason}"),
         E::ConfigApplied { job } => write!(f, "config-applied {job}"),
+        E::Session(SessionEvent::Connected { session }) => {
+            write!(f, "session Connected sess={session}")
+        }
         E::Session(s) => write!(f, "session {s:?}"),
         E::JobStopped { job, reason } => write!(f, "stopped {job} ({reason})"),
         E::Error { job, message } => write!(f, "error {job}: {message}"),
+        E::FailoverClaimed { job, item, fire_ms } => {
+            write!(f, "failover-claim {job}#{item} fire=+{}", rel(*fire_ms))
+        }
+        E::Reconciled { job } => write!(f, "reconciled {job}"),
+        E::RegistryGarbage { job, path, value, reason } => {
+            write!(f, "registry-garbage {job} {path}={value:?}: {reason}")
+        }
         other => write!(f, "{other:?}"),
     }
 }
