@@ -32,7 +32,7 @@ use crate::instance::{Instance, Status};
 use crate::invariants::{self, Checkpoint, Violation};
 use crate::scenarios::{Action, Scenario};
 use crate::trace::{self, Entry, JobState, Note, Phase, Trace, EPOCH_MS};
-use crate::user::{self, RunView, UserInvariant};
+use crate::user::{self, ItemRun, RunView, UserInvariant};
 use crate::variants::Variant;
 use crate::workload::{JobSpec, Workload};
 
@@ -84,6 +84,11 @@ impl Report {
     /// Every violation, with the events that led to it.
     pub fn violations_text(&self) -> String {
         self.violations.iter().map(|v| format!("{v}\n")).collect()
+    }
+
+    /// Every item run, in the order they started (what user invariants read).
+    pub fn runs(&self) -> Vec<ItemRun> {
+        RunView::new(self.seed, &self.entries, &self.state).runs()
     }
 
     /// How many item runs started.
