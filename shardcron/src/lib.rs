@@ -36,6 +36,7 @@
 //! - [`testing`]: a scheduler in virtual time, for your jobs' unit tests.
 //! - `observe` (feature `observe`): the execution trace (SQLite, PostgreSQL) and Prometheus
 //!   metrics, from `shardcron-observe`. HTTP jobs (`job::Job::http`) come with feature `http`.
+//! - `sim` (feature `sim`): the simulator, `shardcron-sim`.
 //! - everything else: re-exported from [`shardcron_core`] (`config`, `cron`, `job`, `runtime`,
 //!   `api`, `registry`, ...).
 
@@ -58,6 +59,11 @@ pub use url::{ConnectError, RegistryUrl};
 /// The execution trace and Prometheus metrics (feature `observe`).
 #[cfg(feature = "observe")]
 pub use shardcron_observe as observe;
+
+/// The simulator (feature `sim`): your jobs on a cluster of simulated instances, in virtual
+/// time, under faults, checked against the guarantees and your own invariants.
+#[cfg(feature = "sim")]
+pub use shardcron_sim as sim;
 
 use shardcron_core::handles::Handles;
 use shardcron_core::registry::CoordinatorRegistry;

@@ -129,6 +129,7 @@ pub struct JobState {
     pub strategy: Option<String>,
     pub item_parameters: Option<String>,
     pub monitor_execution: bool,
+    pub static_sharding: bool,
     /// How long each item runs (the simulated job's, not part of the registry config).
     pub item_ms: u64,
 }
@@ -147,6 +148,7 @@ impl JobState {
             strategy: config.job_sharding_strategy_type.clone(),
             item_parameters: config.sharding_item_parameters.clone(),
             monitor_execution: config.monitor_execution,
+            static_sharding: config.static_sharding,
             item_ms: 0,
         }
     }
@@ -475,6 +477,9 @@ impl fmt::Display for Note {
                 }
                 if !s.monitor_execution {
                     f.write_str(" monitor-execution=false")?;
+                }
+                if s.static_sharding {
+                    f.write_str(" static-sharding=true")?;
                 }
                 Ok(())
             }

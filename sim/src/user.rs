@@ -12,7 +12,7 @@
 //!         .into_iter()
 //!         .filter(|r| r.job == "billing" && r.ok())
 //!         .filter(|r| !seen.insert((r.item, r.fire_ms)))
-//!         .map(|r| Finding::about(r, "completed a second time"))
+//!         .map(|r| Finding::about(&r, "completed a second time"))
 //!         .collect()
 //! });
 //! assert_eq!(once.name(), "billing-once-per-fire");

@@ -311,12 +311,16 @@ fn a_duration_model_sets_how_long_each_item_takes() {
 }
 
 #[test]
-fn a_disabled_job_runs_nothing_and_breaks_nothing() {
+fn disabled_static_and_zoned_jobs_are_judged_by_their_own_rules() {
+    let mut fixed = JobConfig::new("fixed", 4);
+    fixed.cron = Some("0/6 * * * * ?".into());
+    fixed.static_sharding = true;
     let report = Builder {
         seed: 8,
         specs: vec![
             JobSpec::new("off", "0/4 * * * * ?", 2).disabled(true),
             JobSpec::new("on", "0/5 * * * * ?", 2).time_zone("America/New_York"),
+            JobSpec::from(&fixed).failover(true),
         ],
         duration: Duration::from_secs(30),
         profile: FaultProfile::Failover,
@@ -326,8 +330,9 @@ fn a_disabled_job_runs_nothing_and_breaks_nothing() {
     .run();
     assert!(report.ok(), "{}", report.violations_text());
     let runs = report.runs();
-    assert!(runs.iter().all(|r| r.job == "on"));
-    assert!(!runs.is_empty());
+    assert!(runs.iter().all(|r| r.job != "off"), "a disabled job runs nothing");
+    assert!(runs.iter().any(|r| r.job == "on") && runs.iter().any(|r| r.job == "fixed"));
+    assert!(report.trace_text().contains("static-sharding=true"));
 }
 
 /// Found by simulating `monitorExecution: false`: a misfired fire's catch-up runs again and

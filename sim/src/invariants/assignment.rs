@@ -68,7 +68,17 @@ pub(super) fn check(
                 actual.insert(n, text.clone());
             }
         }
-        if !eligible.is_empty() {
+        if state.static_sharding && !eligible.is_empty() {
+            // `staticSharding` keeps the first assignment while instances come and go: any
+            // live eligible owner will do, but every item needs one.
+            for n in 0..state.count {
+                match actual.get(&n) {
+                    Some(owner) if eligible.contains(&owner.as_str()) => {}
+                    Some(owner) => problems.push(format!("item {n} is owned by {owner}, not up")),
+                    None => problems.push(format!("item {n} has no owner")),
+                }
+            }
+        } else if !eligible.is_empty() {
             match strategies.shard(state.strategy.as_deref(), job, &eligible, state.count) {
                 Ok(expected) => {
                     for (instance, items) in expected.iter() {
