@@ -73,3 +73,6 @@ cargo test --workspace --all-features
 
 log "simulator determinism: 20 random seeds, each run twice, traces compared byte for byte"
 cargo run -q -p shardcron-sim -- check-determinism --random --seeds 20
+
+log "simulator example: an ElasticJob deployment with a custom strategy and user invariants, 200 seeds"
+cargo run -q -p shardcron-sim --example deployment

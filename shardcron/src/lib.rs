@@ -33,11 +33,14 @@
 //!
 //! ## Layout
 //! - [`connect`] and [`RegistryUrl`]: open a registry from `mem:`, `zk://...` or `etcd://...`.
+//! - [`testing`]: a scheduler in virtual time, for your jobs' unit tests.
 //! - `observe` (feature `observe`): the execution trace (SQLite, PostgreSQL) and Prometheus
 //!   metrics, from `shardcron-observe`. HTTP jobs (`job::Job::http`) come with feature `http`.
+//! - `sim` (feature `sim`): the simulator, `shardcron-sim`.
 //! - everything else: re-exported from [`shardcron_core`] (`config`, `cron`, `job`, `runtime`,
 //!   `api`, `registry`, ...).
 
+pub mod testing;
 mod url;
 
 use std::sync::Arc;
@@ -57,13 +60,19 @@ pub use url::{ConnectError, RegistryUrl};
 #[cfg(feature = "observe")]
 pub use shardcron_observe as observe;
 
+/// The simulator (feature `sim`): your jobs on a cluster of simulated instances, in virtual
+/// time, under faults, checked against the guarantees and your own invariants.
+#[cfg(feature = "sim")]
+pub use shardcron_sim as sim;
+
 use shardcron_core::handles::Handles;
 use shardcron_core::registry::CoordinatorRegistry;
 
 /// Opens a registry from a URL:
 ///
-/// - `mem:` or `mem:/namespace`: a new in-process registry (one client; for several clients on
-///   one in-memory server use [`mem::MemServer`] directly);
+/// - `mem:` or `mem:/namespace`: a new in-process registry on the wall clock (one client; for
+///   several clients on one in-memory server use [`mem::MemServer`] directly; in tests on a
+///   paused tokio clock, where it is refused, use [`testing::virtual_scheduler`]);
 /// - `zk://host:port[,host:port]/namespace[?session_timeout_ms=..&digest=user:password]`;
 /// - `etcd://host:port[,host:port]/namespace[?ttl_s=..&user=..&password=..]`.
 ///
@@ -71,6 +80,9 @@ use shardcron_core::registry::CoordinatorRegistry;
 pub async fn connect(url: &str) -> Result<Arc<dyn CoordinatorRegistry>, ConnectError> {
     match RegistryUrl::parse(url)? {
         RegistryUrl::Mem { namespace } => {
+            if testing::tokio_clock_is_paused() {
+                return Err(ConnectError::PausedClock);
+            }
             let server = mem::MemServer::new(Handles::real());
             let mut options = mem::ConnectOptions::default();
             if let Some(ns) = namespace {

@@ -9,6 +9,7 @@ use shardcron_core::runtime::Settings;
 use crate::faults::{FaultProfile, GenContext};
 use crate::scenarios::Scenario;
 use crate::sim::Sim;
+use crate::user::UserInvariant;
 use crate::variants::Variant;
 use crate::workload::JobSpec;
 
@@ -43,6 +44,8 @@ pub struct Builder {
     pub settings: Settings,
     /// A deliberately broken variant of the system (to prove the checker catches it).
     pub variant: Option<Variant>,
+    /// The user's own invariants, checked after the built-in ones.
+    pub checks: Vec<UserInvariant>,
 }
 
 impl Default for Builder {
@@ -58,6 +61,7 @@ impl Default for Builder {
             session_timeout: Duration::from_secs(10),
             settings: Settings::default(),
             variant: None,
+            checks: Vec::new(),
         }
     }
 }

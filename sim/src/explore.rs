@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use crate::faults::FaultProfile;
 use crate::invariants::Invariant;
 use crate::scenarios::builtin;
 use crate::variants::Variant;
+use crate::workload::JobSpec;
 
 /// What each explored seed runs.
 #[derive(Debug, Clone)]
@@ -28,6 +30,11 @@ pub struct ExploreOptions {
     pub scenario: Option<String>,
     /// A planted bug every seed runs with (to see the checker catch it across seeds).
     pub variant: Option<Variant>,
+    /// Explicit jobs instead of `jobs` generated ones (from `job_config`, say).
+    pub specs: Vec<JobSpec>,
+    /// The ElasticJob YAML file `specs` came from, and their item time (for the replay
+    /// command).
+    pub job_config: Option<(PathBuf, u64)>,
 }
 
 impl Default for ExploreOptions {
@@ -41,6 +48,8 @@ impl Default for ExploreOptions {
             session_timeout: b.session_timeout,
             scenario: None,
             variant: None,
+            specs: Vec::new(),
+            job_config: None,
         }
     }
 }
@@ -58,6 +67,7 @@ impl ExploreOptions {
                 profile: self.profile,
                 session_timeout: self.session_timeout,
                 variant: self.variant,
+                specs: self.specs.clone(),
                 ..Builder::default()
             }),
         }
@@ -74,17 +84,32 @@ pub fn replay_command(o: &ExploreOptions, seed: u64) -> String {
 }
 
 fn replay_of(o: &ExploreOptions, seed: u64) -> String {
+    let jobs = match &o.job_config {
+        Some((path, item_ms)) => {
+            format!("--job-config {} --item-ms {item_ms}", shell_word(&path.display().to_string()))
+        }
+        None => format!("--jobs {}", o.jobs),
+    };
     match &o.scenario {
         Some(name) => format!("shardcron-sim replay --scenario {name} --seed {seed}"),
         None => format!(
-            "shardcron-sim replay --seed {seed} --profile {} --jobs {} --instances {} --duration {} \
+            "shardcron-sim replay --seed {seed} --profile {} {jobs} --instances {} --duration {} \
              --session-timeout {}",
             o.profile,
-            o.jobs,
             o.instances,
             o.duration.as_secs(),
             o.session_timeout.as_secs()
         ),
+    }
+}
+
+/// `word` as one shell word (quoted when it has anything but plain path characters).
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 
@@ -152,6 +177,34 @@ pub fn explore(
     threads: Option<usize>,
     progress: bool,
 ) -> Summary {
+    let o = options.clone();
+    let mut summary = explore_with(move |seed| o.builder(seed), from, count, threads, progress);
+    summary.replay = summary.failing.iter().map(|(s, _, _)| replay_command(options, *s)).collect();
+    summary
+}
+
+/// Runs `count` seeds from `from` on `threads` workers (default: every core), each with the
+/// simulation `make` builds for it (`None`: stop). For your own jobs and invariants:
+///
+/// ```no_run
+/// # use shardcron_sim::{Builder, FaultProfile, JobSpec};
+/// let specs = vec![JobSpec::new("billing", "0/5 * * * * ?", 4).failover(true)];
+/// let summary = shardcron_sim::explore::explore_with(
+///     move |seed| Some(Builder { seed, specs: specs.clone(), profile: FaultProfile::Failover, ..Builder::default() }),
+///     0, 200, None, false,
+/// );
+/// assert!(summary.failing.is_empty(), "{summary}");
+/// ```
+///
+/// Each failing seed's `replay` line names its seed: run the same builder with it.
+pub fn explore_with(
+    make: impl Fn(u64) -> Option<Builder> + Send + Sync + 'static,
+    from: u64,
+    count: u64,
+    threads: Option<usize>,
+    progress: bool,
+) -> Summary {
+    let make = Arc::new(make);
     let threads = threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
@@ -160,14 +213,14 @@ pub fn explore(
     let (tx, rx) = mpsc::channel::<Outcome>();
     let mut workers = Vec::new();
     for _ in 0..threads {
-        let (next, tx, options) = (next.clone(), tx.clone(), options.clone());
+        let (next, tx, make) = (next.clone(), tx.clone(), make.clone());
         workers.push(std::thread::spawn(move || loop {
             let k = next.fetch_add(1, Ordering::SeqCst);
             if k >= count {
                 return;
             }
             let seed = from.wrapping_add(k);
-            let Some(builder) = options.builder(seed) else { return };
+            let Some(builder) = make(seed) else { return };
             let report = builder.build().run();
             let mut invariants: Vec<Invariant> =
                 report.violations.iter().map(|v| v.invariant).collect();
@@ -218,6 +271,10 @@ pub fn explore(
     }
     summary.wall = started.elapsed();
     summary.failing.sort_by_key(|(seed, _, _)| *seed);
-    summary.replay = summary.failing.iter().map(|(s, _, _)| replay_command(options, *s)).collect();
+    summary.replay = summary
+        .failing
+        .iter()
+        .map(|(s, _, _)| format!("replay: the same Builder with seed: {s}"))
+        .collect();
     summary
 }

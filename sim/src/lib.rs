@@ -32,6 +32,12 @@
 //! }
 //! ```
 //!
+//! ## Your own deployment
+//! The jobs can be yours: [`JobSpec::from`] a `JobConfig`, or every job of an ElasticJob YAML
+//! file ([`load_job_configs`]), with your code ([`JobCode`]), your custom sharding strategies
+//! (`Builder::settings`) and your own invariants ([`UserInvariant`]), whose violations replay
+//! and shrink like the built-in ones. `docs/simulating.md` in the repository is the guide.
+//!
 //! ## Determinism
 //! A run builds its own single-threaded tokio runtime with paused time; all randomness comes
 //! from ChaCha generators seeded from the seed; every collection whose order shows is a
@@ -49,6 +55,9 @@
 //!   aborts.
 //! - `faults.rs`: [`Fault`] verbs and the [`FaultProfile`]s that generate schedules.
 //! - `workload.rs`: [`JobSpec`] and the [`Workload`] verbs.
+//! - `code.rs`: what a job's items run ([`JobCode`]) and the run's shared [`RunState`].
+//! - `job_file.rs`: jobs from ElasticJob YAML files.
+//! - `user.rs`: [`UserInvariant`]s, the [`RunView`] they read and the [`Finding`]s they report.
 //! - `scenarios.rs`: [`Scenario`] (scripted or generated steps) and the built-in scenarios.
 //! - `trace.rs`: the trace, its entries and their text form.
 //! - `invariants/`: the checker, one module per invariant.
@@ -57,24 +66,35 @@
 //! - `main.rs`: the `shardcron-sim` command.
 
 mod builder;
+mod code;
 pub mod explore;
 mod faults;
 mod instance;
 pub mod invariants;
+mod job_file;
 mod scenarios;
 pub mod shrink;
 mod sim;
 mod spawner;
 pub mod trace;
+mod user;
 mod variants;
 mod workload;
 
 pub use builder::Builder;
+pub use code::{JobCode, JobEnv, RunState};
 pub use faults::{Fault, FaultProfile, GenContext};
 pub use instance::Status;
 pub use invariants::{Checkpoint, Invariant, Violation};
+pub use job_file::{job_configs_from_yaml, load_job_configs, JobFileError};
 pub use scenarios::{builtin, Action, Scenario, Step, BUILTIN};
 pub use sim::{Report, Sim, NAMESPACE};
 pub use spawner::InstanceSpawner;
+pub use user::{user_invariant_of, Finding, ItemRun, RunView, UserInvariant};
 pub use variants::Variant;
 pub use workload::{ip_of, JobSpec, Workload};
+
+/// The guide's examples (`docs/simulating.md`), compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/simulating.md")]
+struct SimulatingGuide;

@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! shardcron-sim run --seed 7                       one run; violations and a summary
+//! shardcron-sim explore --job-config jobs.yaml --instances 5 --profile failover
+//!                                                  your ElasticJob jobs, many seeds
 //! shardcron-sim run --scenario leader-crash        a built-in scenario (see `scenarios`)
 //! shardcron-sim replay --seed 7 [--trace FILE]     print the trace, or compare it with FILE
 //! shardcron-sim check-determinism --seed 7         run twice, diff the traces
@@ -9,12 +11,18 @@
 //! shardcron-sim shrink --seed 7                    minimal failing schedule, as code
 //! ```
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use shardcron_core::config::ConfigError;
+use shardcron_core::sharding::ShardingStrategies;
 use shardcron_sim::explore::{self, ExploreOptions};
-use shardcron_sim::{builtin, shrink, Builder, FaultProfile, Report, Variant, BUILTIN};
+use shardcron_sim::{
+    builtin, load_job_configs, shrink, Builder, FaultProfile, JobFileError, JobSpec, Report,
+    Variant, BUILTIN,
+};
 
 #[derive(Parser, Debug)]
 #[command(name = "shardcron-sim", about = "Deterministic simulation of shardcron clusters")]
@@ -86,9 +94,17 @@ struct RunArgs {
     /// Fault profile: none, default, failover, chaos.
     #[arg(long, default_value = "default")]
     profile: FaultProfile,
-    /// Jobs every instance runs (at least 1).
+    /// Jobs every instance runs (at least 1), generated from the seed.
     #[arg(long, default_value_t = 2, value_parser = at_least_one_usize)]
     jobs: usize,
+    /// Run the jobs of this ElasticJob YAML file instead of generated ones: job configs as
+    /// ElasticJob stores them (`jobName: ...`, one per YAML document), or a Spring Boot
+    /// `elasticjob: jobs:` map. Every field that changes behaviour is simulated.
+    #[arg(long, conflicts_with = "jobs")]
+    job_config: Option<PathBuf>,
+    /// How long each item of a `--job-config` job runs, in virtual milliseconds.
+    #[arg(long, default_value_t = 500, requires = "job_config")]
+    item_ms: u64,
     /// Instances in the cluster (at least 1).
     #[arg(long, default_value_t = 3, value_parser = at_least_one_usize)]
     instances: usize,
@@ -138,6 +154,7 @@ impl RunArgs {
             seed,
             instances: self.instances,
             jobs: self.jobs,
+            specs: self.specs()?,
             duration: Duration::from_secs(self.duration),
             profile: self.profile,
             session_timeout: Duration::from_secs(self.session_timeout),
@@ -145,17 +162,39 @@ impl RunArgs {
         })
     }
 
+    /// The jobs of `--job-config` (none without it: generated ones).
+    fn specs(&self) -> Result<Vec<JobSpec>, String> {
+        let Some(path) = &self.job_config else { return Ok(Vec::new()) };
+        let configs = load_job_configs(path, &ShardingStrategies::default()).map_err(|e| {
+            let custom = matches!(
+                &e,
+                JobFileError::Invalid { source: ConfigError::UnknownShardingStrategy { .. }, .. }
+            );
+            if custom {
+                format!(
+                    "{e}\n(the command line knows the built-in strategies only: simulate a \
+                     custom one from Rust, with the strategy registered in \
+                     Builder::settings.strategies; see docs/simulating.md)"
+                )
+            } else {
+                e.to_string()
+            }
+        })?;
+        Ok(configs.iter().map(|c| JobSpec::from(c).item_ms(self.item_ms)).collect())
+    }
+
     /// The flags that reproduce a run of `seed`.
     fn replay_command(&self, seed: u64) -> String {
-        let command = explore::replay_command(&self.options(), seed);
+        let Ok(options) = self.options() else { return String::new() };
+        let command = explore::replay_command(&options, seed);
         match self.variant {
             Some(v) => format!("{command} --variant {v}"),
             None => command,
         }
     }
 
-    fn options(&self) -> ExploreOptions {
-        ExploreOptions {
+    fn options(&self) -> Result<ExploreOptions, String> {
+        Ok(ExploreOptions {
             profile: self.profile,
             jobs: self.jobs,
             instances: self.instances,
@@ -163,7 +202,9 @@ impl RunArgs {
             session_timeout: Duration::from_secs(self.session_timeout),
             scenario: self.scenario.clone(),
             variant: self.variant,
-        }
+            specs: self.specs()?,
+            job_config: self.job_config.clone().map(|path| (path, self.item_ms)),
+        })
     }
 }
 
@@ -264,9 +305,10 @@ fn run(command: Command) -> Result<bool, String> {
             // The explorer's own entry point, not the simulation: the seeds it runs are
             // deterministic once the first is printed.
             let from = from.unwrap_or_else(|| u64::from(rand::random::<u32>()));
-            println!("seeds {from}..{} (repeat with --from {from})", from.saturating_add(seeds));
+            let options = run.options()?;
             run.builder(from)?;
-            let summary = explore::explore(&run.options(), from, seeds, threads, !quiet);
+            println!("seeds {from}..{} (repeat with --from {from})", from.saturating_add(seeds));
+            let summary = explore::explore(&options, from, seeds, threads, !quiet);
             print!("{summary}");
             Ok(summary.failing.is_empty())
         }

@@ -7,9 +7,10 @@
 
 use std::fmt;
 
-use crate::invariants::Invariant;
+use crate::invariants::{Invariant, Violation};
 use crate::scenarios::{Scenario, Step};
 use crate::sim::Sim;
+use crate::user::user_invariant_of;
 
 /// At most this many runs per shrink.
 const MAX_RUNS: usize = 400;
@@ -20,6 +21,8 @@ pub struct Shrunk {
     pub seed: u64,
     /// The invariant the schedule keeps breaking; `None` if the original run passed.
     pub target: Option<Invariant>,
+    /// For [`Invariant::User`]: which user invariant.
+    pub user_invariant: Option<String>,
     pub first_violation: Option<String>,
     pub original_steps: usize,
     pub scenario: Scenario,
@@ -36,6 +39,7 @@ pub fn shrink(sim: &Sim) -> Shrunk {
         return Shrunk {
             seed: sim.seed(),
             target: None,
+            user_invariant: None,
             first_violation: None,
             original_steps: sim.scenario().steps.len(),
             scenario: sim.scenario().clone(),
@@ -44,12 +48,15 @@ pub fn shrink(sim: &Sim) -> Shrunk {
         };
     };
     let target = first.invariant;
+    let user_target = user_invariant_of(first).map(str::to_owned);
+    let same =
+        |v: &Violation| v.invariant == target && user_invariant_of(v) == user_target.as_deref();
     let mut last_violation = first.to_string();
     let mut fails = |steps: &[Step], runs: &mut usize| -> bool {
         *runs += 1;
         let scenario = Scenario { name: sim.scenario().name.clone(), steps: steps.to_vec() };
         let report = sim.with_scenario(scenario).run();
-        match report.violations.iter().find(|v| v.invariant == target) {
+        match report.violations.iter().find(|v| same(v)) {
             Some(v) => {
                 last_violation = v.to_string();
                 true
@@ -100,6 +107,7 @@ pub fn shrink(sim: &Sim) -> Shrunk {
     Shrunk {
         seed: sim.seed(),
         target: Some(target),
+        user_invariant: user_target,
         first_violation: Some(last_violation),
         original_steps: sim.scenario().steps.len(),
         scenario,
@@ -115,11 +123,12 @@ impl fmt::Display for Shrunk {
         };
         writeln!(
             f,
-            "seed {}: {} step(s) shrunk to {} in {} runs; still violates {target}",
+            "seed {}: {} step(s) shrunk to {} in {} runs; still violates {target}{}",
             self.seed,
             self.original_steps,
             self.scenario.steps.len(),
-            self.runs
+            self.runs,
+            self.user_invariant.as_deref().map(|u| format!(" ({u})")).unwrap_or_default()
         )?;
         if let Some(v) = &self.first_violation {
             writeln!(f, "{v}")?;

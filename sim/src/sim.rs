@@ -26,11 +26,13 @@ use shardcron_core::runtime::{EventSink, SchedulerBuilder, SchedulerEvent, Setti
 use shardcron_registry_mem::{ConnectOptions, MemRegistry, MemServer};
 
 use crate::builder::Builder;
+use crate::code::{JobEnv, RunState};
 use crate::faults::Fault;
 use crate::instance::{Instance, Status};
 use crate::invariants::{self, Checkpoint, Violation};
 use crate::scenarios::{Action, Scenario};
 use crate::trace::{self, Entry, JobState, Note, Phase, Trace, EPOCH_MS};
+use crate::user::{self, ItemRun, RunView, UserInvariant};
 use crate::variants::Variant;
 use crate::workload::{JobSpec, Workload};
 
@@ -49,6 +51,7 @@ pub struct Sim {
     settings: Settings,
     variant: Option<Variant>,
     profile: String,
+    checks: Vec<UserInvariant>,
 }
 
 /// What a run produced.
@@ -63,6 +66,8 @@ pub struct Report {
     pub virtual_ms: i64,
     /// Wall-clock time the run took (measurement only; never part of the trace).
     pub wall: Duration,
+    /// What the run's job code kept (see [`RunState`]).
+    pub state: RunState,
 }
 
 impl Report {
@@ -79,6 +84,11 @@ impl Report {
     /// Every violation, with the events that led to it.
     pub fn violations_text(&self) -> String {
         self.violations.iter().map(|v| format!("{v}\n")).collect()
+    }
+
+    /// Every item run, in the order they started (what user invariants read).
+    pub fn runs(&self) -> Vec<ItemRun> {
+        RunView::new(self.seed, &self.entries, &self.state).runs()
     }
 
     /// How many item runs started.
@@ -107,6 +117,7 @@ impl Sim {
             settings: builder.settings,
             variant: builder.variant,
             profile: builder.profile.name().to_owned(),
+            checks: builder.checks,
         }
     }
 
@@ -127,11 +138,24 @@ impl Sim {
     pub fn code(&self, scenario: &Scenario) -> String {
         let specs: Vec<String> = self.specs.iter().map(|s| format!("        {s},")).collect();
         let steps = scenario.to_string().replace("\n", "\n        ");
+        // A run of the user's jobs: their configs, code, strategies and invariants have no
+        // Rust form here; the code names them.
+        let user = !self.checks.is_empty()
+            || self.specs.iter().any(|s| s.base.is_some() || s.code.is_some());
+        let (preamble, rest) = if user {
+            (
+                "// `configs`: your job configs by name (`shardcron_sim::load_job_configs`);\n\
+                 // `builder`: the Builder of your run (its settings and checks).\n",
+                "..builder.clone()",
+            )
+        } else {
+            ("", "..Builder::default()")
+        };
         format!(
-            "let report = Builder {{\n    seed: {},\n    instances: {},\n    specs: vec![\n{}\n    ],\n    \
+            "{preamble}let report = Builder {{\n    seed: {},\n    instances: {},\n    specs: vec![\n{}\n    ],\n    \
              duration: Duration::from_millis({}),\n    session_timeout: Duration::from_millis({}),\n    \
              profile: FaultProfile::None,\n    scenario: Some(\n        {steps},\n    ),\n    \
-             ..Builder::default()\n}}\n.build()\n.run();",
+             {rest}\n}}\n.build()\n.run();",
             self.seed,
             self.instances,
             specs.join("\n"),
@@ -152,9 +176,10 @@ impl Sim {
         let wall = std::time::Instant::now();
         let runtime =
             tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build();
+        let state = RunState::default();
         let (entries, checkpoints) = match runtime {
             Ok(rt) => {
-                let out = rt.block_on(World::run(self));
+                let out = rt.block_on(World::run(self, state.clone()));
                 drop(rt);
                 out
             }
@@ -167,7 +192,18 @@ impl Sim {
                 Vec::new(),
             ),
         };
-        let violations = invariants::check(&entries, &checkpoints, self.session_timeout);
+        let strategies = &self.settings.strategies;
+        let (mut violations, _) = invariants::check_with_strategies(
+            &entries,
+            &checkpoints,
+            self.session_timeout,
+            strategies,
+        );
+        if !self.checks.is_empty() {
+            let view = RunView::new(self.seed, &entries, &state);
+            violations.extend(user::check(&self.checks, &view));
+            violations.sort_by(|a, b| a.at.cmp(&b.at).then(a.invariant.cmp(&b.invariant)));
+        }
         let virtual_ms = entries.last().map_or(0, |e| e.at);
         Report {
             seed: self.seed,
@@ -177,6 +213,7 @@ impl Sim {
             violations,
             virtual_ms,
             wall: wall.elapsed(),
+            state,
         }
     }
 }
@@ -194,6 +231,9 @@ struct World {
     session_timeout: Duration,
     settings: Settings,
     variant: Option<Variant>,
+    seed: u64,
+    /// What the job code of every instance shares in this run.
+    state: RunState,
 }
 
 /// A lifecycle change of one instance, applied by a task holding the instance's lifecycle lock.
@@ -205,7 +245,7 @@ enum Lifecycle {
 }
 
 impl World {
-    async fn run(sim: &Sim) -> (Vec<Entry>, Vec<Checkpoint>) {
+    async fn run(sim: &Sim, state: RunState) -> (Vec<Entry>, Vec<Checkpoint>) {
         let base = Handles {
             clock: Arc::new(TokioClock::starting_at(EPOCH_MS)),
             spawner: Arc::new(TokioSpawner),
@@ -234,6 +274,8 @@ impl World {
             session_timeout: sim.session_timeout,
             settings: sim.settings.clone(),
             variant: sim.variant,
+            seed: sim.seed,
+            state,
         });
         for spec in &sim.specs {
             world.record_config(JobState::of(&spec.config()), spec.item_ms);
@@ -523,13 +565,19 @@ impl World {
         inst.state.lock().scheduler = Some(scheduler.clone());
         let jobs: Vec<JobSpec> = self.jobs.lock().values().cloned().collect();
         for spec in jobs {
-            if let Err(e) = scheduler.add_job(spec.config(), spec.job()).await {
+            let job = spec.job(&self.env(inst.index));
+            if let Err(e) = scheduler.add_job(spec.config(), job).await {
                 let what = format!("add job {}", spec.name);
                 self.trace.note(inst.index, Note::Ignored { what, why: e.to_string() });
             }
         }
         inst.state.lock().status = Status::Up;
         self.trace.note(inst.index, Note::Started);
+    }
+
+    /// Where instance `instance`'s job code runs.
+    fn env(&self, instance: usize) -> JobEnv {
+        JobEnv { instance, seed: self.seed, state: self.state.clone() }
     }
 
     fn start_failed(&self, inst: &Instance, error: String) {
@@ -573,8 +621,9 @@ impl World {
             let scheduler = inst.state.lock().scheduler.clone();
             let (Some(scheduler), who) = (scheduler, inst.index) else { continue };
             let (spec, trace) = (spec.clone(), self.trace.clone());
+            let job = spec.job(&self.env(who));
             inst.spawner.run(async move {
-                if let Err(e) = scheduler.add_job(spec.config(), spec.job()).await {
+                if let Err(e) = scheduler.add_job(spec.config(), job).await {
                     let what = format!("add job {}", spec.name);
                     trace.note(who, Note::Ignored { what, why: e.to_string() });
                 }

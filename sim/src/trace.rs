@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use shardcron_core::config::JobConfig;
+use shardcron_core::registry::SessionEvent;
 use shardcron_core::runtime::{FireKind, SchedulerEvent, SkipReason};
 use shardcron_registry_mem::{ClientId, MemServer};
 
@@ -126,6 +127,9 @@ pub struct JobState {
     pub disabled: bool,
     pub max_time_diff_seconds: i32,
     pub strategy: Option<String>,
+    pub item_parameters: Option<String>,
+    pub monitor_execution: bool,
+    pub static_sharding: bool,
     /// How long each item runs (the simulated job's, not part of the registry config).
     pub item_ms: u64,
 }
@@ -142,9 +146,17 @@ impl JobState {
             disabled: config.disabled,
             max_time_diff_seconds: config.max_time_diff_seconds,
             strategy: config.job_sharding_strategy_type.clone(),
+            item_parameters: config.sharding_item_parameters.clone(),
+            monitor_execution: config.monitor_execution,
+            static_sharding: config.static_sharding,
             item_ms: 0,
         }
     }
+}
+
+/// A string field that is set: neither absent nor empty.
+fn set(value: &Option<String>) -> Option<&str> {
+    value.as_deref().filter(|v| !v.is_empty())
 }
 
 /// The trace being recorded. Cheap to clone; every clone records into the same trace.
@@ -416,9 +428,19 @@ fn write_event(f: &mut fmt::Formatter<'_>, event: &SchedulerEvent) -> fmt::Resul
         }
         E::ConfigRejected { job, reason } => write!(f, "config-rejected {job} {reason}"),
         E::ConfigApplied { job } => write!(f, "config-applied {job}"),
+        E::Session(SessionEvent::Connected { session }) => {
+            write!(f, "session Connected sess={session}")
+        }
         E::Session(s) => write!(f, "session {s:?}"),
         E::JobStopped { job, reason } => write!(f, "stopped {job} ({reason})"),
         E::Error { job, message } => write!(f, "error {job}: {message}"),
+        E::FailoverClaimed { job, item, fire_ms } => {
+            write!(f, "failover-claim {job}#{item} fire=+{}", rel(*fire_ms))
+        }
+        E::Reconciled { job } => write!(f, "reconciled {job}"),
+        E::RegistryGarbage { job, path, value, reason } => {
+            write!(f, "registry-garbage {job} {path}={value:?}: {reason}")
+        }
         other => write!(f, "{other:?}"),
     }
 }
@@ -429,17 +451,38 @@ impl fmt::Display for Note {
             Note::Begin { seed, instances, profile } => {
                 write!(f, "begin seed={seed} instances={instances} profile={profile}")
             }
-            Note::Config(s) => write!(
-                f,
-                "config {} cron={} count={} failover={} misfire={} disabled={} max-time-diff={}",
-                s.job,
-                s.cron.as_deref().unwrap_or("-"),
-                s.count,
-                s.failover,
-                s.misfire,
-                s.disabled,
-                s.max_time_diff_seconds
-            ),
+            Note::Config(s) => {
+                write!(
+                    f,
+                    "config {} cron={} count={} failover={} misfire={} disabled={} \
+                     max-time-diff={}",
+                    s.job,
+                    s.cron.as_deref().unwrap_or("-"),
+                    s.count,
+                    s.failover,
+                    s.misfire,
+                    s.disabled,
+                    s.max_time_diff_seconds
+                )?;
+                // Only what differs from the defaults, so that the generated jobs' lines read
+                // as they always have.
+                if let Some(tz) = set(&s.time_zone) {
+                    write!(f, " time-zone={tz}")?;
+                }
+                if let Some(strategy) = set(&s.strategy) {
+                    write!(f, " strategy={strategy}")?;
+                }
+                if let Some(params) = set(&s.item_parameters) {
+                    write!(f, " item-parameters={params}")?;
+                }
+                if !s.monitor_execution {
+                    f.write_str(" monitor-execution=false")?;
+                }
+                if s.static_sharding {
+                    f.write_str(" static-sharding=true")?;
+                }
+                Ok(())
+            }
             Note::JobRemoved { job } => write!(f, "job-removed {job}"),
             Note::Fault(fault) => write!(f, "FAULT {fault}"),
             Note::Ignored { what, why } => write!(f, "ignored {what}: {why}"),

@@ -3,25 +3,69 @@
 //! triggers, disabling servers and items, adding and removing jobs.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use shardcron_core::api::JobOperations;
 use shardcron_core::config::JobConfig;
 use shardcron_core::job::Job;
 
-/// One simulated job: a cron, a sharding count, and items that each take `item_ms` of virtual
-/// time (stopping early when the runtime cancels them, as a well-behaved job does).
-#[derive(Debug, Clone, PartialEq, Eq)]
+use crate::code::{sleeping_job, JobCode, JobEnv};
+
+/// One simulated job: its config (cron and time zone, count, item parameters, strategy,
+/// failover, misfire, monitorExecution, max time diff, disabled) and its code. By default each
+/// item takes `item_ms` of virtual time (stopping early when the runtime cancels it, as a
+/// well-behaved job does); [`code`](Self::code) runs a duration model or the user's own job.
+///
+/// A spec made from a user's [`JobConfig`] (`JobSpec::from(&config)`) keeps every field of it,
+/// also those without a field here (reconcile interval, static sharding, error handler, props);
+/// the fields here override it.
+///
+/// ```
+/// use shardcron_core::config::JobConfig;
+/// use shardcron_sim::JobSpec;
+/// let config = JobConfig::from_yaml(
+///     "jobName: settle\ncron: 0/10 * * * * ?\nshardingTotalCount: 3\n\
+///      shardingItemParameters: 0=Beijing,1=Shanghai,2=Guangzhou\nfailover: true\n",
+/// )?;
+/// let spec = JobSpec::from(&config).item_ms(2_000);
+/// assert_eq!(spec.item_parameters.as_deref(), Some("0=Beijing,1=Shanghai,2=Guangzhou"));
+/// assert_eq!(spec.config().sharding_item_parameters, config.sharding_item_parameters);
+/// # Ok::<(), shardcron_core::config::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
 pub struct JobSpec {
     pub name: String,
     pub cron: String,
     pub count: u32,
+    /// How long each item takes with the default code, and the longest an item takes with a
+    /// user's code (the liveness check waits this long for a last run).
     pub item_ms: u64,
     pub failover: bool,
     pub misfire: bool,
     /// `maxTimeDiffSeconds`; -1 turns the check off.
     pub max_time_diff_seconds: i32,
+    /// `timeZone`: the zone the cron is read in (`None`: the process's).
+    pub time_zone: Option<String>,
+    /// `shardingItemParameters` (`0=A,1=B`).
+    pub item_parameters: Option<String>,
+    /// `jobParameter`.
+    pub job_parameter: Option<String>,
+    /// `jobShardingStrategyType` (`None`: `AVG_ALLOCATION`). A custom strategy must be
+    /// registered in the builder's `settings.strategies`.
+    pub strategy: Option<String>,
+    /// `monitorExecution` (default true).
+    pub monitor_execution: bool,
+    /// `disabled`: the job starts disabled.
+    pub disabled: bool,
+    /// What the items run (`None`: sleep `item_ms`).
+    pub code: Option<JobCode>,
+    /// The user's config this spec was made from (every other field comes from it).
+    pub base: Option<Arc<JobConfig>>,
 }
+
+/// Specs compare their configs and the identity of their code.
+impl Eq for JobSpec {}
 
 impl JobSpec {
     /// A job with failover off, misfire on, no time-diff check, items of 500 ms.
@@ -34,6 +78,14 @@ impl JobSpec {
             failover: false,
             misfire: true,
             max_time_diff_seconds: -1,
+            time_zone: None,
+            item_parameters: None,
+            job_parameter: None,
+            strategy: None,
+            monitor_execution: true,
+            disabled: false,
+            code: None,
+            base: None,
         }
     }
     pub fn item_ms(mut self, ms: u64) -> Self {
@@ -52,47 +104,174 @@ impl JobSpec {
         self.max_time_diff_seconds = secs;
         self
     }
+    pub fn cron(mut self, cron: impl Into<String>) -> Self {
+        self.cron = cron.into();
+        self
+    }
+    pub fn count(mut self, count: u32) -> Self {
+        self.count = count;
+        self
+    }
+    /// The same job under another name.
+    pub fn renamed(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+    pub fn time_zone(mut self, zone: impl Into<String>) -> Self {
+        self.time_zone = Some(zone.into());
+        self
+    }
+    pub fn item_parameters(mut self, parameters: impl Into<String>) -> Self {
+        self.item_parameters = Some(parameters.into());
+        self
+    }
+    pub fn job_parameter(mut self, parameter: impl Into<String>) -> Self {
+        self.job_parameter = Some(parameter.into());
+        self
+    }
+    pub fn strategy(mut self, type_name: impl Into<String>) -> Self {
+        self.strategy = Some(type_name.into());
+        self
+    }
+    pub fn monitor_execution(mut self, on: bool) -> Self {
+        self.monitor_execution = on;
+        self
+    }
+    pub fn disabled(mut self, disabled: bool) -> Self {
+        self.disabled = disabled;
+        self
+    }
+    /// Runs `code` instead of sleeping `item_ms`: a duration model
+    /// ([`JobCode::durations`]) or the user's job ([`JobCode::new`]).
+    pub fn code(mut self, code: JobCode) -> Self {
+        self.code = Some(code);
+        self
+    }
+    /// Runs `job` on every instance (the same `Job`, cloned; for code that needs a fresh
+    /// value per run or per instance, use [`JobCode::new`]).
+    pub fn job_code(self, job: Job) -> Self {
+        self.code(JobCode::new(move |_| job.clone()))
+    }
 
     /// The job's config as the instances publish it.
     pub fn config(&self) -> JobConfig {
-        let mut c = JobConfig::new(&self.name, i32::try_from(self.count).unwrap_or(i32::MAX));
+        let count = i32::try_from(self.count).unwrap_or(i32::MAX);
+        let mut c = match &self.base {
+            Some(base) => {
+                let mut c = (**base).clone();
+                c.job_name.clone_from(&self.name);
+                c.sharding_total_count = count;
+                c
+            }
+            None => JobConfig::new(&self.name, count),
+        };
         c.cron = Some(self.cron.clone());
         c.failover = self.failover;
         c.misfire = self.misfire;
         c.max_time_diff_seconds = self.max_time_diff_seconds;
+        c.monitor_execution = self.monitor_execution;
+        c.disabled = self.disabled;
+        // Only what was set: `JobConfig::new`'s defaults stay as they are.
+        let set = |field: &mut Option<String>, value: &Option<String>| {
+            if value.is_some() {
+                field.clone_from(value);
+            }
+        };
+        set(&mut c.time_zone, &self.time_zone);
+        set(&mut c.sharding_item_parameters, &self.item_parameters);
+        set(&mut c.job_parameter, &self.job_parameter);
+        set(&mut c.job_sharding_strategy_type, &self.strategy);
         c
     }
 
-    /// The job's code: each item sleeps `item_ms` of virtual time or until cancelled.
-    pub fn job(&self) -> Job {
-        let item = Duration::from_millis(self.item_ms);
-        Job::from_fn(move |ctx| async move {
-            tokio::select! {
-                biased;
-                () = ctx.cancellation.cancelled() => {}
-                () = tokio::time::sleep(item) => {}
-            }
-            Ok(())
-        })
+    /// The job's code as instance `env.instance` of a run runs it.
+    pub fn job(&self, env: &JobEnv) -> Job {
+        match &self.code {
+            Some(code) => code.job(env),
+            None => sleeping_job(Duration::from_millis(self.item_ms)),
+        }
     }
 }
 
-/// Prints the spec as the Rust expression that builds it.
+/// A spec of the user's config, with every field of it; items take 500 ms unless
+/// [`item_ms`](JobSpec::item_ms) or [`code`](JobSpec::code) says otherwise.
+impl From<&JobConfig> for JobSpec {
+    fn from(config: &JobConfig) -> Self {
+        let count = u32::try_from(config.sharding_total_count).unwrap_or(0);
+        JobSpec {
+            cron: config.cron.clone().unwrap_or_default(),
+            failover: config.failover,
+            misfire: config.misfire,
+            max_time_diff_seconds: config.max_time_diff_seconds,
+            time_zone: config.time_zone.clone(),
+            item_parameters: config.sharding_item_parameters.clone(),
+            job_parameter: config.job_parameter.clone(),
+            strategy: config.job_sharding_strategy_type.clone(),
+            monitor_execution: config.monitor_execution,
+            disabled: config.disabled,
+            base: Some(Arc::new(config.clone())),
+            ..JobSpec::new(config.job_name.clone(), String::new(), count)
+        }
+    }
+}
+
+/// Prints the spec as the Rust expression that builds it (with a placeholder for the user's
+/// config and code, which have no Rust form).
 impl fmt::Display for JobSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "JobSpec::new({:?}, {:?}, {}).item_ms({})",
-            self.name, self.cron, self.count, self.item_ms
-        )?;
-        if self.failover {
-            f.write_str(".failover(true)")?;
+        match &self.base {
+            Some(base) => {
+                write!(f, "JobSpec::from(&configs[{:?}])", base.job_name)?;
+                if self.name != base.job_name {
+                    write!(f, ".renamed({:?})", self.name)?;
+                }
+                write!(f, ".item_ms({})", self.item_ms)?;
+            }
+            None => write!(
+                f,
+                "JobSpec::new({:?}, {:?}, {}).item_ms({})",
+                self.name, self.cron, self.count, self.item_ms
+            )?,
         }
-        if !self.misfire {
-            f.write_str(".misfire(false)")?;
+        let base = self
+            .base
+            .as_deref()
+            .map(JobSpec::from)
+            .unwrap_or_else(|| JobSpec::new(self.name.clone(), self.cron.clone(), self.count));
+        if self.cron != base.cron {
+            write!(f, ".cron({:?})", self.cron)?;
         }
-        if self.max_time_diff_seconds >= 0 {
+        if self.count != base.count {
+            write!(f, ".count({})", self.count)?;
+        }
+        if self.failover != base.failover {
+            write!(f, ".failover({})", self.failover)?;
+        }
+        if self.misfire != base.misfire {
+            write!(f, ".misfire({})", self.misfire)?;
+        }
+        if self.max_time_diff_seconds != base.max_time_diff_seconds {
             write!(f, ".max_time_diff_seconds({})", self.max_time_diff_seconds)?;
+        }
+        let strings = [
+            ("time_zone", &self.time_zone, &base.time_zone),
+            ("item_parameters", &self.item_parameters, &base.item_parameters),
+            ("job_parameter", &self.job_parameter, &base.job_parameter),
+            ("strategy", &self.strategy, &base.strategy),
+        ];
+        for (method, value, default) in strings {
+            if let (Some(v), true) = (value, value != default) {
+                write!(f, ".{method}({v:?})")?;
+            }
+        }
+        if self.monitor_execution != base.monitor_execution {
+            write!(f, ".monitor_execution({})", self.monitor_execution)?;
+        }
+        if self.disabled != base.disabled {
+            write!(f, ".disabled({})", self.disabled)?;
+        }
+        if let Some(code) = &self.code {
+            f.write_str(code.describe())?;
         }
         Ok(())
     }

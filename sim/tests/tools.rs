@@ -118,6 +118,9 @@ fn base_trace() -> Vec<Entry> {
         disabled: false,
         max_time_diff_seconds: -1,
         strategy: None,
+        item_parameters: None,
+        monitor_execution: true,
+        static_sharding: false,
         item_ms: 1_000,
     };
     let sharded = SchedulerEvent::Sharded {

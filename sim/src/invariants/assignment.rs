@@ -18,6 +18,7 @@ pub(super) fn check(
     entries: &[Entry],
     tl: &Timeline,
     checkpoints: &[Checkpoint],
+    strategies: &ShardingStrategies,
     out: &mut Vec<Violation>,
 ) {
     let Some(cp) = checkpoints.iter().find(|c| c.phase == Phase::Live) else { return };
@@ -25,9 +26,11 @@ pub(super) fn check(
         // Membership is still changing (liveness reports why); the assignment cannot be judged.
         return;
     }
-    let strategies = ShardingStrategies::default();
     for job in tl.configs.keys().filter(|j| !tl.removed.contains_key(*j)) {
         let Some(state) = tl.config_at(job, cp.at) else { continue };
+        if state.disabled {
+            continue; // skips its fires before sharding: no assignment to judge
+        }
         let mut problems = Vec::new();
         let prefix = format!("/{job}/instances/");
         let registered: Vec<&str> = cp
@@ -65,7 +68,17 @@ pub(super) fn check(
                 actual.insert(n, text.clone());
             }
         }
-        if !eligible.is_empty() {
+        if state.static_sharding && !eligible.is_empty() {
+            // `staticSharding` keeps the first assignment while instances come and go: any
+            // live eligible owner will do, but every item needs one.
+            for n in 0..state.count {
+                match actual.get(&n) {
+                    Some(owner) if eligible.contains(&owner.as_str()) => {}
+                    Some(owner) => problems.push(format!("item {n} is owned by {owner}, not up")),
+                    None => problems.push(format!("item {n} has no owner")),
+                }
+            }
+        } else if !eligible.is_empty() {
             match strategies.shard(state.strategy.as_deref(), job, &eligible, state.count) {
                 Ok(expected) => {
                     for (instance, items) in expected.iter() {

@@ -48,6 +48,10 @@ pub(super) fn check(
     let live_from = tl.phase(Phase::Live).unwrap_or(0);
     for job in tl.configs.keys().filter(|j| !tl.removed.contains_key(*j)) {
         let Some(holder) = cp.text(&format!("/{job}/leader/election/instance")) else { continue };
+        // A disabled job skips its fires before sharding: its flags stay set, rightly.
+        if tl.config_at(job, cp.at).is_some_and(|state| state.disabled) {
+            continue;
+        }
         if !cp.up.iter().any(|(_, id)| id == holder) {
             continue;
         }

@@ -27,6 +27,7 @@ use std::fmt;
 use std::time::Duration;
 
 use shardcron_core::runtime::SchedulerEvent;
+use shardcron_core::sharding::ShardingStrategies;
 
 pub use fires::Accounting;
 use timeline::Timeline;
@@ -49,6 +50,9 @@ pub enum Invariant {
     Leaks,
     /// Items that did not run again once things were healthy.
     Liveness,
+    /// A property of the user's own (`UserInvariant`); the message starts with its name. Not
+    /// in [`ALL`](Self::ALL), which lists the built-in ones.
+    User,
 }
 
 impl Invariant {
@@ -69,6 +73,7 @@ impl Invariant {
             Invariant::Assignment => "4-assignment",
             Invariant::Leaks => "5-leaks",
             Invariant::Liveness => "liveness",
+            Invariant::User => "user",
         }
     }
 }
@@ -131,12 +136,23 @@ pub fn check_with_accounting(
     checkpoints: &[Checkpoint],
     session: Duration,
 ) -> (Vec<Violation>, Accounting) {
+    check_with_strategies(entries, checkpoints, session, &ShardingStrategies::default())
+}
+
+/// [`check_with_accounting`] for a run whose jobs may use custom sharding `strategies` (the
+/// assignment invariant computes the expected assignment with them).
+pub fn check_with_strategies(
+    entries: &[Entry],
+    checkpoints: &[Checkpoint],
+    session: Duration,
+    strategies: &ShardingStrategies,
+) -> (Vec<Violation>, Accounting) {
     let timeline = Timeline::read(entries, session);
     let mut out = Vec::new();
     exclusive::check(entries, &mut out);
     let accounting = fires::check(entries, &timeline, &mut out);
     leader::check(entries, &timeline, checkpoints, &mut out);
-    assignment::check(entries, &timeline, checkpoints, &mut out);
+    assignment::check(entries, &timeline, checkpoints, strategies, &mut out);
     leaks::check(entries, checkpoints, &mut out);
     liveness::check(entries, &timeline, checkpoints, &mut out);
     out.sort_by(|a, b| a.at.cmp(&b.at).then(a.invariant.cmp(&b.invariant)));
