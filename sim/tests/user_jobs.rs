@@ -335,10 +335,9 @@ fn disabled_static_and_zoned_jobs_are_judged_by_their_own_rules() {
     assert!(report.trace_text().contains("static-sharding=true"));
 }
 
-/// Found by simulating `monitorExecution: false`: a misfired fire's catch-up runs again and
-/// again on the same instance (ten times for one fire here). Ignored until the runtime is fixed.
+/// Found by simulating `monitorExecution: false`: a misfired fire's catch-up ran again and
+/// again on the same instance (its launch never settled the misfire marker).
 #[test]
-#[ignore = "known bug: with monitorExecution off, a misfire catch-up repeats"]
 fn monitor_execution_off_runs_a_misfire_catch_up_once() {
     let report = Builder {
         seed: 81,

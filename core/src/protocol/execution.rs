@@ -38,6 +38,8 @@ pub struct StartPlan {
     checked: Vec<u32>,
     /// Items whose misfire marker this run settles, checked after the owner checks.
     settled: Vec<u32>,
+    /// Whether the run holds `running` markers (monitorExecution on).
+    pub marks_running: bool,
 }
 
 /// What a start transaction marks.
@@ -56,6 +58,9 @@ pub struct StartOf<'a> {
     /// when the fire came, with a reshard pending, marked every item, not knowing who would
     /// own it after the reshard).
     pub catch_up: bool,
+    /// `running` markers (and the ledger) are written: monitorExecution on. Off, only a
+    /// catch-up has something to write (the markers it settles).
+    pub mark_running: bool,
 }
 
 /// Marks `start.items` running, all or none; with a ledger (failover on), records the fire in
@@ -88,6 +93,15 @@ pub fn start(
             }
         }
     }
+    if !start.mark_running {
+        return StartPlan {
+            ops,
+            items: start.items.to_vec(),
+            checked,
+            settled,
+            marks_running: false,
+        };
+    }
     let mode = if start.persistent { CreateMode::Persistent } else { CreateMode::Ephemeral };
     ops.extend(
         start.items.iter().map(|&n| {
@@ -102,7 +116,7 @@ pub fn start(
         next.last_fire_ms = Some(next.last_fire_ms.map_or(start.fire_ms, |f| f.max(start.fire_ms)));
         ops.push(write_ledger(view, paths, start.me, &next));
     }
-    StartPlan { ops, items: start.items.to_vec(), checked, settled }
+    StartPlan { ops, items: start.items.to_vec(), checked, settled, marks_running: true }
 }
 
 /// The op that writes `me`'s ledger: a set fenced on the version the view shows, or a create.

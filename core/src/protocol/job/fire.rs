@@ -230,7 +230,9 @@ impl JobProtocol {
         if items.is_empty() {
             return Decision::Skip(SkipReason::NoItems);
         }
-        if !self.config.monitor_execution {
+        // Without monitorExecution nothing marks a run, but a catch-up still settles the
+        // misfire markers it answers (kept, they would run it again after every run).
+        if !self.config.monitor_execution && f.kind != FireKind::Misfire {
             return Decision::Launch(items);
         }
         if f.races >= RACES {
@@ -244,6 +246,7 @@ impl JobProtocol {
             persistent: self.failover_enabled(),
             check_owners: true,
             catch_up: f.kind == FireKind::Misfire,
+            mark_running: self.config.monitor_execution,
         };
         let plan = execution::start(view, &self.paths, start, ledger.as_ref());
         let request = Request::Txn(plan.ops.clone());
@@ -399,6 +402,7 @@ impl JobProtocol {
                 let items: Vec<u32> = marked.iter().map(|&(n, _)| n).collect();
                 let held = marked
                     .iter()
+                    .filter(|_| plan.marks_running)
                     .map(|&(item, version)| Held { item, version, failed_over: false })
                     .collect();
                 self.launch(f.fire_ms, f.kind, &items, held, ctx);
