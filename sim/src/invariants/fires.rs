@@ -633,16 +633,14 @@ impl Fire<'_> {
         // time answers first: a later owner's skip (say a misfire of its own items) does not
         // speak for an item it did not hold yet.
         // A misfire marks the items its skipper owned when the fire came, or, with a reshard
-        // pending, every item (for whoever owns it next): it speaks for no item an assignment
-        // gave the skipper only after it skipped.
-        let owner_at_fire = facts.owner_at(job, item, at);
+        // pending, every item (for whoever owns it next, which makes it one of the owners of
+        // a fire that waited for that reshard). Either way, with misfire on, the skip is then
+        // owed a catch-up of the item (checked below), so a skip that marked nothing for the
+        // item does not pass for a record.
         let covers = |(idx, w, r): &&(usize, usize, SkipReason)| {
             let owned_at_skip = facts.owner_at(job, item, entries[*idx].at) == Some(*w);
             match r {
                 SkipReason::NoItems => false,
-                SkipReason::Misfire => {
-                    owned_at_skip || owner_at_fire == Some(*w) || heir == Some(*w)
-                }
                 _ => owners.contains(w) || heir == Some(*w) || owned_at_skip,
             }
         };
