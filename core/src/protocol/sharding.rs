@@ -31,13 +31,31 @@ pub fn pending(view: &View, paths: &JobPaths) -> bool {
 /// that raised it (typically a session ending on the same tick) races with every instance's
 /// handling of the fire, and a leader that handled the fire before the flag arrived would not
 /// reshard for it, leaving the instances that saw the flag waiting for its next fire.
+///
+/// A flag raised no later than the raise the last reshard answered (a raise that committed
+/// late, after that reshard, re-creating the flag with its decision time) holds no fire: the
+/// fires after its time ran under that reshard's assignment already. It still asks for a
+/// reshard.
 pub fn pending_for(view: &View, paths: &JobPaths, fire_ms: i64) -> bool {
     if view.exists(&paths.sharding_processing()) {
         return true;
     }
+    let answered = crate::protocol::failover::assigned_since(view, paths);
     view.get(&paths.sharding_necessary()).is_some_and(|flag| {
-        flag.text().trim().parse::<i64>().map_or(true, |raised| raised < fire_ms)
+        flag.text()
+            .trim()
+            .parse::<i64>()
+            .map_or(true, |raised| raised < fire_ms && answered.map_or(true, |a| raised > a))
     })
+}
+
+/// Whether a reshard is asked for before the fire at `fire_ms` by a flag that holds no fire
+/// (see [`pending_for`]): the leader makes it at that fire, nobody waits for it.
+pub fn stale_for(view: &View, paths: &JobPaths, fire_ms: i64) -> bool {
+    !pending_for(view, paths, fire_ms)
+        && view.get(&paths.sharding_necessary()).is_some_and(|flag| {
+            flag.text().trim().parse::<i64>().is_ok_and(|raised| raised < fire_ms)
+        })
 }
 
 /// Whether any item of the job is running on a live instance. A marker left by an instance
@@ -215,7 +233,7 @@ pub fn raise(view: &View, paths: &JobPaths, now_ms: i64) -> Vec<TxnOp> {
     let path = paths.sharding_necessary();
     match view.get(&path) {
         Some(flag) => {
-            let data = raised_time(&flag.data, now_ms).to_string();
+            let data = raised_time(view, paths, &flag.data, now_ms).to_string();
             vec![TxnOp::set(path, data, Some(flag.version))]
         }
         None => vec![TxnOp::create(path, now_ms.to_string(), CreateMode::Persistent)],
@@ -224,17 +242,27 @@ pub fn raise(view: &View, paths: &JobPaths, now_ms: i64) -> Vec<TxnOp> {
 
 /// [`raise`] against a flag read from the registry at `version` with `data` (after the view
 /// proved behind).
-pub fn raise_over(paths: &JobPaths, data: &[u8], version: u64, now_ms: i64) -> Vec<TxnOp> {
-    let data = raised_time(data, now_ms).to_string();
+pub fn raise_over(
+    view: &View,
+    paths: &JobPaths,
+    data: &[u8],
+    version: u64,
+    now_ms: i64,
+) -> Vec<TxnOp> {
+    let data = raised_time(view, paths, data, now_ms).to_string();
     vec![TxnOp::set(paths.sharding_necessary(), data, Some(version))]
 }
 
 /// The raise time `necessary` should hold after a raise at `now_ms`: the earliest of the two,
-/// or `now_ms` when the stored time is unreadable.
-pub fn raised_time(data: &[u8], now_ms: i64) -> i64 {
+/// or `now_ms` when the stored time is unreadable or no later than the raise the last reshard
+/// answered (a late raise of an answered change: kept, that time would make the fires since
+/// wait for a reshard they ran without).
+pub fn raised_time(view: &View, paths: &JobPaths, data: &[u8], now_ms: i64) -> i64 {
+    let answered = crate::protocol::failover::assigned_since(view, paths);
     std::str::from_utf8(data)
         .ok()
         .and_then(|t| t.trim().parse::<i64>().ok())
+        .filter(|&r| answered.map_or(true, |a| r > a))
         .map_or(now_ms, |r| r.min(now_ms))
 }
 

@@ -339,7 +339,9 @@ impl JobProtocol {
         let path = self.paths.sharding_necessary();
         match ctx.view.get(&path) {
             Some(flag) => (
-                (sharding::raised_time(&flag.data, ctx.now_ms) == ctx.now_ms).then_some(ctx.now_ms),
+                (sharding::raised_time(ctx.view, &self.paths, &flag.data, ctx.now_ms)
+                    == ctx.now_ms)
+                    .then_some(ctx.now_ms),
                 Request::Txn(sharding::raise(ctx.view, &self.paths, ctx.now_ms)),
             ),
             None => (
@@ -433,9 +435,16 @@ impl JobProtocol {
             (FlagStep::Read, Ok(Reply::Node(node))) => {
                 let (stamped, ops) = match node {
                     Some(flag) => (
-                        (sharding::raised_time(&flag.data, ctx.now_ms) == ctx.now_ms)
+                        (sharding::raised_time(ctx.view, &self.paths, &flag.data, ctx.now_ms)
+                            == ctx.now_ms)
                             .then_some(ctx.now_ms),
-                        sharding::raise_over(&self.paths, &flag.data, flag.version, ctx.now_ms),
+                        sharding::raise_over(
+                            ctx.view,
+                            &self.paths,
+                            &flag.data,
+                            flag.version,
+                            ctx.now_ms,
+                        ),
                     ),
                     None => (
                         Some(ctx.now_ms),

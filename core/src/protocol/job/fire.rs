@@ -156,6 +156,11 @@ impl JobProtocol {
             }
             f.catch_up = None;
         }
+        // A flag that holds no fire (a raise of a change the last reshard answered, committed
+        // late): the leader raises it again now, for the fires to come.
+        if self.is_leader(ctx) && sharding::stale_for(view, &self.paths, f.sharded_by) {
+            self.flag_owed = true;
+        }
         if sharding::pending_for(view, &self.paths, f.sharded_by) {
             let deadline =
                 *f.sharding_deadline.get_or_insert(ctx.now_ms + self.settings.sharding_timeout_ms);
