@@ -45,7 +45,7 @@ pub fn pending_for(view: &View, paths: &JobPaths, fire_ms: i64) -> bool {
         flag.text()
             .trim()
             .parse::<i64>()
-            .map_or(true, |raised| raised < fire_ms && answered.map_or(true, |a| raised > a))
+            .map_or(true, |raised| raised < fire_ms && answered.is_none_or(|a| raised > a))
     })
 }
 
@@ -262,7 +262,7 @@ pub fn raised_time(view: &View, paths: &JobPaths, data: &[u8], now_ms: i64) -> i
     std::str::from_utf8(data)
         .ok()
         .and_then(|t| t.trim().parse::<i64>().ok())
-        .filter(|&r| answered.map_or(true, |a| r > a))
+        .filter(|&r| answered.is_none_or(|a| r > a))
         .map_or(now_ms, |r| r.min(now_ms))
 }
 
