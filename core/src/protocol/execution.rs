@@ -61,6 +61,8 @@ pub struct StartOf<'a> {
     /// `running` markers (and the ledger) are written: monitorExecution on. Off, only a
     /// catch-up has something to write (the markers it settles).
     pub mark_running: bool,
+    /// Items that answer another fire than `fire_ms` (a catch-up's), recorded so in the ledger.
+    pub item_fires: &'a [(u32, i64)],
 }
 
 /// Marks `start.items` running, all or none; with a ledger (failover on), records the fire in
@@ -111,7 +113,8 @@ pub fn start(
     if let Some(ledger) = ledger {
         let mut next = ledger.clone();
         for &n in start.items {
-            next.running.insert(n, start.fire_ms);
+            next.running
+                .insert(n, crate::protocol::job::fire_of(start.item_fires, n, start.fire_ms));
         }
         next.last_fire_ms = Some(next.last_fire_ms.map_or(start.fire_ms, |f| f.max(start.fire_ms)));
         ops.push(write_ledger(view, paths, start.me, &next));

@@ -312,8 +312,12 @@ impl JobRunner {
             .iter()
             .map(|&(item, token)| {
                 let parameter = item_parameters.get(&item).cloned().unwrap_or_default();
-                ShardingContext::new(&info, total, job_parameter.clone(), item, parameter)
-                    .with_fencing(token, cancel.child_token())
+                let mut context =
+                    ShardingContext::new(&info, total, job_parameter.clone(), item, parameter)
+                        .with_fencing(token, cancel.child_token());
+                // A catch-up's item answers the fire its misfire marker names.
+                context.fire_time_ms = launch.fire_of(item);
+                context
             })
             .collect();
         let request = FireRequest {

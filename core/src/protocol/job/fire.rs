@@ -39,6 +39,8 @@ pub(super) struct FireState {
     pending_assignment: Option<Assignment>,
     /// The `sharding` directory was ensured (the view may not show it yet).
     sharding_ensured: bool,
+    /// A catch-up's items that answer another fire than `fire_ms`.
+    item_fires: Vec<(u32, i64)>,
 }
 
 impl FireState {
@@ -58,6 +60,7 @@ impl FireState {
             races: 0,
             pending_assignment: None,
             sharding_ensured: false,
+            item_fires: Vec::new(),
         }
     }
 
@@ -119,7 +122,7 @@ impl JobProtocol {
                 Next::Request(Pending::Fire(step), request)
             }
             Decision::Launch(items) => {
-                self.launch(f.fire_ms, f.kind, &items, Vec::new(), ctx);
+                self.launch(f.fire_ms, f.kind, &items, f.item_fires.clone(), Vec::new(), ctx);
                 Next::Again
             }
         }
@@ -223,10 +226,11 @@ impl JobProtocol {
             // A catch-up is decided under the current assignment: the misfire markers follow
             // the items to their new owners, so which items owe one (and the fire they owe)
             // is read now, not when the catch-up was queued.
-            let Some((fire_ms, owed)) = self.owed_catch_up(&items, ctx) else {
+            let Some((fire_ms, owed, item_fires)) = self.owed_catch_up(&items, ctx) else {
                 return Decision::Drop;
             };
             f.fire_ms = fire_ms;
+            f.item_fires = item_fires;
             items = owed;
         }
         if let Some(only) = &f.only {
@@ -252,6 +256,7 @@ impl JobProtocol {
             check_owners: true,
             catch_up: f.kind == FireKind::Misfire,
             mark_running: self.config.monitor_execution,
+            item_fires: &f.item_fires,
         };
         let plan = execution::start(view, &self.paths, start, ledger.as_ref());
         let request = Request::Txn(plan.ops.clone());
@@ -344,10 +349,13 @@ impl JobProtocol {
         };
         // Items the run in flight runs for this very fire (a catch-up started by another
         // instance's marks before the fire reached us) owe it nothing.
-        let items: Vec<u32> = match self.in_flight.as_ref().filter(|i| i.fire_ms == f.fire_ms) {
+        let items: Vec<u32> = match self.in_flight.as_ref() {
             Some(flight) => candidates
                 .into_iter()
-                .filter(|n| flight.held.iter().all(|h| h.item != *n))
+                .filter(|&n| {
+                    super::io::fire_of(&flight.item_fires, n, flight.fire_ms) != f.fire_ms
+                        || flight.held.iter().all(|h| h.item != n)
+                })
                 .collect(),
             None => candidates,
         };
@@ -410,7 +418,7 @@ impl JobProtocol {
                     .filter(|_| plan.marks_running)
                     .map(|&(item, version)| Held { item, version, failed_over: false })
                     .collect();
-                self.launch(f.fire_ms, f.kind, &items, held, ctx);
+                self.launch(f.fire_ms, f.kind, &items, f.item_fires.clone(), held, ctx);
                 return;
             }
             (Step::Start { plan, seen }, Err(e)) => match plan.outcome(&e) {
@@ -473,12 +481,14 @@ impl JobProtocol {
         self.emit(SchedulerEvent::Sharded { job, assignment });
     }
 
-    /// Runs `items` of the fire at `fire_ms` now, holding `held` markers.
+    /// Runs `items` of the fire at `fire_ms` now (those in `item_fires` answer the fire given
+    /// there), holding `held` markers.
     pub(super) fn launch(
         &mut self,
         fire_ms: i64,
         kind: FireKind,
         items: &[u32],
+        item_fires: Vec<(u32, i64)>,
         held: Vec<Held>,
         ctx: &Ctx<'_>,
     ) {
@@ -493,11 +503,19 @@ impl JobProtocol {
                 .get(&self.paths.item_node(item, ItemNode::Instance))
                 .map_or(0, |n| n.version);
             let job = self.job().to_owned();
+            let fire_ms = super::io::fire_of(&item_fires, item, fire_ms);
             self.emit(SchedulerEvent::ItemStarted { job, item, fire_ms, kind, token });
             with_tokens.push((item, token));
         }
-        self.in_flight = Some(InFlight { launch: id, fire_ms, held, cancelled: false });
-        self.actions.push(Action::Launch(Launch { id, fire_ms, kind, items: with_tokens }));
+        self.in_flight = Some(InFlight {
+            launch: id,
+            fire_ms,
+            item_fires: item_fires.clone(),
+            held,
+            cancelled: false,
+        });
+        let launch = Launch { id, fire_ms, kind, items: with_tokens, item_fires };
+        self.actions.push(Action::Launch(launch));
         self.record_once(GuaranteeStage::Started, fire_ms, items);
     }
 }

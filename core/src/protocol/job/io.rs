@@ -107,6 +107,21 @@ pub struct Launch {
     pub kind: FireKind,
     /// Each item with its fencing token.
     pub items: Vec<(u32, u64)>,
+    /// Items that answer another fire than `fire_ms`, with that fire: a catch-up's items each
+    /// answer the fire their misfire marker names.
+    pub item_fires: Vec<(u32, i64)>,
+}
+
+impl Launch {
+    /// The fire `item` answers.
+    pub fn fire_of(&self, item: u32) -> i64 {
+        fire_of(&self.item_fires, item, self.fire_ms)
+    }
+}
+
+/// The fire `item` answers, from a list of exceptions to `default`.
+pub(crate) fn fire_of(item_fires: &[(u32, i64)], item: u32, default: i64) -> i64 {
+    item_fires.iter().find(|(n, _)| *n == item).map_or(default, |&(_, f)| f)
 }
 
 impl fmt::Debug for Launch {

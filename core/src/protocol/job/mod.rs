@@ -35,6 +35,7 @@ mod transcripts;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+pub(crate) use io::fire_of;
 pub use io::{Action, Input, Launch, LaunchId, OpId, Reply, Request};
 
 use crate::config::{JobConfig, KnownTypes};
@@ -152,6 +153,8 @@ enum BidStep {
 struct InFlight {
     launch: LaunchId,
     fire_ms: i64,
+    /// Items that answer another fire than `fire_ms` (see [`Launch::item_fires`]).
+    item_fires: Vec<(u32, i64)>,
     /// The markers this run holds (empty without `monitorExecution`).
     held: Vec<Held>,
     /// The run was told to stop (this instance may have lost its items): whatever its items

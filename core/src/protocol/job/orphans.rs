@@ -108,14 +108,15 @@ impl JobProtocol {
     /// The items of a launch returned.
     pub(super) fn on_done(&mut self, launch: LaunchId, report: FireReport, _ctx: &Ctx<'_>) {
         let Some(flight) = self.in_flight.take_if(|f| f.launch == launch) else { return };
+        let fire_of = |item: u32| super::io::fire_of(&flight.item_fires, item, flight.fire_ms);
         for (&item, outcome) in &report.items {
             let ok = matches!(outcome, ItemOutcome::Completed);
             let job = self.job().to_owned();
-            self.emit(SchedulerEvent::ItemFinished { job, item, fire_ms: flight.fire_ms, ok });
+            self.emit(SchedulerEvent::ItemFinished { job, item, fire_ms: fire_of(item), ok });
         }
         if let (Some(failure), Some(&item)) = (&report.raised, report.raised_items.first()) {
             let (job, error) = (self.job().to_owned(), failure.to_string());
-            self.emit(SchedulerEvent::FireFailed { job, fire_ms: flight.fire_ms, item, error });
+            self.emit(SchedulerEvent::FireFailed { job, fire_ms: fire_of(item), item, error });
         }
         self.record_once(GuaranteeStage::Completed, flight.fire_ms, &report.completed_items());
         // Items whose code returned (well or not) ran: their markers go. Items cut short by a
@@ -144,7 +145,7 @@ impl JobProtocol {
             }
             if let Some((fire_ms, held)) = self.backlog.pop_first() {
                 let items: Vec<u32> = held.iter().map(|h| h.item).collect();
-                self.launch(fire_ms, FireKind::Failover, &items, held, ctx);
+                self.launch(fire_ms, FireKind::Failover, &items, Vec::new(), held, ctx);
                 return Next::Again;
             }
         }
@@ -171,7 +172,7 @@ impl JobProtocol {
         &mut self,
         items: &[u32],
         ctx: &Ctx<'_>,
-    ) -> Option<(i64, Vec<u32>)> {
+    ) -> Option<(i64, Vec<u32>, Vec<(u32, i64)>)> {
         // Our own marker may still show (a finish the view has not caught up with): not a
         // run elsewhere.
         let runs_elsewhere = |n: u32| {
@@ -194,9 +195,17 @@ impl JobProtocol {
                 }
             }
         }
-        let named = owed.iter().filter_map(|(_, o)| o.as_ref().ok().copied().flatten()).max();
-        let fire_ms = named.unwrap_or_else(|| self.latest_fire_by(ctx.now_ms));
-        Some((fire_ms, owed.iter().map(|&(n, _)| n).collect()))
+        // Each item answers the fire its marker names (unnamed markers the latest fire due);
+        // the launch carries the latest of them, and the others item by item.
+        let latest = self.latest_fire_by(ctx.now_ms);
+        let fires: Vec<(u32, i64)> = owed
+            .iter()
+            .map(|(n, o)| (*n, o.as_ref().ok().copied().flatten().unwrap_or(latest)))
+            .collect();
+        let fire_ms = fires.iter().map(|&(_, f)| f).max()?;
+        let items = fires.iter().map(|&(n, _)| n).collect();
+        let item_fires = fires.into_iter().filter(|&(_, f)| f != fire_ms).collect();
+        Some((fire_ms, items, item_fires))
     }
 
     /// Claims the next item of this instance's share of the failover queue.

@@ -117,7 +117,14 @@ fn at(ms: Option<i64>) -> String {
 }
 
 pub fn launch(l: &Launch) -> String {
-    let items: Vec<String> = l.items.iter().map(|(n, t)| format!("{n} t{t}")).collect();
+    let items: Vec<String> = l
+        .items
+        .iter()
+        .map(|&(n, t)| match l.fire_of(n) {
+            f if f == l.fire_ms => format!("{n} t{t}"),
+            f => format!("{n} t{t} fire={f}"),
+        })
+        .collect();
     format!("launch#{} {} fire={} items=[{}]", l.id.0, kind(l.kind), l.fire_ms, items.join(", "))
 }
 
