@@ -226,12 +226,12 @@ impl JobProtocol {
             // A catch-up is decided under the current assignment: the misfire markers follow
             // the items to their new owners, so which items owe one (and the fire they owe)
             // is read now, not when the catch-up was queued.
-            let Some((fire_ms, owed, item_fires)) = self.owed_catch_up(&items, ctx) else {
+            let Some(owed) = self.owed_catch_up(&items, ctx) else {
                 return Decision::Drop;
             };
-            f.fire_ms = fire_ms;
-            f.item_fires = item_fires;
-            items = owed;
+            f.fire_ms = owed.fire_ms;
+            f.item_fires = owed.item_fires;
+            items = owed.items;
         }
         if let Some(only) = &f.only {
             items.retain(|n| only.contains(n));

@@ -168,11 +168,7 @@ impl JobProtocol {
     /// and the items that owe one. Items another instance runs now (a failover taker runs an
     /// earlier fire of one) wait for that run to end: the catch-up starts all its items or none, so one of them
     /// would hold back the others' until the item moved away.
-    pub(super) fn owed_catch_up(
-        &mut self,
-        items: &[u32],
-        ctx: &Ctx<'_>,
-    ) -> Option<(i64, Vec<u32>, Vec<(u32, i64)>)> {
+    pub(super) fn owed_catch_up(&mut self, items: &[u32], ctx: &Ctx<'_>) -> Option<CatchUp> {
         // Our own marker may still show (a finish the view has not caught up with): not a
         // run elsewhere.
         let runs_elsewhere = |n: u32| {
@@ -205,7 +201,7 @@ impl JobProtocol {
         let fire_ms = fires.iter().map(|&(_, f)| f).max()?;
         let items = fires.iter().map(|&(n, _)| n).collect();
         let item_fires = fires.into_iter().filter(|&(_, f)| f != fire_ms).collect();
-        Some((fire_ms, items, item_fires))
+        Some(CatchUp { fire_ms, items, item_fires })
     }
 
     /// Claims the next item of this instance's share of the failover queue.
@@ -268,4 +264,12 @@ impl JobProtocol {
             Err(e) => self.failed(&e),
         }
     }
+}
+
+/// A catch-up owed: the items, each with the fire it answers (the launch's `fire_ms`, the latest,
+/// unless `item_fires` names another).
+pub(super) struct CatchUp {
+    pub fire_ms: i64,
+    pub items: Vec<u32>,
+    pub item_fires: Vec<(u32, i64)>,
 }
