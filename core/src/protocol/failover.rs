@@ -237,6 +237,32 @@ pub fn queue(
             });
             continue;
         }
+        // A missed fire of an item queued already for an earlier fire (another instance's
+        // miss or interruption): that entry's taker runs the earlier fire, and this one is
+        // owed as a misfire, caught up by the item's owner after it (creating a second entry
+        // failed the whole transaction, and every other orphan in it was lost).
+        let existing = view
+            .get(&paths.failover_item(orphan.item))
+            .map(|node| (node.version, FailoverEntry::parse("", &node.data).ok()));
+        // Queued for this very instance already (by the survivors, or an earlier try).
+        if existing.as_ref().is_some_and(|(_, e)| e.as_ref().is_some_and(|e| e.dead == dead)) {
+            queued.push(orphan.item);
+            continue;
+        }
+        if let (Orphaned::Missed, Some((version, entry))) = (orphan.why, existing) {
+            queued.push(orphan.item);
+            ops.push(TxnOp::check(paths.failover_item(orphan.item), Some(version)));
+            if entry.is_none_or(|e| e.fire_ms < orphan.fire_ms) {
+                let marker = paths.item_node(orphan.item, ItemNode::Misfire);
+                ops.push(match view.get(&marker) {
+                    Some(node) => TxnOp::check(marker, Some(node.version)),
+                    None => {
+                        TxnOp::create(marker, orphan.fire_ms.to_string(), CreateMode::Persistent)
+                    }
+                });
+            }
+            continue;
+        }
         queued.push(orphan.item);
         let owner = paths.item_node(orphan.item, ItemNode::Instance);
         if let Some(version) = view.get(&owner).map(|n| n.version) {

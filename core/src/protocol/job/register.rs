@@ -33,6 +33,10 @@ pub(super) struct Registration {
     /// first wrote the ledger: the leftovers rewrite it to the fires they queue, which would
     /// hide from [`JobProtocol::resume`] that a reshard came after our last start.
     started_before: Option<Option<i64>>,
+    /// The leftovers' transaction lost a race at this view revision: decided again once the
+    /// view moved on, a bounded number of times (`leftovers_attempts`).
+    leftovers_raced_at: Option<u64>,
+    leftovers_attempts: u32,
 }
 
 #[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
@@ -66,6 +70,8 @@ impl Registration {
             leftovers_done: false,
             ensured: Vec::new(),
             started_before: None,
+            leftovers_raced_at: None,
+            leftovers_attempts: 0,
         }
     }
 
@@ -83,6 +89,8 @@ impl Registration {
             self.state = State::Registering;
         }
         self.leftovers_done = false;
+        self.leftovers_raced_at = None;
+        self.leftovers_attempts = 0;
         self.ensured.clear();
     }
 
@@ -132,7 +140,10 @@ impl JobProtocol {
             // Items a lost session left running are orphans once their code returned (the
             // cancellation asked it to): queue them only then, or a taker would run them
             // alongside.
-            if self.in_flight.as_ref().is_some_and(|f| f.cancelled) {
+            if self.in_flight.as_ref().is_some_and(|f| f.cancelled)
+                || (!self.registration.leftovers_done
+                    && self.registration.leftovers_raced_at == Some(view.revision()))
+            {
                 return Next::Idle;
             }
             if let Some(ops) = self.leftovers(ctx).filter(|_| !self.registration.leftovers_done) {
@@ -356,8 +367,17 @@ impl JobProtocol {
                 self.registration.ensured.extend(self.directories().into_iter().nth(k));
             }
             // The survivors saw our node go and queued what our earlier session left first.
+            // Queued in part by others meanwhile (survivors, or a departure of another
+            // instance queuing the same item): decide again on the view that shows it, since
+            // what was not queued yet is still owed.
             (Step::Leftovers, Err(e)) if failover::is_lost_race(&e) => {
-                self.registration.leftovers_done = true;
+                let r = &mut self.registration;
+                r.leftovers_attempts += 1;
+                if r.leftovers_attempts >= LEFTOVERS_ATTEMPTS {
+                    r.leftovers_done = true;
+                } else {
+                    r.leftovers_raced_at = Some(ctx.view.revision());
+                }
             }
             (Step::Leftovers, Ok(_)) => self.registration.leftovers_done = true,
             (_, Err(e)) => self.failed(&e),
@@ -367,3 +387,6 @@ impl JobProtocol {
 
 /// How often the instance node's write is retried against races before waiting for an input.
 const INSTANCE_ATTEMPTS: u32 = 8;
+/// How often the leftovers are decided again after losing a race before they are left to the
+/// survivors.
+const LEFTOVERS_ATTEMPTS: u32 = 4;
