@@ -386,11 +386,7 @@ impl JobProtocol {
         match (step, result) {
             (Step::Skew, Ok(Reply::Time(registry_ms))) => {
                 let diff_ms = ctx.now_ms - registry_ms;
-                let max_ms = self
-                    .config
-                    .max_time_diff()
-                    .map_or(i64::MAX, |m| i64::try_from(m.as_millis()).unwrap_or(i64::MAX));
-                if diff_ms.abs() > max_ms {
+                if !self.clock_compared(registry_ms, ctx) {
                     self.fire_skipped(&f, SkipReason::ClockSkew { diff_ms }, ctx);
                     return;
                 }

@@ -113,7 +113,9 @@ enum Next {
 enum Pending {
     Register(register::Step),
     RaiseFlag(FlagStep),
-    Queue { dead: Option<String> },
+    Queue {
+        dead: Option<String>,
+    },
     Bid(BidStep),
     Abdicate,
     Finish(Vec<Held>),
@@ -121,8 +123,14 @@ enum Pending {
     ClearQueue,
     ConfirmGone,
     Fire(fire::Step),
-    Claim { item: u32, fire_ms: i64, running_op: usize },
+    Claim {
+        item: u32,
+        fire_ms: i64,
+        running_op: usize,
+    },
     DropEntry,
+    /// The registry's time, before a departure's fires are counted by this clock.
+    SkewCheck,
     Once(once::Step),
     Leave(leave::Step),
 }
@@ -216,6 +224,9 @@ pub struct JobProtocol {
     claim_blocked: Option<u64>,
     /// A catch-up that could not start: none again until the view changes.
     catch_up_blocked: Option<u64>,
+    /// The last comparison of this clock with the registry's (with `maxTimeDiffSeconds` set):
+    /// when, and whether it was within the bound.
+    clock_checked: Option<(i64, bool)>,
     flag_attempts: u32,
     last_error: Option<String>,
     /// Garbage already reported (path and value), so that each corruption is reported once.
@@ -273,6 +284,7 @@ impl JobProtocol {
             bid_blocked: None,
             claim_blocked: None,
             catch_up_blocked: None,
+            clock_checked: None,
             flag_attempts: 0,
             last_error: None,
             reported: BTreeSet::new(),
@@ -453,6 +465,13 @@ impl JobProtocol {
                 self.claim_blocked = Some(ctx.view.revision());
                 self.tolerate(result, super::failover::is_lost_race);
             }
+            Pending::SkewCheck => match result {
+                Ok(Reply::Time(registry_ms)) => {
+                    self.clock_compared(registry_ms, ctx);
+                }
+                Ok(_) => {}
+                Err(e) => self.failed(&e),
+            },
             Pending::Once(step) => self.on_once_reply(step, result),
             Pending::Leave(step) => self.on_leave_reply(step, result, ctx),
         }

@@ -22,6 +22,11 @@ impl JobProtocol {
             self.departed.remove(&dead);
             return Some(Next::Again);
         }
+        // The missed fires are counted by this clock: one too far off (`maxTimeDiffSeconds`)
+        // would queue fires not due yet, run early by a taker and again at their time.
+        if let Some(next) = self.clock_unchecked(ctx) {
+            return next;
+        }
         if !ctx.view.exists(&self.paths.failover_items()) {
             return Some(Next::Request(
                 Pending::Queue { dead: None },
@@ -60,6 +65,29 @@ impl JobProtocol {
             return Some(Next::Again);
         }
         Some(Next::Request(Pending::Queue { dead: Some(dead) }, Request::Txn(ops)))
+    }
+
+    /// With `maxTimeDiffSeconds` set, what to do before this clock may count fires: compare it
+    /// with the registry's when the last comparison is old (or never made), wait while it was
+    /// off; `None` once it is known good.
+    pub(super) fn clock_unchecked(&self, ctx: &Ctx<'_>) -> Option<Option<Next>> {
+        self.config.max_time_diff()?;
+        match self.clock_checked {
+            Some((at, true)) if ctx.now_ms - at < CLOCK_CHECK_FRESH_MS => None,
+            Some((at, false)) if ctx.now_ms - at < CLOCK_RECHECK_MS => Some(None),
+            _ => Some(Some(Next::Request(Pending::SkewCheck, Request::RegistryTime))),
+        }
+    }
+
+    /// Records a comparison of this clock with the registry's time.
+    pub(super) fn clock_compared(&mut self, registry_ms: i64, ctx: &Ctx<'_>) -> bool {
+        let max_ms = self
+            .config
+            .max_time_diff()
+            .map_or(i64::MAX, |m| i64::try_from(m.as_millis()).unwrap_or(i64::MAX));
+        let ok = (ctx.now_ms - registry_ms).abs() <= max_ms;
+        self.clock_checked = Some((ctx.now_ms, ok));
+        ok
     }
 
     pub(super) fn on_queue_reply(
@@ -273,3 +301,8 @@ pub(super) struct CatchUp {
     pub items: Vec<u32>,
     pub item_fires: Vec<(u32, i64)>,
 }
+
+/// How long a good comparison of the clock with the registry's stays good for counting fires.
+const CLOCK_CHECK_FRESH_MS: i64 = 60_000;
+/// How long after a bad comparison the clock is compared again.
+const CLOCK_RECHECK_MS: i64 = 5_000;

@@ -147,7 +147,22 @@ impl JobProtocol {
                 return Next::Idle;
             }
             if let Some(ops) = self.leftovers(ctx).filter(|_| !self.registration.leftovers_done) {
-                return Next::Request(Pending::Register(Step::Leftovers), Request::Txn(ops));
+                // The missed fires are counted by this clock (see `clock_unchecked`): compare
+                // it first; too far off, queue nothing by it (and say so).
+                match self.clock_unchecked(ctx) {
+                    Some(Some(next)) => return next,
+                    Some(None) => {
+                        self.registration.leftovers_done = true;
+                        let job = self.job().to_owned();
+                        self.emit(crate::events::SchedulerEvent::Error {
+                            job,
+                            message: "this instance's clock is further off the registry's than maxTimeDiffSeconds allows: fires it missed are not counted by it, and what an earlier process left is not queued for failover (fix the clock)".into(),
+                        });
+                    }
+                    None => {
+                        return Next::Request(Pending::Register(Step::Leftovers), Request::Txn(ops))
+                    }
+                }
             }
         }
         let (_, resume) = self.resume(ctx);
