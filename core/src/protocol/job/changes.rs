@@ -278,7 +278,12 @@ impl JobProtocol {
             }
         }
         let wanted = self.bid_owed || leader.is_none();
-        if wanted && !self.server_disabled(ctx) && self.bid_blocked != Some(ctx.view.revision()) {
+        let clock_off = matches!(self.clock_checked, Some((_, false)));
+        if wanted
+            && !clock_off
+            && !self.server_disabled(ctx)
+            && self.bid_blocked != Some(ctx.view.revision())
+        {
             self.bid_owed = false;
             let request = Request::Create {
                 path: self.paths.leader_instance(),
