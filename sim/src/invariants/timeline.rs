@@ -230,7 +230,13 @@ impl Timeline {
     /// while its instance was cut off, or the instance crashed or was cut off before its
     /// finish transaction (slowed down by a slow link) could commit.
     pub fn completion_lost(&self, who: usize, end: i64) -> bool {
-        if self.not_up(who, end).is_some_and(|why| why.contains("cut off")) {
+        // Any span, not the first that covers `end` (a clock jump may cover it too).
+        let cut_at_end = self.down.get(&who).is_some_and(|spans| {
+            spans
+                .iter()
+                .any(|(from, to, why)| *from <= end && end <= *to && why.contains("cut off"))
+        });
+        if cut_at_end {
             return true;
         }
         let latency = self
