@@ -171,7 +171,8 @@ impl JobProtocol {
             config.cron != self.config.cron || config.time_zone != self.config.time_zone;
         let reshard = config.sharding_total_count != self.config.sharding_total_count
             || config.job_sharding_strategy_type != self.config.job_sharding_strategy_type;
-        let failover_off = self.config.failover && !config.failover;
+        let failover_off =
+            self.failover_enabled() && !(config.failover && config.monitor_execution);
         self.config = config.clone();
         self.schedule = schedule;
         self.actions.push(super::Action::UseConfig(Box::new(config)));
@@ -183,8 +184,9 @@ impl JobProtocol {
         if reshard {
             self.flag_owed = true;
         }
-        // Failover turned off: orphans waiting for a taker will not get one; the leader clears
-        // the queue so that no stale entry is taken if it is turned on again.
+        // Failover turned off: orphans waiting for a taker will not get one, and the ledgers
+        // stop being written; the leader clears both so that no stale entry is taken, and no
+        // stale ledger read as what an instance last started, if it is turned on again.
         if failover_off && self.is_leader(ctx) {
             self.clear_queue_owed = true;
         }
@@ -501,13 +503,14 @@ impl JobProtocol {
         }
         if self.clear_queue_owed {
             let entries = ctx.view.children(&self.paths.failover_items());
-            if entries.is_empty() || !self.is_leader(ctx) {
+            let ledgers = ctx.view.children(&self.paths.ledgers());
+            if (entries.is_empty() && ledgers.is_empty()) || !self.is_leader(ctx) {
                 self.clear_queue_owed = false;
             } else {
-                let ops = entries
-                    .iter()
-                    .map(|e| TxnOp::delete(format!("{}/{e}", self.paths.failover_items()), None))
-                    .collect();
+                let entries =
+                    entries.iter().map(|e| format!("{}/{e}", self.paths.failover_items()));
+                let ledgers = ledgers.iter().map(|l| format!("{}/{l}", self.paths.ledgers()));
+                let ops = entries.chain(ledgers).map(|path| TxnOp::delete(path, None)).collect();
                 return Some(Next::Request(Pending::ClearQueue, Request::Txn(ops)));
             }
         }
