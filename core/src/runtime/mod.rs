@@ -9,8 +9,7 @@
 //! use shardcron_core::runtime::SchedulerBuilder;
 //!
 //! let scheduler = SchedulerBuilder::new(registry).start().await?;
-//! let mut config = JobConfig::new("billing", 3);
-//! config.cron = Some("0/5 * * * * ?".into());
+//! let config = JobConfig::builder("billing").cron("0/5 * * * * ?").sharding_total_count(3).build()?;
 //! scheduler
 //!     .add_job(config, Job::from_fn(|ctx| async move {
 //!         println!("item {} of {}", ctx.item, ctx.job_name);
@@ -331,9 +330,9 @@ impl Scheduler {
     /// untouched), publishes it by the overwrite rule, registers this instance, and arms the cron.
     ///
     /// A config without cron is a one-off job: it runs only when triggered
-    /// ([`trigger`](Self::trigger)). When its cron was never set (`cron: None`, as
-    /// [`JobConfig::new`] leaves it), the scheduler warns that the job never fires by itself;
-    /// build trigger-only jobs with [`JobConfig::one_off`] to say that this is meant.
+    /// ([`trigger`](Self::trigger)). When its YAML has no `cron` field at all, the scheduler
+    /// warns that the job never fires by itself; a config built with
+    /// [`one_off`](crate::config::JobConfigBuilder::one_off) says that this is meant.
     ///
     /// Fails with [`Error::ShutDown`] after [`shutdown`](Self::shutdown), [`Error::JobExists`]
     /// for a job already scheduled here, and with the config's or the registry's error.
@@ -469,7 +468,7 @@ fn warn_never_fires(job: &str) {
         format!(
             "job {job:?} has no cron, so it never fires by itself: it runs only when triggered \
              (Scheduler::trigger). Set its config's cron, e.g. \"0/5 * * * * ?\", to run it on a \
-             schedule, or build it with JobConfig::one_off if a trigger-only job is meant"
+             schedule, or build it with JobConfig::builder(..).one_off() if a trigger-only job is meant"
         )
     });
 }
