@@ -68,6 +68,7 @@ mod context;
 mod error;
 mod error_handler;
 mod executor;
+mod extensions;
 mod failure;
 mod kinds;
 mod listener;
@@ -82,6 +83,7 @@ pub use error_handler::{
     ThrowErrorHandler,
 };
 pub use executor::{Executor, FireReport, FireRequest, ItemOutcome, ItemTiming};
+pub use extensions::Extensions;
 pub use failure::JobFailure;
 #[cfg(feature = "http")]
 pub use kinds::{
