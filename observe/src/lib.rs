@@ -58,6 +58,6 @@ impl ObserveExt for SchedulerBuilder {
     }
 
     fn metrics(self, metrics: &Metrics) -> Self {
-        self.listener(metrics.listener()).events(metrics.event_sink())
+        self.listener(metrics.listener()).event_sink(metrics.event_sink())
     }
 }

@@ -176,6 +176,12 @@ impl JobConfig {
         self.cron_expression().is_none()
     }
 
+    /// The cron as written: `None` when the YAML has none, empty for a one-off job. See
+    /// [`cron_expression`](Self::cron_expression) for the schedule alone.
+    pub fn cron(&self) -> Option<&str> {
+        self.cron.as_deref()
+    }
+
     /// The job's name.
     pub fn job_name(&self) -> &str {
         &self.job_name
@@ -197,6 +203,11 @@ impl JobConfig {
     /// [`item_parameters`](Self::item_parameters) for them parsed.
     pub fn sharding_item_parameters(&self) -> Option<&str> {
         self.sharding_item_parameters.as_deref()
+    }
+
+    /// `jobParameter` as written: `None` when absent (which means empty).
+    pub fn job_parameter_as_written(&self) -> Option<&str> {
+        self.job_parameter.as_deref()
     }
 
     /// The parameter every item gets; empty when unset.
@@ -238,6 +249,18 @@ impl JobConfig {
     /// What happens when an item fails.
     pub fn error_handler(&self) -> ErrorHandlerType {
         ErrorHandlerType::from_name(self.error_handler_type())
+    }
+
+    /// `jobShardingStrategyType` as written (`None` when absent); see
+    /// [`sharding_strategy`](Self::sharding_strategy) for its meaning.
+    pub fn job_sharding_strategy_type(&self) -> Option<&str> {
+        self.job_sharding_strategy_type.as_deref()
+    }
+
+    /// `jobErrorHandlerType` as written (`None` when absent); see
+    /// [`error_handler`](Self::error_handler) for its meaning.
+    pub fn job_error_handler_type(&self) -> Option<&str> {
+        self.job_error_handler_type.as_deref()
     }
 
     /// ElasticJob's thread-pool type, kept for compatibility (shardcron ignores it).
