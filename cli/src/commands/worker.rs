@@ -259,6 +259,7 @@ fn check_url(url: &str) -> Result<(), CliError> {
         RegistryUrl::Etcd { .. } => {
             Err(invalid(&shardcron::ConnectError::Unsupported { scheme: "etcd", feature: "etcd" }))
         }
+        other => Err(invalid(&format!("unsupported registry URL {other:?}"))),
     }
 }
 

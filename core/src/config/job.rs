@@ -121,17 +121,6 @@ impl JobConfig {
         }
     }
 
-    /// A one-off job: no schedule, it runs only when triggered (`Scheduler::trigger`,
-    /// [`JobOperations::trigger`]). Its `cron` is empty, as ElasticJob writes one-off jobs;
-    /// unlike a config from [`new`](Self::new) whose cron was never set, the scheduler takes it
-    /// as meant and does not warn that it never fires by itself.
-    ///
-    /// [`JobOperations::trigger`]: crate::api::JobOperations::trigger
-    #[cfg(test)]
-    pub(crate) fn one_off(job_name: impl Into<String>, sharding_total_count: i32) -> Self {
-        Self { cron: Some(String::new()), ..Self::new(job_name, sharding_total_count) }
-    }
-
     /// What a YAML document that omits a field means. For `monitorExecution`, `misfire` and
     /// `reconcileIntervalMinutes` we use ElasticJob's documented defaults (`true`, `true`, `10`);
     /// ElasticJob's own POJO would read an absent field as `false`/`0`, but it always writes
