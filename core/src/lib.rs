@@ -31,6 +31,9 @@
 //! `__private` holds what the other crates of the shardcron workspace need from the insides;
 //! it is not part of the API and changes without notice.
 
+#[path = "private.rs"]
+#[doc(hidden)]
+pub mod __private;
 pub mod api;
 pub mod config;
 pub mod cron;
@@ -41,9 +44,6 @@ pub mod handles;
 pub mod instance;
 pub mod job;
 mod layout;
-#[path = "private.rs"]
-#[doc(hidden)]
-pub mod __private;
 pub(crate) mod protocol;
 pub mod registry;
 pub mod runtime;

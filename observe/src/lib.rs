@@ -25,7 +25,7 @@
 //!     .start()
 //!     .await?;
 //! // ... add jobs; at the end:
-//! scheduler.shutdown().await?;
+//! scheduler.shutdown(std::time::Duration::from_secs(30)).await?;
 //! trace.shutdown(std::time::Duration::from_secs(5)).await;
 //! # Ok(()) }
 //! ```

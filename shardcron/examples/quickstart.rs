@@ -44,8 +44,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
 
     // A blocking job with a job parameter, every 3 seconds.
-    let cleanup =
-        JobConfig::builder("cleanup").cron("0/3 * * * * ?").job_parameter("older-than=7d").build()?;
+    let cleanup = JobConfig::builder("cleanup")
+        .cron("0/3 * * * * ?")
+        .job_parameter("older-than=7d")
+        .build()?;
     scheduler
         .add_job(
             cleanup,

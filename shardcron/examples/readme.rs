@@ -11,7 +11,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let scheduler = SchedulerBuilder::new(registry.clone()).start().await?;
 
     // A job cut into 3 items, fired every 2 seconds. Item 1 fails, to show how that looks.
-    let config = JobConfig::builder("hello").cron("0/2 * * * * ?").sharding_total_count(3).build()?;
+    let config =
+        JobConfig::builder("hello").cron("0/2 * * * * ?").sharding_total_count(3).build()?;
     let job = Job::from_fn(|ctx| async move {
         if ctx.item == 1 {
             return Err("cannot reach the database".into());

@@ -56,6 +56,12 @@
 pub mod testing;
 mod url;
 
+/// The README's Rust examples, compiled (and, unless marked `no_run` or `ignore`, run) as doc
+/// tests, so that the front page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
 use std::sync::Arc;
 
 pub use shardcron_core::{

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use parking_lot::Mutex;
+use shardcron_core::__private::layout::{ItemNode, JobNode};
 use shardcron_core::config::JobConfig;
 use shardcron_core::job::Job;
-use shardcron_core::__private::layout::{ItemNode, JobNode};
 use shardcron_core::registry::{CoordinatorRegistry, WatchEvent};
 use shardcron_tests::{TestCluster, EPOCH_MS};
 

@@ -160,7 +160,10 @@ async fn config_updates_follow_the_overwrite_rule_and_keep_extra_configurations(
         .unwrap();
     assert!(update.replaced_on_restart, "the fixture's instances publish with overwrite on");
     let config = ops.config("orders").await.unwrap();
-    assert_eq!((config.cron().as_deref(), config.sharding_total_count()), (Some("0/10 * * * * ?"), 6));
+    assert_eq!(
+        (config.cron().as_deref(), config.sharding_total_count()),
+        (Some("0/10 * * * * ?"), 6)
+    );
     assert_eq!(ops.sharding_status("orders").await.unwrap().len(), 6);
 
     // A JSON body (what a console sends) is a config too.
@@ -221,8 +224,11 @@ async fn a_shardcron_namespace_reads_with_the_same_rules() {
     let cluster = TestCluster::new(6);
     let a = cluster.instance("10.0.0.1").await;
     let b = cluster.instance("10.0.0.2").await;
-    let config =
-        JobConfig::builder("reports").cron("0/10 * * * * ?").sharding_total_count(4).build().unwrap();
+    let config = JobConfig::builder("reports")
+        .cron("0/10 * * * * ?")
+        .sharding_total_count(4)
+        .build()
+        .unwrap();
     let slow = || {
         Job::from_fn(|_| async {
             tokio::time::sleep(Duration::from_secs(3)).await;

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use shardcron_core::api::JobOperations;
 use shardcron_core::__private::InlineEventSink;
+use shardcron_core::api::JobOperations;
 use shardcron_core::config::{ErrorHandlerType, JobConfig};
 use shardcron_core::handles::{Handles, TokioClock};
 use shardcron_core::job::Job;
@@ -297,7 +297,8 @@ async fn invalid_configs_are_rejected_and_leave_the_registry_untouched() {
     let yaml = |fields: &str| JobConfig::from_yaml(&format!("jobName: bad\n{fields}")).unwrap();
     let bad_cron = yaml("cron: 0 0 25 * * ?\nshardingTotalCount: 1\n");
     let bad_count = yaml("cron: 0/10 * * * * ?\nshardingTotalCount: 0\n");
-    let bad_params = yaml("cron: 0/10 * * * * ?\nshardingTotalCount: 2\nshardingItemParameters: 0=a,5=b\n");
+    let bad_params =
+        yaml("cron: 0/10 * * * * ?\nshardingTotalCount: 2\nshardingItemParameters: 0=a,5=b\n");
     let bad_zone = yaml("cron: 0/10 * * * * ?\nshardingTotalCount: 1\ntimeZone: Mars/Base\n");
     for (config, field) in [
         (bad_cron, "cron"),

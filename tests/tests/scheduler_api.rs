@@ -82,8 +82,11 @@ async fn a_job_without_cron_is_warned_about_at_registration() {
     let forgotten = JobConfig::from_yaml("jobName: forgotten\nshardingTotalCount: 2\n").unwrap();
     node.scheduler.add_job(forgotten, noop()).await.unwrap();
     node.scheduler.add_job(one_off("on-demand", 2), noop()).await.unwrap();
-    let scheduled =
-        JobConfig::builder("scheduled").cron("0/5 * * * * ?").sharding_total_count(2).build().unwrap();
+    let scheduled = JobConfig::builder("scheduled")
+        .cron("0/5 * * * * ?")
+        .sharding_total_count(2)
+        .build()
+        .unwrap();
     node.scheduler.add_job(scheduled, noop()).await.unwrap();
 
     let about: Vec<String> = warnings

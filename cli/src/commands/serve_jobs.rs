@@ -107,9 +107,8 @@ mod tests {
             [Path::new("/bin/sh").canonicalize().unwrap()].into_iter().collect();
         let config = JobConfig::builder("j").one_off().build().unwrap();
         assert!(matches!(script_job(&config, &allowed), Ok(None)), "not a script job");
-        let with_command = |line: &str| {
-            config.to_builder().prop(SCRIPT_COMMAND_LINE, line).build().unwrap()
-        };
+        let with_command =
+            |line: &str| config.to_builder().prop(SCRIPT_COMMAND_LINE, line).build().unwrap();
         assert!(matches!(script_job(&with_command("/bin/sh -c 'echo hi'"), &allowed), Ok(Some(_))));
         let refused = script_job(&with_command("/bin/rm -rf /tmp/x"), &allowed).unwrap_err();
         assert!(refused.contains("--allow-command"), "{refused}");

@@ -30,8 +30,8 @@
 mod builder;
 mod error;
 mod item_params;
-mod kinds;
 mod job;
+mod kinds;
 mod snakeyaml;
 pub mod store;
 mod validate;
@@ -42,9 +42,9 @@ mod tests;
 
 pub use builder::JobConfigBuilder;
 pub use error::ConfigError;
-pub use kinds::{ErrorHandlerType, ShardingStrategyType};
 pub use item_params::parse_sharding_item_parameters;
 pub use job::{JobConfig, DEFAULT_ERROR_HANDLER_TYPE};
+pub use kinds::{ErrorHandlerType, ShardingStrategyType};
 pub use validate::{
     validate_job_name, KnownTypes, BUILTIN_ERROR_HANDLER_TYPES, MAX_SHARDING_TOTAL_COUNT,
 };

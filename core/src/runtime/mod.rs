@@ -84,8 +84,8 @@ use cache::SharedCache;
 use driver::Driver;
 use events::{Events, SinksDrained};
 use lifetime::{StopOnDrop, StoppableSpawner};
-use tokio_util::sync::CancellationToken;
 use runner::{JobEvent, JobRunner};
+use tokio_util::sync::CancellationToken;
 
 /// Tunables of a scheduler.
 #[derive(Debug, Clone)]
