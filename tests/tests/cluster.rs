@@ -19,7 +19,7 @@ fn config(items: u32, failover: bool) -> JobConfig {
         .sharding_total_count(items)
         .failover(failover)
         .build()
-        .unwrap()
+        .expect("a valid config")
 }
 
 /// Items that take `secs` of virtual time, and stop early when told they may have lost the item.

@@ -70,7 +70,7 @@ async fn record_scenario() -> Recording {
         .sharding_total_count(4)
         .failover(true)
         .build()
-        .unwrap();
+        .expect("a valid config");
     let slow = || {
         Job::from_fn(|ctx| async move {
             tokio::select! {

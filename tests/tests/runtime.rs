@@ -20,7 +20,7 @@ fn every(seconds: u32, job: &str, items: u32) -> JobConfig {
         .cron(format!("0/{seconds} * * * * ?"))
         .sharding_total_count(items)
         .build()
-        .unwrap()
+        .expect("a valid config")
 }
 
 fn noop() -> Job {
@@ -358,7 +358,7 @@ async fn the_stored_config_wins_unless_overwrite() {
     let client = cluster.client();
     let stored = JobOperations::new(&client).config("o").await.unwrap();
     assert_eq!(
-        stored.cron().as_deref(),
+        stored.cron(),
         Some("0/10 * * * * ?"),
         "without overwrite the registry's config wins"
     );
@@ -366,7 +366,7 @@ async fn the_stored_config_wins_unless_overwrite() {
     let forced = every(5, "o", 1).to_builder().overwrite(true).build().unwrap();
     second.scheduler.add_job(forced, noop()).await.unwrap();
     let stored = JobOperations::new(&client).config("o").await.unwrap();
-    assert_eq!(stored.cron().as_deref(), Some("0/5 * * * * ?"), "overwrite replaces it");
+    assert_eq!(stored.cron(), Some("0/5 * * * * ?"), "overwrite replaces it");
 
     // A stored config that cannot be used is refused with a clear error, unless overwrite.
     second.scheduler.remove_job("o").await.unwrap();
