@@ -80,7 +80,7 @@ log "cargo package: the published crates package (metadata, versioned path depen
 # same sources.
 cargo package --no-verify --allow-dirty -p shardcron-core -p shardcron-registry-mem \
     -p shardcron-registry-zk -p shardcron-registry-etcd -p shardcron-observe -p shardcron \
-    -p shardcron-console -p shardcron-cli
+    -p shardcron-sim -p shardcron-console -p shardcron-cli
 
 log "simulator determinism: 20 random seeds, each run twice, traces compared byte for byte"
 cargo run -q -p shardcron-sim -- check-determinism --random --seeds 20

@@ -58,6 +58,7 @@ pub enum ConnectError {
     #[error(transparent)]
     Registry(RegistryError),
 
+    /// `mem:` was asked for under a paused tokio clock, where its wall clock never moves.
     #[error("mem: runs on the wall clock, which stands still while tokio's clock is paused (`#[tokio::test(start_paused = true)]`, `tokio::time::pause`): no job would ever fire. In tests on a paused clock use `shardcron::testing::virtual_scheduler()`, a scheduler and an in-memory registry on tokio's virtual clock; or build one yourself with `Handles::simulated` for both `mem::MemServer::new` and `SchedulerBuilder::handles`")]
     PausedClock,
 }

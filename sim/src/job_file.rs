@@ -86,8 +86,8 @@ pub fn job_configs_from_yaml(
             let invalid = |source| JobFileError::Invalid { job: job.clone(), source };
             let config = JobConfig::from_yaml(&yaml).map_err(invalid)?;
             config.validate_with(&known).map_err(invalid)?;
-            if !names.insert(config.job_name.clone()) {
-                return Err(JobFileError::Duplicate { job: config.job_name });
+            if !names.insert(config.job_name().to_owned()) {
+                return Err(JobFileError::Duplicate { job: config.job_name().to_owned() });
             }
             configs.push(config);
         }
