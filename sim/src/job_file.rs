@@ -13,7 +13,7 @@
 //! let yaml = "elasticjob:\n  jobs:\n    settle:\n      cron: 0/10 * * * * ?\n      \
 //!             shardingTotalCount: 2\n      shardingItemParameters: 0=Beijing,1=Shanghai\n";
 //! let configs = job_configs_from_yaml(yaml, &ShardingStrategies::default())?;
-//! assert_eq!(configs[0].job_name, "settle");
+//! assert_eq!(configs[0].job_name(), "settle");
 //! assert_eq!(configs[0].item_parameters()?[&1], "Shanghai");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -31,7 +31,7 @@ use crate::code::{sleeping_job, JobCode, JobEnv};
 /// )?;
 /// let spec = JobSpec::from(&config).item_ms(2_000);
 /// assert_eq!(spec.item_parameters.as_deref(), Some("0=Beijing,1=Shanghai,2=Guangzhou"));
-/// assert_eq!(spec.config().sharding_item_parameters, config.sharding_item_parameters);
+/// assert_eq!(spec.config().sharding_item_parameters(), config.sharding_item_parameters());
 /// # Ok::<(), shardcron_core::config::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
