@@ -71,6 +71,17 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 log "cargo test"
 cargo test --workspace --all-features
 
+log "cargo doc: the API documentation builds without warnings"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
+
+log "cargo package: the published crates package (metadata, versioned path dependencies)"
+# --no-verify: a verifying build of every package rebuilds every dependency once more, which
+# the CI machine's disk and time budget do not allow; the workspace build above compiles the
+# same sources.
+cargo package --no-verify --allow-dirty -p shardcron-core -p shardcron-registry-mem \
+    -p shardcron-registry-zk -p shardcron-registry-etcd -p shardcron-observe -p shardcron \
+    -p shardcron-sim -p shardcron-console -p shardcron-cli
+
 log "simulator determinism: 20 random seeds, each run twice, traces compared byte for byte"
 cargo run -q -p shardcron-sim -- check-determinism --random --seeds 20
 

@@ -182,7 +182,7 @@ async fn start_shardcron(
         None => registry,
     };
     let mut builder =
-        SchedulerBuilder::new(registry).events(Arc::new(move |event: &SchedulerEvent| {
+        SchedulerBuilder::new(registry).event_sink(Arc::new(move |event: &SchedulerEvent| {
             if let SchedulerEvent::ItemStarted { job, fire_ms, .. } = event {
                 if let Some(i) = job_index(job) {
                     events.event(i, *fire_ms, now_us());
@@ -201,9 +201,11 @@ async fn start_shardcron(
     }
     let scheduler = builder.start().await?;
     let add = |i: usize| {
-        let mut config = JobConfig::new(format!("job-{i}"), 1);
-        config.cron = Some(schedule.quartz().into());
-        config.monitor_execution = monitor;
+        let config = JobConfig::builder(format!("job-{i}"))
+            .cron(schedule.quartz())
+            .monitor_execution(monitor)
+            .build()
+            .map_err(shardcron_core::Error::from);
         let recorder = recorder.clone();
         let job = Job::from_fn(move |ctx| {
             let recorder = recorder.clone();
@@ -212,7 +214,8 @@ async fn start_shardcron(
                 Ok(())
             }
         });
-        scheduler.add_job(config, job)
+        let scheduler = &scheduler;
+        async move { scheduler.add_job(config?, job).await }
     };
     if on_zookeeper {
         // Each registration waits for several ZooKeeper writes (each one fsynced by the

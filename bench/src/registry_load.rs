@@ -137,7 +137,7 @@ impl Cluster {
             let log = starts.clone();
             let scheduler = SchedulerBuilder::new(Arc::new(counter.clone()))
                 .pid(101 + n as u32)
-                .events(Arc::new(move |event: &SchedulerEvent| {
+                .event_sink(Arc::new(move |event: &SchedulerEvent| {
                     if let SchedulerEvent::ItemStarted { fire_ms, .. } = event {
                         log.lock().push((n, *fire_ms));
                     }
@@ -159,7 +159,7 @@ impl Cluster {
 
     async fn shutdown(self) {
         for s in self.schedulers {
-            let _ = s.shutdown().await;
+            let _ = s.shutdown(Duration::from_secs(3600)).await;
         }
     }
 }
@@ -184,9 +184,11 @@ async fn measure(backend: &Backend, window: u64, instances: usize) -> Result<Loa
 
     // Firing.
     let cluster = Cluster::start(backend, &server, &format!("{ns}-firing"), instances).await?;
-    let mut config = JobConfig::new("load", items);
-    config.cron = Some("* * * * * ?".into());
-    config.failover = true;
+    let config = JobConfig::builder("load")
+        .cron("* * * * * ?")
+        .sharding_total_count(items.unsigned_abs())
+        .failover(true)
+        .build()?;
     cluster.add(&config).await?;
     // The first fires shard the job; measure from a settled cluster.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -223,9 +225,11 @@ async fn measure(backend: &Backend, window: u64, instances: usize) -> Result<Loa
     let wire0 = backend.wire_counts();
     let begin = std::time::Instant::now();
     for j in 0..IDLE_JOBS {
-        let mut config = JobConfig::new(format!("idle-{j}"), items);
-        config.cron = Some("0 0 0 1 1 ? 2099".into());
-        config.failover = true;
+        let config = JobConfig::builder(format!("idle-{j}"))
+            .cron("0 0 0 1 1 ? 2099")
+            .sharding_total_count(items.unsigned_abs())
+            .failover(true)
+            .build()?;
         cluster.add(&config).await?;
     }
     result.register_ms = begin.elapsed().as_millis() as u64;

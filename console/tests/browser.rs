@@ -125,11 +125,14 @@ async fn browser(driver: &Driver) -> Client {
 /// Three schedulers on three IPs running `orders`: 6 items, every second, 400 ms each; item
 /// [`FAILING_ITEM`] fails. Every run goes into `trace`.
 async fn cluster(server: &MemServer, runs: &Runs, trace: &Trace) -> Vec<Scheduler> {
-    let mut config = JobConfig::new("orders", ITEMS);
-    config.cron = Some("* * * * * ?".into());
-    config.failover = true;
-    config.description = Some("nightly order export".into());
-    config.sharding_item_parameters = Some("0=Beijing,1=Shanghai,2=Guangzhou,3=Shenzhen".into());
+    let config = JobConfig::builder("orders")
+        .cron("* * * * * ?")
+        .sharding_total_count(ITEMS.unsigned_abs())
+        .failover(true)
+        .description("nightly order export")
+        .sharding_item_parameters("0=Beijing,1=Shanghai,2=Guangzhou,3=Shenzhen")
+        .build()
+        .unwrap();
     let mut schedulers = Vec::new();
     for (n, ip) in ["10.0.0.1", "10.0.0.2", "10.0.0.3"].into_iter().enumerate() {
         let client = server.connect(ConnectOptions::default().namespace("/browser")).unwrap();
@@ -376,7 +379,7 @@ async fn the_page_shows_the_cluster_and_disables_an_item() {
     let _ = stop.send(());
     served.await.unwrap().unwrap();
     for s in schedulers {
-        s.shutdown().await.unwrap();
+        s.shutdown(Duration::from_secs(3600)).await.unwrap();
     }
     trace.shutdown(Duration::from_secs(5)).await;
 }

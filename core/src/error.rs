@@ -11,6 +11,9 @@ use crate::sharding::ShardingError;
 /// Shorthand for results of scheduler operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What a scheduler or operations call can fail with. Each wrapped error keeps its cause
+/// ([`std::error::Error::source`]); [`is_retryable`](Self::is_retryable) tells a transient
+/// failure from a final one.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -56,6 +59,17 @@ pub enum Error {
     )]
     ShutdownInterrupted,
 
+    /// [`Scheduler::shutdown`](crate::runtime::Scheduler::shutdown) did not finish within its
+    /// deadline; the scheduler's remaining tasks were stopped at once.
+    #[error(
+        "the graceful shutdown did not finish within {deadline:?}: the remaining tasks were \
+         stopped; this instance's registry nodes go when its registry session ends"
+    )]
+    ShutdownDeadline {
+        /// The deadline given.
+        deadline: std::time::Duration,
+    },
+
     /// The handlers of the stop signals (Ctrl-C, SIGTERM) could not be installed.
     #[error("cannot handle stop signals: {source}")]
     Signals {
@@ -85,6 +99,18 @@ pub enum Error {
 }
 
 impl Error {
+    /// True when trying the same operation again later may succeed: the registry's transient
+    /// failures (a lost connection, a timeout, see [`RegistryError::is_retryable`]) and writes
+    /// that lost to concurrent writers. False for final answers: a bad request, a config or
+    /// cron that is wrong, a scheduler that has shut down.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Registry(e) => e.is_retryable(),
+            Error::Contended { .. } => true,
+            _ => false,
+        }
+    }
+
     /// True when the error says the request itself was wrong (an unknown job, server, instance
     /// or item, an invalid config): repeating it unchanged cannot succeed. False for failures of
     /// the registry, which may pass on a retry.
@@ -95,6 +121,7 @@ impl Error {
             Error::Contended { .. }
             | Error::ShutDown
             | Error::ShutdownInterrupted
+            | Error::ShutdownDeadline { .. }
             | Error::Signals { .. } => false,
             _ => true,
         }

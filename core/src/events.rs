@@ -6,6 +6,7 @@ use crate::registry::SessionEvent;
 
 /// Why a scheduled fire ran no item on this instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SkipReason {
     /// The registry link is down (`Suspended`): no new work may start.
     Disconnected,
@@ -53,10 +54,15 @@ impl SkipReason {
 
 /// Where a fire comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FireKind {
+    /// A fire of the job's cron.
     Scheduled,
+    /// The catch-up run of a fire skipped while items still ran.
     Misfire,
+    /// An operator's trigger, or a one-off job's run.
     Manual,
+    /// Items of a crashed instance, re-run here.
     Failover,
 }
 

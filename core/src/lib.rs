@@ -8,11 +8,11 @@
 //! ## Layout
 //! - [`registry`]: the [`CoordinatorRegistry`](registry::CoordinatorRegistry) trait and its
 //!   contract, typed errors, paths, the latch and mutex recipes.
-//! - [`layout`]: the registry node layout of a job (`docs/registry-layout.md`), typed.
+//! - `layout`: the registry node layout of a job (`docs/registry-layout.md`), typed; internal.
 //! - [`config`]: [`JobConfig`](config::JobConfig), ElasticJob-compatible YAML, validation.
 //! - [`cron`]: Quartz-compatible cron schedules with time zones and DST as Quartz 2.3 does them.
 //! - [`sharding`]: the pure sharding strategies (AVG_ALLOCATION, ODEVITY, ROUND_ROBIN, custom).
-//! - [`protocol`]: the cluster protocol's pure part: the view of the namespace, the records its
+//! - `protocol` (internal): the cluster protocol's pure part: the view of the namespace, the records its
 //!   nodes hold, and the decisions of election, resharding, execution markers and failover,
 //!   as transactions to commit. No I/O, no clock, no async.
 //! - [`runtime`]: the [`Scheduler`](runtime::Scheduler): one driver task, one watch, one timer
@@ -27,7 +27,13 @@
 //! - [`job`]: job kinds (simple, dataflow, script), the executor of one fire, listeners and
 //!   error handlers.
 //! - `testkit` (feature `testkit`): the registry behaviour suite every backend runs.
+//!
+//! `__private` holds what the other crates of the shardcron workspace need from the insides;
+//! it is not part of the API and changes without notice.
 
+#[path = "private.rs"]
+#[doc(hidden)]
+pub mod __private;
 pub mod api;
 pub mod config;
 pub mod cron;
@@ -37,8 +43,8 @@ pub mod guarantee;
 pub mod handles;
 pub mod instance;
 pub mod job;
-pub mod layout;
-pub mod protocol;
+mod layout;
+pub(crate) mod protocol;
 pub mod registry;
 pub mod runtime;
 pub mod sharding;

@@ -25,7 +25,7 @@
 //!     .start()
 //!     .await?;
 //! // ... add jobs; at the end:
-//! scheduler.shutdown().await?;
+//! scheduler.shutdown(std::time::Duration::from_secs(30)).await?;
 //! trace.shutdown(std::time::Duration::from_secs(5)).await;
 //! # Ok(()) }
 //! ```
@@ -58,6 +58,6 @@ impl ObserveExt for SchedulerBuilder {
     }
 
     fn metrics(self, metrics: &Metrics) -> Self {
-        self.listener(metrics.listener()).events(metrics.event_sink())
+        self.listener(metrics.listener()).event_sink(metrics.event_sink())
     }
 }

@@ -207,11 +207,11 @@ async fn a_scheduler_writes_its_fires_through_the_builder_option() {
     let server = MemServer::new(Handles::real());
     let registry = Arc::new(server.connect(ConnectOptions::default().namespace("/trace")).unwrap());
     let scheduler = SchedulerBuilder::new(registry).trace(&trace).start().await.unwrap();
-    let mut config = JobConfig::new("billing", 3);
-    config.cron = Some("* * * * * ?".into());
+    let config =
+        JobConfig::builder("billing").cron("* * * * * ?").sharding_total_count(3).build().unwrap();
     scheduler.add_job(config, job_failing_item_1()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    scheduler.shutdown().await.unwrap();
+    scheduler.shutdown(Duration::from_secs(3600)).await.unwrap();
     assert!(trace.flush(Duration::from_secs(20)).await);
 
     let reader = trace.reader().await.unwrap();

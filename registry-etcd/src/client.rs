@@ -80,9 +80,9 @@ impl EtcdRegistry {
     /// Connects, authenticates and opens a session (grants the first lease).
     ///
     /// Fails with `Auth` for wrong credentials (or missing ones on a server with authentication
-    /// on), `Backend { retryable: true }` when no endpoint answers within the connect timeout
+    /// on), `Backend { retryable: true, source: None }` when no endpoint answers within the connect timeout
     /// (the message names every endpoint with what a TCP connection to it finds, and the time
-    /// spent), and `Backend { retryable: false }` for unusable options (the message says which).
+    /// spent), and `Backend { retryable: false, source: None }` for unusable options (the message says which).
     /// Progress goes to `tracing` at info level.
     pub async fn connect(options: EtcdOptions) -> Result<Self> {
         let at = options.endpoint_urls().join(",");

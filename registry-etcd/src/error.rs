@@ -14,14 +14,19 @@ use tonic::Code;
 /// The backend name in messages and `Backend` errors.
 pub(crate) const BACKEND: &str = "etcd";
 
-/// Maps an etcd client error of `op` on client path `path`.
+/// Maps an etcd client error of `op` on client path `path`; a `Backend` error keeps the client's
+/// error as its source.
 pub(crate) fn map(err: EtcdError, op: Op, path: &str) -> RegistryError {
-    let path = path.to_owned();
+    let mapped = map_kind(&err, op, path.to_owned());
+    mapped.with_source(err)
+}
+
+fn map_kind(err: &EtcdError, op: Op, path: String) -> RegistryError {
     match err {
-        EtcdError::GRpcStatus(status) => map_status(&status, op, path),
+        EtcdError::GRpcStatus(status) => map_status(status, op, path),
         // The channel could not reach any endpoint (refused, reset, TLS handshake on a dead link).
         EtcdError::TransportError(e) => {
-            let message = full_message(&e);
+            let message = full_message(e);
             if looks_like_tls(&message) {
                 backend(op, path, format!("TLS handshake failed: {message}"), false)
             } else {
@@ -140,7 +145,7 @@ pub(crate) fn is_lease_gone(err: &EtcdError) -> bool {
 }
 
 pub(crate) fn backend(op: Op, path: String, message: String, retryable: bool) -> RegistryError {
-    RegistryError::Backend { backend: BACKEND, op, path, message, retryable }
+    RegistryError::Backend { backend: BACKEND, op, path, message, retryable, source: None }
 }
 
 /// An error and its chain of sources, for messages.

@@ -218,7 +218,7 @@ pub(crate) fn retarget(error: RegistryError, op: Op, path: &str) -> RegistryErro
         E::Auth { reason, .. } => E::Auth { op, path, reason },
         E::Closed { .. } => E::Closed { op, path },
         E::Backend { backend, message, retryable, .. } => {
-            E::Backend { backend, op, path, message, retryable }
+            E::Backend { backend, op, path, message, retryable, source: None }
         }
         // A transaction failure (or a variant added later) is handed out as given.
         other => other,

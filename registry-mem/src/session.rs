@@ -537,6 +537,7 @@ pub(crate) fn lease_margin(
                     path: namespace.to_owned(),
                     message,
                     retryable: false,
+                    source: None,
                 }
             })
         }

@@ -491,6 +491,7 @@ async fn fail_next_fails_exactly_k_operations_without_applying_them() {
             path: String::new(),
             message: "injected".into(),
             retryable: true,
+            source: None,
         },
     );
     assert!(matches!(a.get("/x").await, Err(RegistryError::NoNode { .. })));

@@ -689,6 +689,7 @@ fn session_name(event: SessionEvent) -> &'static str {
         SessionEvent::Lost => "lost",
         SessionEvent::Expired => "expired",
         SessionEvent::Closed => "closed",
+        _ => "other",
     }
 }
 

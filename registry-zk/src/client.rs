@@ -92,7 +92,7 @@ impl ZkRegistry {
     /// Connects: opens a session (retrying per [`ZkOptions::retry`]), creates the namespace if
     /// missing, and checks that the credentials may write it.
     ///
-    /// Errors: `Auth` for credentials the namespace's ACL rejects; `Backend { retryable: true }`
+    /// Errors: `Auth` for credentials the namespace's ACL rejects; `Backend { retryable: true, source: None }`
     /// when no server answered in time (the message names every host with what a TCP
     /// connection to it finds, the attempts and the time spent); `InvalidPath` for a bad
     /// namespace. Each attempt is announced (info) and each failure reported (warn) through
@@ -104,6 +104,7 @@ impl ZkRegistry {
             path: options.namespace.clone(),
             message: e.to_string(),
             retryable: false,
+            source: None,
         })?;
         let first =
             session::open_with_retry(&options, Some(options.retry.attempts), || false).await?;
@@ -134,6 +135,7 @@ impl ZkRegistry {
             path: String::new(),
             message: e.to_string(),
             retryable: false,
+            source: None,
         })?;
         Self::connect(options).await
     }

@@ -1,7 +1,7 @@
 //! ZooKeeper's errors mapped onto the contract's [`RegistryError`].
 //!
 //! Every ZooKeeper error code lands somewhere typed: the ones the contract names map to their
-//! variant, the rest become `Backend { retryable }` with ZooKeeper's own wording, so nothing is
+//! variant, the rest become `Backend { retryable, source: None }` with ZooKeeper's own wording, so nothing is
 //! swallowed and callers can still tell "try again" from "give up".
 
 use std::time::Duration;
@@ -31,8 +31,12 @@ impl<'a> At<'a> {
     }
 }
 
-/// Maps one ZooKeeper error.
+/// Maps one ZooKeeper error; a `Backend` error keeps the client's error as its source.
 pub(crate) fn map(err: zk::Error, at: At<'_>) -> RegistryError {
+    map_kind(err.clone(), at).with_source(err)
+}
+
+fn map_kind(err: zk::Error, at: At<'_>) -> RegistryError {
     let op = at.op;
     let path = at.path.to_owned();
     let backend = |message: String, retryable: bool| RegistryError::Backend {
@@ -41,6 +45,7 @@ pub(crate) fn map(err: zk::Error, at: At<'_>) -> RegistryError {
         path: path.clone(),
         message,
         retryable,
+        source: None,
     };
     match err {
         zk::Error::NoNode => RegistryError::NoNode { op, path },
@@ -115,5 +120,8 @@ mod tests {
         let quota = map(zk::Error::QuotaExceeded, at);
         assert!(matches!(quota, RegistryError::Backend { retryable: false, .. }), "{quota}");
         assert!(quota.to_string().contains("zookeeper error"), "{quota}");
+        // The client's own error stays reachable as the source.
+        let source = std::error::Error::source(&quota).map(ToString::to_string);
+        assert_eq!(source, Some(zk::Error::QuotaExceeded.to_string()));
     }
 }

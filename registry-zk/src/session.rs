@@ -75,6 +75,7 @@ pub(crate) async fn open(options: &ZkOptions) -> Result<Session> {
                 path: namespace.clone(),
                 message: format!("could not open a session on {}: {e}", options.connect_string()),
                 retryable: true,
+                source: None,
             }
         })?;
         ensure_namespace(&root, &namespace, options).await?;
@@ -102,6 +103,7 @@ pub(crate) async fn open(options: &ZkOptions) -> Result<Session> {
                 options.connect_timeout
             ),
             retryable: true,
+            source: None,
         }),
     }
 }
@@ -179,6 +181,7 @@ async fn unreachable(
             spent.as_secs_f64()
         ),
         retryable: true,
+        source: None,
     }
 }
 

@@ -202,6 +202,7 @@ fn result(r: zk::MultiWriteResult, whole: At<'_>) -> Result<TxnResult> {
                 path: whole.path.to_owned(),
                 message: format!("the transaction committed with an unknown result {other:?}"),
                 retryable: false,
+                source: None,
             })
         }
     })

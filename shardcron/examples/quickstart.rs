@@ -6,10 +6,7 @@
 
 use std::time::Duration;
 
-use shardcron::config::JobConfig;
-use shardcron::cron::JobTimeZone;
-use shardcron::job::Job;
-use shardcron::runtime::SchedulerBuilder;
+use shardcron::prelude::*;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -21,12 +18,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 
     let registry = shardcron::connect("mem:/quickstart").await?;
-    let scheduler = SchedulerBuilder::new(registry).start().await?;
+    let scheduler = SchedulerBuilder::new(registry.clone()).start().await?;
 
     // A job cut into 3 items, every 2 seconds; each item gets its parameter.
-    let mut reports = JobConfig::new("reports", 3);
-    reports.cron = Some("0/2 * * * * ?".into());
-    reports.sharding_item_parameters = Some("0=north,1=south,2=east".into());
+    let reports = JobConfig::builder("reports")
+        .cron("0/2 * * * * ?")
+        .sharding_total_count(3)
+        .item_parameter(0, "north")
+        .item_parameter(1, "south")
+        .item_parameter(2, "east")
+        .build()?;
     scheduler
         .add_job(
             reports,
@@ -43,9 +44,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
 
     // A blocking job with a job parameter, every 3 seconds.
-    let mut cleanup = JobConfig::new("cleanup", 1);
-    cleanup.cron = Some("0/3 * * * * ?".into());
-    cleanup.job_parameter = Some("older-than=7d".into());
+    let cleanup = JobConfig::builder("cleanup")
+        .cron("0/3 * * * * ?")
+        .job_parameter("older-than=7d")
+        .build()?;
     scheduler
         .add_job(
             cleanup,
@@ -63,7 +65,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("instance {} scheduled: {:?}", scheduler.instance(), scheduler.jobs());
     tokio::time::sleep(Duration::from_secs(12)).await;
-    scheduler.shutdown().await?;
+    // Running items finish (up to 10 s), then this instance leaves the registry.
+    scheduler.shutdown(Duration::from_secs(10)).await?;
+    registry.close().await?;
     println!("shut down cleanly");
     Ok(())
 }

@@ -9,13 +9,13 @@
 //! registry from a URL.
 //!
 //! ```no_run
-//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use shardcron::{config::JobConfig, job::Job, runtime::SchedulerBuilder};
+//! use std::time::Duration;
+//! use shardcron::prelude::*;
 //!
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let registry = shardcron::connect("mem:").await?;
-//! let scheduler = SchedulerBuilder::new(registry).start().await?;
-//! let mut config = JobConfig::new("hello", 2);
-//! config.cron = Some("0/5 * * * * ?".into());
+//! let scheduler = SchedulerBuilder::new(registry.clone()).start().await?;
+//! let config = JobConfig::builder("hello").cron("0/5 * * * * ?").sharding_total_count(2).build()?;
 //! scheduler
 //!     .add_job(config, Job::from_fn(|ctx| async move {
 //!         println!("hello from item {}", ctx.item);
@@ -23,6 +23,8 @@
 //!     }))
 //!     .await?;
 //! scheduler.shutdown_on_ctrl_c().await?; // runs until Ctrl-C, then stops gracefully
+//! registry.close().await?;                // the registry is yours: close it when done
+//! # let _ = Duration::ZERO;
 //! # Ok(()) }
 //! ```
 //!
@@ -37,16 +39,49 @@
 //! - `observe` (feature `observe`): the execution trace (SQLite, PostgreSQL) and Prometheus
 //!   metrics, from `shardcron-observe`. HTTP jobs (`job::Job::http`) come with feature `http`.
 //! - `sim` (feature `sim`): the simulator, `shardcron-sim`.
-//! - everything else: re-exported from [`shardcron_core`] (`config`, `cron`, `job`, `runtime`,
-//!   `api`, `registry`, ...).
+//! - [`prelude`]: what a program that schedules jobs uses, in one import.
+//! - [`config`], [`cron`], [`job`], [`runtime`], [`api`], [`registry`], [`sharding`],
+//!   [`handles`], [`guarantee`], [`instance`], [`events`], [`Error`]: the public API of
+//!   [`shardcron_core`], re-exported. Its insides (the protocol, the registry layout) are not.
+//! - [`mem`]: the embedded in-memory registry.
+//!
+//! ## Times
+//! Durations are [`std::time::Duration`] and instants [`std::time::SystemTime`] (for example
+//! [`job::ShardingContext::fire_time`]): the standard types every date-time crate converts from,
+//! so the API ties no application to one of them. The registry and ElasticJob's formats count
+//! epoch milliseconds, which the `*_ms` fields keep.
+
+#![warn(missing_docs)]
 
 pub mod testing;
 mod url;
 
+/// The README's Rust examples, compiled (and, unless marked `no_run` or `ignore`, run) as doc
+/// tests, so that the front page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
 use std::sync::Arc;
 
-pub use shardcron_core::*;
+pub use shardcron_core::{
+    api, config, cron, events, guarantee, handles, instance, job, registry, runtime, sharding,
+    Error, Result,
+};
+/// The embedded in-memory registry (`mem:` URLs).
 pub use shardcron_registry_mem as mem;
+
+/// What a program that schedules jobs uses, in one import: `use shardcron::prelude::*;`.
+pub mod prelude {
+    pub use shardcron_core::config::{
+        ErrorHandlerType, JobConfig, JobConfigBuilder, ShardingStrategyType,
+    };
+    pub use shardcron_core::cron::{CronSchedule, JobTimeZone};
+    pub use shardcron_core::job::{Job, ShardingContext};
+    pub use shardcron_core::registry::CoordinatorRegistry;
+    pub use shardcron_core::runtime::{Scheduler, SchedulerBuilder, SchedulerEvent, Settings};
+    pub use shardcron_core::Error;
+}
 
 /// The etcd backend (feature `etcd`).
 #[cfg(feature = "etcd")]

@@ -4,16 +4,17 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use shardcron::config::JobConfig;
-//! use shardcron::job::Job;
+//! use shardcron::prelude::*;
 //!
 //! // In your tests: #[tokio::test(start_paused = true)] async fn ...
 //! #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     let test = shardcron::testing::virtual_scheduler().await?;
-//!     let mut config = JobConfig::new("billing", 3);
-//!     config.cron = Some("0/5 * * * * ?".into());
-//!     config.sharding_item_parameters = Some("0=EU,1=US,2=APAC".into());
+//!     let config = JobConfig::builder("billing")
+//!         .cron("0/5 * * * * ?")
+//!         .sharding_total_count(3)
+//!         .sharding_item_parameters("0=EU,1=US,2=APAC")
+//!         .build()?;
 //!     test.scheduler
 //!         .add_job(config, Job::from_fn(|ctx| async move {
 //!             // Your code; a sleep is virtual too (the item takes 2 s of the test's minute).
@@ -30,7 +31,7 @@
 //!     assert_eq!(runs.len(), 36);
 //!     assert_eq!(runs.iter().filter(|r| r.ok == Some(true)).count(), 33);
 //!     assert_eq!(runs[0].fire_ms, shardcron::testing::START_MS + 5_000);
-//!     test.scheduler.shutdown().await?;
+//!     test.scheduler.shutdown(Duration::from_secs(60)).await?;
 //!     Ok(())
 //! }
 //! ```
@@ -45,6 +46,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use shardcron_core::__private::InlineEventSink;
 use shardcron_core::events::SchedulerEvent;
 use shardcron_core::handles::{Handles, SeededRandom, TokioClock, TokioSpawner};
 use shardcron_core::runtime::{FireKind, Scheduler, SchedulerBuilder};
@@ -90,7 +92,9 @@ pub async fn virtual_scheduler_with(
     });
     let scheduler = configure(SchedulerBuilder::new(Arc::new(registry)))
         .handles(handles)
-        .events(sink)
+        // Inline: the record holds each event at the virtual instant it happened, complete
+        // whenever the test looks.
+        .inline_event_sink(sink)
         .start()
         .await?;
     Ok(VirtualScheduler { scheduler, server, events, clock })
@@ -119,10 +123,13 @@ impl fmt::Debug for VirtualScheduler {
 /// One run of one item, as the scheduler reported it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemRun {
+    /// The job's name.
     pub job: String,
+    /// The item.
     pub item: u32,
     /// The fire it belongs to (epoch milliseconds, `ShardingContext::fire_time_ms`).
     pub fire_ms: i64,
+    /// Why the fire ran (scheduled, misfire, manual, failover).
     pub kind: FireKind,
     /// When it started, on the virtual clock (epoch milliseconds).
     pub started_ms: i64,

@@ -5,30 +5,74 @@ use shardcron_core::registry::RegistryError;
 
 /// A parsed registry URL; backend options stay as query text for the backend to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RegistryUrl {
-    Mem { namespace: Option<String> },
-    ZooKeeper { hosts: Vec<String>, namespace: Option<String>, query: String },
-    Etcd { endpoints: Vec<String>, namespace: Option<String>, query: String },
+    /// `mem:[/namespace]`: a new in-process registry.
+    Mem {
+        /// The namespace, `None` for the root.
+        namespace: Option<String>,
+    },
+    /// `zk://host:port[,host:port]/namespace[?options]`.
+    ZooKeeper {
+        /// The `host:port` pairs, in the order given.
+        hosts: Vec<String>,
+        /// The namespace, `None` for the root.
+        namespace: Option<String>,
+        /// The query text after `?`, for the backend to read.
+        query: String,
+    },
+    /// `etcd://host:port[,host:port]/namespace[?options]`.
+    Etcd {
+        /// The `host:port` endpoints, in the order given.
+        endpoints: Vec<String>,
+        /// The namespace, `None` for the root.
+        namespace: Option<String>,
+        /// The query text after `?`, for the backend to read.
+        query: String,
+    },
 }
 
 /// Why a registry could not be opened.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConnectError {
+    /// The URL is not one of the accepted forms.
     #[error("malformed registry URL {url:?}: {reason}; expected one of: mem:[/namespace] | zk://host:port[,host:port]/namespace[?session_timeout_ms=..&digest=user:password] | etcd://host:port[,host:port]/namespace[?ttl_s=..&user=..&password=..]")]
-    Malformed { url: String, reason: String },
+    Malformed {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 
+    /// The URL's backend is not built into this binary.
     #[error("{scheme}:// registries need shardcron's `{feature}` cargo feature; rebuild with --features {feature}")]
-    Unsupported { scheme: &'static str, feature: &'static str },
+    Unsupported {
+        /// The URL's scheme.
+        scheme: &'static str,
+        /// The cargo feature of `shardcron` that adds the backend.
+        feature: &'static str,
+    },
 
+    /// The registry could not be reached or refused the connection.
     #[error(transparent)]
     Registry(RegistryError),
 
+    /// `mem:` was asked for under a paused tokio clock, where its wall clock never moves.
     #[error("mem: runs on the wall clock, which stands still while tokio's clock is paused (`#[tokio::test(start_paused = true)]`, `tokio::time::pause`): no job would ever fire. In tests on a paused clock use `shardcron::testing::virtual_scheduler()`, a scheduler and an in-memory registry on tokio's virtual clock; or build one yourself with `Handles::simulated` for both `mem::MemServer::new` and `SchedulerBuilder::handles`")]
     PausedClock,
 }
 
+impl ConnectError {
+    /// True when connecting again later may succeed (the registry was unreachable); false for
+    /// a URL that is wrong or needs another build.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, ConnectError::Registry(e) if e.is_retryable())
+    }
+}
+
 impl RegistryUrl {
+    /// Parses a registry URL; see [`connect`](crate::connect) for the forms.
     pub fn parse(url: &str) -> Result<Self, ConnectError> {
         let bad = |reason: &str| ConnectError::Malformed {
             url: url.to_owned(),

@@ -17,11 +17,12 @@ fn repository() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The first ```` ```rust ```` block of the README after `heading`.
+/// The first ```` ```rust,no_run ```` block of the README after `heading`.
 fn readme_block(heading: &str) -> String {
     let readme = std::fs::read_to_string(repository().join("README.md")).unwrap();
     let section = &readme[readme.find(heading).unwrap_or_else(|| panic!("no {heading:?}"))..];
-    let start = section.find("```rust\n").unwrap() + "```rust\n".len();
+    let fence = "```rust,no_run\n";
+    let start = section.find(fence).unwrap() + fence.len();
     let end = start + section[start..].find("```\n").unwrap();
     section[start..end].to_owned()
 }

@@ -16,9 +16,11 @@ async fn a_job_runs_every_fire_of_a_virtual_minute() -> Result<(), Box<dyn std::
     let test = virtual_scheduler().await?;
     let settled = Arc::new(AtomicU32::new(0));
     let counter = settled.clone();
-    let mut config = JobConfig::new("settle", 4);
-    config.cron = Some("0/10 * * * * ?".into());
-    config.sharding_item_parameters = Some("0=A,1=B,2=C,3=D".into());
+    let config = JobConfig::builder("settle")
+        .cron("0/10 * * * * ?")
+        .sharding_total_count(4)
+        .sharding_item_parameters("0=A,1=B,2=C,3=D")
+        .build()?;
     test.scheduler
         .add_job(
             config,
@@ -53,7 +55,7 @@ async fn a_job_runs_every_fire_of_a_virtual_minute() -> Result<(), Box<dyn std::
 
     test.advance(Duration::from_secs(2)).await;
     assert_eq!(test.runs("settle").iter().filter(|r| r.ok == Some(true)).count(), 24);
-    test.scheduler.shutdown().await?;
+    test.scheduler.shutdown(Duration::from_secs(60)).await?;
     Ok(())
 }
 

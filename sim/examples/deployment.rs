@@ -171,14 +171,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let spec = |c: &JobConfig| match c.job_name.as_str() {
+    let spec = |c: &JobConfig| match c.job_name() {
         "settlement" => JobSpec::from(c).code(settlement()).item_ms(1_000),
         _ => JobSpec::from(c).item_ms(800),
     };
     let specs: Vec<JobSpec> = configs.iter().map(spec).collect();
     let parameters = configs
         .iter()
-        .find(|c| c.job_name == "settlement")
+        .find(|c| c.job_name() == "settlement")
         .and_then(|c| c.item_parameters().ok())
         .unwrap_or_default();
     let checks = ledger_invariants(parameters);

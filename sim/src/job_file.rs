@@ -13,7 +13,7 @@
 //! let yaml = "elasticjob:\n  jobs:\n    settle:\n      cron: 0/10 * * * * ?\n      \
 //!             shardingTotalCount: 2\n      shardingItemParameters: 0=Beijing,1=Shanghai\n";
 //! let configs = job_configs_from_yaml(yaml, &ShardingStrategies::default())?;
-//! assert_eq!(configs[0].job_name, "settle");
+//! assert_eq!(configs[0].job_name(), "settle");
 //! assert_eq!(configs[0].item_parameters()?[&1], "Shanghai");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -86,8 +86,8 @@ pub fn job_configs_from_yaml(
             let invalid = |source| JobFileError::Invalid { job: job.clone(), source };
             let config = JobConfig::from_yaml(&yaml).map_err(invalid)?;
             config.validate_with(&known).map_err(invalid)?;
-            if !names.insert(config.job_name.clone()) {
-                return Err(JobFileError::Duplicate { job: config.job_name });
+            if !names.insert(config.job_name().to_owned()) {
+                return Err(JobFileError::Duplicate { job: config.job_name().to_owned() });
             }
             configs.push(config);
         }

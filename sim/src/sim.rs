@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use shardcron_core::__private::InlineEventSink;
 use shardcron_core::api::JobOperations;
 use shardcron_core::cron::CronSchedule;
 use shardcron_core::handles::{Handles, SeededRandom, TokioClock, TokioSpawner};
@@ -513,10 +514,14 @@ impl World {
         };
         self.trace.note(inst.index, Note::Stopping);
         if let Some(scheduler) = scheduler {
-            if let Err(e) = scheduler.shutdown().await {
+            // No deadline in effect (a day of virtual time): the simulator waits for the
+            // graceful stop, however long it takes.
+            if let Err(e) = scheduler.shutdown(Duration::from_secs(24 * 3600)).await {
                 let what = format!("shutdown of {}", inst.id);
                 self.trace.note(inst.index, Note::Ignored { what, why: e.to_string() });
             }
+            // A stopped instance's session ends with it (shutdown leaves the registry open).
+            let _ = scheduler.registry().close().await;
         }
         {
             let mut s = inst.state.lock();
@@ -555,7 +560,7 @@ impl World {
             .ip(&inst.ip)
             .pid(1)
             .settings(self.settings.clone())
-            .events(sink)
+            .inline_event_sink(sink)
             .start()
             .await;
         let scheduler = match started {

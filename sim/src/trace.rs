@@ -137,18 +137,18 @@ pub struct JobState {
 impl JobState {
     pub fn of(config: &JobConfig) -> Self {
         JobState {
-            job: config.job_name.clone(),
-            cron: config.cron.clone(),
-            time_zone: config.time_zone.clone(),
-            count: u32::try_from(config.sharding_total_count).unwrap_or(0),
-            failover: config.failover,
-            misfire: config.misfire,
-            disabled: config.disabled,
-            max_time_diff_seconds: config.max_time_diff_seconds,
-            strategy: config.job_sharding_strategy_type.clone(),
-            item_parameters: config.sharding_item_parameters.clone(),
-            monitor_execution: config.monitor_execution,
-            static_sharding: config.static_sharding,
+            job: config.job_name().to_owned(),
+            cron: config.cron().map(str::to_owned),
+            time_zone: config.time_zone_id().map(str::to_owned),
+            count: config.sharding_total_count(),
+            failover: config.failover(),
+            misfire: config.misfire(),
+            disabled: config.disabled(),
+            max_time_diff_seconds: config.max_time_diff_seconds(),
+            strategy: config.job_sharding_strategy_type().map(str::to_owned),
+            item_parameters: config.sharding_item_parameters().map(str::to_owned),
+            monitor_execution: config.monitor_execution(),
+            static_sharding: config.static_sharding(),
             item_ms: 0,
         }
     }
@@ -377,6 +377,7 @@ fn kind(k: FireKind) -> &'static str {
         FireKind::Misfire => "misfire",
         FireKind::Manual => "manual",
         FireKind::Failover => "failover",
+        _ => "other",
     }
 }
 
@@ -393,6 +394,7 @@ pub fn reason(r: &SkipReason) -> String {
         SkipReason::Late => "late".into(),
         SkipReason::ShuttingDown => "shutting-down".into(),
         SkipReason::RegistryError(e) => format!("registry-error({e})"),
+        other => other.code().replace('_', "-"),
     }
 }
 

@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shardcron_core::__private::JobConfigFields;
 use shardcron_core::api::JobOperations;
 use shardcron_core::config::JobConfig;
 use shardcron_core::job::Job;
@@ -30,7 +31,7 @@ use crate::code::{sleeping_job, JobCode, JobEnv};
 /// )?;
 /// let spec = JobSpec::from(&config).item_ms(2_000);
 /// assert_eq!(spec.item_parameters.as_deref(), Some("0=Beijing,1=Shanghai,2=Guangzhou"));
-/// assert_eq!(spec.config().sharding_item_parameters, config.sharding_item_parameters);
+/// assert_eq!(spec.config().sharding_item_parameters(), config.sharding_item_parameters());
 /// # Ok::<(), shardcron_core::config::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -159,28 +160,28 @@ impl JobSpec {
         let mut c = match &self.base {
             Some(base) => {
                 let mut c = (**base).clone();
-                c.job_name.clone_from(&self.name);
-                c.sharding_total_count = count;
+                c.set_job_name(self.name.clone());
+                c.set_sharding_total_count(count);
                 c
             }
-            None => JobConfig::new(&self.name, count),
+            None => JobConfig::unchecked(&self.name, count),
         };
-        c.cron = Some(self.cron.clone());
-        c.failover = self.failover;
-        c.misfire = self.misfire;
-        c.max_time_diff_seconds = self.max_time_diff_seconds;
-        c.monitor_execution = self.monitor_execution;
-        c.disabled = self.disabled;
+        c.set_cron(Some(self.cron.clone()));
+        c.set_failover(self.failover);
+        c.set_misfire(self.misfire);
+        c.set_max_time_diff_seconds(self.max_time_diff_seconds);
+        c.set_monitor_execution(self.monitor_execution);
+        c.set_disabled(self.disabled);
         // Only what was set: `JobConfig::new`'s defaults stay as they are.
         let set = |field: &mut Option<String>, value: &Option<String>| {
             if value.is_some() {
                 field.clone_from(value);
             }
         };
-        set(&mut c.time_zone, &self.time_zone);
-        set(&mut c.sharding_item_parameters, &self.item_parameters);
-        set(&mut c.job_parameter, &self.job_parameter);
-        set(&mut c.job_sharding_strategy_type, &self.strategy);
+        set(c.time_zone_mut(), &self.time_zone);
+        set(c.sharding_item_parameters_mut(), &self.item_parameters);
+        set(c.job_parameter_mut(), &self.job_parameter);
+        set(c.job_sharding_strategy_type_mut(), &self.strategy);
         c
     }
 
@@ -197,20 +198,20 @@ impl JobSpec {
 /// [`item_ms`](JobSpec::item_ms) or [`code`](JobSpec::code) says otherwise.
 impl From<&JobConfig> for JobSpec {
     fn from(config: &JobConfig) -> Self {
-        let count = u32::try_from(config.sharding_total_count).unwrap_or(0);
+        let count = config.sharding_total_count();
         JobSpec {
-            cron: config.cron.clone().unwrap_or_default(),
-            failover: config.failover,
-            misfire: config.misfire,
-            max_time_diff_seconds: config.max_time_diff_seconds,
-            time_zone: config.time_zone.clone(),
-            item_parameters: config.sharding_item_parameters.clone(),
-            job_parameter: config.job_parameter.clone(),
-            strategy: config.job_sharding_strategy_type.clone(),
-            monitor_execution: config.monitor_execution,
-            disabled: config.disabled,
+            cron: config.cron().unwrap_or_default().to_owned(),
+            failover: config.failover(),
+            misfire: config.misfire(),
+            max_time_diff_seconds: config.max_time_diff_seconds(),
+            time_zone: config.time_zone_id().map(str::to_owned),
+            item_parameters: config.sharding_item_parameters().map(str::to_owned),
+            job_parameter: config.job_parameter_as_written().map(str::to_owned),
+            strategy: config.job_sharding_strategy_type().map(str::to_owned),
+            monitor_execution: config.monitor_execution(),
+            disabled: config.disabled(),
             base: Some(Arc::new(config.clone())),
-            ..JobSpec::new(config.job_name.clone(), String::new(), count)
+            ..JobSpec::new(config.job_name(), String::new(), count)
         }
     }
 }
@@ -221,8 +222,8 @@ impl fmt::Display for JobSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.base {
             Some(base) => {
-                write!(f, "JobSpec::from(&configs[{:?}])", base.job_name)?;
-                if self.name != base.job_name {
+                write!(f, "JobSpec::from(&configs[{:?}])", base.job_name())?;
+                if self.name != base.job_name() {
                     write!(f, ".renamed({:?})", self.name)?;
                 }
                 write!(f, ".item_ms({})", self.item_ms)?;
@@ -340,11 +341,11 @@ impl Workload {
     /// Changes `config` as this workload says; false if it is not a config change.
     fn change(&self, config: &mut JobConfig) -> bool {
         match self {
-            Workload::SetCron { cron, .. } => config.cron = Some(cron.clone()),
+            Workload::SetCron { cron, .. } => config.set_cron(Some(cron.clone())),
             Workload::SetCount { count, .. } => {
-                config.sharding_total_count = i32::try_from(*count).unwrap_or(i32::MAX)
+                config.set_sharding_total_count(i32::try_from(*count).unwrap_or(i32::MAX))
             }
-            Workload::SetFailover { on, .. } => config.failover = *on,
+            Workload::SetFailover { on, .. } => config.set_failover(*on),
             _ => return false,
         }
         true

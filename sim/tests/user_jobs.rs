@@ -70,20 +70,23 @@ fn a_spec_from_a_config_publishes_that_config() {
     // The spec's fields override the config they came from.
     let changed = spec.clone().count(5).failover(true).item_parameters("0=X");
     let published = changed.config();
-    assert_eq!(published.sharding_total_count, 5);
-    assert!(published.failover);
-    assert_eq!(published.sharding_item_parameters.as_deref(), Some("0=X"));
-    assert_eq!(published.reconcile_interval_minutes, 3);
-    assert!(published.static_sharding);
+    assert_eq!(published.sharding_total_count(), 5);
+    assert!(published.failover());
+    assert_eq!(published.sharding_item_parameters(), Some("0=X"));
+    assert_eq!(published.reconcile_interval_minutes(), 3);
+    assert!(published.static_sharding());
 }
 
 #[test]
 fn a_generated_spec_publishes_what_it_always_did() {
     let spec = JobSpec::new("j0", "0/5 * * * * ?", 4).failover(true).max_time_diff_seconds(5);
-    let mut expected = JobConfig::new("j0", 4);
-    expected.cron = Some("0/5 * * * * ?".into());
-    expected.failover = true;
-    expected.max_time_diff_seconds = 5;
+    let expected = JobConfig::builder("j0")
+        .cron("0/5 * * * * ?")
+        .sharding_total_count(4)
+        .failover(true)
+        .max_time_diff(Some(Duration::from_secs(5)))
+        .build()
+        .expect("a valid config");
     assert_eq!(spec.config(), expected);
     assert_eq!(
         spec.to_string(),
@@ -95,7 +98,7 @@ fn a_generated_spec_publishes_what_it_always_did() {
 fn job_files_are_read_in_every_shape_elasticjob_users_have() {
     let builtin = ShardingStrategies::default();
     let documents = job_configs_from_yaml(&examples("jobs.yaml"), &builtin).expect("jobs.yaml");
-    let names: Vec<&str> = documents.iter().map(|c| c.job_name.as_str()).collect();
+    let names: Vec<&str> = documents.iter().map(|c| c.job_name()).collect();
     assert_eq!(names, ["settlement", "reports"]);
     assert_eq!(documents[0].item_parameters().expect("parameters")[&3], "Shenzhen");
 
@@ -113,7 +116,7 @@ fn job_files_are_read_in_every_shape_elasticjob_users_have() {
     let configs = job_configs_from_yaml(&spring, &strategies).expect("with the strategy");
     assert_eq!(configs.len(), 2);
     assert_eq!(configs[0].sharding_strategy_type(), "HEAD_OFFICE_FIRST");
-    assert_eq!(configs[0].time_zone.as_deref(), Some("Asia/Shanghai"));
+    assert_eq!(configs[0].time_zone_id(), Some("Asia/Shanghai"));
 }
 
 #[derive(Debug)]
@@ -312,9 +315,12 @@ fn a_duration_model_sets_how_long_each_item_takes() {
 
 #[test]
 fn disabled_static_and_zoned_jobs_are_judged_by_their_own_rules() {
-    let mut fixed = JobConfig::new("fixed", 4);
-    fixed.cron = Some("0/6 * * * * ?".into());
-    fixed.static_sharding = true;
+    let fixed = JobConfig::builder("fixed")
+        .cron("0/6 * * * * ?")
+        .sharding_total_count(4)
+        .static_sharding(true)
+        .build()
+        .expect("a valid config");
     let report = Builder {
         seed: 8,
         specs: vec![

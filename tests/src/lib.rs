@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use shardcron_core::__private::InlineEventSink;
 use shardcron_core::guarantee::DistributeOnceListener;
 use shardcron_core::handles::{Handles, KillableSpawner};
 use shardcron_core::registry::counting::CountingRegistry;
@@ -152,7 +153,9 @@ impl TestCluster {
             .ip(ip)
             .pid(1)
             .settings(options.settings)
-            .events(Arc::new(move |event: &SchedulerEvent| {
+            // Inline: the log must hold each event at the virtual instant it happened, and keep
+            // the last ones of an instance that is killed.
+            .inline_event_sink(Arc::new(move |event: &SchedulerEvent| {
                 log.lock().push(Recorded {
                     instance: id.clone(),
                     at_ms: clock.now_ms(),

@@ -32,7 +32,7 @@ async fn added_jobs_run_where_a_handler_exists() {
         })
     };
     let handlers = JobHandlers::new().named("nightly", recorder).resolver(|config| {
-        match config.props.get("script.command.line") {
+        match config.props().get("script.command.line") {
             Some(line) => Err(format!("{line} is not on the allow-list")),
             None => Ok(None),
         }
@@ -85,5 +85,5 @@ async fn added_jobs_run_where_a_handler_exists() {
     at(&cluster, 55).await;
     assert_eq!(scheduler.jobs(), ["nightly"]);
     assert_eq!(runs.lock().len(), before + 1);
-    scheduler.shutdown().await.unwrap();
+    scheduler.shutdown(Duration::from_secs(3600)).await.unwrap();
 }

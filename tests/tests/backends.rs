@@ -56,7 +56,7 @@ async fn scheduler_end_to_end(url: &str) {
     let log = seen.clone();
     let scheduler = SchedulerBuilder::new(registry.clone())
         .pid(7)
-        .events(Arc::new(move |event: &SchedulerEvent| {
+        .event_sink(Arc::new(move |event: &SchedulerEvent| {
             if let SchedulerEvent::ItemStarted { job, item, fire_ms, .. } = event {
                 if job == "ticker" {
                     log.lock().push((*fire_ms, *item));
@@ -66,8 +66,11 @@ async fn scheduler_end_to_end(url: &str) {
         .start()
         .await
         .expect("start the scheduler on etcd");
-    let mut config = JobConfig::new("ticker", 3);
-    config.cron = Some("* * * * * ?".into());
+    let config = JobConfig::builder("ticker")
+        .cron("* * * * * ?")
+        .sharding_total_count(3)
+        .build()
+        .expect("a valid config");
     scheduler.add_job(config, Job::from_fn(|_| async { Ok(()) })).await.expect("add the job");
     tokio::time::sleep(Duration::from_millis(3_500)).await;
 
@@ -84,7 +87,7 @@ async fn scheduler_end_to_end(url: &str) {
 
     let instance = format!("/ticker/instances/{}", scheduler.instance());
     assert!(registry.exists(&instance).await.unwrap(), "registered while running");
-    scheduler.shutdown().await.expect("graceful shutdown");
+    scheduler.shutdown(Duration::from_secs(3600)).await.expect("graceful shutdown");
     let observer = shardcron::connect(url).await.expect("reconnect");
     assert!(!observer.exists(&instance).await.unwrap(), "instance node removed on shutdown");
     assert!(

@@ -13,11 +13,13 @@ use shardcron_tests::{InstanceOptions, TestCluster, TestInstance, EPOCH_MS};
 
 const JOB: &str = "orders";
 
-fn config(items: i32, failover: bool) -> JobConfig {
-    let mut c = JobConfig::new(JOB, items);
-    c.cron = Some("0/10 * * * * ?".into());
-    c.failover = failover;
-    c
+fn config(items: u32, failover: bool) -> JobConfig {
+    JobConfig::builder(JOB)
+        .cron("0/10 * * * * ?")
+        .sharding_total_count(items)
+        .failover(failover)
+        .build()
+        .expect("a valid config")
 }
 
 /// Items that take `secs` of virtual time, and stop early when told they may have lost the item.
@@ -87,7 +89,7 @@ async fn a_leaving_instance_hands_its_items_over_at_the_next_fire() {
     let cluster = TestCluster::new(22);
     let nodes = three(&cluster, &config(6, false), &working(1)).await;
     until(&cluster, 10).await;
-    nodes[2].scheduler.shutdown().await.unwrap();
+    nodes[2].scheduler.shutdown(Duration::from_secs(3600)).await.unwrap();
     until(&cluster, 22).await;
     let at20 = owners_at(&cluster, 20);
     assert!(
@@ -295,7 +297,7 @@ async fn a_graceful_stop_past_its_deadline_fails_the_cancelled_items_over() {
         nodes.push(node);
     }
     until(&cluster, 11).await;
-    nodes[1].scheduler.shutdown().await.unwrap();
+    nodes[1].scheduler.shutdown(Duration::from_secs(3600)).await.unwrap();
     // (the survivor takes the cancelled items over after its own run, and catches the fire at
     // +20 s up when that ends, at +22 s, for 6 s)
     until(&cluster, 29).await;
@@ -334,8 +336,7 @@ async fn a_count_change_reshards_the_whole_cluster() {
     until(&cluster, 10).await;
     let client = cluster.client();
     let ops = JobOperations::new(&client);
-    let mut c = ops.config(JOB).await.unwrap();
-    c.sharding_total_count = 7;
+    let c = ops.config(JOB).await.unwrap().to_builder().sharding_total_count(7).build().unwrap();
     ops.update_config(&c).await.unwrap();
     until(&cluster, 22).await;
     cluster.assert_each_item_once(JOB, &[10], 3);
@@ -350,7 +351,7 @@ async fn the_whole_cluster_restarts_cleanly() {
     let first = three(&cluster, &config(6, true), &working(1)).await;
     until(&cluster, 10).await;
     for node in &first {
-        node.scheduler.shutdown().await.unwrap();
+        node.scheduler.shutdown(Duration::from_secs(3600)).await.unwrap();
     }
     assert!(
         cluster.ephemerals().is_empty(),
@@ -365,7 +366,7 @@ async fn the_whole_cluster_restarts_cleanly() {
     cluster.assert_exclusive(JOB);
     cluster.assert_settled(JOB, &[&second[0], &second[1], &second[2]], 6).await;
     for node in &second {
-        node.scheduler.shutdown().await.unwrap();
+        node.scheduler.shutdown(Duration::from_secs(3600)).await.unwrap();
     }
     assert!(cluster.ephemerals().is_empty(), "invariant 5 after the second stop");
 }
@@ -373,8 +374,7 @@ async fn the_whole_cluster_restarts_cleanly() {
 #[tokio::test(start_paused = true)]
 async fn an_idle_cluster_sends_no_registry_request() {
     let cluster = TestCluster::new(34);
-    let mut idle = config(6, true);
-    idle.cron = Some("0 0 0 1 1 ? 2099".into());
+    let idle = config(6, true).to_builder().cron("0 0 0 1 1 ? 2099").build().unwrap();
     let nodes = three(&cluster, &idle, &working(1)).await;
     until(&cluster, 5).await;
     for node in &nodes {
@@ -411,9 +411,12 @@ async fn a_fire_costs_one_transaction_to_start_and_one_to_finish() {
 #[tokio::test(start_paused = true)]
 async fn an_item_left_to_a_ghost_owner_is_resharded() {
     let cluster = TestCluster::new(36);
-    let mut c = config(4, false);
-    c.cron = Some("0 0/2 * * * ?".into());
-    c.reconcile_interval_minutes = 1;
+    let c = config(4, false)
+        .to_builder()
+        .cron("0 0/2 * * * ?")
+        .reconcile_interval(Some(Duration::from_secs(60)))
+        .build()
+        .unwrap();
     let nodes = three(&cluster, &c, &working(1)).await;
     // The first fire (+40 s: the epoch is at second :20) shards.
     until(&cluster, 45).await;

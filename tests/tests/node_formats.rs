@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use parking_lot::Mutex;
+use shardcron_core::__private::layout::{ItemNode, JobNode};
 use shardcron_core::config::JobConfig;
 use shardcron_core::job::Job;
-use shardcron_core::layout::{ItemNode, JobNode};
 use shardcron_core::registry::{CoordinatorRegistry, WatchEvent};
 use shardcron_tests::{TestCluster, EPOCH_MS};
 
@@ -65,9 +65,12 @@ async fn record_scenario() -> Recording {
         }
     });
 
-    let mut config = JobConfig::new(JOB, 4);
-    config.cron = Some("0/10 * * * * ?".into());
-    config.failover = true;
+    let config = JobConfig::builder(JOB)
+        .cron("0/10 * * * * ?")
+        .sharding_total_count(4)
+        .failover(true)
+        .build()
+        .expect("a valid config");
     let slow = || {
         Job::from_fn(|ctx| async move {
             tokio::select! {

@@ -74,7 +74,7 @@ async fn an_elasticjob_namespace_reads_as_its_console_shows_it() {
 
     let config = ops.config("orders").await.unwrap();
     assert_eq!(config.item_parameters().unwrap()[&3], "Shenzhen");
-    assert!(config.failover && config.overwrite);
+    assert!(config.failover() && config.overwrite());
 }
 
 #[tokio::test(start_paused = true)]
@@ -112,7 +112,7 @@ async fn operations_on_an_elasticjob_namespace_change_its_statuses() {
 
     // A job disabled as a whole: every server node and the config flag.
     assert_eq!(ops.disable_job("orders", true).await.unwrap(), ["192.0.2.2"]);
-    assert!(ops.config("orders").await.unwrap().disabled);
+    assert!(ops.config("orders").await.unwrap().disabled());
     assert_eq!(client.get_text("/orders/servers/192.0.2.2").await.unwrap().unwrap(), "DISABLED");
 }
 
@@ -160,7 +160,7 @@ async fn config_updates_follow_the_overwrite_rule_and_keep_extra_configurations(
         .unwrap();
     assert!(update.replaced_on_restart, "the fixture's instances publish with overwrite on");
     let config = ops.config("orders").await.unwrap();
-    assert_eq!((config.cron.as_deref(), config.sharding_total_count), (Some("0/10 * * * * ?"), 6));
+    assert_eq!((config.cron(), config.sharding_total_count()), (Some("0/10 * * * * ?"), 6));
     assert_eq!(ops.sharding_status("orders").await.unwrap().len(), 6);
 
     // A JSON body (what a console sends) is a config too.
@@ -169,7 +169,7 @@ async fn config_updates_follow_the_overwrite_rule_and_keep_extra_configurations(
         .await
         .unwrap();
     assert!(!update.replaced_on_restart, "the last edit had overwrite off");
-    assert_eq!(ops.config("orders").await.unwrap().sharding_total_count, 2);
+    assert_eq!(ops.config("orders").await.unwrap().sharding_total_count(), 2);
 
     // Extra configurations are not shown by editors: an edit without them keeps the stored ones.
     let traced = JobConfig::from_yaml(
@@ -178,7 +178,7 @@ async fn config_updates_follow_the_overwrite_rule_and_keep_extra_configurations(
          type: RDB\n",
     )
     .unwrap();
-    assert_eq!(traced.job_extra_configurations.len(), 1);
+    assert_eq!(traced.job_extra_configurations().len(), 1);
     ops.add_job(&traced).await.unwrap();
     let update = ops.set_config_yaml("traced", "shardingTotalCount: 3\n").await.unwrap();
     assert!(update.kept_extra_configurations);
@@ -221,8 +221,11 @@ async fn a_shardcron_namespace_reads_with_the_same_rules() {
     let cluster = TestCluster::new(6);
     let a = cluster.instance("10.0.0.1").await;
     let b = cluster.instance("10.0.0.2").await;
-    let mut config = JobConfig::new("reports", 4);
-    config.cron = Some("0/10 * * * * ?".into());
+    let config = JobConfig::builder("reports")
+        .cron("0/10 * * * * ?")
+        .sharding_total_count(4)
+        .build()
+        .unwrap();
     let slow = || {
         Job::from_fn(|_| async {
             tokio::time::sleep(Duration::from_secs(3)).await;

@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use shardcron_core::__private::InlineEventSink;
 use shardcron_core::api::JobOperations;
-use shardcron_core::config::JobConfig;
+use shardcron_core::config::{ErrorHandlerType, JobConfig};
 use shardcron_core::handles::{Handles, TokioClock};
 use shardcron_core::job::Job;
 use shardcron_core::registry::{CoordinatorRegistry, RegistryExt};
@@ -14,10 +15,12 @@ use shardcron_core::runtime::{FireKind, SchedulerEvent, Settings, SkipReason};
 use shardcron_core::Error;
 use shardcron_tests::{TestCluster, EPOCH_MS};
 
-fn every(seconds: u32, job: &str, items: i32) -> JobConfig {
-    let mut c = JobConfig::new(job, items);
-    c.cron = Some(format!("0/{seconds} * * * * ?"));
-    c
+fn every(seconds: u32, job: &str, items: u32) -> JobConfig {
+    JobConfig::builder(job)
+        .cron(format!("0/{seconds} * * * * ?"))
+        .sharding_total_count(items)
+        .build()
+        .expect("a valid config")
 }
 
 fn noop() -> Job {
@@ -65,9 +68,13 @@ async fn item_parameters_and_job_parameter_reach_the_job() {
     let node = cluster.instance("10.0.0.1").await;
     let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let sink = seen.clone();
-    let mut config = every(10, "params", 2);
-    config.sharding_item_parameters = Some("0=north,1=south".into());
-    config.job_parameter = Some("p".into());
+    let config = every(10, "params", 2)
+        .to_builder()
+        .item_parameter(0, "north")
+        .item_parameter(1, "south")
+        .job_parameter("p")
+        .build()
+        .unwrap();
     node.scheduler
         .add_job(
             config,
@@ -136,7 +143,7 @@ async fn running_markers_exist_only_while_items_run() {
 async fn manual_trigger_runs_now_and_one_off_jobs_run_only_when_triggered() {
     let cluster = TestCluster::new(5);
     let node = cluster.instance("10.0.0.1").await;
-    let one_off = JobConfig::new("once", 2);
+    let one_off = JobConfig::builder("once").one_off().sharding_total_count(2).build().unwrap();
     node.scheduler.add_job(one_off, noop()).await.unwrap();
     until(&cluster, 30).await;
     assert!(cluster.starts("once").is_empty(), "a job without cron never fires by itself");
@@ -196,8 +203,7 @@ async fn a_cron_change_in_the_registry_reschedules_live() {
     until(&cluster, 12).await;
     let client = cluster.client();
     let ops = JobOperations::new(&client);
-    let mut config = ops.config("r").await.unwrap();
-    config.cron = Some("0/3 * * * * ?".into());
+    let config = ops.config("r").await.unwrap().to_builder().cron("0/3 * * * * ?").build().unwrap();
     ops.update_config(&config).await.unwrap();
     until(&cluster, 22).await;
     let fires: Vec<i64> = cluster.starts("r").iter().map(|s| s.2 - EPOCH_MS).collect();
@@ -213,15 +219,15 @@ async fn a_count_change_reshards_before_the_next_fire() {
     until(&cluster, 10).await;
     let client = cluster.client();
     let ops = JobOperations::new(&client);
-    let mut config = ops.config("c").await.unwrap();
-    config.sharding_total_count = 4;
-    ops.update_config(&config).await.unwrap();
+    let config = ops.config("c").await.unwrap();
+    let four = config.to_builder().sharding_total_count(4).build().unwrap();
+    ops.update_config(&four).await.unwrap();
     until(&cluster, 20).await;
     let second: Vec<u32> =
         cluster.starts("c").iter().filter(|s| s.2 == EPOCH_MS + 20_000).map(|s| s.1).collect();
     assert_eq!(second.len(), 4, "{second:?}");
-    config.sharding_total_count = 1;
-    ops.update_config(&config).await.unwrap();
+    let one = config.to_builder().sharding_total_count(1).build().unwrap();
+    ops.update_config(&one).await.unwrap();
     until(&cluster, 30).await;
     let third: Vec<u32> =
         cluster.starts("c").iter().filter(|s| s.2 == EPOCH_MS + 30_000).map(|s| s.1).collect();
@@ -241,7 +247,7 @@ async fn shutdown_leaves_no_ephemeral_node() {
     node.scheduler.add_job(every(5, "b", 1), noop()).await.unwrap();
     until(&cluster, 11).await;
     assert!(!cluster.ephemerals().is_empty());
-    node.scheduler.shutdown().await.unwrap();
+    node.scheduler.shutdown(Duration::from_secs(3600)).await.unwrap();
     assert!(cluster.ephemerals().is_empty(), "left behind: {:?}", cluster.ephemerals());
     let finished = cluster
         .events()
@@ -261,8 +267,8 @@ async fn clock_skew_beyond_max_time_diff_skips_fires() {
     skewed.set_skew(5_000);
     let handles = Handles { clock: skewed, ..cluster.handles.clone() };
     let node = cluster.instance_with("10.0.0.1", Settings::default(), handles).await;
-    let mut config = every(10, "t", 1);
-    config.max_time_diff_seconds = 2;
+    let config =
+        every(10, "t", 1).to_builder().max_time_diff(Some(Duration::from_secs(2))).build().unwrap();
     node.scheduler.add_job(config, noop()).await.unwrap();
     until(&cluster, 20).await;
     assert!(cluster.starts("t").is_empty());
@@ -286,14 +292,14 @@ async fn invalid_configs_are_rejected_and_leave_the_registry_untouched() {
     let node = cluster.instance("10.0.0.1").await;
     let client = cluster.client();
     let before = client.children_or_empty("/").await.unwrap();
-    let mut bad_cron = every(10, "bad", 1);
-    bad_cron.cron = Some("0 0 25 * * ?".into());
-    let mut bad_count = every(10, "bad", 0);
-    bad_count.cron = Some("0/10 * * * * ?".into());
-    let mut bad_params = every(10, "bad", 2);
-    bad_params.sharding_item_parameters = Some("0=a,5=b".into());
-    let mut bad_zone = every(10, "bad", 1);
-    bad_zone.time_zone = Some("Mars/Base".into());
+    // Configs the builder refuses come from YAML (a file, another tool); the scheduler checks
+    // them again.
+    let yaml = |fields: &str| JobConfig::from_yaml(&format!("jobName: bad\n{fields}")).unwrap();
+    let bad_cron = yaml("cron: 0 0 25 * * ?\nshardingTotalCount: 1\n");
+    let bad_count = yaml("cron: 0/10 * * * * ?\nshardingTotalCount: 0\n");
+    let bad_params =
+        yaml("cron: 0/10 * * * * ?\nshardingTotalCount: 2\nshardingItemParameters: 0=a,5=b\n");
+    let bad_zone = yaml("cron: 0/10 * * * * ?\nshardingTotalCount: 1\ntimeZone: Mars/Base\n");
     for (config, field) in [
         (bad_cron, "cron"),
         (bad_count, "shardingTotalCount"),
@@ -346,22 +352,21 @@ async fn the_stored_config_wins_unless_overwrite() {
     let cluster = TestCluster::new(13);
     let first = cluster.instance("10.0.0.1").await;
     first.scheduler.add_job(every(10, "o", 1), noop()).await.unwrap();
-    first.scheduler.shutdown().await.unwrap();
+    first.scheduler.shutdown(Duration::from_secs(3600)).await.unwrap();
     let second = cluster.instance("10.0.0.2").await;
     second.scheduler.add_job(every(5, "o", 1), noop()).await.unwrap();
     let client = cluster.client();
     let stored = JobOperations::new(&client).config("o").await.unwrap();
     assert_eq!(
-        stored.cron.as_deref(),
+        stored.cron(),
         Some("0/10 * * * * ?"),
         "without overwrite the registry's config wins"
     );
     second.scheduler.remove_job("o").await.unwrap();
-    let mut forced = every(5, "o", 1);
-    forced.overwrite = true;
+    let forced = every(5, "o", 1).to_builder().overwrite(true).build().unwrap();
     second.scheduler.add_job(forced, noop()).await.unwrap();
     let stored = JobOperations::new(&client).config("o").await.unwrap();
-    assert_eq!(stored.cron.as_deref(), Some("0/5 * * * * ?"), "overwrite replaces it");
+    assert_eq!(stored.cron(), Some("0/5 * * * * ?"), "overwrite replaces it");
 
     // A stored config that cannot be used is refused with a clear error, unless overwrite.
     second.scheduler.remove_job("o").await.unwrap();
@@ -516,7 +521,7 @@ async fn listeners_dataflow_jobs_and_the_throw_handler_through_the_scheduler() {
         .ip("10.0.0.1")
         .pid(1)
         .listener(listener.clone())
-        .events({
+        .inline_event_sink({
             let log = cluster.log.clone();
             let clock = cluster.handles.clock.clone();
             Arc::new(move |event: &SchedulerEvent| {
@@ -536,8 +541,8 @@ async fn listeners_dataflow_jobs_and_the_throw_handler_through_the_scheduler() {
         Batches { left: parking_lot::Mutex::new(vec![1, 2, 3]), processed: processed.clone() };
     scheduler.add_job(every(10, "flow", 1), Job::dataflow(batches, true)).await.unwrap();
     // THROW: a failing item is surfaced as an event.
-    let mut strict = every(10, "strict", 1);
-    strict.job_error_handler_type = Some("THROW".into());
+    let strict =
+        every(10, "strict", 1).to_builder().error_handler(ErrorHandlerType::Throw).build().unwrap();
     scheduler.add_job(strict, Job::from_fn(|_| async { Err("disk full".into()) })).await.unwrap();
     until(&cluster, 10).await;
     assert_eq!(processed.load(Ordering::SeqCst), 3, "streaming fetched until empty");

@@ -28,9 +28,11 @@ fn ten_thousand_jobs_keep_the_thread_count() {
         let mut added = 0;
         for target in [10, 10_000] {
             while added < target {
-                let mut config = JobConfig::new(format!("job-{added}"), 1);
                 // Far from now, so that the test measures registration, not firing.
-                config.cron = Some("0 0 0 1 1 ? 2099".into());
+                let config = JobConfig::builder(format!("job-{added}"))
+                    .cron("0 0 0 1 1 ? 2099")
+                    .build()
+                    .unwrap();
                 scheduler.add_job(config, Job::from_fn(|_| async { Ok(()) })).await.unwrap();
                 added += 1;
             }

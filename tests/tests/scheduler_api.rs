@@ -24,11 +24,15 @@ fn noop() -> Job {
     Job::from_fn(|_| async { Ok(()) })
 }
 
+fn one_off(name: &str, items: u32) -> JobConfig {
+    JobConfig::builder(name).one_off().sharding_total_count(items).build().unwrap()
+}
+
 #[tokio::test(start_paused = true)]
 async fn trigger_runs_a_one_off_job_once_on_every_item() {
     let cluster = TestCluster::new(11);
     let node = cluster.instance("10.0.0.1").await;
-    node.scheduler.add_job(JobConfig::one_off("cleanup", 3), noop()).await.unwrap();
+    node.scheduler.add_job(one_off("cleanup", 3), noop()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert!(cluster.starts("cleanup").is_empty(), "a one-off job does not fire by itself");
 
@@ -56,16 +60,16 @@ async fn trigger_runs_a_one_off_job_once_on_every_item() {
 async fn a_shut_down_scheduler_refuses_new_work_with_shut_down() {
     let cluster = TestCluster::new(12);
     let node = cluster.instance("10.0.0.1").await;
-    node.scheduler.add_job(JobConfig::one_off("a", 1), noop()).await.unwrap();
-    node.scheduler.shutdown().await.unwrap();
+    node.scheduler.add_job(one_off("a", 1), noop()).await.unwrap();
+    node.scheduler.shutdown(Duration::from_secs(3600)).await.unwrap();
 
-    let err = node.scheduler.add_job(JobConfig::one_off("b", 1), noop()).await.unwrap_err();
+    let err = node.scheduler.add_job(one_off("b", 1), noop()).await.unwrap_err();
     assert!(matches!(err, Error::ShutDown), "{err:?}");
     assert_eq!(err.to_string(), "the scheduler has shut down");
     assert!(matches!(node.scheduler.trigger("a").await, Err(Error::ShutDown)));
     assert!(matches!(node.scheduler.remove_job("a").await, Err(Error::ShutDown)));
     // A second shutdown does nothing.
-    node.scheduler.shutdown().await.unwrap();
+    node.scheduler.shutdown(Duration::from_secs(3600)).await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
@@ -74,10 +78,15 @@ async fn a_job_without_cron_is_warned_about_at_registration() {
     let cluster = TestCluster::new(13);
     let node = cluster.instance("10.0.0.1").await;
 
-    node.scheduler.add_job(JobConfig::new("forgotten", 2), noop()).await.unwrap();
-    node.scheduler.add_job(JobConfig::one_off("on-demand", 2), noop()).await.unwrap();
-    let mut scheduled = JobConfig::new("scheduled", 2);
-    scheduled.cron = Some("0/5 * * * * ?".into());
+    // A config whose YAML has no cron at all, as ElasticJob's tools can write one.
+    let forgotten = JobConfig::from_yaml("jobName: forgotten\nshardingTotalCount: 2\n").unwrap();
+    node.scheduler.add_job(forgotten, noop()).await.unwrap();
+    node.scheduler.add_job(one_off("on-demand", 2), noop()).await.unwrap();
+    let scheduled = JobConfig::builder("scheduled")
+        .cron("0/5 * * * * ?")
+        .sharding_total_count(2)
+        .build()
+        .unwrap();
     node.scheduler.add_job(scheduled, noop()).await.unwrap();
 
     let about: Vec<String> = warnings

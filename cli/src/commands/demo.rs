@@ -360,7 +360,12 @@ impl Demo {
             "stopping {} gracefully: running items finish, then each leaves the registry",
             names.join(", ")
         ));
-        let stops = members.iter().map(|m| m.scheduler.shutdown());
+        // Each member leaves, then closes its registry session, as its process would on exit.
+        let stops = members.iter().map(|m| async move {
+            let stopped = m.scheduler.shutdown(Duration::from_secs(60)).await;
+            let _ = m.scheduler.registry().close().await;
+            stopped
+        });
         let mut failures: Vec<String> = Vec::new();
         for (member, result) in members.iter().zip(futures::future::join_all(stops).await) {
             if let Err(e) = result {
@@ -431,13 +436,16 @@ impl Demo {
             .handles(handles)
             .ip(ip)
             .settings(settings)
-            .events(sink)
+            .event_sink(sink)
             .start()
             .await
             .map_err(|e| failed(&e))?;
-        let mut config = JobConfig::new(JOB, i32::try_from(ITEMS).unwrap_or(1));
-        config.cron = Some(self.pace.cron.into());
-        config.failover = true;
+        let config = JobConfig::builder(JOB)
+            .cron(self.pace.cron)
+            .sharding_total_count(ITEMS)
+            .failover(true)
+            .build()
+            .map_err(|e| failed(&e))?;
         scheduler.add_job(config, sleeping_job(self.pace.item)).await.map_err(|e| failed(&e))?;
         Ok(Member { ip: ip.to_owned(), scheduler, client, spawner })
     }
@@ -1023,6 +1031,7 @@ impl<'a> Printer<'a> {
                     FireKind::Misfire => ", catching up a skipped fire",
                     FireKind::Manual => ", triggered by hand",
                     FireKind::Failover => ", failed over",
+                    _ => "",
                 };
                 let plural = if tokens.contains(',') { "s" } else { "" };
                 ("start", format!("{what}{how} (fencing token{plural} {tokens})"))

@@ -181,6 +181,7 @@ pub fn fire_kind(kind: FireKind) -> &'static str {
         FireKind::Misfire => "misfire",
         FireKind::Manual => "manual",
         FireKind::Failover => "failover",
+        _ => "other",
     }
 }
 
@@ -193,6 +194,7 @@ pub fn session_state(event: &SessionEvent) -> &'static str {
         SessionEvent::Expired => "expired",
         SessionEvent::Lost => "lost",
         SessionEvent::Closed => "closed",
+        _ => "other",
     }
 }
 

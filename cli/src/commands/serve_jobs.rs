@@ -37,14 +37,14 @@ pub fn script_handlers(allowed: &[PathBuf]) -> Result<JobHandlers, CliError> {
 
 /// A script job for `config` when its program is allowed; `Ok(None)` when it is no script job.
 fn script_job(config: &JobConfig, allowed: &BTreeSet<PathBuf>) -> Resolution {
-    let Some(line) = config.props.get(SCRIPT_COMMAND_LINE) else { return Ok(None) };
+    let Some(line) = config.props().get(SCRIPT_COMMAND_LINE) else { return Ok(None) };
     let mut words = split_command_line(line)?.into_iter();
     let program = words.next().ok_or_else(|| format!("{SCRIPT_COMMAND_LINE} is empty"))?;
     let real = Path::new(&program).canonicalize().ok();
     if !real.as_ref().is_some_and(|p| allowed.contains(p)) {
         return Err(format!(
             "{program:?} is not on this worker's --allow-command list; not running job {}",
-            config.job_name
+            config.job_name()
         ));
     }
     Ok(Some(Job::script(program, words.collect())))
@@ -105,15 +105,17 @@ mod tests {
     fn only_allowed_programs_become_jobs() {
         let allowed: BTreeSet<PathBuf> =
             [Path::new("/bin/sh").canonicalize().unwrap()].into_iter().collect();
-        let mut config = JobConfig::new("j", 1);
+        let config = JobConfig::builder("j").one_off().build().unwrap();
         assert!(matches!(script_job(&config, &allowed), Ok(None)), "not a script job");
-        config.props.insert(SCRIPT_COMMAND_LINE.into(), "/bin/sh -c 'echo hi'".into());
-        assert!(matches!(script_job(&config, &allowed), Ok(Some(_))));
-        config.props.insert(SCRIPT_COMMAND_LINE.into(), "/bin/rm -rf /tmp/x".into());
-        let refused = script_job(&config, &allowed).unwrap_err();
+        let with_command =
+            |line: &str| config.to_builder().prop(SCRIPT_COMMAND_LINE, line).build().unwrap();
+        assert!(matches!(script_job(&with_command("/bin/sh -c 'echo hi'"), &allowed), Ok(Some(_))));
+        let refused = script_job(&with_command("/bin/rm -rf /tmp/x"), &allowed).unwrap_err();
         assert!(refused.contains("--allow-command"), "{refused}");
-        config.props.insert(SCRIPT_COMMAND_LINE.into(), "sh -c x".into());
-        assert!(script_job(&config, &allowed).is_err(), "a bare name is not an allowed path");
+        assert!(
+            script_job(&with_command("sh -c x"), &allowed).is_err(),
+            "a bare name is not an allowed path"
+        );
         assert!(script_handlers(&[PathBuf::from("/no/such/program")]).is_err());
     }
 }

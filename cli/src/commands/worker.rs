@@ -197,16 +197,19 @@ impl Plan {
             let suffix = suffix.unwrap_or_default();
             CliError::InvalidInput(format!("--instance-suffix {suffix:?}: {e}"))
         })?;
-        // `total` is at most 1,000,000: it fits.
-        let mut config =
-            JobConfig::new(job.unwrap_or_default(), i32::try_from(total).unwrap_or(i32::MAX));
-        config.cron = Some(args.cron.clone());
-        config.failover = args.failover;
-        config.overwrite = true;
-        config.description = Some("shardcron worker demo job".into());
-        if job.is_some() {
-            config.validate().map_err(|e| CliError::InvalidInput(e.to_string()))?;
-        }
+        let config = match job {
+            Some(name) => Some(
+                JobConfig::builder(name)
+                    .cron(args.cron.clone())
+                    .sharding_total_count(total)
+                    .failover(args.failover)
+                    .overwrite(true)
+                    .description("shardcron worker demo job")
+                    .build()
+                    .map_err(|e| CliError::InvalidInput(e.to_string()))?,
+            ),
+            None => None,
+        };
         let handlers = match args.serve_jobs {
             true => Some(super::serve_jobs::script_handlers(&args.allow_command)?),
             false => None,
@@ -229,7 +232,7 @@ impl Plan {
             ip: args.ip.clone(),
             suffix: args.instance_suffix.clone(),
             instance,
-            config: job.map(|_| config),
+            config,
             handlers,
             item: Duration::from_millis(args.item_ms),
             shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
@@ -256,6 +259,7 @@ fn check_url(url: &str) -> Result<(), CliError> {
         RegistryUrl::Etcd { .. } => {
             Err(invalid(&shardcron::ConnectError::Unsupported { scheme: "etcd", feature: "etcd" }))
         }
+        other => Err(invalid(&format!("unsupported registry URL {other:?}"))),
     }
 }
 
@@ -345,7 +349,10 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
         }
     });
     let settings = Settings { shutdown_timeout: plan.shutdown_timeout, ..Settings::default() };
-    let mut builder = SchedulerBuilder::new(registry).ip(&plan.ip).settings(settings).events(sink);
+    // The items' wait, then the time to leave the registry.
+    let deadline = plan.shutdown_timeout + Duration::from_secs(10);
+    let mut builder =
+        SchedulerBuilder::new(registry).ip(&plan.ip).settings(settings).event_sink(sink);
     let serving = plan.handlers.is_some();
     if let Some(handlers) = plan.handlers {
         builder = builder.job_handlers(handlers);
@@ -354,7 +361,7 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
         builder = builder.instance_suffix(suffix);
     }
     if let Some(trace) = &trace {
-        builder = builder.trace(trace).events(trace.skip_sink(plan.instance.as_str()));
+        builder = builder.trace(trace).event_sink(trace.skip_sink(plan.instance.as_str()));
     }
     if let Some(metrics) = &metrics {
         builder = builder.metrics(metrics);
@@ -371,7 +378,7 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
         None => Ok(()),
     };
     if let Err(e) = demo {
-        let _ = scheduler.shutdown().await;
+        let _ = scheduler.shutdown(deadline).await;
         while let Ok(line) = lines.try_recv() {
             printer.print(&line);
         }
@@ -395,7 +402,7 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
     }
 
     // Stop gracefully, still printing what the stop reports.
-    let shutdown = scheduler.shutdown();
+    let shutdown = scheduler.shutdown(deadline);
     tokio::pin!(shutdown);
     let stopped = loop {
         tokio::select! {

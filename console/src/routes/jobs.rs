@@ -120,7 +120,7 @@ pub async fn add(
     require_writer(&state, &headers)?;
     let job = job_name_of(&body)?;
     let config = ops(&state).add_job_yaml(&job, &body).await?;
-    Ok((StatusCode::CREATED, Wrapped::of(json!({"jobName": config.job_name}))?))
+    Ok((StatusCode::CREATED, Wrapped::of(json!({"jobName": config.job_name()}))?))
 }
 
 /// `DELETE /api/jobs/config/{job}`: removes the job's subtree, once no instance runs it.
@@ -154,7 +154,7 @@ pub async fn add_yaml(
 ) -> Result<impl IntoResponse, ApiError> {
     require_writer(&state, &headers)?;
     let config = ops(&state).add_job_yaml(&job, &body).await?;
-    Ok((StatusCode::CREATED, Wrapped::of(json!({"jobName": config.job_name}))?))
+    Ok((StatusCode::CREATED, Wrapped::of(json!({"jobName": config.job_name()}))?))
 }
 
 /// The `jobName` of a JSON config body.

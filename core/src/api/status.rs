@@ -21,6 +21,7 @@ use super::JobOperations;
 /// The status of a job, or of a job on one server (where only `Ok` and `Disabled` apply).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[non_exhaustive]
 pub enum JobStatus {
     /// Instances run it and it is sharded among live ones.
     Ok,
@@ -35,6 +36,7 @@ pub enum JobStatus {
 /// The state of one item, as a console shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[non_exhaustive]
 pub enum ItemStatus {
     /// Disabled by an operator: its owner skips it.
     Disabled,

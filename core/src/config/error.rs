@@ -118,6 +118,20 @@ pub enum ConfigError {
         /// The cron parser's explanation (field and rule).
         reason: String,
     },
+    /// A [`JobConfigBuilder`](super::JobConfigBuilder) was given no schedule.
+    #[error(
+        "cron: no schedule was given; set one with .cron(..) or .schedule(..), or call \
+         .one_off() for a job that runs only when triggered"
+    )]
+    NoSchedule,
+    /// A duration that the YAML cannot hold exactly (it stores whole seconds or minutes).
+    #[error("{field}: {reason}")]
+    Duration {
+        /// The ElasticJob field the duration goes to.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// `timeZone` names no known zone.
     #[error("timeZone: {reason}")]
     TimeZone {
@@ -143,7 +157,8 @@ impl ConfigError {
             | Self::ItemParameterDuplicate { .. } => Some("shardingItemParameters"),
             Self::UnknownShardingStrategy { .. } => Some("jobShardingStrategyType"),
             Self::UnknownErrorHandler { .. } => Some("jobErrorHandlerType"),
-            Self::Cron { .. } => Some("cron"),
+            Self::Cron { .. } | Self::NoSchedule => Some("cron"),
+            Self::Duration { field, .. } => Some(field),
             Self::TimeZone { .. } => Some("timeZone"),
         }
     }

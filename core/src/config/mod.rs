@@ -18,16 +18,20 @@
 //! ```
 //!
 //! # Layout
-//! - `job.rs`: [`JobConfig`], its defaults and derived values.
+//! - `job.rs`: [`JobConfig`], its defaults, accessors and derived values.
+//! - `builder.rs`: [`JobConfigBuilder`], typed and checked when built.
+//! - `kinds.rs`: [`ShardingStrategyType`], [`ErrorHandlerType`].
 //! - `yaml.rs`: [`JobConfig::from_yaml`] / [`JobConfig::to_yaml`], unknown-field preservation.
 //! - `snakeyaml.rs`: quoting and class tags the way ElasticJob's SnakeYAML (YAML 1.1) needs.
 //! - `validate.rs`: [`JobConfig::validate`], [`KnownTypes`], [`validate_job_name`].
 //! - `item_params.rs`: [`parse_sharding_item_parameters`].
 //! - `error.rs`: [`ConfigError`].
 
+mod builder;
 mod error;
 mod item_params;
 mod job;
+mod kinds;
 mod snakeyaml;
 pub mod store;
 mod validate;
@@ -36,9 +40,11 @@ mod yaml;
 #[cfg(test)]
 mod tests;
 
+pub use builder::JobConfigBuilder;
 pub use error::ConfigError;
 pub use item_params::parse_sharding_item_parameters;
 pub use job::{JobConfig, DEFAULT_ERROR_HANDLER_TYPE};
+pub use kinds::{ErrorHandlerType, ShardingStrategyType};
 pub use validate::{
     validate_job_name, KnownTypes, BUILTIN_ERROR_HANDLER_TYPES, MAX_SHARDING_TOTAL_COUNT,
 };

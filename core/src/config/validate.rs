@@ -19,11 +19,13 @@ pub const BUILTIN_ERROR_HANDLER_TYPES: [&str; 3] = ["LOG", "THROW", "IGNORE"];
 ///
 /// ```
 /// use shardcron_core::config::{JobConfig, KnownTypes};
-/// let mut config = JobConfig::new("job", 2);
-/// config.job_sharding_strategy_type = Some("BY_ZONE".into());
+/// let config = JobConfig::from_yaml(
+///     "jobName: job\nshardingTotalCount: 2\njobShardingStrategyType: BY_ZONE\n",
+/// )?;
 /// assert!(config.validate().is_err());
 /// let known = KnownTypes::default().with_sharding_strategy("BY_ZONE");
 /// assert!(config.validate_with(&known).is_ok());
+/// # Ok::<(), shardcron_core::config::ConfigError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KnownTypes {

@@ -6,7 +6,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::JobError;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{Extensions, JobError};
 use crate::config::{ConfigError, JobConfig};
 
 /// The separator ElasticJob uses inside task ids and instance ids.
@@ -14,6 +16,7 @@ const SEP: &str = "@-@";
 
 /// Why a fire happens. Shown in the [`TaskId`] and handed to listeners.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum ExecutionSource {
     /// A scheduled fire from the cron.
     Normal,
@@ -68,7 +71,22 @@ pub struct FireInfo {
     pub items: Vec<u32>,
 }
 
+/// Epoch milliseconds as a [`SystemTime`] (times before 1970 included).
+pub(crate) fn epoch_ms_to_system_time(ms: i64) -> SystemTime {
+    let offset = Duration::from_millis(ms.unsigned_abs());
+    if ms >= 0 {
+        UNIX_EPOCH + offset
+    } else {
+        UNIX_EPOCH - offset
+    }
+}
+
 impl FireInfo {
+    /// The scheduled fire time.
+    pub fn fire_time(&self) -> SystemTime {
+        epoch_ms_to_system_time(self.fire_time_ms)
+    }
+
     /// The task id every item of this fire carries; see [`TaskId`].
     pub fn task_id(&self) -> TaskId {
         let mut items = self.items.clone();
@@ -175,6 +193,9 @@ pub struct ShardingContext {
     /// failed, and its item is taken over elsewhere.
     #[serde(skip)]
     pub cancellation: CancellationToken,
+    /// The application's shared state ([`extension`](Self::extension)).
+    #[serde(skip)]
+    pub(crate) extensions: Extensions,
 }
 
 impl ShardingContext {
@@ -208,7 +229,44 @@ impl ShardingContext {
             fire_time_ms: fire.fire_time_ms,
             fencing_token: 0,
             cancellation: CancellationToken::new(),
+            extensions: Extensions::default(),
         }
+    }
+
+    /// The scheduled fire time (the same on every instance for one fire).
+    pub fn fire_time(&self) -> SystemTime {
+        epoch_ms_to_system_time(self.fire_time_ms)
+    }
+
+    /// The application's value of type `T`, registered with
+    /// [`SchedulerBuilder::extension`](crate::runtime::SchedulerBuilder::extension).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use shardcron_core::job::Job;
+    ///
+    /// struct Pool { url: String }
+    /// let job = Job::from_fn(|ctx| async move {
+    ///     let pool = ctx.extension::<Arc<Pool>>().ok_or("no pool registered")?;
+    ///     println!("item {} writes to {}", ctx.item, pool.url);
+    ///     Ok(())
+    /// });
+    /// // SchedulerBuilder::new(registry).extension(Arc::new(Pool { url: "...".into() }))
+    /// # let _ = job;
+    /// ```
+    pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.extensions.get::<T>()
+    }
+
+    /// Every value the application registered.
+    pub fn extensions(&self) -> &Extensions {
+        &self.extensions
+    }
+
+    /// The same context with `extensions` (what the executor does before running an item).
+    pub fn with_extensions(mut self, extensions: Extensions) -> Self {
+        self.extensions = extensions;
+        self
     }
 
     /// Sets the item's fencing token and the token that cancels it.

@@ -15,6 +15,7 @@ use crate::stderr_fallback::eprint_if_unobserved;
 
 /// What the executor does with a failure after the handler saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrorDisposition {
     /// The failure stays in the report; the fire counts as handled.
     Continue,

@@ -12,6 +12,7 @@ use futures::{FutureExt, StreamExt};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
+use super::extensions::Extensions;
 use super::failure::panic_message;
 use super::listener::ItemEndContext;
 use super::{
@@ -47,6 +48,7 @@ impl FireRequest {
 
 /// How one item of a fire ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ItemOutcome {
     /// The job's code returned successfully.
     Completed,
@@ -158,12 +160,25 @@ pub struct Executor {
     handles: Handles,
     listeners: Vec<Arc<dyn JobListener>>,
     error_handler: Arc<dyn JobErrorHandler>,
+    extensions: Extensions,
 }
 
 impl Executor {
     /// An executor with no listeners and the `LOG` error handler.
     pub fn new(handles: Handles) -> Self {
-        Executor { handles, listeners: Vec::new(), error_handler: Arc::new(LogErrorHandler) }
+        Executor {
+            handles,
+            listeners: Vec::new(),
+            error_handler: Arc::new(LogErrorHandler),
+            extensions: Extensions::default(),
+        }
+    }
+
+    /// The application's shared state every item's context carries
+    /// ([`ShardingContext::extension`]).
+    pub fn with_extensions(mut self, extensions: Extensions) -> Self {
+        self.extensions = extensions;
+        self
     }
 
     /// Adds a listener, called after the ones added before it.
@@ -296,6 +311,7 @@ impl Executor {
         ctx: ShardingContext,
     ) -> impl Future<Output = (u32, Result<ItemEnd, oneshot::error::RecvError>)> {
         let item = ctx.item;
+        let ctx = ctx.with_extensions(self.extensions.clone());
         // The item's own span repeats the fire's facts, so that a log line of the job's code
         // says which fire of which job on which instance, under which fencing token, wrote it.
         let span = tracing::info_span!(

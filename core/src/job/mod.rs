@@ -32,8 +32,11 @@
 //! });
 //!
 //! // What the runtime does at fire time: build the contexts and run them.
-//! let mut config = JobConfig::new("orders", 3);
-//! config.sharding_item_parameters = Some("0=Beijing,1=Shanghai,2=Guangzhou".into());
+//! let config = JobConfig::builder("orders")
+//!     .one_off()
+//!     .sharding_total_count(3)
+//!     .sharding_item_parameters("0=Beijing,1=Shanghai,2=Guangzhou")
+//!     .build()?;
 //! let fire = FireInfo {
 //!     job_name: "orders".into(),
 //!     instance: "10.0.0.1@-@4242".into(),
@@ -65,6 +68,7 @@ mod context;
 mod error;
 mod error_handler;
 mod executor;
+mod extensions;
 mod failure;
 mod kinds;
 mod listener;
@@ -79,6 +83,7 @@ pub use error_handler::{
     ThrowErrorHandler,
 };
 pub use executor::{Executor, FireReport, FireRequest, ItemOutcome, ItemTiming};
+pub use extensions::Extensions;
 pub use failure::JobFailure;
 #[cfg(feature = "http")]
 pub use kinds::{

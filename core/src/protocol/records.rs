@@ -25,7 +25,7 @@ impl Garbage {
 /// At most this many characters of a bad value go into a report.
 const SHOWN_CHARS: usize = 48;
 
-/// `data` as a quoted, escaped string of at most [`SHOWN_CHARS`] characters, marked when cut.
+/// `data` as a quoted, escaped string of at most `SHOWN_CHARS` characters, marked when cut.
 pub fn shorten(data: &[u8]) -> String {
     let text = String::from_utf8_lossy(data);
     let mut shown: String = text.chars().take(SHOWN_CHARS).collect();

@@ -6,6 +6,7 @@
 //! act on the second. Nothing in shardcron swallows these errors (ElasticJob did: #2488).
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::Version;
@@ -124,10 +125,70 @@ pub enum RegistryError {
 
     /// A backend-specific failure not covered above.
     #[error("{op} {path}: {backend} error: {message}")]
-    Backend { backend: &'static str, op: Op, path: String, message: String, retryable: bool },
+    Backend {
+        /// The backend's name (`zookeeper`, `etcd`, `mem`).
+        backend: &'static str,
+        /// The operation.
+        op: Op,
+        /// The node's path.
+        path: String,
+        /// The backend's explanation.
+        message: String,
+        /// Whether repeating the operation later may succeed.
+        retryable: bool,
+        /// The backend client's own error, when there is one
+        /// ([`with_source`](RegistryError::with_source)).
+        #[source]
+        source: Option<BackendCause>,
+    },
 }
 
+/// The backend client's error behind a [`RegistryError::Backend`], kept as the error's
+/// [`source`](std::error::Error::source). Two causes are equal when their messages are: the
+/// registry error stays comparable.
+#[derive(Clone, Debug)]
+pub struct BackendCause(Arc<dyn std::error::Error + Send + Sync + 'static>);
+
+impl BackendCause {
+    /// Wraps a backend client's error.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        BackendCause(Arc::new(error))
+    }
+}
+
+impl fmt::Display for BackendCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for BackendCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for BackendCause {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for BackendCause {}
+
 impl RegistryError {
+    /// The same error with `cause` as the source of a [`Backend`](RegistryError::Backend)
+    /// failure (other variants are returned unchanged: they say all there is).
+    pub fn with_source(self, cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        match self {
+            RegistryError::Backend { backend, op, path, message, retryable, .. } => {
+                let source = Some(BackendCause::new(cause));
+                RegistryError::Backend { backend, op, path, message, retryable, source }
+            }
+            other => other,
+        }
+    }
+
     /// Whether repeating the same operation later may succeed.
     ///
     /// Lost connections, timeouts and transient backend errors are retryable. An expired session
@@ -245,6 +306,7 @@ mod tests {
             path: "/a".into(),
             message: "boom".into(),
             retryable: false,
+            source: None,
         };
         assert_eq!(backend.kind(), "backend");
     }

@@ -60,6 +60,7 @@ pub trait RegistryExt: CoordinatorRegistry {
                     path: path.to_owned(),
                     message: "node data is not UTF-8 text".into(),
                     retryable: false,
+                    source: None,
                 })
             }
         }

@@ -93,7 +93,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use error::{Op, RegistryError, Result};
+pub use error::{BackendCause, Op, RegistryError, Result};
 pub use ext::RegistryExt;
 pub use types::{
     Capability, CreateMode, Node, SessionEvent, SessionEvents, TxnOp, TxnResult, Version,

@@ -173,6 +173,7 @@ impl WatchEvent {
 
 /// The state of a client's link and session, as reported on its session stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SessionEvent {
     /// A session is established; `session` identifies it (new after every expiry).
     Connected { session: u64 },

@@ -30,7 +30,7 @@ type Resolver = Arc<dyn Fn(&JobConfig) -> Resolution + Send + Sync>;
 /// use shardcron_core::runtime::JobHandlers;
 /// let handlers = JobHandlers::new()
 ///     .named("reports", Job::from_fn(|_| async { Ok(()) }))
-///     .resolver(|config| match config.props.get("script.command.line") {
+///     .resolver(|config| match config.props().get("script.command.line") {
 ///         Some(line) if line.starts_with("/opt/jobs/") => Ok(Some(Job::script(line.clone(), vec![]))),
 ///         Some(line) => Err(format!("{line} is not an allowed command")),
 ///         None => Ok(None),

@@ -9,18 +9,33 @@
 //! use shardcron_core::runtime::SchedulerBuilder;
 //!
 //! let scheduler = SchedulerBuilder::new(registry).start().await?;
-//! let mut config = JobConfig::new("billing", 3);
-//! config.cron = Some("0/5 * * * * ?".into());
+//! let config = JobConfig::builder("billing").cron("0/5 * * * * ?").sharding_total_count(3).build()?;
 //! scheduler
 //!     .add_job(config, Job::from_fn(|ctx| async move {
 //!         println!("item {} of {}", ctx.item, ctx.job_name);
 //!         Ok(())
 //!     }))
 //!     .await?;
-//! // ... later
-//! scheduler.shutdown().await?;
+//! // ... later: running items finish, this instance leaves; at most 30 s.
+//! scheduler.shutdown(std::time::Duration::from_secs(30)).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! ## Lifecycle
+//! - [`Scheduler::shutdown`] stops gracefully within a deadline: no new fire starts, running
+//!   items finish (up to [`Settings::shutdown_timeout`], then they are cancelled), this instance
+//!   removes its nodes from the registry, and the event streams end.
+//! - Dropping the last [`Scheduler`] handle stops its tasks at once, without that wait: running
+//!   items are dropped where they are (blocking closures run to their end), nothing is written
+//!   to the registry, and this instance's ephemeral nodes stay until the registry session ends
+//!   (the other instances then take its items over). Shut down first to leave cleanly.
+//! - The registry is the caller's: neither shuts it down. Close it when you are done with it.
+//!
+//! ## Events
+//! [`Scheduler::events`] is an async stream over a bounded buffer
+//! ([`SchedulerBuilder::event_capacity`]): a subscriber that falls behind is told how many events
+//! it missed, and the scheduler never waits for it. [`SchedulerBuilder::event_sink`] calls a
+//! function for every event, on a task of its own.
 //!
 //! ## Layout
 //! - `driver`: the one task that owns the watch, the session stream and the timers.
@@ -29,15 +44,17 @@
 //! - `mailbox`: a runner's queue of events, small while the job is idle.
 //! - `cache`: the watch-fed view of the namespace that fires read instead of the registry.
 //! - `timer`, `instance`, `events`: the timer heap, this instance's id, the reported events.
+//! - `lifetime`: what ends the tasks when the scheduler is dropped.
 
 mod adopt;
-pub mod cache;
+pub(crate) mod cache;
 mod driver;
-pub mod events;
+mod events;
+mod lifetime;
 mod mailbox;
 mod runner;
 mod stop_signals;
-pub mod timer;
+pub(crate) mod timer;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -51,19 +68,24 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use crate::instance::InstanceId;
 pub use adopt::{JobHandlers, Resolution};
-pub use events::{EventSink, FireKind, SchedulerEvent, SkipReason};
+pub use events::{
+    EventSink, EventStream, EventsLagged, FireKind, SchedulerEvent, SkipReason,
+    DEFAULT_EVENT_CAPACITY,
+};
 
 use crate::config::{JobConfig, KnownTypes};
 use crate::error::{Error, Result};
 use crate::guarantee::DistributeOnceListener;
 use crate::handles::Handles;
-use crate::job::{ErrorHandlers, Job, JobListener};
+use crate::job::{ErrorHandlers, Extensions, Job, JobListener};
 use crate::registry::{CoordinatorRegistry, WatchEvent};
 use crate::sharding::ShardingStrategies;
 use cache::SharedCache;
 use driver::Driver;
-use events::Events;
+use events::{Events, SinksDrained};
+use lifetime::{StopOnDrop, StoppableSpawner};
 use runner::{JobEvent, JobRunner};
+use tokio_util::sync::CancellationToken;
 
 /// Tunables of a scheduler.
 #[derive(Debug, Clone)]
@@ -74,6 +96,7 @@ pub struct Settings {
     pub sharding_timeout: Duration,
     /// How long a stopping job waits for its running items before cancelling them.
     pub shutdown_timeout: Duration,
+    /// The sharding strategies configs may name: the built-ins plus custom ones.
     pub strategies: ShardingStrategies,
 }
 
@@ -101,6 +124,10 @@ pub(crate) struct Shared {
     /// The strategy and error-handler names configs may use here.
     pub known: KnownTypes,
     pub events: Events,
+    /// The application's shared state, handed to every item.
+    pub extensions: Extensions,
+    /// Cancelled to end every task of the scheduler at once.
+    pub stop: CancellationToken,
     /// How many of this client's sessions expired, as the driver saw them: a runner compares it
     /// with the count at its registration to tell its instance node going with an expired
     /// session (re-register) from an operator deleting it (stop).
@@ -145,6 +172,9 @@ pub struct SchedulerBuilder {
     listeners: Vec<Arc<dyn JobListener>>,
     once_listeners: Vec<Arc<dyn DistributeOnceListener>>,
     sinks: Vec<EventSink>,
+    inline_sinks: Vec<EventSink>,
+    event_capacity: usize,
+    extensions: Extensions,
     handlers: JobHandlers,
 }
 
@@ -169,6 +199,9 @@ impl SchedulerBuilder {
             listeners: Vec::new(),
             once_listeners: Vec::new(),
             sinks: Vec::new(),
+            inline_sinks: Vec::new(),
+            event_capacity: DEFAULT_EVENT_CAPACITY,
+            extensions: Extensions::default(),
             handlers: JobHandlers::default(),
         }
     }
@@ -177,10 +210,13 @@ impl SchedulerBuilder {
         self.handles = Some(handles);
         self
     }
+    /// The address other instances and operators know this host by (default `127.0.0.1`); part
+    /// of the instance id, and what servers are disabled by.
     pub fn ip(mut self, ip: impl Into<String>) -> Self {
         self.ip = ip.into();
         self
     }
+    /// The process id in the instance id (default: this process's).
     pub fn pid(mut self, pid: u32) -> Self {
         self.pid = pid;
         self
@@ -190,14 +226,18 @@ impl SchedulerBuilder {
         self.suffix = Some(suffix.into());
         self
     }
+    /// Tunables (default [`Settings::default`]).
     pub fn settings(mut self, settings: Settings) -> Self {
         self.settings = settings;
         self
     }
+    /// The error handlers configs may name (`jobErrorHandlerType`): the built-ins plus custom
+    /// ones.
     pub fn error_handlers(mut self, handlers: ErrorHandlers) -> Self {
         self.error_handlers = handlers;
         self
     }
+    /// Adds a listener every job's fires and items are reported to.
     pub fn listener(mut self, listener: Arc<dyn JobListener>) -> Self {
         self.listeners.push(listener);
         self
@@ -208,10 +248,38 @@ impl SchedulerBuilder {
         self.once_listeners.push(listener);
         self
     }
-    /// Receives every [`SchedulerEvent`]. Several sinks may be added (the event printer, the
-    /// metrics, the trace...): each gets every event, in the order they were added.
-    pub fn events(mut self, sink: EventSink) -> Self {
+    /// Calls `sink` with every [`SchedulerEvent`], in order, on a task of its own (see
+    /// [`EventSink`]). Several sinks may be added (the event printer, the metrics, the
+    /// trace...): each gets every event. For an async stream use [`Scheduler::events`].
+    pub fn event_sink(mut self, sink: EventSink) -> Self {
         self.sinks.push(sink);
+        self
+    }
+
+    /// How many events each [`Scheduler::events`] subscriber may fall behind before it misses
+    /// some (default [`DEFAULT_EVENT_CAPACITY`]).
+    pub fn event_capacity(mut self, capacity: usize) -> Self {
+        self.event_capacity = capacity;
+        self
+    }
+
+    /// Registers `value` as shared state of the application: every item's context reaches it
+    /// by its type with [`ShardingContext::extension`](crate::job::ShardingContext::extension).
+    /// One value per type; a second of the same type replaces the first.
+    ///
+    /// ```no_run
+    /// # async fn demo(registry: std::sync::Arc<dyn shardcron_core::registry::CoordinatorRegistry>) -> shardcron_core::Result<()> {
+    /// use std::sync::Arc;
+    /// use shardcron_core::runtime::SchedulerBuilder;
+    /// struct Pool { url: String }
+    /// let scheduler = SchedulerBuilder::new(registry)
+    ///     .extension(Arc::new(Pool { url: "postgres://db/orders".into() }))
+    ///     .start()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn extension<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
         self
     }
 
@@ -225,7 +293,10 @@ impl SchedulerBuilder {
 
     /// Opens the watch, waits for its first snapshot, and starts the driver.
     pub async fn start(self) -> Result<Scheduler> {
-        let handles = self.handles.unwrap_or_else(Handles::real);
+        let mut handles = self.handles.unwrap_or_else(Handles::real);
+        // Every task of this scheduler ends when the last handle to it is dropped.
+        let stop = CancellationToken::new();
+        handles.spawner = Arc::new(StoppableSpawner { inner: handles.spawner, stop: stop.clone() });
         let instance = InstanceId::new(&self.ip, self.pid, self.suffix.as_deref())?;
         let mut watch = self.registry.watch("/").await?;
         let session = self.registry.session_events();
@@ -247,9 +318,18 @@ impl SchedulerBuilder {
                 .type_names()
                 .fold(KnownTypes::default(), KnownTypes::with_sharding_strategy),
         );
+        let (events, sinks_drained) = Events::start(
+            instance.as_str().to_owned(),
+            self.event_capacity,
+            self.sinks,
+            self.inline_sinks,
+            handles.spawner.as_ref(),
+        );
         let shared = Arc::new(Shared {
             registry: self.registry,
-            events: Events::new(fan_out(self.sinks), instance.as_str().to_owned()),
+            events: events.clone(),
+            extensions: self.extensions,
+            stop: stop.clone(),
             instance,
             cache,
             settings: self.settings,
@@ -270,33 +350,46 @@ impl SchedulerBuilder {
             timers: Default::default(),
         };
         shared.handles.spawner.spawn(Box::pin(driver.run()));
-        let scheduler = Scheduler { shared, jobs: Arc::default(), shut_down: Arc::default() };
+        let scheduler = Scheduler {
+            shared,
+            jobs: Arc::default(),
+            shut_down: Arc::default(),
+            sinks_drained: Arc::new(Mutex::new(Some(sinks_drained))),
+            _stop_on_drop: None,
+        };
         if !self.handlers.is_empty() {
+            // The adopting task holds a handle that does not keep the scheduler alive.
             let adopting = adopt::run(scheduler.clone(), self.handlers);
             scheduler.shared.handles.spawner.spawn(Box::pin(adopting));
         }
-        Ok(scheduler)
+        Ok(Scheduler { _stop_on_drop: Some(Arc::new(StopOnDrop { stop, events })), ..scheduler })
     }
 }
 
-/// One sink that hands each event to every sink of `sinks`; `None` for none.
-fn fan_out(mut sinks: Vec<EventSink>) -> Option<EventSink> {
-    match sinks.len() {
-        0 => None,
-        1 => sinks.pop(),
-        _ => {
-            Some(Arc::new(move |event: &SchedulerEvent| sinks.iter().for_each(|sink| sink(event))))
-        }
+impl SchedulerBuilder {
+    /// See [`crate::__private::InlineEventSink`].
+    pub(crate) fn push_inline_sink(mut self, sink: EventSink) -> Self {
+        self.inline_sinks.push(sink);
+        self
     }
 }
 
 /// A running scheduler. Cheap to clone; every clone drives the same jobs.
+///
+/// Stop it with [`shutdown`](Self::shutdown), which lets running items finish and leaves the
+/// registry cleanly. Dropping the last handle stops its tasks at once, without waiting (see
+/// the [module documentation](self#lifecycle)).
 #[derive(Clone)]
 pub struct Scheduler {
     shared: Arc<Shared>,
     jobs: Arc<Mutex<BTreeMap<String, JobHandle>>>,
     /// Set when [`Scheduler::shutdown`] begins: from then on the scheduler refuses new work.
     shut_down: Arc<AtomicBool>,
+    /// Taken by the shutdown that waits for the event sinks to deliver their last event.
+    sinks_drained: Arc<Mutex<Option<SinksDrained>>>,
+    /// Stops the tasks when the last application handle goes; `None` in the scheduler's own
+    /// tasks' handles, which must not keep it alive.
+    _stop_on_drop: Option<Arc<StopOnDrop>>,
 }
 
 /// How the scheduler reaches one job's runner.
@@ -322,6 +415,14 @@ impl Scheduler {
         &self.shared.registry
     }
 
+    /// The scheduler's events from now on, as an async stream over a bounded buffer: a
+    /// subscriber that falls behind gets [`EventsLagged`] with how many events it missed, and
+    /// the scheduler never waits for it. The stream ends when the scheduler has shut down or
+    /// was dropped. Each call is a new subscriber.
+    pub fn events(&self) -> EventStream {
+        self.shared.events.subscribe()
+    }
+
     /// The names of the jobs scheduled here.
     pub fn jobs(&self) -> Vec<String> {
         self.jobs.lock().keys().cloned().collect()
@@ -331,9 +432,9 @@ impl Scheduler {
     /// untouched), publishes it by the overwrite rule, registers this instance, and arms the cron.
     ///
     /// A config without cron is a one-off job: it runs only when triggered
-    /// ([`trigger`](Self::trigger)). When its cron was never set (`cron: None`, as
-    /// [`JobConfig::new`] leaves it), the scheduler warns that the job never fires by itself;
-    /// build trigger-only jobs with [`JobConfig::one_off`] to say that this is meant.
+    /// ([`trigger`](Self::trigger)). When its YAML has no `cron` field at all, the scheduler
+    /// warns that the job never fires by itself; a config built with
+    /// [`one_off`](crate::config::JobConfigBuilder::one_off) says that this is meant.
     ///
     /// Fails with [`Error::ShutDown`] after [`shutdown`](Self::shutdown), [`Error::JobExists`]
     /// for a job already scheduled here, and with the config's or the registry's error.
@@ -423,10 +524,14 @@ impl Scheduler {
                  this instance leaves the registry; press Ctrl-C again to stop at once"
             )
         });
+        let deadline = self.shared.settings.shutdown_timeout + LEAVING_TIME;
         tokio::select! {
             biased;
-            () = signals.next() => Err(Error::ShutdownInterrupted),
-            stopped = self.shutdown() => stopped,
+            () = signals.next() => {
+                self.stop_now();
+                Err(Error::ShutdownInterrupted)
+            }
+            stopped = self.shutdown(deadline) => stopped,
         }
     }
 
@@ -438,13 +543,41 @@ impl Scheduler {
         }
     }
 
-    /// Stops every job gracefully, then the driver, and closes the registry session. Afterwards
-    /// the scheduler refuses new work with [`Error::ShutDown`]; calling `shutdown` again does
-    /// nothing.
-    pub async fn shutdown(&self) -> Result<()> {
+    /// Stops gracefully, within `deadline`: no new fire starts, every job's running items
+    /// finish (each job waits up to [`Settings::shutdown_timeout`] for them, then cancels
+    /// them), this instance removes its nodes from the registry, the driver stops, and the
+    /// event sinks deliver their last event. Afterwards the scheduler refuses new work with
+    /// [`Error::ShutDown`]; calling `shutdown` again does nothing.
+    ///
+    /// The registry stays open: it is the caller's, to use further or to close.
+    ///
+    /// When `deadline` passes first, the remaining tasks are stopped at once (as when the
+    /// scheduler is dropped) and [`Error::ShutdownDeadline`] says so.
+    pub async fn shutdown(&self, deadline: Duration) -> Result<()> {
         if self.shut_down.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
+        let clock = self.shared.handles.clock.clone();
+        let deadline_ms = clock.now_ms().saturating_add(millis(deadline));
+        let graceful = async {
+            self.stop_jobs_and_driver().await;
+            self.shared.events.close();
+            let drained = self.sinks_drained.lock().take();
+            if let Some(drained) = drained {
+                drained.wait().await;
+            }
+        };
+        tokio::select! {
+            biased;
+            () = graceful => Ok(()),
+            () = clock.sleep_until(deadline_ms) => {
+                self.stop_now();
+                Err(Error::ShutdownDeadline { deadline })
+            }
+        }
+    }
+
+    async fn stop_jobs_and_driver(&self) {
         // All jobs stop at once: the slowest one bounds the shutdown, not their sum.
         let handles: Vec<(String, JobHandle)> =
             std::mem::take(&mut *self.jobs.lock()).into_iter().collect();
@@ -456,9 +589,22 @@ impl Scheduler {
         let (reply, done) = oneshot::channel();
         self.shared.command(Command::Shutdown { reply });
         let _ = done.await;
-        self.shared.registry.close().await?;
-        Ok(())
     }
+
+    /// Ends every task of this scheduler now, as dropping it does.
+    fn stop_now(&self) {
+        self.shut_down.store(true, Ordering::SeqCst);
+        self.shared.events.close();
+        self.shared.stop.cancel();
+    }
+}
+
+/// What a Ctrl-C shutdown allows beyond the items' wait: stopping the runners and leaving the
+/// registry.
+const LEAVING_TIME: Duration = Duration::from_secs(10);
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
 }
 
 /// Says, through `tracing` and on stderr when nothing receives `tracing` events, that `job` has
@@ -469,7 +615,7 @@ fn warn_never_fires(job: &str) {
         format!(
             "job {job:?} has no cron, so it never fires by itself: it runs only when triggered \
              (Scheduler::trigger). Set its config's cron, e.g. \"0/5 * * * * ?\", to run it on a \
-             schedule, or build it with JobConfig::one_off if a trigger-only job is meant"
+             schedule, or build it with JobConfig::builder(..).one_off() if a trigger-only job is meant"
         )
     });
 }

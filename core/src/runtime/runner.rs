@@ -343,7 +343,9 @@ fn millis(d: std::time::Duration) -> i64 {
 
 fn executor_for(shared: &Shared, config: &JobConfig) -> Result<Executor> {
     let handler = shared.error_handlers.resolve(config.job_error_handler_type.as_deref())?.clone();
-    let executor = Executor::new(shared.handles.clone()).with_error_handler(handler);
+    let executor = Executor::new(shared.handles.clone())
+        .with_error_handler(handler)
+        .with_extensions(shared.extensions.clone());
     Ok(shared.listeners.iter().cloned().fold(executor, Executor::with_listener))
 }
 

@@ -60,10 +60,7 @@ impl TimerHeap {
         due
     }
 
-    pub fn len(&self) -> usize {
-        self.queue.len()
-    }
-
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }

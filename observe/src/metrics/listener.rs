@@ -97,6 +97,7 @@ fn kind(source: ExecutionSource) -> &'static str {
         ExecutionSource::Misfire => "misfire",
         ExecutionSource::Failover => "failover",
         ExecutionSource::Manual => "manual",
+        _ => "other",
     }
 }
 
@@ -181,6 +182,7 @@ impl MetricsListener {
                     SessionEvent::Expired => ("expired", 0.0),
                     SessionEvent::Lost => ("lost", 0.0),
                     SessionEvent::Closed => ("closed", 0.0),
+                    _ => ("other", 0.0),
                 };
                 counter!("shardcron_session_transitions_total", "state" => state).increment(1);
                 gauge!("shardcron_session_connected").set(up);
@@ -220,6 +222,8 @@ impl JobListener for MetricsListener {
             ItemOutcome::Completed => series.succeeded.increment(1),
             ItemOutcome::Failed(_) => series.failed.increment(1),
             ItemOutcome::Cancelled => series.cancelled.increment(1),
+            // A kind of end added later counts as a failure.
+            _ => series.failed.increment(1),
         }
         if let Some(timing) = timing {
             series.duration.record(seconds(timing.finished_ms - timing.started_ms));

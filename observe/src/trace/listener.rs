@@ -163,6 +163,7 @@ fn skip_message(reason: &SkipReason) -> String {
         SkipReason::Late => "Skipped: a later fire was already due.".into(),
         SkipReason::ShuttingDown => "Skipped: the job was stopping here.".into(),
         SkipReason::RegistryError(error) => format!("Skipped: a registry operation failed: {error}"),
+        other => format!("Skipped: {}.", other.code()),
     }
 }
 
@@ -206,6 +207,7 @@ impl JobListener for TraceListener {
             (ItemOutcome::Failed(failure), _) => ItemResult::Failed(failure.to_string()),
             (ItemOutcome::Cancelled, Some(_)) => ItemResult::Cancelled,
             (ItemOutcome::Cancelled, None) => ItemResult::NeverStarted,
+            (other, _) => ItemResult::Failed(format!("{other:?}")),
         };
         self.enqueue(TraceEvent::ItemFinished {
             task_id: end.task_id.clone(),

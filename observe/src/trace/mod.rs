@@ -236,7 +236,7 @@ impl Trace {
     /// # fn demo(trace: &shardcron_observe::Trace, builder: shardcron_core::runtime::SchedulerBuilder) -> Result<(), Box<dyn std::error::Error>> {
     /// use shardcron_core::runtime::InstanceId;
     /// let instance = InstanceId::new("10.0.0.7", std::process::id(), None)?;
-    /// let builder = builder.ip("10.0.0.7").events(trace.skip_sink(instance.as_str()));
+    /// let builder = builder.ip("10.0.0.7").event_sink(trace.skip_sink(instance.as_str()));
     /// # Ok(()) }
     /// ```
     ///

@@ -71,6 +71,7 @@ pub fn execution_source(source: ExecutionSource) -> &'static str {
         ExecutionSource::Misfire => "MISFIRE",
         ExecutionSource::Failover => "FAILOVER",
         ExecutionSource::Manual => "MANUAL_TRIGGER",
+        _ => "NORMAL_TRIGGER",
     }
 }
 

@@ -101,7 +101,7 @@ pub async fn add(args: &AddArgs, registry: &dyn CoordinatorRegistry) -> Printed 
     let output = args.target.output;
     {
         let config = operations(registry).add_job_yaml(&args.job, &text).await.map_err(failed)?;
-        let total = config.sharding_total_count;
+        let total = config.sharding_total_count();
         match output {
             Output::Json => json(&object!({"jobName": args.job, "shardingTotalCount": total})),
             Output::Table => {

@@ -345,6 +345,7 @@ impl JobProtocol {
                 path: self.paths.instance(&self.me),
                 message: "the instance node kept changing under this instance's writes; retried on the next event".into(),
                 retryable: true,
+                source: None,
             };
             self.failed(&e);
         }
