@@ -412,6 +412,20 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             acc.add("exempt: cron changed before the crash was noticed");
             continue;
         }
+        // Failover was off when the owner crashed: it kept no record of the fires it started
+        // then, so the survivors cannot tell which it missed (GUARANTEES.md, section 2).
+        let crashed_at = tl
+            .crashes
+            .iter()
+            .filter(|&&(t, w)| w == first.owner && t <= first.at)
+            .map(|&(t, _)| t)
+            .max();
+        let failover_then =
+            crashed_at.and_then(|t| tl.config_at(&job, t)).is_none_or(|c| c.failover && c.misfire);
+        if !failover_then {
+            acc.add("exempt: failover or misfire off when the owner crashed");
+            continue;
+        }
         let caught = facts.runs.get(&(job.clone(), item)).is_some_and(|runs| {
             runs.iter().any(|(t, _, kind)| {
                 *t > first.at && matches!(kind, FireKind::Misfire | FireKind::Failover)
