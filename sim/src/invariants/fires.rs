@@ -479,6 +479,16 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             acc.add(format!("interrupted: owner {how}, item removed before it showed"));
             continue;
         }
+        // Failover turned off before the departure showed (or before its queue entry was
+        // taken): the leader clears the queue and the records of what ran, and nothing is owed
+        // (GUARANTEES.md, section 2).
+        let turned_off = tl.configs.get(job).is_some_and(|configs| {
+            configs.iter().any(|(t, c)| *t > *crash_at && *t <= shows + 1_000 && !c.failover)
+        });
+        if turned_off {
+            acc.add(format!("interrupted: owner {how}, failover turned off before it showed"));
+            continue;
+        }
         let until = facts.orphans[k + 1..]
             .iter()
             .find(|o| o.3 == *job && o.4 == *item && o.5 == *fire)
