@@ -422,8 +422,12 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             .max();
         let failover_then =
             crashed_at.and_then(|t| tl.config_at(&job, t)).is_none_or(|c| c.failover && c.misfire);
-        if !failover_then {
-            acc.add("exempt: failover or misfire off when the owner crashed");
+        // Or turned off before the crash was noticed: nothing is queued then.
+        let turned_off = tl.configs.get(&job).is_some_and(|configs| {
+            configs.iter().any(|(t, c)| *t > first.at && *t <= noticed_by && !c.failover)
+        });
+        if !failover_then || turned_off {
+            acc.add("exempt: failover or misfire off when the owner crashed or was noticed");
             continue;
         }
         let caught = facts.runs.get(&(job.clone(), item)).is_some_and(|runs| {

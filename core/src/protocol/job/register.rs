@@ -128,6 +128,28 @@ impl JobProtocol {
             let request = Request::Create { path: instance, data, mode: CreateMode::Ephemeral };
             return Next::Request(Pending::Register(Step::Instance), request);
         }
+        if !self.failover_enabled() && !self.registration.leftovers_done {
+            // Markers an earlier process of ours left with failover on (persistent): with
+            // failover off nothing runs them again, and left in place they would hold every
+            // reshard back for good (they name a live instance again). Only once the runs a
+            // lost session left have returned.
+            if self.in_flight.as_ref().is_some_and(|f| f.cancelled) {
+                return Next::Idle;
+            }
+            self.registration.leftovers_done = true;
+            let held = self.held_items();
+            let ops: Vec<TxnOp> = (0..self.total())
+                .filter(|n| !held.contains(n))
+                .filter_map(|n| {
+                    let path = self.paths.item_node(n, crate::layout::ItemNode::Running);
+                    let node = view.get(&path)?;
+                    (node.text().trim() == self.me).then(|| TxnOp::delete(path, Some(node.version)))
+                })
+                .collect();
+            if !ops.is_empty() {
+                return Next::Request(Pending::Register(Step::Leftovers), Request::Txn(ops));
+            }
+        }
         if self.failover_enabled() {
             for (k, dir) in self.directories().into_iter().enumerate() {
                 if !view.exists(&dir) && !self.registration.ensured.contains(&dir) {
