@@ -249,10 +249,11 @@ impl Facts {
             .is_some_and(|end| tl.completion_lost(who, end))
     }
 
-    /// The owner of `item` by the first assignment committed after `at`.
+    /// The owner of `item` by the first assignment committed after `at` that has it (one made
+    /// under the count before a change may not have the item yet).
     fn first_owner_after(&self, job: &str, item: u32, at: i64) -> Option<usize> {
         let list = self.assignments.get(job)?;
-        list.iter().find(|(t, _)| *t > at).and_then(|(_, a)| a.get(&item).copied())
+        list.iter().filter(|(t, _)| *t > at).find_map(|(_, a)| a.get(&item).copied())
     }
 
     /// The owners of `item` for a fire at `at` whose next fire is at `next`.
