@@ -2,11 +2,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use metrics::{counter, gauge, histogram, Counter, Histogram};
 use parking_lot::{Mutex, RwLock};
+use shardcron_core::handles::{Clock, SystemClock};
 use shardcron_core::job::{
     ExecutionSource, FireInfo, ItemEndContext, ItemOutcome, ItemTiming, JobListener,
     ShardingContext,
@@ -81,8 +81,11 @@ impl JobSeries {
 }
 
 /// Feeds the metrics from the executor's hooks and the scheduler's events.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MetricsListener {
+    /// Where "now" comes from (the reshard duration): the scheduler's clock, so that the
+    /// figures agree with its own times, also under a virtual clock.
+    clock: Arc<dyn Clock>,
     jobs: JobLabels,
     /// The per-item series of each job label.
     series: RwLock<HashMap<String, Arc<JobSeries>>>,
@@ -105,13 +108,23 @@ fn seconds(ms: i64) -> f64 {
     ms.max(0) as f64 / 1000.0
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+impl Default for MetricsListener {
+    fn default() -> Self {
+        MetricsListener::with_clock(Arc::new(SystemClock))
+    }
 }
 
 impl MetricsListener {
+    /// A listener reading the time from `clock`.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        MetricsListener {
+            clock,
+            jobs: JobLabels::default(),
+            series: RwLock::default(),
+            armed: Mutex::default(),
+        }
+    }
+
     fn series(&self, job: &str) -> Arc<JobSeries> {
         if let Some(series) = self.series.read().get(job) {
             return series.clone();
@@ -145,7 +158,7 @@ impl MetricsListener {
             SchedulerEvent::Sharded { job, .. } => {
                 let label = self.jobs.label(job);
                 counter!("shardcron_reshards_total", "job" => label.clone()).increment(1);
-                let now = now_ms();
+                let now = self.clock.now_ms();
                 let due =
                     self.armed.lock().get(job).and_then(|last| {
                         last.iter().flatten().copied().filter(|&at| at <= now).max()

@@ -136,6 +136,14 @@ impl Metrics {
         Metrics { handle, listener: Arc::new(MetricsListener::default()), addr }
     }
 
+    /// Reads the time from `clock` (the scheduler's, e.g. a virtual one in tests) instead of
+    /// the system clock. Call it before handing out [`listener`](Self::listener) and
+    /// [`event_sink`](Self::event_sink): they share the listener this replaces.
+    pub fn with_clock(mut self, clock: Arc<dyn shardcron_core::handles::Clock>) -> Metrics {
+        self.listener = Arc::new(MetricsListener::with_clock(clock));
+        self
+    }
+
     /// Where `/metrics` is served, if it is.
     pub fn addr(&self) -> Option<SocketAddr> {
         self.addr
