@@ -267,23 +267,31 @@ impl JobProtocol {
     /// say who started which fire): the catch-ups of the items it moves away from an owner
     /// that missed its last fire, and the record of from when on the new assignment applies.
     fn owed_on_reshard(&self, assignment: &Assignment, ctx: &Ctx<'_>) -> Vec<TxnOp> {
-        let (Some(schedule), true) =
+        let mut ops = Vec::new();
+        if let (Some(schedule), true) =
             (&self.schedule, self.failover_enabled() && self.config.misfire)
-        else {
-            return Vec::new();
-        };
-        if !ctx.view.exists(&self.paths.ledgers()) {
-            return Vec::new();
+        {
+            if ctx.view.exists(&self.paths.ledgers()) {
+                ops = failover::owed_on_reshard(
+                    ctx.view,
+                    &self.paths,
+                    assignment,
+                    self.total(),
+                    schedule,
+                    ctx.now_ms,
+                );
+            }
         }
-        let mut ops = failover::owed_on_reshard(
-            ctx.view,
-            &self.paths,
-            assignment,
-            self.total(),
-            schedule,
-            ctx.now_ms,
-        );
-        ops.extend(failover::record_assigned(ctx.view, &self.paths, assignment));
+        // Recorded whatever the config once the record's directory is there (failover was on
+        // once): who owned what for which fire is read by a fire handled late too (its
+        // misfire), and a record left stale while failover was off would speak for
+        // assignments made since.
+        let record = self.paths.assigned();
+        let parent_there =
+            record.rsplit_once('/').is_some_and(|(parent, _)| ctx.view.exists(parent));
+        if parent_there {
+            ops.extend(failover::record_assigned(ctx.view, &self.paths, assignment));
+        }
         ops
     }
 
