@@ -1257,6 +1257,8 @@ const LEASE_SESSION_MS: u64 = 4_000;
 /// Fires every 10 s: the owner's 9 s items end before the next fire.
 const LEASE_CRON: &str = "0/10 * * * * ?";
 const LEASE_PERIOD_MS: i64 = 10_000;
+/// How long item code gets to return once cancelled (the lease margin's purpose).
+const CANCEL_GRACE_MS: i64 = 500;
 const OWNER_ITEM_MS: &str = "9000";
 const OTHER_ITEM_MS: &str = "1000";
 /// How long the owner is cut off or stopped: three session timeouts.
@@ -1613,7 +1615,6 @@ fn run_outage(backend: Backend, address: &str, outage: Outage) -> String {
             assert!(status.success());
         }
     }
-    let paused = (outage == Outage::Sigstop).then_some((owner, outage_at, back_at));
 
     // Recovery: the owner back in the assignment, then complete fires.
     let recovered = await_assignment(
@@ -1626,6 +1627,25 @@ fn run_outage(backend: Backend, address: &str, outage: Outage) -> String {
         await_complete_fires(&mut c, recovered - period, FIRES_AFTER_RECOVERY, period);
     stop_all(&mut c);
     let ended = now_ms();
+
+    // A process frozen past its lease deadline runs on for a moment once resumed, until it
+    // reads the clock and finds its lease gone (GUARANTEES.md, section 1: exclusion is not
+    // promised then): what its runs do until it noticed, plus the time item code gets to
+    // return after the cancellation, is not counted.
+    let noticed = c
+        .events
+        .iter()
+        .filter(|e| e.worker == owner && e.event == "session" && e.at >= back_at)
+        .find(|e| {
+            let v: Value = serde_json::from_str(&e.raw).unwrap();
+            matches!(v["state"].as_str(), Some("lost" | "expired"))
+        })
+        .map_or(back_at, |e| e.at);
+    let paused = (outage == Outage::Sigstop).then_some((
+        owner,
+        outage_at,
+        noticed.max(back_at) + CANCEL_GRACE_MS,
+    ));
 
     let mut violations = Vec::new();
     let leaks = leaks(&registry, &mut violations);
