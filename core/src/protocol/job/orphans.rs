@@ -196,11 +196,11 @@ impl JobProtocol {
         Next::Idle
     }
 
-    /// The catch-up `items` owe, if any: the latest fire their misfire markers name (markers
-    /// that name none, empty as ElasticJob writes them or unreadable, owe the latest fire due),
-    /// and the items that owe one. Items another instance runs now (a failover taker runs an
-    /// earlier fire of one) wait for that run to end: the catch-up starts all its items or none, so one of them
-    /// would hold back the others' until the item moved away.
+    /// The catch-up `items` owe, if any: the items with a misfire marker, each answering the
+    /// fire its marker names (markers that name none, empty as ElasticJob writes them or
+    /// unreadable, the latest fire due). Items another instance runs now (a failover taker
+    /// runs an earlier fire of one) wait for that run to end: the catch-up starts all its
+    /// items or none, so one of them would hold back the others' until the item moved away.
     pub(super) fn owed_catch_up(&mut self, items: &[u32], ctx: &Ctx<'_>) -> Option<CatchUp> {
         // Our own marker may still show (a finish the view has not caught up with): not a
         // run elsewhere.
