@@ -665,11 +665,16 @@ impl Fire<'_> {
         // pending, every item (for whoever owns it next, which makes it one of the owners of
         // a fire that waited for that reshard). Either way, with misfire on, the skip is then
         // owed a catch-up of the item (checked below), so a skip that marked nothing for the
-        // item does not pass for a record.
+        // item does not pass for a record. A later owner's misfire speaks for the item only
+        // while the owner at the fire was up: one that was down lost the fire (judged below).
+        let owner_at_fire = facts.owner_at(job, item, at);
+        let first_up = owner_at_fire.is_none_or(|o| tl.not_up(o, at).is_none());
         let covers = |(idx, w, r): &&(usize, usize, SkipReason)| {
             let owned_at_skip = facts.owner_at(job, item, entries[*idx].at) == Some(*w);
+            let direct = owned_at_skip || owner_at_fire == Some(*w) || heir == Some(*w);
             match r {
                 SkipReason::NoItems => false,
+                SkipReason::Misfire => direct || (owners.contains(w) && first_up),
                 _ => owners.contains(w) || heir == Some(*w) || owned_at_skip,
             }
         };
