@@ -686,7 +686,10 @@ impl Fire<'_> {
                 .or_else(|| s.iter().find(covers))
         });
         if let Some((idx, who, r)) = skip {
-            if *r == SkipReason::Misfire && misfire {
+            // An item a count change added owes no catch-up for a misfire skipped before any
+            // assignment had it: no marker could be written for it yet (GUARANTEES.md, 2).
+            let existed = facts.owner_at(job, item, entries[*idx].at).is_some();
+            if *r == SkipReason::Misfire && misfire && existed {
                 misfires.push((*idx, *who, job.to_owned(), item));
             }
             acc.add(format!("skipped: {}", reason_class(r)));
