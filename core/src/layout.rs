@@ -180,6 +180,8 @@ pub enum JobNode {
     Trigger(String),
     Guarantee(GuaranteeStage, u32),
     Ledger(String),
+    /// `shardcron/assigned`: the record of the last reshards.
+    Assigned,
     /// A directory node (`instances`, `sharding/3`, `leader/...`) or a node shardcron does not
     /// use; carried so that callers can ignore it explicitly.
     Other,
@@ -224,6 +226,7 @@ impl JobNode {
             }
             ["trigger", id] => JobNode::Trigger((*id).to_owned()),
             ["shardcron", "ledger", id] => JobNode::Ledger((*id).to_owned()),
+            ["shardcron", "assigned"] => JobNode::Assigned,
             ["guarantee", stage, n] => {
                 let stage = match *stage {
                     "started" => Some(GuaranteeStage::Started),
@@ -260,6 +263,7 @@ mod tests {
             (p.failover_item(3), JobNode::FailoverItem(3)),
             (p.trigger("i1"), JobNode::Trigger("i1".into())),
             (p.ledger("i1"), JobNode::Ledger("i1".into())),
+            (p.assigned(), JobNode::Assigned),
             (
                 p.guarantee(GuaranteeStage::Completed, 2),
                 JobNode::Guarantee(GuaranteeStage::Completed, 2),

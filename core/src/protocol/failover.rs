@@ -57,8 +57,15 @@ pub fn left_by(
         Some(Ok(ledger)) => (Some(ledger), None),
         Some(Err(g)) => (None, Some(g)),
     };
+    // A marker garbage replaced is the dead instance's if its ledger says it ran the item.
+    let garbled = |n: u32| {
+        let path = paths.item_node(n, ItemNode::Running);
+        view.get(&path).is_some_and(|m| {
+            super::records::parse_instance_id(&path, &m.data, "a running marker").is_err()
+        }) && ledger.as_ref().is_some_and(|l| l.running.contains_key(&n))
+    };
     let mut orphans: Vec<Orphan> = (0..total)
-        .filter(|&n| running_owner(view, paths, n).as_deref() == Some(dead))
+        .filter(|&n| running_owner(view, paths, n).as_deref() == Some(dead) || garbled(n))
         .map(|item| {
             let fire_ms = ledger
                 .as_ref()
@@ -97,7 +104,7 @@ pub fn missed_since(
     // The owner nodes say who owns the item now; a reshard since the fire may have moved it
     // (to `dead` or away from it): the record of the assignments says who owned it then
     // (items moved away from an owner that missed a fire were marked misfired by the reshard).
-    let record = view.text(&paths.assigned()).and_then(|t| Assigned::parse(&t));
+    let record = read_assigned(view, paths);
     let owned_then = |n: u32| match record.as_ref().and_then(|r| r.owner_at(n, fire_ms)) {
         Some(owner) => owner == Some(dead),
         None => true,
@@ -131,7 +138,7 @@ pub fn owed_on_reshard(
     now_ms: i64,
 ) -> Vec<TxnOp> {
     let raised = view.text(&paths.sharding_necessary()).and_then(|t| t.trim().parse::<i64>().ok());
-    let record = view.text(&paths.assigned()).and_then(|t| Assigned::parse(&t));
+    let record = read_assigned(view, paths);
     let (Some(raised), Some(record)) = (raised, record) else { return Vec::new() };
     let since = record.raised_ms;
     let Some(fire_ms) = schedule.last_in(since, raised.min(now_ms)) else { return Vec::new() };
@@ -177,10 +184,7 @@ pub fn record_assigned(view: &View, paths: &JobPaths, assignment: &Assignment) -
         .iter()
         .flat_map(|(id, items)| items.iter().map(move |&n| (n, id.to_owned())))
         .collect();
-    let previous = view
-        .text(&paths.assigned())
-        .and_then(|t| Assigned::parse(&t))
-        .map(|last| (last.raised_ms, last.owners));
+    let previous = read_assigned(view, paths).map(|last| (last.raised_ms, last.owners));
     let data = Assigned { raised_ms, owners, previous }.encode();
     let path = paths.assigned();
     Some(if view.exists(&path) {
@@ -190,15 +194,22 @@ pub fn record_assigned(view: &View, paths: &JobPaths, assignment: &Assignment) -
     })
 }
 
+/// The record of the assignments, if it exists and reads (garbage is no record: see
+/// [`owed_on_reshard`]; the leader reports it and deletes it).
+pub fn read_assigned(view: &View, paths: &JobPaths) -> Option<Assigned> {
+    let path = paths.assigned();
+    view.get(&path).and_then(|node| Assigned::parse(&path, &node.data).ok())
+}
+
 /// The raise time of the reshard that made the current assignment, as recorded: fires after
 /// it run under it.
 pub fn assigned_since(view: &View, paths: &JobPaths) -> Option<i64> {
-    assigned_record(view, paths).map(|a| a.raised_ms)
+    read_assigned(view, paths).map(|a| a.raised_ms)
 }
 
 /// The record of the last reshard's assignment (and the one before), if readable.
 pub fn assigned_record(view: &View, paths: &JobPaths) -> Option<Assigned> {
-    Assigned::parse(&view.text(&paths.assigned())?)
+    read_assigned(view, paths)
 }
 
 /// The transaction that queues `orphans` of `dead` and removes its ledger. The parent
@@ -358,7 +369,12 @@ pub fn claim(
     let running = paths.item_node(item, ItemNode::Running);
     let marker = view.get(&running);
     let take_marker = match (entry.why, marker) {
-        (Orphaned::Interrupted, Some(node)) if node.text().trim() == entry.dead => {
+        // The marker still names the dead instance, or names nobody alive (garbage replaced
+        // it, or the taker it names vanished too): no run of it goes on.
+        (Orphaned::Interrupted, Some(node))
+            if node.text().trim() == entry.dead
+                || !super::garbage::names_live(view, paths, &node.data) =>
+        {
             TxnOp::set(running, me.as_bytes(), Some(node.version))
         }
         (Orphaned::Missed, None) => TxnOp::create(running, me.as_bytes(), CreateMode::Persistent),
@@ -411,14 +427,14 @@ mod tests {
             owners: owners(&[(0, "b@-@1"), (1, "a@-@1")]),
             previous: Some((50, owners(&[(0, "a@-@1"), (1, "a@-@1")]))),
         };
-        let read = Assigned::parse(&record.encode());
+        let read = Assigned::parse("/a", record.encode().as_bytes()).ok();
         assert_eq!(read.as_ref(), Some(&record));
         assert_eq!(record.owner_at(0, 101), Some(Some("b@-@1")));
         assert_eq!(record.owner_at(0, 100), Some(Some("a@-@1")));
         assert_eq!(record.owner_at(2, 100), Some(None));
         assert_eq!(record.owner_at(0, 50), None, "before the records: not known");
-        assert_eq!(Assigned::parse("garbage"), None);
-        assert_eq!(Assigned::parse("100\n0"), None, "an item line without an owner");
+        assert!(Assigned::parse("/a", b"garbage").is_err());
+        assert!(Assigned::parse("/a", b"100\n0").is_err(), "an item line without an owner");
     }
 
     fn e(rank: u64) -> FailoverEntry {

@@ -14,11 +14,13 @@
 //! - [`sharding`]: the reshard flag, the leader's assignment commit, who owns which item.
 //! - [`execution`]: the `running` and `misfire` markers of a fire.
 //! - [`failover`]: finding, queueing and claiming the items a vanished instance left.
+//! - [`garbage`]: which nodes hold what the cluster cannot act on (garbage, gone owners).
 //! - [`job`]: one job on one instance as a state machine over all of the above.
 
 pub mod election;
 pub mod execution;
 pub mod failover;
+pub mod garbage;
 pub mod job;
 pub mod records;
 pub mod sharding;

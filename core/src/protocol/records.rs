@@ -20,6 +20,21 @@ impl Garbage {
     pub fn new(path: &str, data: &[u8], reason: impl Into<String>) -> Self {
         Garbage { path: path.to_owned(), value: shorten(data), reason: reason.into() }
     }
+
+    /// A node the job needs that is not there (deleted by hand): reported like garbage.
+    pub fn missing(path: &str, reason: impl Into<String>) -> Self {
+        Garbage { path: path.to_owned(), value: MISSING.to_owned(), reason: reason.into() }
+    }
+}
+
+/// The value a report shows for a node that is missing.
+pub const MISSING: &str = "(missing)";
+
+impl Garbage {
+    /// Whether this reports a missing node rather than unreadable data.
+    pub fn is_missing(&self) -> bool {
+        self.value == MISSING
+    }
 }
 
 /// At most this many characters of a bad value go into a report.
@@ -33,6 +48,59 @@ pub fn shorten(data: &[u8]) -> String {
         shown.push('…');
     }
     format!("{shown:?}")
+}
+
+/// An instance id as a node holds it (an owner node, a `running` marker, the leader node):
+/// UTF-8 `{ip}@-@{pid}[@-@{suffix}]`, a valid node name, surrounding whitespace ignored.
+pub fn parse_instance_id(path: &str, data: &[u8], what: &str) -> Result<String, Garbage> {
+    let bad = |why: String| Garbage::new(path, data, why);
+    let text = std::str::from_utf8(data).map_err(|_| bad(format!("{what} is not UTF-8 text")))?;
+    let id = text.trim();
+    let well_formed = id
+        .split_once(crate::instance::DELIMITER)
+        .is_some_and(|(ip, pid)| !ip.is_empty() && !pid.is_empty())
+        && !id.chars().any(char::is_whitespace)
+        && crate::registry::path::validate_segment(id).is_ok();
+    if !well_formed {
+        return Err(bad(format!("{what} is not an instance id ({{ip}}@-@{{pid}})")));
+    }
+    Ok(id.to_owned())
+}
+
+/// What an owner node (`sharding/{n}/instance`) holds: the owner's instance id, or nothing for
+/// an item beyond a reduced count (the node stays, emptied, to keep its version growing).
+pub fn parse_owner(path: &str, data: &[u8]) -> Result<Option<String>, Garbage> {
+    if data.is_empty() {
+        return Ok(None);
+    }
+    parse_instance_id(path, data, "the owner").map(Some)
+}
+
+/// What a server node (`servers/{ip}`) holds: empty or `ENABLED` (ElasticJob writes both),
+/// or `DISABLED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerStatus {
+    Enabled,
+    Disabled,
+}
+
+impl ServerStatus {
+    pub fn parse(path: &str, data: &[u8]) -> Result<Self, Garbage> {
+        match std::str::from_utf8(data).map(str::trim) {
+            Ok("" | "ENABLED") => Ok(ServerStatus::Enabled),
+            Ok("DISABLED") => Ok(ServerStatus::Disabled),
+            _ => Err(Garbage::new(path, data, "a server node holds ENABLED, DISABLED or nothing")),
+        }
+    }
+}
+
+/// What the reshard flag (`leader/sharding/necessary`) holds: the time it was raised, or
+/// nothing (as ElasticJob writes it: the time is unknown, and the flag holds every fire).
+pub fn parse_flag(path: &str, data: &[u8]) -> Result<Option<i64>, Garbage> {
+    if data.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    parse_time(path, data, "the reshard flag").map(Some)
 }
 
 /// What an instance node holds: exactly the two fields ElasticJob writes (its YAML loader
@@ -199,25 +267,35 @@ impl Assigned {
         text
     }
 
-    /// `None` for anything else: a record nobody can read owes no catch-up.
-    pub fn parse(text: &str) -> Option<Assigned> {
+    /// Reads what [`Self::encode`] writes. A record nobody can read owes no catch-up: callers
+    /// read garbage as no record.
+    pub fn parse(path: &str, data: &[u8]) -> Result<Assigned, Garbage> {
+        let bad = || {
+            Garbage::new(
+                path,
+                data,
+                "the assignment record holds a time, then `{item} {owner}` lines",
+            )
+        };
+        let text = std::str::from_utf8(data).map_err(|_| bad())?;
         let mut lines = text.lines();
-        let raised_ms = lines.next()?.trim().parse().ok()?;
+        let raised_ms = lines.next().and_then(|l| l.trim().parse().ok()).ok_or_else(bad)?;
         let mut current = std::collections::BTreeMap::new();
         let mut previous: Option<(i64, std::collections::BTreeMap<u32, String>)> = None;
         for line in lines {
-            let (head, rest) = line.trim().split_once(' ')?;
+            let (head, rest) = line.trim().split_once(' ').ok_or_else(bad)?;
             if head == "previous" {
-                previous = Some((rest.parse().ok()?, std::collections::BTreeMap::new()));
+                let raised = rest.parse().map_err(|_| bad())?;
+                previous = Some((raised, std::collections::BTreeMap::new()));
                 continue;
             }
             let owners = match previous.as_mut() {
                 Some((_, owners)) => owners,
                 None => &mut current,
             };
-            owners.insert(head.parse().ok()?, rest.to_owned());
+            owners.insert(head.parse().map_err(|_| bad())?, rest.to_owned());
         }
-        Some(Assigned { raised_ms, owners: current, previous })
+        Ok(Assigned { raised_ms, owners: current, previous })
     }
 
     /// Who the record says owned `item` for `fire_ms`: `Some(None)` for nobody (before the

@@ -14,6 +14,7 @@ use crate::layout::{ItemNode, JobPaths};
 use crate::registry::{CreateMode, RegistryError, TxnOp};
 use crate::sharding::{sort_for_sharding, Assignment, ShardingError, ShardingStrategies};
 
+use super::records::{parse_flag, ServerStatus};
 use super::view::View;
 
 /// The value of a disabled server node.
@@ -41,11 +42,13 @@ pub fn pending_for(view: &View, paths: &JobPaths, fire_ms: i64) -> bool {
         return true;
     }
     let answered = crate::protocol::failover::assigned_since(view, paths);
-    view.get(&paths.sharding_necessary()).is_some_and(|flag| {
-        flag.text()
-            .trim()
-            .parse::<i64>()
-            .map_or(true, |raised| raised < fire_ms && answered.is_none_or(|a| raised > a))
+    let path = paths.sharding_necessary();
+    view.get(&path).is_some_and(|flag| {
+        // Garbage (reported by the leader) holds the fire, like a flag without a time.
+        parse_flag(&path, &flag.data)
+            .ok()
+            .flatten()
+            .is_none_or(|raised| raised < fire_ms && answered.is_none_or(|a| raised > a))
     })
 }
 
@@ -79,7 +82,12 @@ pub fn eligible_instances(view: &View, paths: &JobPaths) -> Vec<String> {
     let mut instances: Vec<String> = view
         .children(&paths.instances())
         .into_iter()
-        .filter(|id| view.text(&paths.server(ip_of(id))).as_deref() != Some(DISABLED))
+        .filter(|id| {
+            // Garbage reads as enabled, as ElasticJob reads it (reported and rewritten).
+            let path = paths.server(ip_of(id));
+            let status = view.get(&path).map(|n| ServerStatus::parse(&path, &n.data));
+            status != Some(Ok(ServerStatus::Disabled))
+        })
         .collect();
     sort_for_sharding(&mut instances);
     instances
@@ -259,14 +267,15 @@ pub fn raise_over(
 /// wait for a reshard they ran without).
 pub fn raised_time(view: &View, paths: &JobPaths, data: &[u8], now_ms: i64) -> i64 {
     let answered = crate::protocol::failover::assigned_since(view, paths);
-    std::str::from_utf8(data)
+    parse_flag("", data)
         .ok()
-        .and_then(|t| t.trim().parse::<i64>().ok())
+        .flatten()
         .filter(|&r| answered.is_none_or(|a| r > a))
         .map_or(now_ms, |r| r.min(now_ms))
 }
 
 /// The raise time of the pending flag, if one is raised (`None` for an unreadable time).
 pub fn flag_time(view: &View, paths: &JobPaths) -> Option<Option<i64>> {
-    view.get(&paths.sharding_necessary()).map(|flag| flag.text().trim().parse::<i64>().ok())
+    let path = paths.sharding_necessary();
+    view.get(&path).map(|flag| parse_flag(&path, &flag.data).ok().flatten())
 }

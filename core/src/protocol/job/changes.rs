@@ -68,6 +68,7 @@ impl JobProtocol {
 
     pub(super) fn on_resync(&mut self, ctx: &Ctx<'_>) {
         self.membership_changed = true;
+        self.audit_owed = true;
         for node in [JobNode::Config, JobNode::LeaderInstance, JobNode::Instance(self.me.clone())] {
             self.on_change(node, ctx);
         }
@@ -84,6 +85,13 @@ impl JobProtocol {
         if matches!(node, JobNode::Instance(_)) {
             self.membership_changed = true;
         }
+        if let JobNode::Server(ip) = &node {
+            let path = self.paths.server(ip);
+            if !ctx.view.exists(&path) {
+                self.registration.forget(&path);
+            }
+        }
+        self.notice_garbage(&node, ctx);
         match node {
             JobNode::Config => self.on_config_change(ctx),
             JobNode::LeaderInstance => {
@@ -115,33 +123,18 @@ impl JobProtocol {
             {
                 self.trigger_owed = true;
             }
-            JobNode::Item(n, ItemNode::Instance) => self.on_owner_change(n, ctx),
             _ => {}
         }
     }
 
-    /// An owner node changed: if it names no live instance (an operator's or a tool's write,
-    /// or garbage) the leader has it resharded at once, not at the next reconcile.
-    fn on_owner_change(&mut self, n: u32, ctx: &Ctx<'_>) {
-        if n >= self.total() || !self.is_leader(ctx) || sharding::pending(ctx.view, &self.paths) {
-            return;
-        }
-        let path = self.paths.item_node(n, ItemNode::Instance);
-        let Some(owner) = ctx.view.get(&path) else { return };
-        let live = ctx.view.children(&self.paths.instances());
-        if !live.iter().any(|i| i.as_bytes() == owner.data.as_slice()) {
-            let garbage = crate::protocol::records::Garbage::new(
-                &path,
-                &owner.data,
-                "the owner is no live instance of the job; the item is resharded",
-            );
-            self.report_garbage(&garbage);
-            self.flag_owed = true;
-        }
-    }
-
     fn on_config_change(&mut self, ctx: &Ctx<'_>) {
-        let Some(node) = ctx.view.get(&self.paths.config()) else { return };
+        let Some(node) = ctx.view.get(&self.paths.config()) else {
+            // Deleted by hand: the leader writes it again.
+            if self.registration.registered() && self.is_leader(ctx) {
+                self.check_config(ctx);
+            }
+            return;
+        };
         if self.config_version.replace(node.version) == Some(node.version) {
             return;
         }
@@ -161,6 +154,10 @@ impl JobProtocol {
             Err(reason) => {
                 let job = self.job().to_owned();
                 self.emit(SchedulerEvent::ConfigRejected { job, reason });
+                // The leader writes the config the job runs with back over it.
+                if self.registration.registered() && self.is_leader(ctx) {
+                    self.check_config(ctx);
+                }
                 return;
             }
         };
@@ -216,6 +213,7 @@ impl JobProtocol {
                 }
                 self.finishing.clear();
                 self.backlog.clear();
+                self.lost_markers.clear();
                 self.registration.lost();
                 self.outstanding = None;
                 self.then = None;
@@ -307,6 +305,8 @@ impl JobProtocol {
         match (step, result) {
             (BidStep::Create | BidStep::Replace, Ok(_)) => {
                 self.bid_blocked = None;
+                // What garbage the job's nodes hold is the new leader's to report and repair.
+                self.audit_owed = true;
                 if !self.was_leader {
                     let job = self.job().to_owned();
                     self.emit(SchedulerEvent::LeaderElected { job });

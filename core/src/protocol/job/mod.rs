@@ -30,6 +30,7 @@ mod leave;
 mod once;
 mod orphans;
 mod register;
+mod repair;
 #[cfg(test)]
 mod transcripts;
 
@@ -133,6 +134,7 @@ enum Pending {
     SkewCheck,
     Once(once::Step),
     Leave(leave::Step),
+    Repair(repair::Repair),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -229,8 +231,16 @@ pub struct JobProtocol {
     clock_checked: Option<(i64, bool)>,
     flag_attempts: u32,
     last_error: Option<String>,
-    /// Garbage already reported (path and value), so that each corruption is reported once.
-    reported: BTreeSet<(String, String)>,
+    /// Garbage last reported per path (the node's version and value), so that each change of
+    /// a node is reported once.
+    reported: BTreeMap<String, (Option<u64>, String)>,
+    /// Repairs of garbage (or of deleted nodes) this instance owes.
+    repairs: BTreeSet<repair::Repair>,
+    /// Items whose marker our finish could not remove (it had changed): removed after all if
+    /// the change proves to be garbage rather than a failover taker's.
+    lost_markers: BTreeSet<u32>,
+    /// Every node is to be looked at for garbage (the view was replaced, leadership won).
+    audit_owed: bool,
     /// The version of the `config` node last evaluated, so that each stored version is judged
     /// once however many notifications point at it.
     config_version: Option<u64>,
@@ -287,7 +297,10 @@ impl JobProtocol {
             clock_checked: None,
             flag_attempts: 0,
             last_error: None,
-            reported: BTreeSet::new(),
+            reported: BTreeMap::new(),
+            repairs: BTreeSet::new(),
+            lost_markers: BTreeSet::new(),
+            audit_owed: false,
             config_version: None,
             launches: 0,
         }
@@ -393,6 +406,13 @@ impl JobProtocol {
         if !self.registration.done() {
             return self.register_next(ctx);
         }
+        if std::mem::take(&mut self.audit_owed) {
+            self.audit(ctx);
+        }
+        // Before finishing: a marker rewritten after garbage is what the finish is fenced on.
+        if let Some(next) = self.repair_next(ctx) {
+            return next;
+        }
         if !self.finishing.is_empty() {
             return self.finish_next(ctx);
         }
@@ -443,7 +463,7 @@ impl JobProtocol {
                 self.was_leader = false;
                 self.tolerate(result, super::failover::is_lost_race);
             }
-            Pending::Finish(held) => self.on_finish_reply(held, result),
+            Pending::Finish(held) => self.on_finish_reply(held, result, ctx),
             Pending::DeleteTrigger => {
                 if self.tolerate(result, |e| e.transaction_failure().is_some()) {
                     self.trigger_owed = false;
@@ -474,6 +494,7 @@ impl JobProtocol {
             },
             Pending::Once(step) => self.on_once_reply(step, result),
             Pending::Leave(step) => self.on_leave_reply(step, result, ctx),
+            Pending::Repair(repair) => self.on_repair_reply(repair, result),
         }
     }
 
@@ -557,8 +578,11 @@ impl JobProtocol {
     }
 
     fn server_disabled(&self, ctx: &Ctx<'_>) -> bool {
-        let server = ctx.view.get(&self.paths.server(&self.ip));
-        server.is_some_and(|n| n.data == super::sharding::DISABLED.as_bytes())
+        let path = self.paths.server(&self.ip);
+        let status =
+            ctx.view.get(&path).map(|n| super::records::ServerStatus::parse(&path, &n.data));
+        // Garbage reads as enabled, as ElasticJob reads it (reported, and rewritten by us).
+        status == Some(Ok(super::records::ServerStatus::Disabled))
     }
 
     /// The earliest deadline of what the job waits for.

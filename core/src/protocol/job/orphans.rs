@@ -127,12 +127,22 @@ impl JobProtocol {
         &mut self,
         held: Vec<Held>,
         result: Result<Reply, RegistryError>,
+        ctx: &Ctx<'_>,
     ) {
         match result {
             Ok(_) => self.finishing.retain(|h| !held.contains(h)),
             Err(e) => match execution::lost_marker(&held, &e) {
                 // Taken over (or gone with an ephemeral session): not ours any more.
-                Some(i) => self.finishing.retain(|h| *h != held[i]),
+                Some(i) => {
+                    self.finishing.retain(|h| *h != held[i]);
+                    // Unless garbage replaced it: then it is ours to remove (see `repair`).
+                    self.lost_markers.insert(held[i].item);
+                    let node = crate::layout::JobNode::Item(
+                        held[i].item,
+                        crate::layout::ItemNode::Running,
+                    );
+                    self.notice_garbage(&node, ctx);
+                }
                 None => self.failed(&e),
             },
         }
@@ -212,16 +222,10 @@ impl JobProtocol {
         if owed.is_empty() {
             return None;
         }
-        for (n, o) in &owed {
+        for (_, o) in &owed {
             if let Err(garbage) = o {
-                let key = (
-                    self.paths.item_node(*n, crate::layout::ItemNode::Misfire),
-                    garbage.value.clone(),
-                );
-                if self.reported.insert(key) {
-                    let garbage = garbage.clone();
-                    self.report_garbage(&garbage);
-                }
+                let garbage = garbage.clone();
+                self.report_once(&garbage, ctx);
             }
         }
         // Each item answers the fire its marker names (unnamed markers the latest fire due);
@@ -246,9 +250,8 @@ impl JobProtocol {
         }
         let (queue, garbage) = failover::queued(ctx.view, &self.paths);
         for (item, g) in garbage {
-            if self.reported.insert((self.paths.failover_item(item), g.value.clone())) {
-                self.report_garbage(&g);
-            }
+            self.report_once(&g, ctx);
+            self.repairs.insert(super::repair::Repair::Entry(item));
         }
         let eligible = sharding::eligible_instances(ctx.view, &self.paths);
         let share = failover::share_of(&queue, &eligible, &self.me);

@@ -94,6 +94,16 @@ impl Registration {
         self.ensured.clear();
     }
 
+    /// Whether registration created or found `path` (which the view may not show yet).
+    pub fn ensured(&self, path: &str) -> bool {
+        self.ensured.iter().any(|p| p == path)
+    }
+
+    /// The view showed `path` deleted: registration's word on it is out of date.
+    pub fn forget(&mut self, path: &str) {
+        self.ensured.retain(|p| p != path);
+    }
+
     /// The `sessions_lost` reading of the last registration, if registered.
     pub fn registered_in(&self) -> Option<u64> {
         self.instance_in.filter(|_| self.state == State::Done)
@@ -196,6 +206,7 @@ impl JobProtocol {
         // A bid at every registration, whatever the view shows: the view may not show yet
         // that the leader's node went with its session.
         self.bid_owed = true;
+        self.audit_owed = true;
         self.arm_after(resume, ctx);
         self.arm_reconcile(ctx);
         Next::Again
@@ -251,7 +262,7 @@ impl JobProtocol {
         }
     }
 
-    fn instance_data(&self) -> Vec<u8> {
+    pub(super) fn instance_data(&self) -> Vec<u8> {
         crate::protocol::records::InstanceRecord {
             job_instance_id: self.me.clone(),
             server_ip: self.ip.clone(),

@@ -1,0 +1,445 @@
+//! Garbage in the registry, and nodes a running job needs deleted by hand: who reports what,
+//! and who repairs it.
+//!
+//! Every node the job reads goes through its parser ([`crate::protocol::garbage`]). A node
+//! that does not read (or names no live instance where one must) is reported once per change
+//! of it with a `registry_garbage` event, read the safe way, and repaired by whoever owns it:
+//!
+//! | node | safe reading | repaired by |
+//! |---|---|---|
+//! | `config` | the last good config stays (`config_rejected`) | the leader writes it back |
+//! | `instances/{id}` | membership is the node's name | the instance rewrites it |
+//! | `servers/{ip}` | enabled (as ElasticJob reads it) | its instances rewrite it (ENABLED) |
+//! | `sharding/{n}/instance` | nobody owns the item | the leader reshards at once |
+//! | `sharding/{n}/running` | running, an unknown run | its holder rewrites it; after its run, removes it; a departed holder's is failed over |
+//! | `sharding/{n}/misfire` | owes the latest fire | the catch-up settles it |
+//! | `leader/election/instance` | no leader acts | the leader rewrites it |
+//! | `leader/sharding/necessary` | a reshard is pending | the reshard removes it |
+//! | `leader/failover/items/{n}` | no entry | any instance with failover rewrites it (or drops it) |
+//! | `shardcron/ledger/{id}` | an empty ledger | its instance rewrites it |
+//! | `shardcron/assigned` | no record | the leader removes it |
+//!
+//! The leader reports garbage in every node it reads, its own or not, so that each corruption
+//! is reported while the job has a leader; an instance reports what it repairs. A new leader,
+//! and an instance whose view was replaced, audit every node once.
+
+use super::{Ctx, JobProtocol, Next, Pending, Reply, Request};
+use crate::config::store;
+use crate::layout::{ItemNode, JobNode};
+use crate::protocol::garbage::{self, names_live};
+use crate::protocol::records::{FailoverEntry, Garbage, Ledger, Orphaned, ServerStatus};
+use crate::protocol::{execution, sharding};
+use crate::registry::{CreateMode, RegistryError, TxnOp, TxnResult};
+
+/// A repair this instance owes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Repair {
+    /// Write the config this job runs with over a missing or unreadable `config`.
+    Config,
+    /// Rewrite our instance node.
+    Instance,
+    /// Write our server node (ENABLED) over garbage, or again after a deletion.
+    Server,
+    /// Rewrite the leader node we hold.
+    Leader,
+    /// Rewrite the `running` marker of an item we hold, or remove one our finished run left.
+    Marker(u32),
+    /// Rewrite (or drop) an unreadable failover queue entry.
+    Entry(u32),
+    /// Rewrite our ledger.
+    Ledger,
+    /// Remove an unreadable assignment record.
+    Assigned,
+}
+
+impl JobProtocol {
+    /// Looks at a node that changed (or that an audit visits) for garbage: reports it and owes
+    /// the repair, when this instance is the one to act.
+    pub(super) fn notice_garbage(&mut self, node: &JobNode, ctx: &Ctx<'_>) {
+        if !self.registration.registered() {
+            return;
+        }
+        let leader = self.is_leader(ctx);
+        let view = ctx.view;
+        match node {
+            JobNode::Instance(id) if *id == self.me => {
+                if let Some(g) = garbage::unreadable(view, &self.paths, node) {
+                    self.report_once(&g, ctx);
+                    self.repairs.insert(Repair::Instance);
+                }
+            }
+            JobNode::Server(ip) if *ip == self.ip => {
+                let path = self.paths.server(ip);
+                let problem = match view.get(&path) {
+                    // Registration made sure of it, and the view has not shown it yet.
+                    None if self.registration.ensured(&path) => None,
+                    None => {
+                        Some(Garbage::missing(&path, "the server node is missing; written again"))
+                    }
+                    Some(_) => garbage::unreadable(view, &self.paths, node),
+                };
+                if let Some(g) = problem {
+                    self.report_once(&g, ctx);
+                    self.repairs.insert(Repair::Server);
+                }
+            }
+            JobNode::Item(n, ItemNode::Instance) => self.on_owner_change(*n, ctx),
+            JobNode::Item(n, ItemNode::Running) => self.on_marker_change(*n, leader, ctx),
+            JobNode::LeaderInstance => {
+                let path = self.paths.leader_instance();
+                let Some(holder) = view.get(&path) else { return };
+                if holder.data == self.me.as_bytes() || names_live(view, &self.paths, &holder.data)
+                {
+                    return;
+                }
+                // Only the leader itself knows the node is its own (an ephemeral of its session).
+                if self.was_leader {
+                    let g = garbage::unreadable(view, &self.paths, node).unwrap_or_else(|| {
+                        Garbage::new(&path, &holder.data, "the leader node names no live instance")
+                    });
+                    self.report_once(&g, ctx);
+                    self.repairs.insert(Repair::Leader);
+                }
+            }
+            JobNode::ShardingNecessary => {
+                if !leader {
+                    return;
+                }
+                if let Some(g) = garbage::unreadable(view, &self.paths, node) {
+                    self.report_once(&g, ctx);
+                } else if !sharding::pending(view, &self.paths)
+                    && !self.static_assignment(ctx)
+                    && !self.assignment_is_strategy(ctx)
+                {
+                    // The flag went without a reshard that made the strategy's assignment (an
+                    // operator deleted it): ask again.
+                    self.flag_owed = true;
+                }
+            }
+            JobNode::FailoverItem(n) => {
+                if let Some(g) = garbage::unreadable(view, &self.paths, node) {
+                    if leader || self.failover_enabled() {
+                        self.report_once(&g, ctx);
+                    }
+                    if self.failover_enabled() {
+                        self.repairs.insert(Repair::Entry(*n));
+                    }
+                }
+            }
+            JobNode::Ledger(id) => {
+                if let Some(g) = garbage::unreadable(view, &self.paths, node) {
+                    let mine = *id == self.me;
+                    if leader || mine {
+                        self.report_once(&g, ctx);
+                    }
+                    if mine && self.failover_enabled() {
+                        self.repairs.insert(Repair::Ledger);
+                    }
+                }
+            }
+            JobNode::Assigned => {
+                if let Some(g) = garbage::unreadable(view, &self.paths, node) {
+                    if leader {
+                        self.report_once(&g, ctx);
+                        self.repairs.insert(Repair::Assigned);
+                    }
+                }
+            }
+            JobNode::Server(_) | JobNode::Item(_, ItemNode::Misfire) | JobNode::Instance(_) => {
+                if let Some(g) = garbage::unreadable(view, &self.paths, node).filter(|_| leader) {
+                    self.report_once(&g, ctx);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Looks at every node the job reads (after the view was replaced, a registration, or a
+    /// won election).
+    pub(super) fn audit(&mut self, ctx: &Ctx<'_>) {
+        for node in garbage::read_nodes(ctx.view, &self.paths) {
+            self.notice_garbage(&node, ctx);
+        }
+        self.notice_garbage(&JobNode::Server(self.ip.clone()), ctx);
+        for n in 0..self.total() {
+            self.on_owner_change(n, ctx);
+        }
+        if self.is_leader(ctx) {
+            self.check_config(ctx);
+        }
+    }
+
+    /// An owner node changed (or is missing): if it names no live instance (an operator's or
+    /// a tool's write, garbage, a deletion) the leader has it resharded at once, not at the
+    /// next reconcile.
+    pub(super) fn on_owner_change(&mut self, n: u32, ctx: &Ctx<'_>) {
+        // Before the first reshard there are no owner nodes; with a reshard pending, its
+        // commit writes every one of them.
+        let sharded = !ctx.view.children(&self.paths.sharding()).is_empty();
+        if n >= self.total()
+            || !sharded
+            || !self.is_leader(ctx)
+            || sharding::pending(ctx.view, &self.paths)
+        {
+            return;
+        }
+        if let Some(g) = garbage::owner_problem(ctx.view, &self.paths, n) {
+            // A valid id of an instance that left, under static sharding, waits for it to come
+            // back (that is what static sharding asks for); anything else is resharded.
+            let owner = ctx.view.get(&g.path).map(|o| o.data.clone()).unwrap_or_default();
+            let dead_id =
+                crate::protocol::records::parse_owner(&g.path, &owner).is_ok_and(|o| o.is_some());
+            if dead_id && self.static_assignment(ctx) {
+                return;
+            }
+            self.report_once(&g, ctx);
+            self.flag_owed = true;
+        }
+    }
+
+    /// A `running` marker changed: the holder rewrites one that no longer names it (and no
+    /// other live instance, which would be a failover taker's); a marker our finished run
+    /// lost to garbage is removed; the leader reports what it cannot read.
+    fn on_marker_change(&mut self, n: u32, leader: bool, ctx: &Ctx<'_>) {
+        let path = self.paths.item_node(n, ItemNode::Running);
+        let Some(marker) = ctx.view.get(&path) else {
+            self.lost_markers.remove(&n);
+            return;
+        };
+        if marker.data == self.me.as_bytes() {
+            return;
+        }
+        if names_live(ctx.view, &self.paths, &marker.data) {
+            // Taken over by a live instance: not ours any more.
+            self.lost_markers.remove(&n);
+            return;
+        }
+        let node = JobNode::Item(n, ItemNode::Running);
+        let g = garbage::unreadable(ctx.view, &self.paths, &node).unwrap_or_else(|| {
+            Garbage::new(&path, &marker.data, "the running marker names no live instance")
+        });
+        let ours = self.held_items().contains(&n) || self.lost_markers.contains(&n);
+        // A marker naming an instance that left is an orphan waiting for failover, not
+        // garbage, unless we hold it.
+        let unreadable = garbage::unreadable(ctx.view, &self.paths, &node).is_some();
+        if ours || (leader && unreadable) {
+            self.report_once(&g, ctx);
+        }
+        if ours {
+            self.repairs.insert(Repair::Marker(n));
+        }
+    }
+
+    /// The leader's look at the config node: missing or unreadable, it writes its own back.
+    pub(super) fn check_config(&mut self, ctx: &Ctx<'_>) {
+        let path = self.paths.config();
+        match ctx.view.get(&path) {
+            None => {
+                let g = Garbage::missing(
+                    &path,
+                    "the config node is missing; the leader writes it again",
+                );
+                self.report_once(&g, ctx);
+                self.repairs.insert(Repair::Config);
+            }
+            Some(node) => {
+                if store::parse_stored(self.job(), &node.data, &self.settings.known).is_err() {
+                    self.repairs.insert(Repair::Config);
+                }
+            }
+        }
+    }
+
+    fn assignment_is_strategy(&self, ctx: &Ctx<'_>) -> bool {
+        garbage::assignment_is_strategy(
+            ctx.view,
+            &self.paths,
+            self.job(),
+            self.config.job_sharding_strategy_type.as_deref(),
+            &self.settings.strategies,
+            self.total(),
+        )
+    }
+
+    /// Reports garbage once per change of its node (per version and value).
+    pub(super) fn report_once(&mut self, garbage: &Garbage, ctx: &Ctx<'_>) {
+        let version = ctx.view.get(&garbage.path).map(|n| n.version);
+        let seen = (version, garbage.value.clone());
+        if self.reported.get(&garbage.path) != Some(&seen) {
+            self.reported.insert(garbage.path.clone(), seen);
+            self.report_garbage(garbage);
+        }
+    }
+
+    /// The next repair still needed, as a request; repairs the view shows are no longer
+    /// needed are dropped.
+    pub(super) fn repair_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
+        while let Some(repair) = self.repairs.pop_first() {
+            if let Some(request) = self.repair_request(repair, ctx) {
+                return Some(Next::Request(Pending::Repair(repair), request));
+            }
+        }
+        None
+    }
+
+    fn repair_request(&self, repair: Repair, ctx: &Ctx<'_>) -> Option<Request> {
+        let view = ctx.view;
+        let set = |path: String, data: Vec<u8>, version| {
+            Some(Request::Txn(vec![TxnOp::set(path, data, Some(version))]))
+        };
+        match repair {
+            Repair::Config => {
+                if !self.is_leader(ctx) {
+                    return None;
+                }
+                let yaml = self.config.to_yaml().ok()?.into_bytes();
+                let path = self.paths.config();
+                match view.get(&path) {
+                    None => {
+                        Some(Request::Create { path, data: yaml, mode: CreateMode::Persistent })
+                    }
+                    Some(node) => store::parse_stored(self.job(), &node.data, &self.settings.known)
+                        .is_err()
+                        .then(|| set(path, yaml, node.version))
+                        .flatten(),
+                }
+            }
+            Repair::Instance => {
+                let node = JobNode::Instance(self.me.clone());
+                let path = self.paths.instance(&self.me);
+                let current = view.get(&path)?;
+                garbage::unreadable(view, &self.paths, &node)?;
+                set(path, self.instance_data(), current.version)
+            }
+            Repair::Server => {
+                let path = self.paths.server(&self.ip);
+                match view.get(&path) {
+                    None => Some(Request::Create {
+                        path,
+                        data: b"ENABLED".to_vec(),
+                        mode: CreateMode::Persistent,
+                    }),
+                    Some(node) => ServerStatus::parse(&path, &node.data)
+                        .is_err()
+                        .then(|| set(path, b"ENABLED".to_vec(), node.version))
+                        .flatten(),
+                }
+            }
+            Repair::Leader => {
+                let path = self.paths.leader_instance();
+                let node = view.get(&path)?;
+                let foreign =
+                    node.data != self.me.as_bytes() && !names_live(view, &self.paths, &node.data);
+                (self.was_leader && foreign)
+                    .then(|| set(path, self.me.as_bytes().to_vec(), node.version))
+                    .flatten()
+            }
+            Repair::Marker(n) => {
+                let path = self.paths.item_node(n, ItemNode::Running);
+                let node = view.get(&path)?;
+                if node.data == self.me.as_bytes() || names_live(view, &self.paths, &node.data) {
+                    return None;
+                }
+                if self.held_items().contains(&n) {
+                    set(path, self.me.as_bytes().to_vec(), node.version)
+                } else if self.lost_markers.contains(&n) {
+                    Some(Request::Txn(vec![TxnOp::delete(path, Some(node.version))]))
+                } else {
+                    None
+                }
+            }
+            Repair::Entry(n) => {
+                let path = self.paths.failover_item(n);
+                let node = view.get(&path)?;
+                garbage::unreadable(view, &self.paths, &JobNode::FailoverItem(n))?;
+                // An entry for an item whose marker names no live instance stood for that
+                // interrupted run: queue it again (for the latest fire; which one it was is
+                // lost with the entry). Otherwise the run it stood for is lost (reported).
+                let marker = execution::running_owner(view, &self.paths, n);
+                let orphaned = view
+                    .get(&self.paths.item_node(n, ItemNode::Running))
+                    .is_some_and(|m| !names_live(view, &self.paths, &m.data));
+                if orphaned && n < self.total() {
+                    let dead = marker.filter(|m| !m.is_empty() && !m.contains(char::is_whitespace));
+                    let entry = FailoverEntry {
+                        fire_ms: self.latest_fire_by(ctx.now_ms),
+                        rank: 0,
+                        why: Orphaned::Interrupted,
+                        dead: dead.unwrap_or_else(|| "unknown".to_owned()),
+                    };
+                    set(path, entry.encode(), node.version)
+                } else {
+                    Some(Request::Txn(vec![TxnOp::delete(path, Some(node.version))]))
+                }
+            }
+            Repair::Ledger => {
+                if !self.failover_enabled() {
+                    return None;
+                }
+                let path = self.paths.ledger(&self.me);
+                let node = view.get(&path)?;
+                garbage::unreadable(view, &self.paths, &JobNode::Ledger(self.me.clone()))?;
+                set(path, self.rebuilt_ledger(ctx).encode(), node.version)
+            }
+            Repair::Assigned => {
+                let path = self.paths.assigned();
+                let node = view.get(&path)?;
+                garbage::unreadable(view, &self.paths, &JobNode::Assigned)?;
+                Some(Request::Txn(vec![TxnOp::delete(path, Some(node.version))]))
+            }
+        }
+    }
+
+    /// Our ledger as this process knows it: the items it holds with their fires; the last
+    /// fire started is unknown, so nothing before now is owed if we vanish.
+    fn rebuilt_ledger(&self, ctx: &Ctx<'_>) -> Ledger {
+        let mut ledger = Ledger { last_fire_ms: Some(ctx.now_ms - 1), ..Ledger::default() };
+        if let Some(flight) = &self.in_flight {
+            for held in &flight.held {
+                ledger.running.insert(held.item, flight.fire_ms);
+            }
+        }
+        for (&fire_ms, held) in &self.backlog {
+            for h in held {
+                ledger.running.insert(h.item, fire_ms);
+            }
+        }
+        ledger
+    }
+
+    pub(super) fn on_repair_reply(&mut self, repair: Repair, result: Result<Reply, RegistryError>) {
+        match result {
+            Ok(Reply::Txn(results)) => {
+                if let (Repair::Marker(n), Some(TxnResult::Set { version })) =
+                    (repair, results.first())
+                {
+                    self.rewrote_marker(n, *version);
+                }
+                if let Repair::Marker(n) = repair {
+                    if matches!(results.first(), Some(TxnResult::Deleted)) {
+                        self.lost_markers.remove(&n);
+                    }
+                }
+            }
+            Ok(_) => {}
+            // Someone else changed the node first: the view will show what, and the change is
+            // looked at again then.
+            Err(e) if e.transaction_failure().is_some() || e.is_node_exists() => {}
+            Err(e) => {
+                self.repairs.insert(repair);
+                self.failed(&e);
+            }
+        }
+    }
+
+    /// Our marker of item `n` is ours again at `version`: what finishes it expects that one.
+    fn rewrote_marker(&mut self, n: u32, version: u64) {
+        let flight = self.in_flight.iter_mut().flat_map(|f| f.held.iter_mut());
+        let backlog = self.backlog.values_mut().flatten();
+        for held in flight.chain(self.finishing.iter_mut()).chain(backlog) {
+            if held.item == n {
+                held.version = version;
+            }
+        }
+    }
+}
