@@ -11,6 +11,7 @@ use std::str::FromStr;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::garbage::Corruption;
 use crate::scenarios::{Action, Step};
 use crate::workload::{JobSpec, Workload};
 
@@ -38,6 +39,8 @@ pub enum Fault {
     SkewClock(usize, i64),
     /// The registry restarts: every client sees `Suspended` then `Reconnected`.
     RestartRegistry,
+    /// An operator writes garbage into a node of a job, or deletes a node the cluster needs.
+    Corrupt(Corruption),
 }
 
 impl Fault {
@@ -51,7 +54,7 @@ impl Fault {
             | Fault::Slow(i, _)
             | Fault::SkewClock(i, _) => vec![*i],
             Fault::Partition(is) | Fault::Heal(is) => is.clone(),
-            Fault::RestartRegistry => Vec::new(),
+            Fault::RestartRegistry | Fault::Corrupt(_) => Vec::new(),
         }
     }
 }
@@ -73,6 +76,7 @@ impl fmt::Display for Fault {
             Fault::Slow(i, ms) => write!(f, "Fault::Slow({i}, {ms})"),
             Fault::SkewClock(i, ms) => write!(f, "Fault::SkewClock({i}, {ms})"),
             Fault::RestartRegistry => write!(f, "Fault::RestartRegistry"),
+            Fault::Corrupt(c) => write!(f, "Fault::Corrupt({c})"),
         }
     }
 }
@@ -91,11 +95,20 @@ pub enum FaultProfile {
     /// Everything: `Failover` plus clock skew beyond `maxTimeDiffSeconds`, failover toggled at
     /// run time, jobs added and removed.
     Chaos,
+    /// An operator at work: garbage written into random nodes of the jobs (wrong types,
+    /// truncated YAML, binary, empty and huge values, ids of instances that are not alive) and
+    /// nodes the cluster needs deleted, amid `Failover`'s faults (jobs with failover on).
+    Garbage,
 }
 
 impl FaultProfile {
-    pub const ALL: [FaultProfile; 4] =
-        [FaultProfile::None, FaultProfile::Default, FaultProfile::Failover, FaultProfile::Chaos];
+    pub const ALL: [FaultProfile; 5] = [
+        FaultProfile::None,
+        FaultProfile::Default,
+        FaultProfile::Failover,
+        FaultProfile::Chaos,
+        FaultProfile::Garbage,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -103,12 +116,13 @@ impl FaultProfile {
             FaultProfile::Default => "default",
             FaultProfile::Failover => "failover",
             FaultProfile::Chaos => "chaos",
+            FaultProfile::Garbage => "garbage",
         }
     }
 
     /// Whether the generated jobs run with failover on.
     pub fn failover_jobs(self) -> bool {
-        matches!(self, FaultProfile::Failover | FaultProfile::Chaos)
+        matches!(self, FaultProfile::Failover | FaultProfile::Chaos | FaultProfile::Garbage)
     }
 
     /// Generates the schedule of a run: faults and workload changes at virtual times in
@@ -130,6 +144,18 @@ impl FaultProfile {
     }
 
     fn one(self, rng: &mut ChaCha8Rng, ctx: &GenContext<'_>, t: u64, steps: &mut Vec<Step>) {
+        if self == FaultProfile::Garbage {
+            // A corruption at every step, and another fault or workload change at some.
+            if let Some(spec) = ctx.jobs.get(rng.gen_range(0..ctx.jobs.len().max(1))) {
+                let c = Corruption::generate(rng, &spec.name, spec.count, ctx.instances);
+                steps.push(Step { at_ms: t, action: Action::Fault(Fault::Corrupt(c)) });
+            }
+            if rng.gen_bool(0.4) {
+                let later = t + rng.gen_range(0..5_000);
+                FaultProfile::Failover.one(rng, ctx, later, steps);
+            }
+            return;
+        }
         let i = rng.gen_range(1..=ctx.instances);
         let session = ctx.session_timeout_ms;
         let mut at = |dt: u64, action: Action| steps.push(Step { at_ms: t + dt, action });

@@ -53,7 +53,8 @@
 //! - `sim.rs`: [`Sim`], one run through its phases (faults, quiet, live, final); [`Report`].
 //! - `instance.rs`, `spawner.rs`: a simulated instance and the spawner whose tasks a crash
 //!   aborts.
-//! - `faults.rs`: [`Fault`] verbs and the [`FaultProfile`]s that generate schedules.
+//! - `faults.rs`: [`Fault`] verbs and the [`FaultProfile`]s that generate schedules;
+//!   `garbage.rs`: the operator fault's [`Corruption`]s.
 //! - `workload.rs`: [`JobSpec`] and the [`Workload`] verbs.
 //! - `code.rs`: what a job's items run ([`JobCode`]) and the run's shared [`RunState`].
 //! - `job_file.rs`: jobs from ElasticJob YAML files.
@@ -69,6 +70,7 @@ mod builder;
 mod code;
 pub mod explore;
 mod faults;
+mod garbage;
 mod instance;
 pub mod invariants;
 mod job_file;
@@ -84,6 +86,7 @@ mod workload;
 pub use builder::Builder;
 pub use code::{JobCode, JobEnv, RunState};
 pub use faults::{Fault, FaultProfile, GenContext};
+pub use garbage::{Corruption, Junk, Target};
 pub use instance::Status;
 pub use invariants::{Checkpoint, Invariant, Violation};
 pub use job_file::{job_configs_from_yaml, load_job_configs, JobFileError};

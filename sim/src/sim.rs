@@ -29,6 +29,7 @@ use shardcron_registry_mem::{ConnectOptions, MemRegistry, MemServer};
 use crate::builder::Builder;
 use crate::code::{JobEnv, RunState};
 use crate::faults::Fault;
+use crate::garbage::Corruption;
 use crate::instance::{Instance, Status};
 use crate::invariants::{self, Checkpoint, Violation};
 use crate::scenarios::{Action, Scenario};
@@ -408,6 +409,9 @@ impl World {
             self.ignored(0, fault, "no such instance");
             return;
         }
+        if let Fault::Corrupt(c) = fault {
+            return self.corrupt(c);
+        }
         let who = if targets.len() == 1 { targets[0] } else { 0 };
         self.trace.note(who, Note::Fault(fault.clone()));
         let each = |f: &dyn Fn(&Arc<Instance>)| {
@@ -450,8 +454,29 @@ impl World {
             }),
             Fault::SkewClock(_, ms) => each(&|inst| inst.clock.set_skew(*ms)),
             Fault::RestartRegistry => self.server.restart(),
+            Fault::Corrupt(_) => {}
         }
         self.trace.sync();
+    }
+
+    /// The operator's write of garbage (or deletion) through its own client: recorded as the
+    /// fault once done, or as ignored when the node is not there.
+    fn corrupt(self: &Arc<Self>, c: &Corruption) {
+        let world = self.clone();
+        let c = c.clone();
+        tokio::spawn(async move {
+            let path = c.path();
+            let done = match c.junk {
+                Some(junk) => world.operator.set(&path, &junk.bytes(), None).await.map(drop),
+                None => world.operator.delete(&path, None).await,
+            };
+            let fault = Fault::Corrupt(c);
+            match done {
+                Ok(()) => world.trace.note(0, Note::Fault(fault)),
+                Err(e) => world.ignored(0, &fault, &e.to_string()),
+            }
+            world.trace.sync();
+        });
     }
 
     /// kill -9: every task of the instance aborted, its scheduler (and so, once the aborted
@@ -570,10 +595,20 @@ impl World {
         inst.state.lock().scheduler = Some(scheduler.clone());
         let jobs: Vec<JobSpec> = self.jobs.lock().values().cloned().collect();
         for spec in jobs {
-            let job = spec.job(&self.env(inst.index));
-            if let Err(e) = scheduler.add_job(spec.config(), job).await {
+            // A stored config an operator garbled is refused; the application retries, as a
+            // supervisor would, while the job's leader writes the config back.
+            let mut attempts = 0;
+            while let Err(e) =
+                scheduler.add_job(spec.config(), spec.job(&self.env(inst.index))).await
+            {
                 let what = format!("add job {}", spec.name);
                 self.trace.note(inst.index, Note::Ignored { what, why: e.to_string() });
+                attempts += 1;
+                let unusable = matches!(e, shardcron_core::Error::StoredConfigUnusable { .. });
+                if !unusable || attempts >= ADD_JOB_ATTEMPTS {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
         inst.state.lock().status = Status::Up;
@@ -671,6 +706,10 @@ impl World {
         });
     }
 }
+
+/// How often a starting instance tries to add a job whose stored config is unusable, a second
+/// apart.
+const ADD_JOB_ATTEMPTS: u32 = 30;
 
 /// How long after the session timeout an expired instance's link comes back (it then learns
 /// of the expiry).

@@ -26,7 +26,7 @@ use crate::registry::{CreateMode, RegistryError, TxnOp};
 use crate::sharding::Assignment;
 
 use super::execution::{ledger_of, running_owner, write_ledger};
-use super::records::{Assigned, FailoverEntry, Garbage, Ledger, Orphaned};
+use super::records::{parse_owner, Assigned, FailoverEntry, Garbage, Ledger, Orphaned};
 use super::view::View;
 
 /// An item to queue, or queued, with the fire it owes.
@@ -57,12 +57,12 @@ pub fn left_by(
         Some(Ok(ledger)) => (Some(ledger), None),
         Some(Err(g)) => (None, Some(g)),
     };
-    // A marker garbage replaced is the dead instance's if its ledger says it ran the item.
+    // A marker garbage replaced (or that names another instance that is gone) is the dead
+    // instance's if its ledger says it ran the item.
     let garbled = |n: u32| {
         let path = paths.item_node(n, ItemNode::Running);
-        view.get(&path).is_some_and(|m| {
-            super::records::parse_instance_id(&path, &m.data, "a running marker").is_err()
-        }) && ledger.as_ref().is_some_and(|l| l.running.contains_key(&n))
+        view.get(&path).is_some_and(|m| !super::garbage::names_live(view, paths, &m.data))
+            && ledger.as_ref().is_some_and(|l| l.running.contains_key(&n))
     };
     let mut orphans: Vec<Orphan> = (0..total)
         .filter(|&n| running_owner(view, paths, n).as_deref() == Some(dead) || garbled(n))
@@ -145,7 +145,14 @@ pub fn owed_on_reshard(
     let mut ops = Vec::new();
     let mut fenced: Vec<String> = Vec::new();
     for item in 0..total {
-        let Some(old) = view.text(&paths.item_node(item, ItemNode::Instance)) else { continue };
+        let owner = paths.item_node(item, ItemNode::Instance);
+        // An owner node garbage replaced (or deleted) still had the recorded owner.
+        let Some(old) = (match view.get(&owner).map(|n| parse_owner(&owner, &n.data)) {
+            Some(Ok(Some(id))) => Some(id),
+            _ => record.owners.get(&item).cloned(),
+        }) else {
+            continue;
+        };
         // A failover claim since the last reshard moved the item (the claimer owns it for
         // the fires after its claim): who owned it at the fire is then not known.
         if record.owners.get(&item) != Some(&old) {

@@ -36,6 +36,7 @@ pub fn unreadable(view: &View, paths: &JobPaths, node: &JobNode) -> Option<Garba
     let path = path_of(paths, node)?;
     let data = &view.get(&path)?.data;
     let result = match node {
+        JobNode::Config => Ok(()),
         JobNode::Instance(id) => InstanceRecord::parse(&path, data).and_then(|record| {
             if record.job_instance_id == *id {
                 Ok(())
@@ -66,8 +67,9 @@ pub fn unreadable(view: &View, paths: &JobPaths, node: &JobNode) -> Option<Garba
 }
 
 /// The path of a node whose data the protocol reads.
-fn path_of(paths: &JobPaths, node: &JobNode) -> Option<String> {
+pub fn path_of(paths: &JobPaths, node: &JobNode) -> Option<String> {
     Some(match node {
+        JobNode::Config => paths.config(),
         JobNode::Instance(id) => paths.instance(id),
         JobNode::Server(ip) => paths.server(ip),
         JobNode::Item(n, leaf @ (ItemNode::Instance | ItemNode::Running | ItemNode::Misfire)) => {

@@ -103,6 +103,19 @@ pub fn parse_flag(path: &str, data: &[u8]) -> Result<Option<i64>, Garbage> {
     parse_time(path, data, "the reshard flag").map(Some)
 }
 
+/// A message of at most [`SHOWN_MESSAGE_CHARS`] characters, marked when cut.
+pub fn shorten_message(message: &str) -> String {
+    if message.chars().count() <= SHOWN_MESSAGE_CHARS {
+        return message.to_owned();
+    }
+    let mut shown: String = message.chars().take(SHOWN_MESSAGE_CHARS).collect();
+    shown.push('…');
+    shown
+}
+
+/// At most this many characters of a parser's message go into a report.
+const SHOWN_MESSAGE_CHARS: usize = 300;
+
 /// What an instance node holds: exactly the two fields ElasticJob writes (its YAML loader
 /// rejects any other field, so shardcron keeps its own bookkeeping elsewhere).
 #[derive(Debug, Clone, PartialEq, Eq)]

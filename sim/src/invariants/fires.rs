@@ -540,6 +540,19 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             });
             continue;
         }
+        // Garbage in what says which fire it was (GUARANTEES.md, section 6): the failover
+        // runs the latest fire the survivors can tell.
+        let blurred = counted == 0
+            && tl.garbage.blurs_fire(job, *crash_at, shows + 1_000)
+            && facts.runs.get(&(job.clone(), *item)).is_some_and(|runs| {
+                runs.iter().any(|(t, _, kind)| *t >= *crash_at && *kind == FireKind::Failover)
+            });
+        if blurred {
+            acc.add(format!(
+                "interrupted: owner {how}, failed over for another fire after garbage"
+            ));
+            continue;
+        }
         let message = match counted {
             1 => {
                 acc.add(format!("interrupted: owner {how}, failed over"));
@@ -637,6 +650,10 @@ impl Fire<'_> {
         }
         if tl.item_disabled(job, item, at) {
             acc.add("exempt: item disabled");
+            return;
+        }
+        if tl.garbage.excuses(job, at) {
+            acc.add("exempt: registry garbage, recorded by its report");
             return;
         }
         // A fire that waited for a reshard runs under the assignment that reshard makes: the

@@ -8,6 +8,7 @@
 //! | 3. at most one leader acts; sharding flags cleared once a live leader exists | `leader` | trace + Live checkpoint |
 //! | 4. after membership settles, the assignment is the strategy's for the live enabled instances | `assignment` | Live checkpoint |
 //! | 5. no node leaks after every instance stopped | `leaks` | Final checkpoint |
+//! | 6. garbage written into the registry is reported, its fires recorded by the report, and repaired by the live checkpoint | `garbage` | trace + Live checkpoint |
 //! | liveness: once healthy, every enabled item runs again within two fire periods | `liveness` | trace |
 //!
 //! Every violation names the invariant, the virtual time, and the trace entries that led to it.
@@ -17,6 +18,7 @@
 mod assignment;
 mod exclusive;
 mod fires;
+mod garbage;
 mod leader;
 mod leaks;
 mod liveness;
@@ -50,19 +52,22 @@ pub enum Invariant {
     Leaks,
     /// Items that did not run again once things were healthy.
     Liveness,
+    /// 6: garbage in the registry not reported, or not repaired.
+    Garbage,
     /// A property of the user's own (`UserInvariant`); the message starts with its name. Not
     /// in [`ALL`](Self::ALL), which lists the built-in ones.
     User,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 6] = [
+    pub const ALL: [Invariant; 7] = [
         Invariant::Exclusive,
         Invariant::Fires,
         Invariant::Leader,
         Invariant::Assignment,
         Invariant::Leaks,
         Invariant::Liveness,
+        Invariant::Garbage,
     ];
 
     pub fn name(self) -> &'static str {
@@ -73,6 +78,7 @@ impl Invariant {
             Invariant::Assignment => "4-assignment",
             Invariant::Leaks => "5-leaks",
             Invariant::Liveness => "liveness",
+            Invariant::Garbage => "6-garbage",
             Invariant::User => "user",
         }
     }
@@ -155,6 +161,7 @@ pub fn check_with_strategies(
     assignment::check(entries, &timeline, checkpoints, strategies, &mut out);
     leaks::check(entries, checkpoints, &mut out);
     liveness::check(entries, &timeline, checkpoints, &mut out);
+    garbage::check(entries, &timeline, checkpoints, &mut out);
     out.sort_by(|a, b| a.at.cmp(&b.at).then(a.invariant.cmp(&b.invariant)));
     (out, accounting)
 }
@@ -206,6 +213,7 @@ pub(crate) fn event_job(event: &SchedulerEvent) -> Option<&str> {
         | E::ConfigRejected { job, .. }
         | E::ConfigApplied { job }
         | E::JobStopped { job, .. }
+        | E::RegistryGarbage { job, .. }
         | E::Error { job, .. } => Some(job),
         _ => None,
     }

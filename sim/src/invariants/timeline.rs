@@ -31,6 +31,8 @@ pub(crate) struct Timeline {
     pub session_ms: i64,
     /// Per instance: from when on its registry link was slowed down, by how many ms.
     pub slow: BTreeMap<usize, Vec<(i64, i64)>>,
+    /// The operator's corruptions of the registry, and when each was reported.
+    pub garbage: super::garbage::Corruptions,
 }
 
 impl Timeline {
@@ -38,6 +40,7 @@ impl Timeline {
         let mut t = Timeline {
             end: entries.last().map_or(0, |e| e.at),
             session_ms: i64::try_from(session.as_millis()).unwrap_or(i64::MAX),
+            garbage: super::garbage::Corruptions::read(entries),
             ..Timeline::default()
         };
         let mut open: BTreeMap<(usize, &'static str), (i64, String)> = BTreeMap::new();

@@ -95,7 +95,10 @@ impl JobProtocol {
         match node {
             JobNode::Config => self.on_config_change(ctx),
             JobNode::LeaderInstance => {
-                self.was_leader = self.is_leader(ctx);
+                // Garbage over our own leader node: still ours, and rewritten (`repair`).
+                let ours = self.leader_seen.as_deref() == Some(self.me.as_str())
+                    && ctx.view.exists(&self.paths.leader_instance());
+                self.was_leader = self.is_leader(ctx) || (ours && self.was_leader);
             }
             JobNode::Instance(id) if id == self.me => {
                 // Our node vanished while our session lives: an operator shut this instance
@@ -153,6 +156,8 @@ impl JobProtocol {
             Ok(ok) => ok,
             Err(reason) => {
                 let job = self.job().to_owned();
+                // A parser's message may quote the whole value (a huge one, say).
+                let reason = crate::protocol::records::shorten_message(&reason);
                 self.emit(SchedulerEvent::ConfigRejected { job, reason });
                 // The leader writes the config the job runs with back over it.
                 if self.registration.registered() && self.is_leader(ctx) {
@@ -214,6 +219,7 @@ impl JobProtocol {
                 self.finishing.clear();
                 self.backlog.clear();
                 self.lost_markers.clear();
+                self.leader_seen = None;
                 self.registration.lost();
                 self.outstanding = None;
                 self.then = None;
@@ -307,6 +313,7 @@ impl JobProtocol {
                 self.bid_blocked = None;
                 // What garbage the job's nodes hold is the new leader's to report and repair.
                 self.audit_owed = true;
+                self.leader_seen = Some(self.me.clone());
                 if !self.was_leader {
                     let job = self.job().to_owned();
                     self.emit(SchedulerEvent::LeaderElected { job });

@@ -179,6 +179,12 @@ impl JobProtocol {
             }
             match ReshardStart::from_view(view, &self.paths, &self.me) {
                 Ok(start) => {
+                    // The commit removes the flag: garbage in it is reported now or never.
+                    let flag = crate::layout::JobNode::ShardingNecessary;
+                    if let Some(g) = crate::protocol::garbage::unreadable(view, &self.paths, &flag)
+                    {
+                        self.report_once(&g, ctx);
+                    }
                     let plan = sharding::plan(
                         view,
                         &self.paths,

@@ -241,6 +241,9 @@ pub struct JobProtocol {
     lost_markers: BTreeSet<u32>,
     /// Every node is to be looked at for garbage (the view was replaced, leadership won).
     audit_owed: bool,
+    /// The live instance the leader node last named: when garbage replaces our own id there,
+    /// the node is still ours (an ephemeral of our session), and we rewrite it.
+    leader_seen: Option<String>,
     /// The version of the `config` node last evaluated, so that each stored version is judged
     /// once however many notifications point at it.
     config_version: Option<u64>,
@@ -301,6 +304,7 @@ impl JobProtocol {
             repairs: BTreeSet::new(),
             lost_markers: BTreeSet::new(),
             audit_owed: false,
+            leader_seen: None,
             config_version: None,
             launches: 0,
         }

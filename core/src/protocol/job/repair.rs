@@ -27,7 +27,7 @@ use super::{Ctx, JobProtocol, Next, Pending, Reply, Request};
 use crate::config::store;
 use crate::layout::{ItemNode, JobNode};
 use crate::protocol::garbage::{self, names_live};
-use crate::protocol::records::{FailoverEntry, Garbage, Ledger, Orphaned, ServerStatus};
+use crate::protocol::records::{FailoverEntry, Garbage, Ledger, Orphaned, ServerStatus, MISSING};
 use crate::protocol::{execution, sharding};
 use crate::registry::{CreateMode, RegistryError, TxnOp, TxnResult};
 
@@ -56,8 +56,21 @@ impl JobProtocol {
     /// Looks at a node that changed (or that an audit visits) for garbage: reports it and owes
     /// the repair, when this instance is the one to act.
     pub(super) fn notice_garbage(&mut self, node: &JobNode, ctx: &Ctx<'_>) {
+        self.look_at(node, ctx, true);
+    }
+
+    /// [`Self::notice_garbage`] for a node that `changed`, or that an audit visits.
+    fn look_at(&mut self, node: &JobNode, ctx: &Ctx<'_>, changed: bool) {
         if !self.registration.registered() {
             return;
+        }
+        // A node reported missing that is back, or reported and gone since: what it holds
+        // next is a new change (versions start again with a new node).
+        if let Some(path) = garbage::path_of(&self.paths, node) {
+            let missing = self.reported.get(&path).map(|(_, v)| v == MISSING);
+            if missing.is_some_and(|m| m == ctx.view.exists(&path)) {
+                self.reported.remove(&path);
+            }
         }
         let leader = self.is_leader(ctx);
         let view = ctx.view;
@@ -83,17 +96,21 @@ impl JobProtocol {
                     self.repairs.insert(Repair::Server);
                 }
             }
-            JobNode::Item(n, ItemNode::Instance) => self.on_owner_change(*n, ctx),
+            JobNode::Item(n, ItemNode::Instance) => self.on_owner_change(*n, ctx, changed),
             JobNode::Item(n, ItemNode::Running) => self.on_marker_change(*n, leader, ctx),
             JobNode::LeaderInstance => {
                 let path = self.paths.leader_instance();
-                let Some(holder) = view.get(&path) else { return };
-                if holder.data == self.me.as_bytes() || names_live(view, &self.paths, &holder.data)
-                {
+                let Some(holder) = view.get(&path) else {
+                    self.leader_seen = None;
+                    return;
+                };
+                if names_live(view, &self.paths, &holder.data) {
+                    self.leader_seen = Some(holder.text().trim().to_owned());
                     return;
                 }
-                // Only the leader itself knows the node is its own (an ephemeral of its session).
-                if self.was_leader {
+                // Only the leader itself knows the node is its own (an ephemeral of its
+                // session): the last id the node held is ours.
+                if self.leader_seen.as_deref() == Some(self.me.as_str()) {
                     let g = garbage::unreadable(view, &self.paths, node).unwrap_or_else(|| {
                         Garbage::new(&path, &holder.data, "the leader node names no live instance")
                     });
@@ -158,11 +175,11 @@ impl JobProtocol {
     /// won election).
     pub(super) fn audit(&mut self, ctx: &Ctx<'_>) {
         for node in garbage::read_nodes(ctx.view, &self.paths) {
-            self.notice_garbage(&node, ctx);
+            self.look_at(&node, ctx, false);
         }
-        self.notice_garbage(&JobNode::Server(self.ip.clone()), ctx);
+        self.look_at(&JobNode::Server(self.ip.clone()), ctx, false);
         for n in 0..self.total() {
-            self.on_owner_change(n, ctx);
+            self.on_owner_change(n, ctx, false);
         }
         if self.is_leader(ctx) {
             self.check_config(ctx);
@@ -171,16 +188,18 @@ impl JobProtocol {
 
     /// An owner node changed (or is missing): if it names no live instance (an operator's or
     /// a tool's write, garbage, a deletion) the leader has it resharded at once, not at the
-    /// next reconcile.
-    pub(super) fn on_owner_change(&mut self, n: u32, ctx: &Ctx<'_>) {
+    /// next reconcile. An audit (`changed` false) does not report the id of an instance that
+    /// left: a departure leaves those until its reshard.
+    pub(super) fn on_owner_change(&mut self, n: u32, ctx: &Ctx<'_>, changed: bool) {
         // Before the first reshard there are no owner nodes; with a reshard pending, its
         // commit writes every one of them.
         let sharded = !ctx.view.children(&self.paths.sharding()).is_empty();
-        if n >= self.total()
-            || !sharded
-            || !self.is_leader(ctx)
-            || sharding::pending(ctx.view, &self.paths)
-        {
+        if n >= self.total() || !sharded || !self.is_leader(ctx) {
+            return;
+        }
+        let pending = sharding::pending(ctx.view, &self.paths);
+        if pending && !ctx.view.exists(&self.paths.item_node(n, ItemNode::Instance)) {
+            // Not there yet: the pending reshard creates it.
             return;
         }
         if let Some(g) = garbage::owner_problem(ctx.view, &self.paths, n) {
@@ -192,8 +211,13 @@ impl JobProtocol {
             if dead_id && self.static_assignment(ctx) {
                 return;
             }
-            self.report_once(&g, ctx);
-            self.flag_owed = true;
+            // A departure leaves the id of an instance that left until its reshard (and a
+            // failover claim rewrites the node as it is meanwhile): routine, not garbage.
+            if !dead_id || (changed && !pending) {
+                self.report_once(&g, ctx);
+            }
+            // With a reshard pending, its commit rewrites the node.
+            self.flag_owed |= !pending;
         }
     }
 
@@ -330,7 +354,7 @@ impl JobProtocol {
                 let node = view.get(&path)?;
                 let foreign =
                     node.data != self.me.as_bytes() && !names_live(view, &self.paths, &node.data);
-                (self.was_leader && foreign)
+                (self.leader_seen.as_deref() == Some(self.me.as_str()) && foreign)
                     .then(|| set(path, self.me.as_bytes().to_vec(), node.version))
                     .flatten()
             }
@@ -410,6 +434,9 @@ impl JobProtocol {
     pub(super) fn on_repair_reply(&mut self, repair: Repair, result: Result<Reply, RegistryError>) {
         match result {
             Ok(Reply::Txn(results)) => {
+                if repair == Repair::Leader {
+                    self.was_leader = true;
+                }
                 if let (Repair::Marker(n), Some(TxnResult::Set { version })) =
                     (repair, results.first())
                 {

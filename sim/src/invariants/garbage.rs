@@ -1,0 +1,257 @@
+//! Invariant 6: garbage in the registry (GUARANTEES.md, section 6).
+//!
+//! The simulator's operator fault writes garbage into a node of a job, or deletes a node a
+//! running cluster needs. The checker asks:
+//! - **Reported.** Every write of garbage into a node the job reads is reported (a
+//!   `registry_garbage` event naming the node, `config_rejected` for the config) by the end of
+//!   the run's live phase, and so is the deletion of the config. Not asked for: values the
+//!   node's format allows (an empty server node, misfire marker, ledger or flag), an instance
+//!   id in a `running` marker (an orphan waiting for failover looks so), nodes of items beyond
+//!   the count, deletions the cluster answers as routine (the reshard flag, the leader node, a
+//!   server, an owner node while a reshard is pending, rewritten by its commit).
+//! - **Fires.** A fire of the job that falls due between a corruption and its report (and a
+//!   second after it; two seconds at least) may be lost: the report is its record. Every other
+//!   fire is judged by invariant 2 as usual.
+//! - **Converged.** At the live checkpoint (well within one reconcile interval after the last
+//!   corruption) every node the job reads parses again: the config, the instance and server
+//!   nodes, the markers, the leader node, the flag, the failover queue, the ledgers and the
+//!   assignment record; invariant 4 checks that the assignment is the strategy's there.
+
+use shardcron_core::config::{store, KnownTypes};
+use shardcron_core::layout::{ItemNode, JobNode};
+use shardcron_core::protocol::records::{
+    parse_flag, parse_instance_id, parse_time, Assigned, FailoverEntry, InstanceRecord, Ledger,
+    ServerStatus,
+};
+use shardcron_core::runtime::SchedulerEvent;
+
+use super::timeline::Timeline;
+use super::{context, index_at, Checkpoint, Invariant, Violation};
+use crate::faults::Fault;
+use crate::garbage::{Junk, Target};
+use crate::trace::{Entry, Note, Phase, What};
+
+/// How long after a corruption fires of its job may be lost, at least.
+const LOSS_MS: i64 = 2_000;
+/// And after its report (the cluster acts on what it reports at once).
+const AFTER_REPORT_MS: i64 = 1_000;
+
+/// One corruption as applied, and when it was first reported.
+#[derive(Debug, Clone)]
+pub(crate) struct Corrupted {
+    at: i64,
+    idx: usize,
+    job: String,
+    path: String,
+    target: Target,
+    junk: Option<Junk>,
+    reported: Option<i64>,
+    /// The first reshard of the job after it (for nodes a reshard repairs).
+    resharded: Option<i64>,
+}
+
+/// The corruptions of a run.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Corruptions {
+    list: Vec<Corrupted>,
+}
+
+impl Corruptions {
+    pub(crate) fn read(entries: &[Entry]) -> Self {
+        let mut list: Vec<Corrupted> = Vec::new();
+        for (idx, e) in entries.iter().enumerate() {
+            match &e.what {
+                What::Note(Note::Fault(Fault::Corrupt(c))) => list.push(Corrupted {
+                    at: e.at,
+                    idx,
+                    job: c.job.clone(),
+                    path: c.path(),
+                    target: c.target,
+                    junk: c.junk,
+                    reported: None,
+                    resharded: None,
+                }),
+                What::Event { event: SchedulerEvent::Sharded { job, .. }, .. } => {
+                    for c in list.iter_mut().filter(|c| c.resharded.is_none() && c.job == *job) {
+                        c.resharded = Some(e.at);
+                    }
+                }
+                What::Event { event, .. } => {
+                    let (job, path) = match event {
+                        SchedulerEvent::RegistryGarbage { job, path, .. } => (job, Some(path)),
+                        SchedulerEvent::ConfigRejected { job, .. } => (job, None),
+                        _ => continue,
+                    };
+                    for c in list.iter_mut().filter(|c| c.reported.is_none() && c.job == *job) {
+                        let config = c.target == Target::Config;
+                        if path.map_or(config, |p| *p == c.path) {
+                            c.reported = Some(e.at);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Corruptions { list }
+    }
+
+    /// Whether a fire of `job` at `at` fell due while a corruption of the job was not yet acted
+    /// on.
+    pub(crate) fn excuses(&self, job: &str, at: i64) -> bool {
+        self.list.iter().any(|c| {
+            let mut until = c.at + LOSS_MS;
+            if let Some(r) = c.reported {
+                until = until.max(r + AFTER_REPORT_MS);
+            }
+            // What a reshard repairs (an owner, the flag, the leader, the config) is repaired
+            // by the next one, which may wait for a leader.
+            let by_reshard = matches!(
+                c.target,
+                Target::Owner(_) | Target::Flag | Target::Leader | Target::Config
+            );
+            if let (true, Some(r)) = (by_reshard, c.resharded) {
+                until = until.max(r + AFTER_REPORT_MS);
+            }
+            c.job == job && at >= c.at && at <= until
+        })
+    }
+
+    /// Whether a corruption of `job` between `from` and `to` may have garbled which fire an
+    /// interrupted run belonged to (its instance's ledger, its marker, its queue entry): its
+    /// failover then runs the latest fire the survivors can tell.
+    pub(crate) fn blurs_fire(&self, job: &str, from: i64, to: i64) -> bool {
+        self.list.iter().any(|c| {
+            c.job == job
+                && (from..=to).contains(&c.at)
+                && matches!(
+                    c.target,
+                    Target::Ledger(_) | Target::Running(_) | Target::FailoverEntry(_)
+                )
+        })
+    }
+}
+
+/// Whether instance `who` was up at `at` and stayed up a little (to see the change).
+fn up_around(tl: &Timeline, who: usize, at: i64) -> bool {
+    tl.not_up(who, at).is_none() && tl.went_down(who, at, at + LOSS_MS).is_none()
+}
+
+/// The instance that last won the job's election at or before `at`.
+fn leader_at(entries: &[Entry], job: &str, at: i64) -> Option<usize> {
+    entries[..=index_at(entries, at)].iter().rev().find_map(|e| match &e.what {
+        What::Event { event: SchedulerEvent::LeaderElected { job: j }, .. } if j == job => {
+            Some(e.who)
+        }
+        _ => None,
+    })
+}
+
+/// Whether the corruption must be reported.
+fn must_report(c: &Corrupted, tl: &Timeline, entries: &[Entry]) -> bool {
+    if tl.removed.get(&c.job).is_some_and(|&t| t <= c.at + LOSS_MS) {
+        return false;
+    }
+    // Who would read it: the holder of an ephemeral node (its session's end takes the node,
+    // garbage and all), and the leader for most of the others.
+    let leader_up = leader_at(entries, &c.job, c.at).is_some_and(|w| up_around(tl, w, c.at));
+    match c.target {
+        Target::Instance(i) if !up_around(tl, i, c.at) => return false,
+        Target::Leader if !leader_up => return false,
+        // A config deleted while no leader could see it may be published again by an
+        // instance starting before any leader looks.
+        Target::Config if c.junk.is_none() && !leader_up => return false,
+        // What every departure leaves until its reshard: reported only when no reshard is
+        // pending (the leader reshards either way; invariant 4 checks that).
+        Target::Owner(_) if c.junk == Some(Junk::DeadId) => return false,
+        _ => {}
+    }
+    let count = tl.config_at(&c.job, c.at).map_or(0, |s| s.count);
+    let item_gone = |n: u32| n >= count;
+    match (c.target, c.junk) {
+        (Target::Config, _) => true,
+        (_, None) => false,
+        (
+            Target::Server(_) | Target::Misfire(_) | Target::Ledger(_) | Target::Flag,
+            Some(Junk::Empty),
+        ) => false,
+        (Target::Running(_), Some(Junk::DeadId)) => false,
+        (Target::Owner(n) | Target::Running(n) | Target::Misfire(n), _) => !item_gone(n),
+        _ => true,
+    }
+}
+
+pub(super) fn check(
+    entries: &[Entry],
+    tl: &Timeline,
+    checkpoints: &[Checkpoint],
+    out: &mut Vec<Violation>,
+) {
+    let deadline = tl.phase(Phase::Final).unwrap_or(tl.end);
+    for c in &tl.garbage.list {
+        if c.reported.is_none() && must_report(c, tl, entries) {
+            let what = match c.junk {
+                Some(junk) => format!("{junk:?} garbage written into {}", c.path),
+                None => format!("{} deleted", c.path),
+            };
+            out.push(Violation {
+                invariant: Invariant::Garbage,
+                at: c.at,
+                message: format!("{what} at {}; no instance reported it by {deadline}", c.at),
+                context: context(entries, c.idx, Some(&c.job)),
+            });
+        }
+    }
+    let Some(cp) = checkpoints.iter().find(|c| c.phase == Phase::Live) else { return };
+    if !cp.unsettled.is_empty() {
+        return;
+    }
+    let known = KnownTypes::default();
+    for job in tl.configs.keys().filter(|j| !tl.removed.contains_key(*j)) {
+        let count = tl.config_at(job, cp.at).map_or(0, |s| s.count);
+        let prefix = format!("/{job}/");
+        for (path, (text, _)) in cp.nodes.range(prefix.clone()..) {
+            if !path.starts_with(&prefix) {
+                break;
+            }
+            let Some((_, node)) = JobNode::parse(path) else { continue };
+            let data = text.as_bytes();
+            let unreadable = match &node {
+                JobNode::Config => store::parse_stored(job, data, &known).err(),
+                JobNode::Instance(id) => match InstanceRecord::parse(path, data) {
+                    Ok(r) if r.job_instance_id == *id => None,
+                    Ok(_) => Some("it names another instance".to_owned()),
+                    Err(g) => Some(g.reason),
+                },
+                JobNode::Server(_) => ServerStatus::parse(path, data).err().map(|g| g.reason),
+                JobNode::Item(n, ItemNode::Running) if *n < count => {
+                    parse_instance_id(path, data, "a running marker").err().map(|g| g.reason)
+                }
+                JobNode::Item(n, ItemNode::Misfire) if *n < count && !text.trim().is_empty() => {
+                    parse_time(path, data, "a misfire marker").err().map(|g| g.reason)
+                }
+                JobNode::LeaderInstance => {
+                    parse_instance_id(path, data, "the leader node").err().map(|g| g.reason)
+                }
+                JobNode::ShardingNecessary => parse_flag(path, data).err().map(|g| g.reason),
+                JobNode::FailoverItem(_) => {
+                    FailoverEntry::parse(path, data).err().map(|g| g.reason)
+                }
+                JobNode::Ledger(_) => Ledger::parse(path, data).err().map(|g| g.reason),
+                JobNode::Assigned => Assigned::parse(path, data).err().map(|g| g.reason),
+                _ => None,
+            };
+            if let Some(why) = unreadable {
+                let shown: String = text.chars().take(40).collect();
+                let why: String = why.chars().take(160).collect();
+                out.push(Violation {
+                    invariant: Invariant::Garbage,
+                    at: cp.at,
+                    message: format!(
+                        "{path} still holds garbage at the live checkpoint ({shown:?}: {why})"
+                    ),
+                    context: context(entries, index_at(entries, cp.at), Some(job)),
+                });
+            }
+        }
+    }
+}
