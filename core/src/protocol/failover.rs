@@ -29,6 +29,9 @@ use super::execution::{ledger_of, running_owner, write_ledger};
 use super::records::{parse_owner, Assigned, FailoverEntry, Garbage, Ledger, Orphaned};
 use super::view::View;
 
+/// How far back a garbage ledger's missed fires are looked for.
+const DAY_MS: i64 = 24 * 3600 * 1000;
+
 /// An item to queue, or queued, with the fire it owes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Orphan {
@@ -80,6 +83,21 @@ pub fn left_by(
         // An interrupted item may have missed a later fire too: [`queue`] marks that one
         // misfired (one queue entry per item).
         orphans.extend(missed_since(view, paths, dead, total, schedule, since, until, &[]));
+    } else if let (Some((schedule, until)), Some(_)) = (missed, &garbage) {
+        // A garbage ledger does not say which fires the instance started: its items owe the
+        // latest fire due, as a garbage misfire marker does (a run may repeat; none is lost).
+        let interrupted: Vec<u32> = orphans.iter().map(|o| o.item).collect();
+        let since = until.saturating_sub(DAY_MS);
+        orphans.extend(missed_since(
+            view,
+            paths,
+            dead,
+            total,
+            schedule,
+            since,
+            until,
+            &interrupted,
+        ));
     }
     for (rank, orphan) in orphans.iter_mut().enumerate() {
         orphan.rank = rank as u64;
@@ -109,8 +127,17 @@ pub fn missed_since(
         Some(owner) => owner == Some(dead),
         None => true,
     };
+    // An owner node garbage replaced (or deleted) is the dead instance's if the record says
+    // it owned the item at the fire.
+    let owns = |n: u32| {
+        let path = paths.item_node(n, ItemNode::Instance);
+        match view.get(&path).map(|o| parse_owner(&path, &o.data)) {
+            Some(Ok(owner)) => owner.as_deref() == Some(dead),
+            _ => record.as_ref().and_then(|r| r.owner_at(n, fire_ms)) == Some(Some(dead)),
+        }
+    };
     (0..total)
-        .filter(|&n| view.text(&paths.item_node(n, ItemNode::Instance)).as_deref() == Some(dead))
+        .filter(|&n| owns(n))
         .filter(|&n| owned_then(n))
         // A misfire marker owes the item a catch-up already (one answers every fire missed).
         .filter(|&n| !view.exists(&paths.item_node(n, ItemNode::Misfire)))

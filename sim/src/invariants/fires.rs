@@ -401,6 +401,12 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             acc.add("exempt: item disabled or removed before the crash was noticed");
             continue;
         }
+        // Garbage in the assignment record before the crash was noticed: a reshard meanwhile
+        // cannot tell who owed which fire, and owes none (GUARANTEES.md, section 6).
+        if tl.garbage.blurs_catch_up(&job, first.at - tl.session_ms, noticed_by) {
+            acc.add("exempt: assignment record garbage before the crash was noticed");
+            continue;
+        }
         // The missed fires are counted under the cron in effect when the loss is handled (the
         // registry keeps the current config only): a cron change before then recounts them.
         let cron_at_loss = tl.config_at(&job, first.at).map(|c| c.cron.clone());
@@ -632,6 +638,16 @@ impl Fire<'_> {
             let chained = starts.iter().skip(1).all(|s| s.2 == FireKind::Failover)
                 && starts.windows(2).all(|pair| interrupted(pair[0].0, pair[0].1));
             let extra = scheduled.len() + caught_up.len() > 1 || !chained;
+            // Garbage that hid which fire a catch-up or failover owed (GUARANTEES.md, section
+            // 6): those run the latest fire the instances can tell, maybe one that ran.
+            let blurred = starts.len() == 2
+                && starts.iter().any(|&(i, _, kind)| {
+                    tl.garbage.explains_extra_run(job, item, kind, entries[i].at)
+                });
+            if extra && blurred {
+                acc.add("ran, and again after garbage hid which fire was owed");
+                return;
+            }
             if extra {
                 let (idx, _, _) = starts[1];
                 let on: Vec<String> = starts.iter().map(|(_, w, _)| format!("i{w}")).collect();

@@ -23,7 +23,7 @@ use shardcron_core::protocol::records::{
     parse_flag, parse_instance_id, parse_time, Assigned, FailoverEntry, InstanceRecord, Ledger,
     ServerStatus,
 };
-use shardcron_core::runtime::SchedulerEvent;
+use shardcron_core::runtime::{FireKind, SchedulerEvent};
 
 use super::timeline::Timeline;
 use super::{context, index_at, Checkpoint, Invariant, Violation};
@@ -35,6 +35,9 @@ use crate::trace::{Entry, Note, Phase, What};
 const LOSS_MS: i64 = 2_000;
 /// And after its report (the cluster acts on what it reports at once).
 const AFTER_REPORT_MS: i64 = 1_000;
+/// How long garbage that names the fire a run owes may blur later runs (a queued failover
+/// or a catch-up waits at most for a session timeout and a run or two).
+const BLUR_MS: i64 = 60_000;
 
 /// One corruption as applied, and when it was first reported.
 #[derive(Debug, Clone)]
@@ -114,6 +117,29 @@ impl Corruptions {
             }
             c.job == job && at >= c.at && at <= until
         })
+    }
+
+    /// Whether a second run of `item` of `job` (of `kind`, started at `at`) is a catch-up or a
+    /// failover that garbage in what names its fire (a misfire marker, a ledger, a running
+    /// marker, a queue entry) had run for the latest fire instead.
+    pub(crate) fn explains_extra_run(&self, job: &str, item: u32, kind: FireKind, at: i64) -> bool {
+        self.list.iter().any(|c| {
+            let relevant = match (kind, c.target) {
+                (FireKind::Misfire, Target::Misfire(n)) => n == item,
+                (FireKind::Failover, Target::Ledger(_) | Target::FailoverEntry(_)) => true,
+                (FireKind::Failover, Target::Running(n)) => n == item,
+                _ => false,
+            };
+            relevant && c.job == job && (at - BLUR_MS..=at).contains(&c.at)
+        })
+    }
+
+    /// Whether garbage in `job`'s assignment record between `from` and `to` hid who owed the
+    /// catch-up of fires a crashed owner missed.
+    pub(crate) fn blurs_catch_up(&self, job: &str, from: i64, to: i64) -> bool {
+        self.list
+            .iter()
+            .any(|c| c.job == job && c.target == Target::Assigned && (from..=to).contains(&c.at))
     }
 
     /// Whether a corruption of `job` between `from` and `to` may have garbled which fire an

@@ -290,8 +290,10 @@ impl JobProtocol {
             None => Ledger::default(),
             Some(Ok(ledger)) => ledger,
             Some(Err(garbage)) => {
-                self.report_garbage(&garbage);
-                Ledger::default()
+                self.report_once(&garbage, ctx);
+                // It does not say which fires we started: ours owe the latest one due (a run
+                // may repeat; none is lost).
+                Ledger { last_fire_ms: Some(ctx.now_ms - super::DAY_MS), ..Ledger::default() }
             }
         };
         let held: Vec<u32> = self.held_items();

@@ -14,7 +14,7 @@
 //! | `sharding/{n}/running` | running, an unknown run | its holder rewrites it; after its run, removes it; a departed holder's is failed over |
 //! | `sharding/{n}/misfire` | owes the latest fire | the catch-up settles it |
 //! | `leader/election/instance` | no leader acts | the leader rewrites it |
-//! | `leader/sharding/necessary` | a reshard is pending | the reshard removes it |
+//! | `leader/sharding/necessary` | a reshard is pending (holding every fire) | the leader stamps it with the time |
 //! | `leader/failover/items/{n}` | no entry | any instance with failover rewrites it (or drops it) |
 //! | `shardcron/ledger/{id}` | an empty ledger | its instance rewrites it |
 //! | `shardcron/assigned` | no record | the leader removes it |
@@ -46,6 +46,8 @@ pub(super) enum Repair {
     Marker(u32),
     /// Rewrite (or drop) an unreadable failover queue entry.
     Entry(u32),
+    /// Stamp an unreadable reshard flag with the time (the leader; it stays raised).
+    Flag,
     /// Rewrite our ledger.
     Ledger,
     /// Remove an unreadable assignment record.
@@ -124,6 +126,7 @@ impl JobProtocol {
                 }
                 if let Some(g) = garbage::unreadable(view, &self.paths, node) {
                     self.report_once(&g, ctx);
+                    self.repairs.insert(Repair::Flag);
                 } else if !sharding::pending(view, &self.paths)
                     && !self.static_assignment(ctx)
                     && !self.assignment_is_strategy(ctx)
@@ -395,6 +398,15 @@ impl JobProtocol {
                 } else {
                     Some(Request::Txn(vec![TxnOp::delete(path, Some(node.version))]))
                 }
+            }
+            Repair::Flag => {
+                let path = self.paths.sharding_necessary();
+                let node = view.get(&path)?;
+                if !self.is_leader(ctx) {
+                    return None;
+                }
+                garbage::unreadable(view, &self.paths, &JobNode::ShardingNecessary)?;
+                set(path, ctx.now_ms.to_string().into_bytes(), node.version)
             }
             Repair::Ledger => {
                 if !self.failover_enabled() {
