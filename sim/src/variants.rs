@@ -44,10 +44,13 @@ pub enum Variant {
     /// The catch-ups a departed instance owes for fires it missed are never queued (needs
     /// crashes, with failover and misfire on).
     DropMissedFires,
+    /// Every instance ignores garbage: its watch drops the changes that write the operator
+    /// fault's garbage (needs the operator fault).
+    IgnoreGarbage,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 10] = [
+    pub const ALL: [Variant; 11] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -58,6 +61,7 @@ impl Variant {
         Variant::ForgetDeparture,
         Variant::DropCatchUp,
         Variant::DropMissedFires,
+        Variant::IgnoreGarbage,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -75,7 +79,8 @@ impl Variant {
             | Variant::IgnoreLeaseLoss
             | Variant::ForgetDeparture
             | Variant::DropCatchUp
-            | Variant::DropMissedFires => true,
+            | Variant::DropMissedFires
+            | Variant::IgnoreGarbage => true,
             Variant::ForgetItem => false,
         };
         if !affected {
@@ -273,6 +278,11 @@ impl CoordinatorRegistry for Buggy {
                     event
                 })))
             }
+            Variant::IgnoreGarbage => Ok(WatchStream::new(stream.filter(|event| {
+                let garbage = matches!(event, WatchEvent::Changed { node, .. }
+                    if crate::garbage::Junk::is_junk(&node.data));
+                std::future::ready(!garbage)
+            }))),
             Variant::ForgetDeparture => Ok(WatchStream::new(stream.filter(|event| {
                 let departure =
                     matches!(event, WatchEvent::Deleted { path } if is_instance_node(path));

@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use shardcron_sim::{Builder, Fault, FaultProfile, Invariant, JobSpec, Report, Scenario, Variant};
+use shardcron_sim::{
+    Builder, Corruption, Fault, FaultProfile, Invariant, JobSpec, Junk, Report, Scenario, Target,
+    Variant,
+};
 
 fn run(variant: Option<Variant>) -> Report {
     Builder {
@@ -137,4 +140,36 @@ fn dropped_catch_ups_of_a_crashed_instance_are_caught() {
         .at(12_000, Fault::Crash(2))
         .at(45_000, Fault::Restart(2));
     caught_under_faults(vec![short], scenario, Variant::DropMissedFires, Invariant::Fires);
+}
+
+#[test]
+fn ignoring_garbage_is_caught() {
+    // An operator writes garbage into an owner node, an instance node, a running marker and
+    // the config: the unbroken system reports each and repairs it; instances blind to it do
+    // neither.
+    let job = JobSpec::new("j0", "0/5 * * * * ?", 3).item_ms(2_000).failover(true);
+    let corrupt =
+        |target, junk| Fault::Corrupt(Corruption { job: "j0".into(), target, junk: Some(junk) });
+    let scenario = Scenario::new("operator-garbage")
+        .at(11_000, corrupt(Target::Owner(0), Junk::WrongType))
+        .at(16_000, corrupt(Target::Running(1), Junk::Binary))
+        .at(22_000, corrupt(Target::Instance(2), Junk::Truncated))
+        .at(33_000, corrupt(Target::Config, Junk::Huge));
+    caught_under_faults(
+        vec![job.clone()],
+        scenario.clone(),
+        Variant::IgnoreGarbage,
+        Invariant::Garbage,
+    );
+    // Each corruption was applied and reported by the unbroken system.
+    let clean = under_faults(vec![job], scenario, None);
+    let text = clean.trace_text();
+    for path in ["/j0/sharding/0/instance", "/j0/sharding/1/running", "/j0/instances/10.0.0.2@-@1"]
+    {
+        assert!(
+            text.contains(&format!("registry-garbage j0 {path}=")),
+            "{path} unreported:\n{text}"
+        );
+    }
+    assert!(text.contains("config-rejected j0"), "the config garbage is unreported");
 }

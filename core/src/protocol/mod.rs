@@ -22,6 +22,8 @@ pub mod execution;
 pub mod failover;
 pub mod garbage;
 pub mod job;
+#[cfg(test)]
+mod parser_props;
 pub mod records;
 pub mod sharding;
 pub mod view;

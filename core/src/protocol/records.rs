@@ -40,14 +40,25 @@ impl Garbage {
 /// At most this many characters of a bad value go into a report.
 const SHOWN_CHARS: usize = 48;
 
-/// `data` as a quoted, escaped string of at most `SHOWN_CHARS` characters, marked when cut.
+/// `data` as a quoted, escaped string of at most `SHOWN_CHARS` characters inside the quotes
+/// (escapes count), marked when cut.
 pub fn shorten(data: &[u8]) -> String {
     let text = String::from_utf8_lossy(data);
-    let mut shown: String = text.chars().take(SHOWN_CHARS).collect();
-    if text.chars().count() > SHOWN_CHARS {
+    let mut shown = String::new();
+    let mut cut = false;
+    for c in text.chars() {
+        // As a string's `Debug` escapes it (a single quote needs no escape there).
+        let escaped: String = if c == '\'' { c.to_string() } else { c.escape_debug().collect() };
+        if shown.chars().count() + escaped.chars().count() > SHOWN_CHARS {
+            cut = true;
+            break;
+        }
+        shown.push_str(&escaped);
+    }
+    if cut {
         shown.push('…');
     }
-    format!("{shown:?}")
+    format!("\"{shown}\"")
 }
 
 /// An instance id as a node holds it (an owner node, a `running` marker, the leader node):
@@ -103,7 +114,7 @@ pub fn parse_flag(path: &str, data: &[u8]) -> Result<Option<i64>, Garbage> {
     parse_time(path, data, "the reshard flag").map(Some)
 }
 
-/// A message of at most [`SHOWN_MESSAGE_CHARS`] characters, marked when cut.
+/// A message of at most `SHOWN_MESSAGE_CHARS` characters, marked when cut.
 pub fn shorten_message(message: &str) -> String {
     if message.chars().count() <= SHOWN_MESSAGE_CHARS {
         return message.to_owned();

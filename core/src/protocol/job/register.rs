@@ -286,6 +286,7 @@ impl JobProtocol {
     /// missed since its last one), as the transaction that queues it and rewrites our ledger.
     /// The survivors cannot tell: our instance node never went away for them.
     fn leftovers(&mut self, ctx: &Ctx<'_>) -> Option<Vec<TxnOp>> {
+        let garbled = matches!(ledger_of(ctx.view, &self.paths, &self.me), Some(Err(_)));
         let ledger = match ledger_of(ctx.view, &self.paths, &self.me) {
             None => Ledger::default(),
             Some(Ok(ledger)) => ledger,
@@ -317,8 +318,12 @@ impl JobProtocol {
         if let (true, true, Some(schedule), Some(since)) =
             (self.registration.first, self.config.misfire, &self.schedule, ledger.last_fire_ms)
         {
-            // Interrupted items stay in: a later fire they missed is owed as a misfire.
-            let skip: Vec<u32> = held.clone();
+            // Interrupted items stay in: a later fire they missed is owed as a misfire. (Not
+            // after garbage: their fire is the latest one due already.)
+            let mut skip: Vec<u32> = held.clone();
+            if garbled {
+                skip.extend(orphans.iter().map(|o| o.item));
+            }
             let total = self.total();
             // Fires under the current (or the pending) assignment are handled when registered.
             let (until, _) = self.resume(ctx);
@@ -340,7 +345,11 @@ impl JobProtocol {
         // With misfire on, the ledger says from when on our missed fires are owed: a crash
         // before our first fire must leave that mark too, or the survivors could not tell which
         // fires we missed (they queue the fires after it that we did not start).
-        let mark_owed = self.config.misfire && last_fire.is_none();
+        if garbled && last_fire == ledger.last_fire_ms {
+            // Nothing was found missed since the made-up time: what is owed starts now.
+            last_fire = None;
+        }
+        let mark_owed = (self.config.misfire || garbled) && last_fire.is_none();
         if mark_owed {
             last_fire = Some(ctx.now_ms - 1);
         }
