@@ -1868,3 +1868,164 @@ fn leader_kill_without_failover_on_zookeeper() {
 fn leader_kill_without_failover_on_etcd() {
     run_lease_test(Backend::Etcd, |a| run_leader_kill_without_failover(Backend::Etcd, a));
 }
+
+// ---------------------------------------------------------------------------------- garbage
+
+/// Writes `data` into `path` (below the namespace) as an operator's tool would, through a
+/// client of its own.
+fn operator_write(registry: &str, path: &str, data: &[u8]) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let r = shardcron::connect(registry).await.expect("connect to write garbage");
+        r.set(path, data, None).await.unwrap_or_else(|e| panic!("set {path}: {e}"));
+        let _ = r.close().await;
+    });
+}
+
+/// What `path` holds now, read through a client of its own.
+fn operator_read(registry: &str, path: &str) -> Option<Vec<u8>> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let r = shardcron::connect(registry).await.expect("connect to read");
+        let node = r.get(path).await.unwrap_or_else(|e| panic!("get {path}: {e}"));
+        let _ = r.close().await;
+        node.map(|n| n.data)
+    })
+}
+
+/// Polls `path` until `good` accepts what it holds, for up to `timeout`.
+fn await_node(registry: &str, path: &str, timeout: Duration, good: impl Fn(&[u8]) -> bool) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let data = operator_read(registry, path);
+        if data.as_deref().is_some_and(&good) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} was not repaired within {timeout:?}: {:?}",
+            data.map(|d| String::from_utf8_lossy(&d).into_owned())
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The `registry_garbage` lines about `path` printed at or after `from`, by worker.
+fn garbage_reports(c: &Cluster, path: &str, from: i64) -> Vec<usize> {
+    c.events
+        .iter()
+        .filter(|e| e.event == "registry_garbage" && e.at >= from)
+        .filter(|e| serde_json::from_str::<Value>(&e.raw).unwrap()["path"] == path)
+        .map(|e| e.worker)
+        .collect()
+}
+
+/// Every item ran to completion for one of the three fires after `written`.
+fn every_item_again(c: &mut Cluster, written: i64, what: &str) {
+    let fire = c.wait_for(
+        Duration::from_millis(3 * PERIOD_MS as u64 + 10_000),
+        &format!("every item completed after {what}"),
+        |c| c.all_completed(written),
+    );
+    let fires_later = (fire - written) / PERIOD_MS + 1;
+    assert!(
+        fires_later <= 3,
+        "{}: after {what} at {written}, the first fire every item completed is {fire} \
+         ({fires_later} fires later)\n{}",
+        c.label,
+        c.story(60)
+    );
+}
+
+/// Three workers; an operator writes garbage into the config, an owner node and an instance
+/// node in turn. Each is reported (`config_rejected`, `registry_garbage` naming the node) and
+/// repaired (the leader writes the config back and reshards the item at once, the instance
+/// rewrites its node), and every item runs again within three fires of each write.
+fn run_garbage(backend: Backend, address: &str) {
+    let namespace =
+        format!("e2e-mp-{}-garbage-{}-{}", backend.name(), std::process::id(), now_ms());
+    let registry = backend.url(address, &namespace, 2_000);
+    let label = format!("{} garbage (namespace {namespace})", backend.name());
+    let mut c = Cluster::new(label, registry.clone(), &namespace);
+    let first = now_ms();
+    for _ in 0..3 {
+        c.spawn(&["--item-ms", "300"]);
+    }
+    c.wait_for(Duration::from_secs(30), "a complete fire of the three workers", |c| {
+        c.all_completed(first + PERIOD_MS)
+    });
+
+    // The config: every worker rejects it (the last good one stays), the leader writes its own
+    // back.
+    let config = format!("/{JOB}/config");
+    let written = now_ms();
+    operator_write(&registry, &config, b"cron: [unclosed");
+    c.wait_for(Duration::from_secs(10), "config_rejected from every worker", |c| {
+        let rejected: BTreeSet<usize> = c
+            .events
+            .iter()
+            .filter(|e| e.event == "config_rejected" && e.at >= written)
+            .map(|e| e.worker)
+            .collect();
+        (rejected.len() == 3).then_some(())
+    });
+    await_node(&registry, &config, Duration::from_secs(10), |d| {
+        String::from_utf8_lossy(d).contains(&format!("jobName: {JOB}"))
+    });
+    every_item_again(&mut c, written, "garbage in the config");
+
+    // An owner node: the leader reports it and reshards at once.
+    let owner = format!("/{JOB}/sharding/0/instance");
+    let written = now_ms();
+    operator_write(&registry, &owner, b"garbage value");
+    c.wait_for(Duration::from_secs(10), "a registry_garbage report of the owner node", |c| {
+        (!garbage_reports(c, &owner, written).is_empty()).then_some(())
+    });
+    let instances: Vec<String> = c.workers.iter().map(|w| w.instance.clone()).collect();
+    await_node(&registry, &owner, Duration::from_secs(10), |d| {
+        instances.iter().any(|i| i.as_bytes() == d)
+    });
+    every_item_again(&mut c, written, "garbage in an owner node");
+
+    // An instance node: its worker reports and rewrites it.
+    let id = c.workers[0].instance.clone();
+    let node = format!("/{JOB}/instances/{id}");
+    let written = now_ms();
+    operator_write(&registry, &node, b"completedRun: banana");
+    c.wait_for(Duration::from_secs(10), "w1's registry_garbage report of its node", |c| {
+        garbage_reports(c, &node, written).contains(&0).then_some(())
+    });
+    await_node(&registry, &node, Duration::from_secs(10), |d| {
+        String::from_utf8_lossy(d).contains(&format!("jobInstanceId: {id}"))
+    });
+    every_item_again(&mut c, written, "garbage in an instance node");
+
+    let errors: Vec<&str> =
+        c.events.iter().filter(|e| e.event == "error").map(|e| e.raw.as_str()).collect();
+    assert!(errors.is_empty(), "{}: errors: {errors:#?}", c.label);
+    for w in 0..c.workers.len() {
+        c.term(w);
+    }
+    for w in 0..c.workers.len() {
+        let status = c.await_exit(w, Duration::from_secs(20));
+        assert!(status.success(), "{}: {} exited with {status}", c.label, c.name(w));
+    }
+    let mut violations = Vec::new();
+    let leaked = leaks(&registry, &mut violations);
+    assert!(violations.is_empty(), "{}: {violations:?} ({leaked})", c.label);
+    println!("{}: reported and repaired; every item ran again within three fires", c.label);
+}
+
+#[test]
+fn garbage_is_reported_and_repaired_on_zookeeper() {
+    let _serial = serial();
+    let Some(address) = Backend::ZooKeeper.address() else { return };
+    run_garbage(Backend::ZooKeeper, &address);
+}
+
+#[test]
+fn garbage_is_reported_and_repaired_on_etcd() {
+    let _serial = serial();
+    let Some(address) = Backend::Etcd.address() else { return };
+    run_garbage(Backend::Etcd, &address);
+}

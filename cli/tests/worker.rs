@@ -137,6 +137,7 @@ fn every_event_is_one_json_object_of_a_fixed_shape() {
         "fire_failed",
         "config_applied",
         "config_rejected",
+        "registry_garbage",
         "stopped",
         "error",
     ];

@@ -18,7 +18,8 @@ use shardcron::runtime::{FireKind, SchedulerEvent, SkipReason};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EventLine {
     /// `item_start`, `item_end`, `sharding`, `leader`, `failover_claim`, `session`, `skip`,
-    /// `fire_failed`, `config_applied`, `config_rejected`, `stopped` or `error`.
+    /// `fire_failed`, `config_applied`, `config_rejected`, `registry_garbage`, `stopped` or
+    /// `error`.
     pub event: &'static str,
     /// The job; `null` for `session` (one session serves every job of the instance).
     pub job: Option<String>,
@@ -49,13 +50,20 @@ pub struct EventLine {
     /// `session` with state `connected`: the id of the new session.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<u64>,
-    /// `skip`: a code (see [`skip_code`]); `fire_failed`, `config_rejected`, `stopped`,
-    /// `error`: a one-line text.
+    /// `skip`: a code (see [`skip_code`]); `fire_failed`, `config_rejected`,
+    /// `registry_garbage`, `stopped`, `error`: a one-line text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// `skip` with reason `clock_skew` or `registry_error`: the details.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// `registry_garbage`: the node whose data the scheduler could not use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// `registry_garbage`: what the node held, quoted and shortened (`(missing)` for a node
+    /// deleted by hand).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
 }
 
 impl EventLine {
@@ -75,6 +83,8 @@ impl EventLine {
             session_id: None,
             reason: None,
             detail: None,
+            path: None,
+            value: None,
         }
     }
 
@@ -159,6 +169,12 @@ impl LineMaker {
             SchedulerEvent::ConfigRejected { job, reason } => EventLine {
                 reason: Some(one_line(reason)),
                 ..EventLine::new("config_rejected", Some(job), me, at_ms)
+            },
+            SchedulerEvent::RegistryGarbage { job, path, value, reason } => EventLine {
+                path: Some(path.clone()),
+                value: Some(value.clone()),
+                reason: Some(one_line(reason)),
+                ..EventLine::new("registry_garbage", Some(job), me, at_ms)
             },
             SchedulerEvent::JobStopped { job, reason } => EventLine {
                 reason: Some(one_line(reason)),

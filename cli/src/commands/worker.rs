@@ -40,7 +40,7 @@ apply to the whole cluster (the others follow the change live).
 OUTPUT: one JSON object per event, one per line on stdout, flushed at once. Every object has \
 these seven keys, null where they do not apply:
   event     item_start, item_end, sharding, leader, failover_claim, session, skip,
-            fire_failed, config_applied, config_rejected, stopped or error
+            fire_failed, config_applied, config_rejected, registry_garbage, stopped or error
   job       the job (null for session: one session serves every job of an instance)
   item      the sharding item (item_start, item_end, failover_claim, fire_failed)
   instance  the id of the instance that reports the event
@@ -57,8 +57,11 @@ and these only on their own event:
   session_id  session with state connected: the new session's id
   reason      skip: disconnected, job_disabled, server_disabled, no_items, misfire,
               clock_skew, sharding_timeout or registry_error; fire_failed, config_rejected,
-              stopped and error: a one-line text
+              registry_garbage, stopped and error: a one-line text
   detail      skip with reason clock_skew or registry_error: the details
+  path        registry_garbage: the node whose data could not be used (the reason says how
+              it was read instead, and who repairs it)
+  value       registry_garbage: what it held, quoted and shortened; (missing) if deleted
 Later versions may add keys and event kinds; existing ones keep their meaning.
 
 Example:
