@@ -13,7 +13,7 @@ use crate::config::JobConfig;
 use crate::error::Result;
 use crate::instance::ip_of;
 use crate::layout::{ItemNode, JobPaths};
-use crate::protocol::sharding::DISABLED;
+use crate::protocol::records::{InstanceRecord, ServerStatus};
 use crate::registry::RegistryExt;
 
 use super::JobOperations;
@@ -371,25 +371,21 @@ impl JobOperations<'_> {
         let mut out = Vec::new();
         for id in self.live_instances(job).await? {
             let data = self.registry.get(&paths.instance(&id)).await?;
+            // A node whose data does not read (garbage, rewritten by its instance) says
+            // nothing: the id's IP part stands.
+            let path = paths.instance(&id);
             let ip = data
                 .as_ref()
-                .and_then(|n| server_ip_field(&n.text()))
-                .unwrap_or_else(|| ip_of(&id).to_owned());
+                .and_then(|n| InstanceRecord::parse(&path, &n.data).ok())
+                .map_or_else(|| ip_of(&id).to_owned(), |record| record.server_ip);
             out.push((id, ip));
         }
         Ok(out)
     }
 }
 
-/// The `serverIp` field of an instance node's YAML.
-fn server_ip_field(yaml: &str) -> Option<String> {
-    yaml.lines()
-        .find_map(|line| line.strip_prefix("serverIp:"))
-        .map(|v| v.trim().trim_matches(|c| c == '\'' || c == '"').to_owned())
-        .filter(|v| !v.is_empty())
-}
-
 /// Whether a `servers/{ip}` value disables the server (ElasticJob compares ignoring case).
 pub(super) fn is_disabled(value: Option<&str>) -> bool {
-    value.is_some_and(|v| v.trim().eq_ignore_ascii_case(DISABLED))
+    let status = value.map(|v| ServerStatus::parse("", v.as_bytes()));
+    status == Some(Ok(ServerStatus::Disabled))
 }

@@ -97,7 +97,8 @@ pub enum ServerStatus {
 
 impl ServerStatus {
     pub fn parse(path: &str, data: &[u8]) -> Result<Self, Garbage> {
-        match std::str::from_utf8(data).map(str::trim) {
+        // ElasticJob compares ignoring case.
+        match std::str::from_utf8(data).map(|t| t.trim().to_ascii_uppercase()).as_deref() {
             Ok("" | "ENABLED") => Ok(ServerStatus::Enabled),
             Ok("DISABLED") => Ok(ServerStatus::Disabled),
             _ => Err(Garbage::new(path, data, "a server node holds ENABLED, DISABLED or nothing")),
@@ -148,7 +149,7 @@ impl InstanceRecord {
         let field = |name: &str| {
             text.lines()
                 .find_map(|line| line.strip_prefix(name))
-                .map(str::trim)
+                .map(|v| v.trim().trim_matches(|c| c == '\'' || c == '"'))
                 .filter(|v| !v.is_empty())
         };
         let job_instance_id =
