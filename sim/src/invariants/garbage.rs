@@ -17,12 +17,12 @@
 //!   nodes, the markers, the leader node, the flag, the failover queue, the ledgers and the
 //!   assignment record; invariant 4 checks that the assignment is the strategy's there.
 
-use shardcron_core::config::{store, KnownTypes};
-use shardcron_core::layout::{ItemNode, JobNode};
-use shardcron_core::protocol::records::{
+use shardcron_core::__private::layout::{ItemNode, JobNode};
+use shardcron_core::__private::protocol::records::{
     parse_flag, parse_instance_id, parse_time, Assigned, FailoverEntry, InstanceRecord, Ledger,
     ServerStatus,
 };
+use shardcron_core::config::{store, KnownTypes};
 use shardcron_core::runtime::{FireKind, SchedulerEvent};
 
 use super::timeline::Timeline;
