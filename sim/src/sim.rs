@@ -595,8 +595,9 @@ impl World {
         inst.state.lock().scheduler = Some(scheduler.clone());
         let jobs: Vec<JobSpec> = self.jobs.lock().values().cloned().collect();
         for spec in jobs {
-            // A stored config an operator garbled is refused; the application retries, as a
-            // supervisor would, while the job's leader writes the config back.
+            // A stored config an operator garbled is refused (and a start may meet a registry
+            // outage): the application retries, as a supervisor would, while the job's leader
+            // writes the config back.
             let mut attempts = 0;
             while let Err(e) =
                 scheduler.add_job(spec.config(), spec.job(&self.env(inst.index))).await
@@ -604,8 +605,7 @@ impl World {
                 let what = format!("add job {}", spec.name);
                 self.trace.note(inst.index, Note::Ignored { what, why: e.to_string() });
                 attempts += 1;
-                let unusable = matches!(e, shardcron_core::Error::StoredConfigUnusable { .. });
-                if !unusable || attempts >= ADD_JOB_ATTEMPTS {
+                if attempts >= ADD_JOB_ATTEMPTS {
                     break;
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -707,8 +707,7 @@ impl World {
     }
 }
 
-/// How often a starting instance tries to add a job whose stored config is unusable, a second
-/// apart.
+/// How often a starting instance tries to add a job, a second apart.
 const ADD_JOB_ATTEMPTS: u32 = 30;
 
 /// How long after the session timeout an expired instance's link comes back (it then learns

@@ -132,7 +132,10 @@ pub fn missed_since(
     let owns = |n: u32| {
         let path = paths.item_node(n, ItemNode::Instance);
         match view.get(&path).map(|o| parse_owner(&path, &o.data)) {
-            Some(Ok(owner)) => owner.as_deref() == Some(dead),
+            Some(Ok(Some(id))) if id == dead || super::garbage::is_live(view, paths, &id) => {
+                id == dead
+            }
+            // Garbage, nobody, or another instance that is not there: the record says.
             _ => record.as_ref().and_then(|r| r.owner_at(n, fire_ms)) == Some(Some(dead)),
         }
     };
@@ -174,9 +177,15 @@ pub fn owed_on_reshard(
     for item in 0..total {
         let owner = paths.item_node(item, ItemNode::Instance);
         // An owner node garbage replaced (or deleted) still had the recorded owner.
+        let recorded = record.owners.get(&item);
         let Some(old) = (match view.get(&owner).map(|n| parse_owner(&owner, &n.data)) {
-            Some(Ok(Some(id))) => Some(id),
-            _ => record.owners.get(&item).cloned(),
+            Some(Ok(Some(id)))
+                if recorded == Some(&id) || super::garbage::is_live(view, paths, &id) =>
+            {
+                Some(id)
+            }
+            // Garbage, nobody, or another instance that is not there: the record says.
+            _ => recorded.cloned(),
         }) else {
             continue;
         };

@@ -127,6 +127,7 @@ impl Corruptions {
             let relevant = match (kind, c.target) {
                 (FireKind::Misfire, Target::Misfire(n)) => n == item,
                 (FireKind::Failover, Target::Ledger(_) | Target::FailoverEntry(_)) => true,
+                (FireKind::Misfire | FireKind::Failover, Target::Assigned) => true,
                 (FireKind::Failover, Target::Running(n)) => n == item,
                 _ => false,
             };
@@ -134,12 +135,14 @@ impl Corruptions {
         })
     }
 
-    /// Whether garbage in `job`'s assignment record between `from` and `to` hid who owed the
-    /// catch-up of fires a crashed owner missed.
+    /// Whether garbage in `job`'s assignment record or a ledger between `from` and `to` hid who
+    /// owed the catch-up of fires a crashed owner missed.
     pub(crate) fn blurs_catch_up(&self, job: &str, from: i64, to: i64) -> bool {
-        self.list
-            .iter()
-            .any(|c| c.job == job && c.target == Target::Assigned && (from..=to).contains(&c.at))
+        self.list.iter().any(|c| {
+            c.job == job
+                && matches!(c.target, Target::Assigned | Target::Ledger(_))
+                && (from..=to).contains(&c.at)
+        })
     }
 
     /// Whether a corruption of `job` between `from` and `to` may have garbled which fire an

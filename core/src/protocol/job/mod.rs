@@ -424,6 +424,8 @@ impl JobProtocol {
             self.notice_membership(ctx);
         }
         if self.flag_owed {
+            // A raise writes over the flag: garbage in it is reported now or never.
+            self.report_flag_garbage(ctx);
             let (stamped, request) = self.raise_request(ctx);
             return Next::Request(Pending::RaiseFlag(FlagStep::FromView { stamped }), request);
         }

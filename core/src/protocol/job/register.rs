@@ -301,7 +301,14 @@ impl JobProtocol {
         let mut orphans: Vec<Orphan> = (0..self.total())
             .filter(|n| !held.contains(n))
             .filter(|&n| {
-                running_owner(ctx.view, &self.paths, n).as_deref() == Some(self.me.as_str())
+                // Ours, or garbage over a marker our ledger says we held (an earlier session
+                // of ours could not rewrite it before it ended).
+                let marker = self.paths.item_node(n, crate::layout::ItemNode::Running);
+                let garbled = ctx.view.get(&marker).is_some_and(|m| {
+                    !crate::protocol::garbage::names_live(ctx.view, &self.paths, &m.data)
+                }) && ledger.running.contains_key(&n);
+                garbled
+                    || running_owner(ctx.view, &self.paths, n).as_deref() == Some(self.me.as_str())
             })
             .map(|item| Orphan {
                 item,

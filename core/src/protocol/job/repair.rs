@@ -70,7 +70,10 @@ impl JobProtocol {
         // next is a new change (versions start again with a new node).
         if let Some(path) = garbage::path_of(&self.paths, node) {
             let missing = self.reported.get(&path).map(|(_, v)| v == MISSING);
-            if missing.is_some_and(|m| m == ctx.view.exists(&path)) {
+            let readable = ctx.view.exists(&path)
+                && garbage::unreadable(ctx.view, &self.paths, node).is_none()
+                && !matches!(node, JobNode::Config);
+            if missing.is_some_and(|m| m == ctx.view.exists(&path) || (!m && readable)) {
                 self.reported.remove(&path);
             }
         }
@@ -446,6 +449,10 @@ impl JobProtocol {
     pub(super) fn on_repair_reply(&mut self, repair: Repair, result: Result<Reply, RegistryError>) {
         match result {
             Ok(Reply::Txn(results)) => {
+                // Repaired: what the node holds next is a new change, whatever its version.
+                if let Some(path) = self.repaired_path(repair) {
+                    self.reported.remove(&path);
+                }
                 if repair == Repair::Leader {
                     self.was_leader = true;
                 }
@@ -468,6 +475,28 @@ impl JobProtocol {
                 self.repairs.insert(repair);
                 self.failed(&e);
             }
+        }
+    }
+
+    /// The node a repair writes.
+    fn repaired_path(&self, repair: Repair) -> Option<String> {
+        Some(match repair {
+            Repair::Config => self.paths.config(),
+            Repair::Instance => self.paths.instance(&self.me),
+            Repair::Server => self.paths.server(&self.ip),
+            Repair::Leader => self.paths.leader_instance(),
+            Repair::Marker(n) => self.paths.item_node(n, ItemNode::Running),
+            Repair::Entry(n) => self.paths.failover_item(n),
+            Repair::Flag => self.paths.sharding_necessary(),
+            Repair::Ledger => self.paths.ledger(&self.me),
+            Repair::Assigned => self.paths.assigned(),
+        })
+    }
+
+    /// Reports garbage in the reshard flag before a raise writes over it.
+    pub(super) fn report_flag_garbage(&mut self, ctx: &Ctx<'_>) {
+        if let Some(g) = garbage::unreadable(ctx.view, &self.paths, &JobNode::ShardingNecessary) {
+            self.report_once(&g, ctx);
         }
     }
 
