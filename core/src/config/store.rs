@@ -12,8 +12,10 @@ use super::{JobConfig, KnownTypes};
 /// The local config is validated first: an invalid one fails before the registry is touched.
 /// Then, as in ElasticJob: no stored config, or `overwrite: true` → the local one is written and
 /// used; otherwise the stored one wins (an operator may have changed it through a console). A
-/// stored config that does not parse or validate is refused unless `overwrite` is on, naming
-/// the problem instead of running with garbage.
+/// stored config that is not a job config at all (garbage: not text, not YAML of a config) is
+/// no one's intent: the local one is written over it, as the job's leader would. One that
+/// parses but does not validate, or names another job, is refused unless `overwrite` is on,
+/// naming the problem instead of running with it.
 pub async fn publish(
     registry: &dyn CoordinatorRegistry,
     local: &JobConfig,
@@ -38,8 +40,24 @@ pub async fn publish(
         }
         return Ok(local.clone());
     }
+    if is_garbage(&stored.data) {
+        // Fenced: an operator's fix meanwhile wins.
+        match registry.set(&paths.config(), yaml.as_bytes(), Some(stored.version)).await {
+            Ok(_) => return Ok(local.clone()),
+            Err(RegistryError::BadVersion { .. } | RegistryError::NoNode { .. }) => {
+                return Box::pin(publish(registry, local, known)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
     parse_stored(&local.job_name, &stored.data, known)
         .map_err(|reason| Error::StoredConfigUnusable { job: local.job_name.clone(), reason })
+}
+
+/// Whether a stored config is not a job config at all (as opposed to one that does not
+/// validate).
+fn is_garbage(data: &[u8]) -> bool {
+    std::str::from_utf8(data).map_or(true, |text| JobConfig::from_yaml(text).is_err())
 }
 
 /// Parses and validates a stored config; the error is a one-line reason.

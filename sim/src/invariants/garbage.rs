@@ -10,7 +10,8 @@
 //!   the count, deletions the cluster answers as routine (the reshard flag, the leader node, a
 //!   server, an owner node while a reshard is pending, rewritten by its commit).
 //! - **Fires.** A fire of the job that falls due between a corruption and its report (and a
-//!   second after it; two seconds at least) may be lost: the report is its record. Every other
+//!   second after it; two seconds at least), or within two seconds before it (still being
+//!   handled), may be lost: the report is its record. Every other
 //!   fire is judged by invariant 2 as usual.
 //! - **Converged.** At the live checkpoint (well within one reconcile interval after the last
 //!   corruption) every node the job reads parses again: the config, the instance and server
@@ -115,7 +116,8 @@ impl Corruptions {
             if let (true, Some(r)) = (by_reshard, c.resharded) {
                 until = until.max(r + AFTER_REPORT_MS);
             }
-            c.job == job && at >= c.at && at <= until
+            // A fire still being handled when the corruption landed counts too.
+            c.job == job && at >= c.at - LOSS_MS && at <= until
         })
     }
 

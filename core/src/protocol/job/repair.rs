@@ -382,24 +382,38 @@ impl JobProtocol {
                 let path = self.paths.failover_item(n);
                 let node = view.get(&path)?;
                 garbage::unreadable(view, &self.paths, &JobNode::FailoverItem(n))?;
-                // An entry for an item whose marker names no live instance stood for that
-                // interrupted run: queue it again (for the latest fire; which one it was is
-                // lost with the entry). Otherwise the run it stood for is lost (reported).
-                let marker = execution::running_owner(view, &self.paths, n);
-                let orphaned = view
-                    .get(&self.paths.item_node(n, ItemNode::Running))
-                    .is_some_and(|m| !names_live(view, &self.paths, &m.data));
-                if orphaned && n < self.total() {
-                    let dead = marker.filter(|m| !m.is_empty() && !m.contains(char::is_whitespace));
-                    let entry = FailoverEntry {
-                        fire_ms: self.latest_fire_by(ctx.now_ms),
-                        rank: 0,
-                        why: Orphaned::Interrupted,
-                        dead: dead.unwrap_or_else(|| "unknown".to_owned()),
-                    };
-                    set(path, entry.encode(), node.version)
-                } else {
-                    Some(Request::Txn(vec![TxnOp::delete(path, Some(node.version))]))
+                // The entry stood for an interrupted run if the item's marker outlived it:
+                // queued again for the latest fire (which fire it owed is lost with the entry).
+                // A marker naming a live instance is that instance's to judge: a leftover of
+                // an earlier session of it, or its run going on.
+                let entry = |dead: String| FailoverEntry {
+                    fire_ms: self.latest_fire_by(ctx.now_ms),
+                    rank: 0,
+                    why: Orphaned::Interrupted,
+                    dead,
+                };
+                let marker = view.get(&self.paths.item_node(n, ItemNode::Running));
+                let named = execution::running_owner(view, &self.paths, n);
+                match marker {
+                    Some(m) if names_live(view, &self.paths, &m.data) => {
+                        if named.as_deref() != Some(self.me.as_str()) {
+                            None
+                        } else if self.held_items().contains(&n) {
+                            Some(Request::Txn(vec![TxnOp::delete(path, Some(node.version))]))
+                        } else {
+                            set(path, entry(self.me.clone()).encode(), node.version)
+                        }
+                    }
+                    Some(_) if n < self.total() => {
+                        let dead =
+                            named.filter(|m| !m.is_empty() && !m.contains(char::is_whitespace));
+                        set(
+                            path,
+                            entry(dead.unwrap_or_else(|| "unknown".to_owned())).encode(),
+                            node.version,
+                        )
+                    }
+                    _ => Some(Request::Txn(vec![TxnOp::delete(path, Some(node.version))])),
                 }
             }
             Repair::Flag => {
