@@ -23,7 +23,7 @@ use shardcron_core::__private::protocol::records::{
     parse_flag, parse_instance_id, parse_time, Assigned, FailoverEntry, InstanceRecord, Ledger,
     ServerStatus,
 };
-use shardcron_core::config::{store, KnownTypes};
+use shardcron_core::config::JobConfig;
 use shardcron_core::runtime::{FireKind, SchedulerEvent};
 
 use super::timeline::Timeline;
@@ -236,7 +236,6 @@ pub(super) fn check(
     if !cp.unsettled.is_empty() {
         return;
     }
-    let known = KnownTypes::default();
     for job in tl.configs.keys().filter(|j| !tl.removed.contains_key(*j)) {
         let count = tl.config_at(job, cp.at).map_or(0, |s| s.count);
         let prefix = format!("/{job}/");
@@ -247,7 +246,14 @@ pub(super) fn check(
             let Some((_, node)) = JobNode::parse(path) else { continue };
             let data = text.as_bytes();
             let unreadable = match &node {
-                JobNode::Config => store::parse_stored(job, data, &known).err(),
+                // Readable as a config of this job (what validates it, custom strategies
+                // and all, is the instances' business).
+                JobNode::Config => match std::str::from_utf8(data).map(JobConfig::from_yaml) {
+                    Ok(Ok(c)) if c.job_name() == job => None,
+                    Ok(Ok(c)) => Some(format!("it names job {:?}", c.job_name())),
+                    Ok(Err(e)) => Some(e.to_string()),
+                    Err(_) => Some("not UTF-8 text".to_owned()),
+                },
                 JobNode::Instance(id) => match InstanceRecord::parse(path, data) {
                     Ok(r) if r.job_instance_id == *id => None,
                     Ok(_) => Some("it names another instance".to_owned()),
