@@ -187,7 +187,9 @@ impl JobProtocol {
         for n in 0..self.total() {
             self.on_owner_change(n, ctx, false);
         }
-        if self.is_leader(ctx) {
+        // Only garbage: a config missing from the view may not have reached it yet (it was
+        // published before the job's watch began); a deletion is noticed as such.
+        if self.is_leader(ctx) && ctx.view.exists(&self.paths.config()) {
             self.check_config(ctx);
         }
     }
@@ -204,8 +206,10 @@ impl JobProtocol {
             return;
         }
         let pending = sharding::pending(ctx.view, &self.paths);
-        if pending && !ctx.view.exists(&self.paths.item_node(n, ItemNode::Instance)) {
-            // Not there yet: the pending reshard creates it.
+        let owner_node = ctx.view.exists(&self.paths.item_node(n, ItemNode::Instance));
+        // Not there yet: an item never assigned (a count grown, its reshard to come), or one
+        // the pending reshard creates.
+        if !owner_node && (pending || !ctx.view.exists(&self.paths.item(n))) {
             return;
         }
         if let Some(g) = garbage::owner_problem(ctx.view, &self.paths, n) {
