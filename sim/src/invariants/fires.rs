@@ -549,7 +549,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // Garbage in what says which fire it was (GUARANTEES.md, section 6): the failover
         // runs the latest fire the survivors can tell.
         let blurred = counted == 0
-            && tl.garbage.blurs_fire(job, *crash_at - tl.session_ms, shows + 1_000)
+            && tl.garbage.blurs_fire(job, *crash_at - tl.session_ms, shows + FAILOVER_SLACK_MS)
             && facts.runs.get(&(job.clone(), *item)).is_some_and(|runs| {
                 runs.iter().any(|(t, _, kind)| *t >= *crash_at && *kind == FireKind::Failover)
             });
