@@ -146,5 +146,11 @@ pub fn assignment_is_strategy(
                 .is_some_and(|owner| owner.data == id.as_bytes())
         })
     });
-    same
+    // Items beyond the count keep their owner node, emptied by the reshard that dropped them.
+    let numbered = |name: &String| name.parse::<u32>().ok();
+    let beyond_emptied = view.children(&paths.sharding()).iter().filter_map(numbered).all(|n| {
+        n < total
+            || view.get(&paths.item_node(n, ItemNode::Instance)).is_none_or(|o| o.data.is_empty())
+    });
+    same && beyond_emptied
 }
