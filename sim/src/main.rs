@@ -118,7 +118,9 @@ struct RunArgs {
     #[arg(long)]
     scenario: Option<String>,
     /// Run a deliberately broken variant (DropWatchEvent, ForgetItem, FalseLeader,
-    /// LeakRunningMarkers, StaleAssignment, GreedyOwner) to see the checker catch it.
+    /// LeakRunningMarkers, StaleAssignment, GreedyOwner, IgnoreLeaseLoss, ForgetDeparture,
+    /// DropCatchUp, DropMissedFires, IgnoreGarbage) to see the checker catch it; the later ones
+    /// show under faults (`--profile failover`, `chaos` or `garbage`).
     #[arg(long)]
     variant: Option<Variant>,
 }
