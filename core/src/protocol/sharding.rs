@@ -41,14 +41,14 @@ pub fn pending_for(view: &View, paths: &JobPaths, fire_ms: i64) -> bool {
     if view.exists(&paths.sharding_processing()) {
         return true;
     }
-    let answered = crate::protocol::failover::assigned_since(view, paths);
     let path = paths.sharding_necessary();
     view.get(&path).is_some_and(|flag| {
-        // Garbage (reported by the leader) holds the fire, like a flag without a time.
-        parse_flag(&path, &flag.data)
-            .ok()
-            .flatten()
-            .is_none_or(|raised| raised < fire_ms && answered.is_none_or(|a| raised > a))
+        // Garbage (reported by the leader) holds the fire, like a flag without a time. The
+        // record is read only with a flag up: this runs at every fire.
+        parse_flag(&path, &flag.data).ok().flatten().is_none_or(|raised| {
+            raised < fire_ms
+                && crate::protocol::failover::assigned_since(view, paths).is_none_or(|a| raised > a)
+        })
     })
 }
 
