@@ -45,7 +45,7 @@ use etcd_client::{DeleteOptions, Txn};
 use shardcron_core::registry::{path, TxnResult, Version};
 
 use crate::keys::{encode_value, KeySpace};
-use crate::txn::Step;
+use crate::txn::{NetWrites, Step};
 use crate::watch::prefix_end;
 
 /// etcd's default `--max-txn-ops`: a plan with more compares or writes than this goes to the
@@ -103,8 +103,7 @@ struct Planner<'a> {
     lease: Option<i64>,
     nodes: HashMap<String, Known>,
     compares: Vec<Compare>,
-    writes: Vec<(Vec<u8>, Write)>,
-    slot: HashMap<Vec<u8>, usize>,
+    writes: NetWrites<Write>,
 }
 
 /// The one-`Txn` form of `steps`, or `None` when the engine must decide them (see the module
@@ -115,8 +114,7 @@ pub(crate) fn plan(keys: &KeySpace, steps: &[Step], lease: Option<i64>) -> Optio
         lease,
         nodes: HashMap::new(),
         compares: Vec::new(),
-        writes: Vec::new(),
-        slot: HashMap::new(),
+        writes: NetWrites::new(),
     };
     let mut results = Vec::with_capacity(steps.len());
     for step in steps {
@@ -131,6 +129,7 @@ pub(crate) fn plan(keys: &KeySpace, steps: &[Step], lease: Option<i64>) -> Optio
     }
     let writes = planner
         .writes
+        .into_vec()
         .into_iter()
         .map(|(key, write)| match write {
             Write::Put { value, lease: Some(lease) } => {
@@ -357,13 +356,7 @@ impl Planner<'_> {
     }
 
     fn write(&mut self, key: Vec<u8>, write: Write) {
-        match self.slot.get(&key) {
-            Some(&i) => self.writes[i].1 = write,
-            None => {
-                self.slot.insert(key.clone(), self.writes.len());
-                self.writes.push((key, write));
-            }
-        }
+        self.writes.set(key, write);
     }
 }
 

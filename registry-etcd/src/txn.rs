@@ -135,6 +135,42 @@ enum Write {
     Delete,
 }
 
+/// The net writes of a transaction: one per key (etcd rejects a `Txn` that writes a key
+/// twice), the last one made, in the order keys were first written (parents before children).
+pub(crate) struct NetWrites<W> {
+    list: Vec<(Vec<u8>, W)>,
+    slot: HashMap<Vec<u8>, usize>,
+}
+
+impl<W> NetWrites<W> {
+    pub(crate) fn new() -> Self {
+        NetWrites { list: Vec::new(), slot: HashMap::new() }
+    }
+
+    /// Writes `key`, replacing an earlier write of it in place.
+    pub(crate) fn set(&mut self, key: Vec<u8>, write: W) {
+        match self.slot.get(&key) {
+            Some(&i) => self.list[i].1 = write,
+            None => {
+                self.slot.insert(key.clone(), self.list.len());
+                self.list.push((key, write));
+            }
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub(crate) fn into_vec(self) -> Vec<(Vec<u8>, W)> {
+        self.list
+    }
+}
+
 /// One evaluation of the steps over the reads.
 struct Eval<'a> {
     keys: &'a KeySpace,
@@ -142,8 +178,7 @@ struct Eval<'a> {
     lease: Option<i64>,
     nodes: HashMap<String, Option<NodeState>>,
     counters: HashMap<String, u64>,
-    writes: Vec<(Vec<u8>, Write)>,
-    slot: HashMap<Vec<u8>, usize>,
+    writes: NetWrites<Write>,
 }
 
 impl<'a> Eval<'a> {
@@ -154,19 +189,12 @@ impl<'a> Eval<'a> {
             lease,
             nodes: HashMap::new(),
             counters: HashMap::new(),
-            writes: Vec::new(),
-            slot: HashMap::new(),
+            writes: NetWrites::new(),
         }
     }
 
     fn write(&mut self, key: Vec<u8>, write: Write) {
-        match self.slot.get(&key) {
-            Some(&i) => self.writes[i].1 = write,
-            None => {
-                self.slot.insert(key.clone(), self.writes.len());
-                self.writes.push((key, write));
-            }
-        }
+        self.writes.set(key, write);
     }
 
     fn seen(&self, key: Vec<u8>) -> Result<Option<&'a Seen>, Stop> {
@@ -443,7 +471,7 @@ pub(crate) async fn run(
                     if eval.writes.is_empty() {
                         return Ok(Ok(results));
                     }
-                    match commit(kv, keys, &reads, eval.writes).await {
+                    match commit(kv, keys, &reads, eval.writes.into_vec()).await {
                         Ok(true) => return Ok(Ok(results)),
                         Ok(false) => continue 'attempt,
                         Err(e) if error::is_lease_gone(&e) => {
