@@ -119,8 +119,8 @@ struct RunArgs {
     scenario: Option<String>,
     /// Run a deliberately broken variant (DropWatchEvent, ForgetItem, FalseLeader,
     /// LeakRunningMarkers, StaleAssignment, GreedyOwner, IgnoreLeaseLoss, ForgetDeparture,
-    /// DropCatchUp, DropMissedFires, IgnoreGarbage) to see the checker catch it; the later ones
-    /// show under faults (`--profile failover`, `chaos` or `garbage`).
+    /// DropCatchUp, DropMissedFires, IgnoreGarbage, MuteClockSkew) to see the checker catch
+    /// it; the later ones show under faults (`--profile failover`, `chaos` or `garbage`).
     #[arg(long)]
     variant: Option<Variant>,
 }

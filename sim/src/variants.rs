@@ -14,7 +14,7 @@ use shardcron_core::registry::{
     Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Result,
     SessionEvents, TxnOp, TxnResult, Version, WatchEvent, WatchStream,
 };
-use shardcron_core::runtime::{EventSink, SchedulerEvent};
+use shardcron_core::runtime::{EventSink, SchedulerEvent, SkipReason};
 
 /// A planted bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,10 +47,13 @@ pub enum Variant {
     /// Every instance ignores garbage: its watch drops the changes that write the operator
     /// fault's garbage (needs the operator fault).
     IgnoreGarbage,
+    /// Instance 2's event sink drops its `ClockSkew` skips: an instance whose clock is off
+    /// skips its fires without a word (needs a clock skew, with `maxTimeDiffSeconds` set).
+    MuteClockSkew,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 11] = [
+    pub const ALL: [Variant; 12] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -62,6 +65,7 @@ impl Variant {
         Variant::DropCatchUp,
         Variant::DropMissedFires,
         Variant::IgnoreGarbage,
+        Variant::MuteClockSkew,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -81,7 +85,7 @@ impl Variant {
             | Variant::DropCatchUp
             | Variant::DropMissedFires
             | Variant::IgnoreGarbage => true,
-            Variant::ForgetItem => false,
+            Variant::ForgetItem | Variant::MuteClockSkew => false,
         };
         if !affected {
             return inner;
@@ -92,6 +96,17 @@ impl Variant {
 
     /// The event sink of instance `who`, with the bug if it has one there.
     pub(crate) fn wrap_sink(self, who: usize, sink: EventSink) -> EventSink {
+        if self == Variant::MuteClockSkew && who == 2 {
+            return Arc::new(move |event: &SchedulerEvent| {
+                let muted = matches!(
+                    event,
+                    SchedulerEvent::Skipped { reason: SkipReason::ClockSkew { .. }, .. }
+                );
+                if !muted {
+                    sink(event);
+                }
+            });
+        }
         if self != Variant::ForgetItem || who != 1 {
             return sink;
         }

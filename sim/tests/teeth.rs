@@ -143,6 +143,17 @@ fn dropped_catch_ups_of_a_crashed_instance_are_caught() {
 }
 
 #[test]
+fn a_clock_skew_skipped_in_silence_is_caught() {
+    // i2's clock jumps 8 s ahead (not a whole number of 3 s periods): with maxTimeDiffSeconds
+    // 5 it skips its fires with `ClockSkew`, each named by its own clock. The checker matches
+    // each to the fire due (by the registry's clock) in whose period it was recorded; muted,
+    // those fires went unrecorded.
+    let job = JobSpec::new("j0", "0/3 * * * * ?", 6).item_ms(500).max_time_diff_seconds(5);
+    let scenario = Scenario::new("clock-ahead").at(14_000, Fault::SkewClock(2, 8_000));
+    caught_under_faults(vec![job], scenario, Variant::MuteClockSkew, Invariant::Fires);
+}
+
+#[test]
 fn ignoring_garbage_is_caught() {
     // An operator writes garbage into an owner node, an instance node, a running marker and
     // the config: the unbroken system reports each and repairs it; instances blind to it do

@@ -91,6 +91,9 @@ struct Facts {
     manual: std::collections::BTreeSet<(String, u32, i64)>,
     /// (job, fire) → (entry index, instance, reason) of each skip.
     skips: Skips,
+    /// job → (entry index, instance) of each `ClockSkew` skip: its fire is named by the
+    /// skipper's clock, not the registry's.
+    skew_skips: BTreeMap<String, Vec<(usize, usize)>>,
     /// (job, fire) → the time of its latest scheduled start, anywhere.
     scheduled_at: BTreeMap<(String, i64), i64>,
     /// job → (time, instance) of each reported error.
@@ -145,6 +148,9 @@ impl Facts {
                     SchedulerEvent::Skipped { job, fire_ms, reason } => {
                         let key = (job.clone(), *fire_ms);
                         f.skips.entry(key).or_default().push((idx, e.who, reason.clone()));
+                        if matches!(reason, SkipReason::ClockSkew { .. }) {
+                            f.skew_skips.entry(job.clone()).or_default().push((idx, e.who));
+                        }
                     }
                     SchedulerEvent::Error { job, .. } => {
                         f.errors.entry(job.clone()).or_default().push((e.at, e.who));
@@ -718,6 +724,22 @@ impl Fire<'_> {
                 .find(|(_, w, _)| Some(*w) == first_owner)
                 .or_else(|| s.iter().find(covers))
         });
+        // An instance whose clock is off the registry's names the fires it skips for
+        // `ClockSkew` by its own clock: the skip it recorded during this fire's period (by the
+        // registry's clock) answers for this fire (GUARANTEES.md, section 2).
+        let skewed_skip = || {
+            facts.skew_skips.get(job)?.iter().find(|&&(idx, w)| {
+                let t = entries[idx].at;
+                let owned_at_skip = facts.owner_at(job, item, t) == Some(w);
+                (at..self.next).contains(&t)
+                    && tl.skew_at(w, t) != 0
+                    && (owners.contains(&w) || heir == Some(w) || owned_at_skip)
+            })
+        };
+        if skip.is_none() && skewed_skip().is_some() {
+            acc.add("skipped: clock-skew, by the skipper's clock");
+            return;
+        }
         if let Some((idx, who, r)) = skip {
             // An item a count change added owes no catch-up for a misfire skipped before any
             // assignment had it: no marker could be written for it yet (GUARANTEES.md, 2).

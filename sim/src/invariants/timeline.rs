@@ -33,6 +33,8 @@ pub(crate) struct Timeline {
     pub slow: BTreeMap<usize, Vec<(i64, i64)>>,
     /// The operator's corruptions of the registry, and when each was reported.
     pub garbage: super::garbage::Corruptions,
+    /// Per instance: from when on its clock was off the registry's, by how many ms.
+    pub skewed: BTreeMap<usize, Vec<(i64, i64)>>,
 }
 
 impl Timeline {
@@ -73,6 +75,7 @@ impl Timeline {
                             close(&mut open, &mut t.down, i, "cut", at);
                             let s = skew.remove(&i).unwrap_or(0);
                             if s != 0 {
+                                t.skewed.entry(i).or_default().push((at, 0));
                                 let d = s.abs() + 1_000;
                                 let why = format!("its clock jumped by {}ms", -s);
                                 t.down.entry(i).or_default().push((at - d, at + d, why));
@@ -140,6 +143,7 @@ impl Timeline {
                 }
                 Note::Fault(Fault::SkewClock(i, ms)) => {
                     let before = skew.insert(*i, *ms).unwrap_or(0);
+                    t.skewed.entry(*i).or_default().push((at, *ms));
                     let jump = ms - before;
                     if jump != 0 {
                         let d = jump.abs() + 1_000;
@@ -185,12 +189,22 @@ impl Timeline {
             .map(|(_, _, why)| why.as_str())
     }
 
+    /// How far `who`'s clock was off the registry's at `at`, in ms.
+    pub fn skew_at(&self, who: usize, at: i64) -> i64 {
+        self.skewed
+            .get(&who)
+            .and_then(|l| l.iter().rev().find(|(from, _)| *from <= at))
+            .map_or(0, |x| x.1)
+    }
+
     /// The first time in `(after, before)` that `who` went down (crashed, stopped, lost its
-    /// session...), with the reason.
+    /// session...), with the reason. A clock jump is no going down: the instance holds on to
+    /// what it was handling (the span around a jump only blurs which fire it names).
     pub fn went_down(&self, who: usize, after: i64, before: i64) -> Option<(i64, &str)> {
         self.down
             .get(&who)?
             .iter()
+            .filter(|(_, _, why)| !why.contains("clock jumped"))
             .filter(|(from, _, _)| after < *from && *from < before)
             .min_by_key(|(from, _, _)| *from)
             .map(|(from, _, why)| (*from, why.as_str()))

@@ -14,6 +14,7 @@ impl JobProtocol {
         if self.armed_fire == Some(fire_ms) {
             self.armed_fire = None;
         }
+        self.resume_window = None;
         if self.stop.is_some() {
             self.skip(fire_ms, SkipReason::ShuttingDown);
             return;
@@ -126,6 +127,7 @@ impl JobProtocol {
             {
                 self.trigger_owed = true;
             }
+            JobNode::Assigned => self.late_reshard(ctx),
             _ => {}
         }
     }

@@ -214,6 +214,11 @@ pub struct JobProtocol {
     stop: Option<StopState>,
     /// The fire time the timer is armed for, until its fire is handled.
     armed_fire: Option<i64>,
+    /// After a process's first registration, until its first fire comes: from when on it
+    /// had items (its last start, or when it began registering), and from when on its fire
+    /// path took over. A reshard made in between that the view shows only now answers the
+    /// latest fire in between, which is ours to handle (`register::late_reshard`).
+    resume_window: Option<(i64, i64)>,
     /// The deadline of the wait armed with the runtime.
     armed_wait: Option<i64>,
     was_leader: bool,
@@ -291,6 +296,7 @@ impl JobProtocol {
             manual_pending: false,
             stop: None,
             armed_fire: None,
+            resume_window: None,
             armed_wait: None,
             was_leader: false,
             then: None,

@@ -3,6 +3,7 @@
 //! leadership.
 
 use super::{Ctx, JobProtocol, Next, Pending, Reply, Request};
+use crate::events::{FireKind, SkipReason};
 use crate::protocol::execution::{ledger_of, running_owner};
 use crate::protocol::failover::{self, Orphan};
 use crate::protocol::records::{Ledger, Orphaned};
@@ -33,6 +34,9 @@ pub(super) struct Registration {
     /// first wrote the ledger: the leftovers rewrite it to the fires they queue, which would
     /// hide from [`JobProtocol::resume`] that a reshard came after our last start.
     started_before: Option<Option<i64>>,
+    /// When this process's first registration began (before its instance node was written):
+    /// a new instance's items are those of assignments made since.
+    began_ms: Option<i64>,
     /// The leftovers' transaction lost a race at this view revision: decided again once the
     /// view moved on, a bounded number of times (`leftovers_attempts`).
     leftovers_raced_at: Option<u64>,
@@ -70,6 +74,7 @@ impl Registration {
             leftovers_done: false,
             ensured: Vec::new(),
             started_before: None,
+            began_ms: None,
             leftovers_raced_at: None,
             leftovers_attempts: 0,
         }
@@ -115,6 +120,7 @@ impl JobProtocol {
         let view = ctx.view;
         if self.registration.first && self.registration.started_before.is_none() {
             self.registration.started_before = Some(self.ledger_last_fire(ctx));
+            self.registration.began_ms = Some(ctx.now_ms);
         }
         let server = self.paths.server(&self.ip);
         if !view.exists(&server) && !self.registration.ensured.contains(&server) {
@@ -197,7 +203,21 @@ impl JobProtocol {
                 }
             }
         }
+        // Where the fire path resumes depends on the reshards made since we began: decide it
+        // once the watch has delivered our own writes (the view shows them at once, but a slow
+        // watch would still hide a reshard our node triggered, and the fire it answers).
+        if self.registration.first {
+            let behind = view.unconfirmed(&self.paths.instance(&self.me))
+                || view.unconfirmed(&self.paths.ledger(&self.me));
+            if behind {
+                return Next::Idle;
+            }
+        }
         let (_, resume) = self.resume(ctx);
+        if self.registration.first {
+            let started = self.registration.started_before.flatten();
+            self.resume_window = started.or(self.registration.began_ms).map(|s| (s, resume));
+        }
         self.registration.state = State::Done;
         self.registration.first = false;
         self.members = view.children(&self.paths.instances()).into_iter().collect();
@@ -244,14 +264,35 @@ impl JobProtocol {
                 None => (raised, ctx.now_ms),
             };
         }
-        // No reshard pending: only a restart whose ledger says what it started, after a
-        // reshard made since (a new instance had no items before).
-        let Some(started) = started else { return now };
+        // No reshard pending: a restart whose ledger says what it started, after a reshard
+        // made since; or a new instance, which had no items before it began registering, after
+        // a reshard made since (its own node asked for one, which may be done already).
+        let Some(started) = started.or(self.registration.began_ms) else { return now };
         let since = failover::assigned_since(ctx.view, &self.paths)
-            .filter(|&r| r > started && r < ctx.now_ms);
+            .filter(|&r| r >= started && r < ctx.now_ms);
         match since.and_then(latest_after) {
             Some(fire) => (fire - 1, fire - 1),
             None => now,
+        }
+    }
+
+    /// The view shows a reshard only now: one made after we had items to answer for (our last
+    /// start, or since we began registering) but before our fire path took over answers the
+    /// latest fire in between, and nobody else runs our items of it. Handled now, unless a
+    /// later fire came first (then it is recorded as late).
+    pub(super) fn late_reshard(&mut self, ctx: &Ctx<'_>) {
+        let Some((started, from)) = self.resume_window else { return };
+        let Some(made) = failover::assigned_since(ctx.view, &self.paths) else { return };
+        if made < started || made >= from {
+            return;
+        }
+        self.resume_window = None;
+        let Some(schedule) = self.schedule.as_ref() else { return };
+        let Some(fire) = schedule.last_in(made, from) else { return };
+        if schedule.next_after(from).is_some_and(|next| next <= ctx.now_ms) {
+            self.skip(fire, SkipReason::Late);
+        } else {
+            self.enqueue(fire, FireKind::Scheduled, None);
         }
     }
 
