@@ -750,6 +750,17 @@ impl Fire<'_> {
             acc.add(format!("skipped: {}", reason_class(r)));
             return;
         }
+        // An owner whose clock runs behind the registry's by `s` comes to each fire `s` late:
+        // a job removed before then was gone when its clock reached the fire (GUARANTEES.md,
+        // section 2).
+        let reached_after_removal = owners.iter().any(|&w| {
+            let skew = tl.skew_at(w, at);
+            skew < 0 && tl.removed.get(job).is_some_and(|&gone| gone < at - skew + 1_000)
+        });
+        if reached_after_removal {
+            acc.add("exempt: job removed before the owner's clock reached the fire");
+            return;
+        }
         if owners.iter().any(|&w| tl.server_disabled(job, w, at)) {
             acc.add("exempt: server disabled");
             return;
