@@ -68,12 +68,15 @@ impl JobProtocol {
     }
 
     /// With `maxTimeDiffSeconds` set, what to do before this clock may count fires: compare it
-    /// with the registry's when the last comparison is old (or never made), wait while it was
+    /// with the registry's unless it was compared just now, wait while it was
     /// off; `None` once it is known good.
     pub(super) fn clock_unchecked(&self, ctx: &Ctx<'_>) -> Option<Option<Next>> {
         self.config.max_time_diff()?;
         match self.clock_checked {
-            Some((at, true)) if ctx.now_ms - at < CLOCK_CHECK_FRESH_MS => None,
+            // Only a comparison made now vouches for the clock: one made a while ago says
+            // nothing of a jump since (an NTP step, a VM resumed), and missed fires counted
+            // by a clock that jumped ahead would run fires not due yet.
+            Some((at, true)) if at == ctx.now_ms => None,
             Some((at, false)) if ctx.now_ms - at < CLOCK_RECHECK_MS => Some(None),
             _ => Some(Some(Next::Request(Pending::SkewCheck, Request::RegistryTime))),
         }
@@ -310,7 +313,5 @@ pub(super) struct CatchUp {
     pub item_fires: Vec<(u32, i64)>,
 }
 
-/// How long a good comparison of the clock with the registry's stays good for counting fires.
-const CLOCK_CHECK_FRESH_MS: i64 = 60_000;
 /// How long after a bad comparison the clock is compared again.
 const CLOCK_RECHECK_MS: i64 = 5_000;
