@@ -303,7 +303,7 @@ pub fn queue(
             queued.push(orphan.item);
             continue;
         }
-        if let (Orphaned::Missed, Some((version, entry))) = (orphan.why, existing) {
+        if let (Orphaned::Missed, Some((version, entry))) = (orphan.why, existing.clone()) {
             queued.push(orphan.item);
             ops.push(TxnOp::check(paths.failover_item(orphan.item), Some(version)));
             if entry.is_none_or(|e| e.fire_ms < orphan.fire_ms) {
@@ -328,11 +328,29 @@ pub fn queue(
             why: orphan.why,
             dead: dead.to_owned(),
         };
-        ops.push(TxnOp::create(
-            paths.failover_item(orphan.item),
-            entry.encode(),
-            CreateMode::Persistent,
-        ));
+        let path = paths.failover_item(orphan.item);
+        match existing {
+            None => ops.push(TxnOp::create(path, entry.encode(), CreateMode::Persistent)),
+            // An interrupted run of an item queued already for another instance's missed
+            // fire (or for garbage): that entry's claim waits for our marker to go, which
+            // only a re-run of ours removes. Ours takes the entry; the missed fire is owed as
+            // a misfire, caught up by the item's owner after the re-run (a second entry
+            // failed the whole transaction, every time, and the item was blocked for good).
+            Some((version, other)) => {
+                ops.push(TxnOp::set(path, entry.encode(), Some(version)));
+                if let Some(missed) = other.filter(|e| e.why == Orphaned::Missed) {
+                    let marker = paths.item_node(orphan.item, ItemNode::Misfire);
+                    ops.push(match view.get(&marker) {
+                        Some(node) => TxnOp::check(marker, Some(node.version)),
+                        None => TxnOp::create(
+                            marker,
+                            missed.fire_ms.to_string(),
+                            CreateMode::Persistent,
+                        ),
+                    });
+                }
+            }
+        }
     }
     if let Some(ledger) = view.get(&paths.ledger(dead)) {
         ops.push(TxnOp::delete(paths.ledger(dead), Some(ledger.version)));

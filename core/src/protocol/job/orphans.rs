@@ -220,7 +220,10 @@ impl JobProtocol {
         let runs_elsewhere = |n: u32| {
             execution::running_owner(ctx.view, &self.paths, n).is_some_and(|owner| owner != self.me)
         };
-        let idle: Vec<u32> = items.iter().copied().filter(|&n| !runs_elsewhere(n)).collect();
+        // An item queued for failover is re-run by its taker first: the catch-up comes after.
+        let queued = |n: u32| ctx.view.exists(&self.paths.failover_item(n));
+        let idle: Vec<u32> =
+            items.iter().copied().filter(|&n| !runs_elsewhere(n) && !queued(n)).collect();
         let owed = execution::misfired(ctx.view, &self.paths, &idle);
         if owed.is_empty() {
             return None;
