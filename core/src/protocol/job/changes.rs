@@ -6,7 +6,8 @@ use crate::config::store;
 use crate::cron::CronSchedule;
 use crate::events::{FireKind, SchedulerEvent, SkipReason};
 use crate::layout::{ItemNode, JobNode};
-use crate::protocol::{election, sharding};
+use crate::protocol::records::Ledger;
+use crate::protocol::{election, execution, sharding};
 use crate::registry::{CreateMode, RegistryError, SessionEvent, TxnOp};
 
 impl JobProtocol {
@@ -177,6 +178,7 @@ impl JobProtocol {
             || config.job_sharding_strategy_type != self.config.job_sharding_strategy_type;
         let failover_off =
             self.failover_enabled() && !(config.failover && config.monitor_execution);
+        let failover_on = !self.failover_enabled() && config.failover && config.monitor_execution;
         self.config = config.clone();
         self.schedule = schedule;
         self.actions.push(super::Action::UseConfig(Box::new(config)));
@@ -193,6 +195,14 @@ impl JobProtocol {
         // stale ledger read as what an instance last started, if it is turned on again.
         if failover_off && self.is_leader(ctx) {
             self.clear_queue_owed = true;
+        }
+        // Failover turned on: the directories it needs are ensured, and with misfire on our
+        // ledger says from when on our missed fires are owed (as registration writes them),
+        // or a crash before our next start would leave the survivors nothing to count our
+        // missed fires from. A clear still owed for the turning off would remove it.
+        if failover_on {
+            self.clear_queue_owed = false;
+            self.ledger_mark_owed = true;
         }
     }
 
@@ -508,6 +518,21 @@ impl JobProtocol {
             } else {
                 let ops = vec![TxnOp::delete(trigger, None)];
                 return Some(Next::Request(Pending::DeleteTrigger, Request::Txn(ops)));
+            }
+        }
+        if self.ledger_mark_owed {
+            let ledger = self.paths.ledger(&self.me);
+            if !self.failover_enabled() || ctx.view.exists(&ledger) {
+                self.ledger_mark_owed = false;
+            } else if let Some(next) = self.ensure_directories(ctx) {
+                // Failover was never on: what it needs is missing (registration makes it).
+                return Some(next);
+            } else if !self.config.misfire {
+                self.ledger_mark_owed = false;
+            } else {
+                let mark = Ledger { last_fire_ms: Some(ctx.now_ms - 1), ..Ledger::default() };
+                let op = execution::write_ledger(ctx.view, &self.paths, &self.me, &mark);
+                return Some(Next::Request(Pending::MarkLedger, Request::Txn(vec![op])));
             }
         }
         if self.clear_queue_owed {

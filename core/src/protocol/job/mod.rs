@@ -122,6 +122,8 @@ enum Pending {
     Finish(Vec<Held>),
     DeleteTrigger,
     ClearQueue,
+    /// The ledger's mark written when failover was turned on.
+    MarkLedger,
     ConfirmGone,
     Fire(fire::Step),
     Claim {
@@ -200,6 +202,9 @@ pub struct JobProtocol {
     abdicate_owed: bool,
     trigger_owed: bool,
     clear_queue_owed: bool,
+    /// Failover was turned on: the directories it needs, and our ledger's mark (from when on
+    /// our missed fires are owed), are to be written.
+    ledger_mark_owed: bool,
     confirm_gone_owed: bool,
     /// Fires that fell due and wait to be handled, in order.
     due: VecDeque<(i64, FireKind, Option<Vec<u32>>)>,
@@ -286,6 +291,7 @@ impl JobProtocol {
             abdicate_owed: false,
             trigger_owed: false,
             clear_queue_owed: false,
+            ledger_mark_owed: false,
             confirm_gone_owed: false,
             due: VecDeque::new(),
             fire: None,
@@ -485,6 +491,12 @@ impl JobProtocol {
             Pending::ClearQueue => {
                 if self.tolerate(result, super::failover::is_lost_race) {
                     self.clear_queue_owed = false;
+                }
+            }
+            Pending::MarkLedger => {
+                // Written meanwhile (a start writes it too): nothing left to mark.
+                if self.tolerate(result, |e| e.transaction_failure().is_some()) {
+                    self.ledger_mark_owed = false;
                 }
             }
             Pending::ConfirmGone => self.on_confirm_gone(result, ctx),

@@ -167,13 +167,8 @@ impl JobProtocol {
             }
         }
         if self.failover_enabled() {
-            for (k, dir) in self.directories().into_iter().enumerate() {
-                if !view.exists(&dir) && !self.registration.ensured.contains(&dir) {
-                    return Next::Request(
-                        Pending::Register(Step::Directory(k)),
-                        Request::Ensure(dir),
-                    );
-                }
+            if let Some(next) = self.ensure_directories(ctx) {
+                return next;
             }
             // Items a lost session left running are orphans once their code returned (the
             // cancellation asked it to): queue them only then, or a taker would run them
@@ -420,7 +415,16 @@ impl JobProtocol {
     }
 
     /// The directories failover needs, in the order registration ensures them.
-    fn directories(&self) -> [String; 2] {
+    /// The request that ensures the next directory failover needs, if one is missing.
+    pub(super) fn ensure_directories(&self, ctx: &Ctx<'_>) -> Option<Next> {
+        let (k, dir) =
+            self.directories().into_iter().enumerate().find(|(_, dir)| {
+                !ctx.view.exists(dir) && !self.registration.ensured.contains(dir)
+            })?;
+        Some(Next::Request(Pending::Register(Step::Directory(k)), Request::Ensure(dir)))
+    }
+
+    pub(super) fn directories(&self) -> [String; 2] {
         [self.paths.ledgers(), self.paths.failover_items()]
     }
 
