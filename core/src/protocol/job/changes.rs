@@ -6,6 +6,7 @@ use crate::config::store;
 use crate::cron::CronSchedule;
 use crate::events::{FireKind, SchedulerEvent, SkipReason};
 use crate::layout::{ItemNode, JobNode};
+use crate::protocol::execution::ledger_of;
 use crate::protocol::records::Ledger;
 use crate::protocol::{election, execution, sharding};
 use crate::registry::{CreateMode, RegistryError, SessionEvent, TxnOp};
@@ -203,6 +204,7 @@ impl JobProtocol {
         if failover_on {
             self.clear_queue_owed = false;
             self.ledger_mark_owed = true;
+            self.failover_on_ms = ctx.now_ms - 1;
         }
     }
 
@@ -325,6 +327,10 @@ impl JobProtocol {
                 self.bid_blocked = None;
                 // What garbage the job's nodes hold is the new leader's to report and repair.
                 self.audit_owed = true;
+                // With failover off, what failover left (queued entries, ledgers) is stale: the
+                // leader clears it when failover is turned off, but that leader may have been
+                // gone then.
+                self.clear_queue_owed |= !self.failover_enabled();
                 self.leader_seen = Some(self.me.clone());
                 if !self.was_leader {
                     let job = self.job().to_owned();
@@ -521,8 +527,11 @@ impl JobProtocol {
             }
         }
         if self.ledger_mark_owed {
-            let ledger = self.paths.ledger(&self.me);
-            if !self.failover_enabled() || ctx.view.exists(&ledger) {
+            // A ledger written since failover was turned on (by a start, or by us) is current.
+            let current = ledger_of(ctx.view, &self.paths, &self.me)
+                .and_then(Result::ok)
+                .is_some_and(|l| l.last_fire_ms.is_some_and(|last| last >= self.failover_on_ms));
+            if !self.failover_enabled() || current {
                 self.ledger_mark_owed = false;
             } else if let Some(next) = self.ensure_directories(ctx) {
                 // Failover was never on: what it needs is missing (registration makes it).
@@ -530,6 +539,9 @@ impl JobProtocol {
             } else if !self.config.misfire {
                 self.ledger_mark_owed = false;
             } else {
+                // What an earlier time with failover on left in it is stale (nothing was
+                // recorded while it was off, and the leader that was to clear it may have
+                // been gone): it is replaced.
                 let mark = Ledger { last_fire_ms: Some(ctx.now_ms - 1), ..Ledger::default() };
                 let op = execution::write_ledger(ctx.view, &self.paths, &self.me, &mark);
                 return Some(Next::Request(Pending::MarkLedger, Request::Txn(vec![op])));

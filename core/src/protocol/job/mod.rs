@@ -205,6 +205,8 @@ pub struct JobProtocol {
     /// Failover was turned on: the directories it needs, and our ledger's mark (from when on
     /// our missed fires are owed), are to be written.
     ledger_mark_owed: bool,
+    /// When failover was last turned on (the mark's time).
+    failover_on_ms: i64,
     confirm_gone_owed: bool,
     /// Fires that fell due and wait to be handled, in order.
     due: VecDeque<(i64, FireKind, Option<Vec<u32>>)>,
@@ -292,6 +294,7 @@ impl JobProtocol {
             trigger_owed: false,
             clear_queue_owed: false,
             ledger_mark_owed: false,
+            failover_on_ms: 0,
             confirm_gone_owed: false,
             due: VecDeque::new(),
             fire: None,
