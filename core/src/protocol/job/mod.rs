@@ -241,6 +241,8 @@ pub struct JobProtocol {
     /// The last comparison of this clock with the registry's (with `maxTimeDiffSeconds` set):
     /// when, and whether it was within the bound.
     clock_checked: Option<(i64, bool)>,
+    /// The registry's time minus ours, at the last comparison.
+    registry_offset_ms: i64,
     flag_attempts: u32,
     last_error: Option<String>,
     /// Garbage last reported per path (the node's version and value), so that each change of
@@ -313,6 +315,7 @@ impl JobProtocol {
             claim_blocked: None,
             catch_up_blocked: None,
             clock_checked: None,
+            registry_offset_ms: 0,
             flag_attempts: 0,
             last_error: None,
             reported: BTreeMap::new(),

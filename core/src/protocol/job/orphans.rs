@@ -90,6 +90,7 @@ impl JobProtocol {
             .map_or(i64::MAX, |m| i64::try_from(m.as_millis()).unwrap_or(i64::MAX));
         let ok = (ctx.now_ms - registry_ms).abs() <= max_ms;
         self.clock_checked = Some((ctx.now_ms, ok));
+        self.registry_offset_ms = registry_ms - ctx.now_ms;
         // A leader whose clock is off skips every fire, and with them the reshards it owes:
         // it steps down (and bids no more while off) so that another instance leads.
         if !ok && self.is_leader(ctx) {

@@ -37,6 +37,8 @@ pub(super) struct Registration {
     /// When this process's first registration began (before its instance node was written):
     /// a new instance's items are those of assignments made since.
     began_ms: Option<i64>,
+    /// This registration said that the clock is off.
+    clock_reported: bool,
     /// The leftovers' transaction lost a race at this view revision: decided again once the
     /// view moved on, a bounded number of times (`leftovers_attempts`).
     leftovers_raced_at: Option<u64>,
@@ -75,6 +77,7 @@ impl Registration {
             ensured: Vec::new(),
             started_before: None,
             began_ms: None,
+            clock_reported: false,
             leftovers_raced_at: None,
             leftovers_attempts: 0,
         }
@@ -181,16 +184,28 @@ impl JobProtocol {
             }
             if let Some(ops) = self.leftovers(ctx).filter(|_| !self.registration.leftovers_done) {
                 // The missed fires are counted by this clock (see `clock_unchecked`): compare
-                // it first; too far off, queue nothing by it (and say so).
+                // it first; too far off, count them by the registry's time instead (and say
+                // so). Left unqueued, what an earlier process left would block its items for
+                // good: its markers name this instance, live again.
                 match self.clock_unchecked(ctx) {
                     Some(Some(next)) => return next,
                     Some(None) => {
-                        self.registration.leftovers_done = true;
-                        let job = self.job().to_owned();
-                        self.emit(crate::events::SchedulerEvent::Error {
-                            job,
-                            message: "this instance's clock is further off the registry's than maxTimeDiffSeconds allows: fires it missed are not counted by it, and what an earlier process left is not queued for failover (fix the clock)".into(),
-                        });
+                        if !std::mem::replace(&mut self.registration.clock_reported, true) {
+                            let job = self.job().to_owned();
+                            self.emit(crate::events::SchedulerEvent::Error {
+                                job,
+                                message: "this instance's clock is further off the registry's than maxTimeDiffSeconds allows: it skips its fires, and counts the fires it missed by the registry's time (fix the clock)".into(),
+                            });
+                        }
+                        let registry_now =
+                            Ctx { now_ms: ctx.now_ms + self.registry_offset_ms, ..*ctx };
+                        match self.leftovers(&registry_now) {
+                            Some(ops) => {
+                                let request = Request::Txn(ops);
+                                return Next::Request(Pending::Register(Step::Leftovers), request);
+                            }
+                            None => self.registration.leftovers_done = true,
+                        }
                     }
                     None => {
                         return Next::Request(Pending::Register(Step::Leftovers), Request::Txn(ops))
