@@ -118,12 +118,6 @@ impl View {
         }
     }
 
-    /// Whether this process's last write to `path` is still waiting for the watch: until
-    /// it arrives, the view may lack changes others committed before that write.
-    pub fn unconfirmed(&self, path: &str) -> bool {
-        self.pending.contains_key(path)
-    }
-
     pub fn exists(&self, path: &str) -> bool {
         self.get(path).is_some()
     }

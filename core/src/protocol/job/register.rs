@@ -213,16 +213,6 @@ impl JobProtocol {
                 }
             }
         }
-        // Where the fire path resumes depends on the reshards made since we began: decide it
-        // once the watch has delivered our own writes (the view shows them at once, but a slow
-        // watch would still hide a reshard our node triggered, and the fire it answers).
-        if self.registration.first {
-            let behind = view.unconfirmed(&self.paths.instance(&self.me))
-                || view.unconfirmed(&self.paths.ledger(&self.me));
-            if behind {
-                return Next::Idle;
-            }
-        }
         let (_, resume) = self.resume(ctx);
         if self.registration.first {
             let started = self.registration.started_before.flatten();
