@@ -565,6 +565,14 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             ));
             continue;
         }
+        // The job was removed before the re-run was due (a claimer may be busy, or cut off,
+        // for up to the liveness bound): nothing is owed any more (GUARANTEES.md, section 2).
+        let removed_before_due =
+            tl.removed.get(job).is_some_and(|&t| t < noticed + FAILOVER_SLACK_MS);
+        if counted == 0 && removed_before_due {
+            acc.add(format!("interrupted: owner {how}, job removed before the re-run was due"));
+            continue;
+        }
         let message = match counted {
             1 => {
                 acc.add(format!("interrupted: owner {how}, failed over"));
