@@ -1955,19 +1955,16 @@ fn run_garbage(backend: Backend, address: &str) {
         c.all_completed(first + PERIOD_MS)
     });
 
-    // The config: every worker rejects it (the last good one stays), the leader writes its own
-    // back.
+    // The config: the workers that see it reject it (the last good one stays), the leader
+    // writes its own back. Not necessarily every worker sees it: the leader's repair can come
+    // before another worker's watch reads the node (ZooKeeper's watches notify, then the
+    // data is read; a watch may coalesce changes), and that worker only ever sees the good
+    // config.
     let config = format!("/{JOB}/config");
     let written = now_ms();
     operator_write(&registry, &config, b"cron: [unclosed");
-    c.wait_for(Duration::from_secs(10), "config_rejected from every worker", |c| {
-        let rejected: BTreeSet<usize> = c
-            .events
-            .iter()
-            .filter(|e| e.event == "config_rejected" && e.at >= written)
-            .map(|e| e.worker)
-            .collect();
-        (rejected.len() == 3).then_some(())
+    c.wait_for(Duration::from_secs(10), "config_rejected from a worker", |c| {
+        c.events.iter().any(|e| e.event == "config_rejected" && e.at >= written).then_some(())
     });
     await_node(&registry, &config, Duration::from_secs(10), |d| {
         String::from_utf8_lossy(d).contains(&format!("jobName: {JOB}"))
