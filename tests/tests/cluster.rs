@@ -520,3 +520,37 @@ async fn fires_missed_while_a_crash_went_unnoticed_get_one_catch_up() {
     cluster.assert_exclusive(JOB);
     cluster.assert_settled(JOB, &[&nodes[0], &nodes[1]], 6).await;
 }
+
+/// `servers/{ip}` nodes of IPs no instance uses any more (pods get a new IP each restart) are
+/// removed by the leader once the grace ran out; a server an operator disabled stays.
+#[tokio::test(start_paused = true)]
+async fn the_leader_removes_server_nodes_nobody_uses_after_the_grace() {
+    let cluster = TestCluster::new(27);
+    let grace = InstanceOptions {
+        settings: shardcron_core::runtime::Settings {
+            stale_server_grace: Some(Duration::from_secs(60)),
+            ..Default::default()
+        },
+        ..short_sessions()
+    };
+    let mut nodes = Vec::new();
+    for n in 1..=3 {
+        let node = cluster.instance_opts(&format!("10.0.0.{n}"), grace.clone()).await;
+        node.scheduler.add_job(config(4, false), working(1)).await.expect("add the job");
+        nodes.push(node);
+    }
+    until(&cluster, 10).await;
+    let ops = cluster.client();
+    JobOperations::new(&ops).set_server_disabled(JOB, "10.0.0.2", true).await.expect("disable");
+    // 10.0.0.2 (disabled) and 10.0.0.3 leave; 10.0.0.1 leads.
+    nodes[2].scheduler.shutdown(Duration::from_secs(60)).await.expect("stop 10.0.0.3");
+    nodes[1].scheduler.shutdown(Duration::from_secs(60)).await.expect("stop 10.0.0.2");
+    until(&cluster, 40).await;
+    let servers = |ip: &str| format!("/{JOB}/servers/{ip}");
+    assert!(ops.exists(&servers("10.0.0.3")).await.unwrap(), "kept within the grace");
+    until(&cluster, 80).await;
+    assert!(!ops.exists(&servers("10.0.0.3")).await.unwrap(), "removed after the grace");
+    assert!(ops.exists(&servers("10.0.0.2")).await.unwrap(), "a disabled server stays");
+    assert!(ops.exists(&servers("10.0.0.1")).await.unwrap(), "a server in use stays");
+    cluster.assert_exclusive(JOB);
+}

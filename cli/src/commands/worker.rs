@@ -137,6 +137,12 @@ pub struct Args {
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     pub shutdown_timeout_ms: u64,
 
+    /// How long a `servers/{ip}` node that no live instance has the IP of stays before the
+    /// job's leader removes it (IPs that change with every restart would pile up); 0 keeps
+    /// them all, as ElasticJob does. A server an operator disabled always stays.
+    #[arg(long, value_name = "MS", default_value_t = 600_000)]
+    pub stale_server_grace_ms: u64,
+
     /// Also run the namespace's script jobs (`props: script.command.line`), including ones
     /// added later with `shardcron add` or the console, if their program is allowed.
     #[arg(long)]
@@ -179,6 +185,7 @@ struct Plan {
     handlers: Option<shardcron::runtime::JobHandlers>,
     item: Duration,
     shutdown_timeout: Duration,
+    stale_server_grace: Option<Duration>,
     trace: Option<TraceConfig>,
     metrics: Option<std::net::SocketAddr>,
     fail_items: Vec<u32>,
@@ -239,6 +246,8 @@ impl Plan {
             handlers,
             item: Duration::from_millis(args.item_ms),
             shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
+            stale_server_grace: (args.stale_server_grace_ms > 0)
+                .then(|| Duration::from_millis(args.stale_server_grace_ms)),
             trace,
             metrics: args.metrics,
             fail_items: args.fail_items.clone(),
@@ -351,7 +360,11 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
             let _ = tx.send(line);
         }
     });
-    let settings = Settings { shutdown_timeout: plan.shutdown_timeout, ..Settings::default() };
+    let settings = Settings {
+        shutdown_timeout: plan.shutdown_timeout,
+        stale_server_grace: plan.stale_server_grace,
+        ..Settings::default()
+    };
     // The items' wait, then the time to leave the registry.
     let deadline = plan.shutdown_timeout + Duration::from_secs(10);
     let mut builder =

@@ -98,6 +98,11 @@ pub struct Settings {
     pub shutdown_timeout: Duration,
     /// The sharding strategies configs may name: the built-ins plus custom ones.
     pub strategies: ShardingStrategies,
+    /// How long a `servers/{ip}` node that no live instance has the IP of stays before the
+    /// job's leader removes it (ten minutes by default). Where IPs change with every restart
+    /// (Kubernetes pods) they would pile up otherwise, as they do in ElasticJob. A node an
+    /// operator set to `DISABLED` stays. `None` keeps them all.
+    pub stale_server_grace: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -107,6 +112,7 @@ impl Default for Settings {
             sharding_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(30),
             strategies: ShardingStrategies::default(),
+            stale_server_grace: Some(Duration::from_secs(600)),
         }
     }
 }

@@ -92,6 +92,7 @@ impl JobRunner {
             sharding_timeout_ms: millis(shared.settings.sharding_timeout),
             shutdown_timeout_ms: millis(shared.settings.shutdown_timeout),
             once_listeners: !shared.once_listeners.is_empty(),
+            stale_server_grace_ms: shared.settings.stale_server_grace.map(millis),
             strategies: shared.settings.strategies.clone(),
             known: shared.known.clone(),
             ..job::Settings::default()

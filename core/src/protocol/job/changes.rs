@@ -88,6 +88,9 @@ impl JobProtocol {
         if matches!(node, JobNode::Instance(_)) {
             self.membership_changed = true;
         }
+        if matches!(node, JobNode::Instance(_) | JobNode::Server(_) | JobNode::LeaderInstance) {
+            self.servers_audit_owed = true;
+        }
         if let JobNode::Server(ip) = &node {
             let path = self.paths.server(ip);
             if !ctx.view.exists(&path) {

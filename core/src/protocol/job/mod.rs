@@ -31,6 +31,7 @@ mod once;
 mod orphans;
 mod register;
 mod repair;
+mod servers;
 #[cfg(test)]
 mod transcripts;
 
@@ -68,6 +69,9 @@ pub struct Settings {
     pub catch_up_ms: i64,
     /// Whether distribute-once listeners are registered (their records cost registry writes).
     pub once_listeners: bool,
+    /// How long a server node no live instance has the IP of stays before the leader removes
+    /// it; `None` keeps them all, as ElasticJob does.
+    pub stale_server_grace_ms: Option<i64>,
     pub strategies: ShardingStrategies,
     /// The strategy and error-handler names configs may use here.
     pub known: KnownTypes,
@@ -81,11 +85,15 @@ impl Default for Settings {
             cancel_grace_ms: 1_000,
             catch_up_ms: 200,
             once_listeners: false,
+            stale_server_grace_ms: Some(DEFAULT_STALE_SERVER_GRACE_MS),
             strategies: ShardingStrategies::default(),
             known: KnownTypes::default(),
         }
     }
 }
+
+/// How long an unused server node stays by default: ten minutes.
+pub const DEFAULT_STALE_SERVER_GRACE_MS: i64 = 600_000;
 
 /// What every step reads besides its input.
 #[derive(Debug, Clone, Copy)]
@@ -124,6 +132,8 @@ enum Pending {
     ClearQueue,
     /// The ledger's mark written when failover was turned on.
     MarkLedger,
+    /// The removal of a server node no live instance uses.
+    DeleteServer,
     ConfirmGone,
     Fire(fire::Step),
     Claim {
@@ -207,6 +217,11 @@ pub struct JobProtocol {
     ledger_mark_owed: bool,
     /// When failover was last turned on (the mark's time).
     failover_on_ms: i64,
+    /// Leader: server nodes no live instance uses, with since when (`servers`).
+    stale_servers: std::collections::BTreeMap<String, i64>,
+    /// Membership, a server node or leadership changed, or a grace ran out: look at the
+    /// server nodes again.
+    servers_audit_owed: bool,
     confirm_gone_owed: bool,
     /// Fires that fell due and wait to be handled, in order.
     due: VecDeque<(i64, FireKind, Option<Vec<u32>>)>,
@@ -297,6 +312,8 @@ impl JobProtocol {
             clear_queue_owed: false,
             ledger_mark_owed: false,
             failover_on_ms: 0,
+            stale_servers: std::collections::BTreeMap::new(),
+            servers_audit_owed: false,
             confirm_gone_owed: false,
             due: VecDeque::new(),
             fire: None,
@@ -367,7 +384,10 @@ impl JobProtocol {
             Input::Start => self.registration = Registration::starting(),
             Input::FireDue { fire_ms } => self.on_fire_due(fire_ms, ctx),
             Input::ReconcileDue => self.on_reconcile(ctx),
-            Input::WaitDue => self.armed_wait = None,
+            Input::WaitDue => {
+                self.armed_wait = None;
+                self.servers_audit_owed = true;
+            }
             Input::Changed(node) => self.on_change(node, ctx),
             Input::Resynced => self.on_resync(ctx),
             Input::Session(event) => self.on_session(event, ctx),
@@ -456,6 +476,9 @@ impl JobProtocol {
         if let Some(next) = self.housekeeping_next(ctx) {
             return next;
         }
+        if let Some(next) = self.stale_servers_next(ctx) {
+            return next;
+        }
         if let Some(next) = self.once_next() {
             return next;
         }
@@ -498,6 +521,10 @@ impl JobProtocol {
                 if self.tolerate(result, super::failover::is_lost_race) {
                     self.clear_queue_owed = false;
                 }
+            }
+            // Changed or gone meanwhile: looked at again on the view that shows it.
+            Pending::DeleteServer => {
+                self.tolerate(result, |e| e.transaction_failure().is_some());
             }
             Pending::MarkLedger => {
                 // Written meanwhile (a start writes it too): nothing left to mark.
@@ -619,10 +646,8 @@ impl JobProtocol {
     fn wait_deadline(&self) -> Option<i64> {
         let fire = self.fire.as_ref().and_then(FireState::deadline);
         let stop = self.stop.as_ref().and_then(StopState::deadline);
-        match (fire, stop) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let servers = self.stale_servers_deadline();
+        [fire, stop, servers].into_iter().flatten().min()
     }
 
     /// Arms the next fire strictly after `after_ms` (or the latest overdue one, if the job fell
