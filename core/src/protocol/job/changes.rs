@@ -200,6 +200,11 @@ impl JobProtocol {
         if failover_off && self.is_leader(ctx) {
             self.clear_queue_owed = true;
         }
+        // And each instance's markers of runs that ended unrecorded, queued a moment ago, no
+        // longer have a taker: they would hold their items back for good.
+        if failover_off {
+            self.own_markers_owed = true;
+        }
         // Failover turned on: the directories it needs are ensured, and with misfire on our
         // ledger says from when on our missed fires are owed (as registration writes them),
         // or a crash before our next start would leave the survivors nothing to count our
@@ -527,6 +532,18 @@ impl JobProtocol {
             } else {
                 let ops = vec![TxnOp::delete(trigger, None)];
                 return Some(Next::Request(Pending::DeleteTrigger, Request::Txn(ops)));
+            }
+        }
+        if self.own_markers_owed {
+            // Not while runs a lost session left are returning (their markers are theirs).
+            if self.failover_enabled() {
+                self.own_markers_owed = false;
+            } else if !self.in_flight.as_ref().is_some_and(|f| f.cancelled) {
+                self.own_markers_owed = false;
+                let ops = self.stale_own_markers(ctx);
+                if !ops.is_empty() {
+                    return Some(Next::Request(Pending::DropOwnMarkers, Request::Txn(ops)));
+                }
             }
         }
         if self.ledger_mark_owed {

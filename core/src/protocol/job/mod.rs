@@ -134,6 +134,8 @@ enum Pending {
     MarkLedger,
     /// The removal of a server node no live instance uses.
     DeleteServer,
+    /// Failover was turned off: our markers of runs nobody will run again go.
+    DropOwnMarkers,
     ConfirmGone,
     Fire(fire::Step),
     Claim {
@@ -215,6 +217,8 @@ pub struct JobProtocol {
     /// Failover was turned on: the directories it needs, and our ledger's mark (from when on
     /// our missed fires are owed), are to be written.
     ledger_mark_owed: bool,
+    /// Failover was turned off: our markers of runs nobody will run again are to go.
+    own_markers_owed: bool,
     /// When failover was last turned on (the mark's time).
     failover_on_ms: i64,
     /// Leader: server nodes no live instance uses, with since when (`servers`).
@@ -311,6 +315,7 @@ impl JobProtocol {
             trigger_owed: false,
             clear_queue_owed: false,
             ledger_mark_owed: false,
+            own_markers_owed: false,
             failover_on_ms: 0,
             stale_servers: std::collections::BTreeMap::new(),
             servers_audit_owed: false,
@@ -523,6 +528,10 @@ impl JobProtocol {
                 }
             }
             // Changed or gone meanwhile: looked at again on the view that shows it.
+            // Changed meanwhile (taken over, finished): nothing of ours is left there.
+            Pending::DropOwnMarkers => {
+                self.tolerate(result, |e| e.transaction_failure().is_some());
+            }
             Pending::DeleteServer => {
                 self.tolerate(result, |e| e.transaction_failure().is_some());
             }

@@ -156,15 +156,7 @@ impl JobProtocol {
                 return Next::Idle;
             }
             self.registration.leftovers_done = true;
-            let held = self.held_items();
-            let ops: Vec<TxnOp> = (0..self.total())
-                .filter(|n| !held.contains(n))
-                .filter_map(|n| {
-                    let path = self.paths.item_node(n, crate::layout::ItemNode::Running);
-                    let node = view.get(&path)?;
-                    (node.text().trim() == self.me).then(|| TxnOp::delete(path, Some(node.version)))
-                })
-                .collect();
+            let ops = self.stale_own_markers(ctx);
             if !ops.is_empty() {
                 return Next::Request(Pending::Register(Step::Leftovers), Request::Txn(ops));
             }
@@ -420,6 +412,21 @@ impl JobProtocol {
     }
 
     /// The directories failover needs, in the order registration ensures them.
+    /// The deletes of the `running` markers naming us on items we do not hold (a run that
+    /// ended unrecorded, with failover on): with failover off nothing runs them again, and
+    /// left in place they would hold every reshard back for good (they name a live instance).
+    pub(super) fn stale_own_markers(&self, ctx: &Ctx<'_>) -> Vec<TxnOp> {
+        let held = self.held_items();
+        (0..self.total())
+            .filter(|n| !held.contains(n))
+            .filter_map(|n| {
+                let path = self.paths.item_node(n, crate::layout::ItemNode::Running);
+                let node = ctx.view.get(&path)?;
+                (node.text().trim() == self.me).then(|| TxnOp::delete(path, Some(node.version)))
+            })
+            .collect()
+    }
+
     /// The request that ensures the next directory failover needs, if one is missing.
     pub(super) fn ensure_directories(&self, ctx: &Ctx<'_>) -> Option<Next> {
         let (k, dir) =
