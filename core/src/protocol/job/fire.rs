@@ -138,6 +138,20 @@ impl JobProtocol {
         if !f.skew_checked && self.config.max_time_diff().is_some() {
             return Decision::Ask(Step::Skew, Request::RegistryTime);
         }
+        // A scheduled fire handled only once the next one fell due (it waited for a reshard)
+        // is superseded by it: run now, it would run partly under an assignment made after its
+        // time. Recorded late, not misfired (even while a run of ours goes on): the departure
+        // of an instance that owned items at it counts it among the fires that instance
+        // missed, and a misfire marker would have it run twice.
+        if f.kind == FireKind::Scheduled
+            && self
+                .schedule
+                .as_ref()
+                .and_then(|s| s.next_after(f.fire_ms))
+                .is_some_and(|n| n <= ctx.now_ms)
+        {
+            return Decision::Skip(SkipReason::Late);
+        }
         if self.in_flight.is_some() || f.misfired {
             if f.kind == FireKind::Manual && !f.misfired {
                 // A trigger while this instance runs: it runs once the run ends.
@@ -215,17 +229,11 @@ impl JobProtocol {
                 Err(_) => return Decision::Wait(deadline),
             }
         }
-        f.sharding_deadline = None;
-        // A scheduled fire handled only once the next one fell due is superseded by it: run
-        // now, it would run partly under an assignment made after its time.
-        if f.kind == FireKind::Scheduled
-            && self
-                .schedule
-                .as_ref()
-                .and_then(|s| s.next_after(f.fire_ms))
-                .is_some_and(|n| n <= ctx.now_ms)
-        {
-            return Decision::Skip(SkipReason::Late);
+        // The fire waited for a reshard: a clock compared when it came says nothing of a jump
+        // since, and the clock decides below whether a later fire superseded it (two clocks
+        // that disagree would have it run here and be counted missed elsewhere).
+        if f.sharding_deadline.take().is_some() && self.config.max_time_diff().is_some() {
+            return Decision::Ask(Step::Skew, Request::RegistryTime);
         }
         let mut items = self.my_items(ctx);
         if f.kind == FireKind::Misfire {
