@@ -476,6 +476,23 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             acc.add(format!("interrupted: owner {how} (failover off)"));
             continue;
         }
+        // A run started while failover was off (as far as its instance could know: a change
+        // takes a watch round trip) is recorded nowhere, and its marker goes with the session:
+        // nothing can fail it over (GUARANTEES.md, section 2).
+        let started_at = facts.runs.get(&(job.clone(), *item)).and_then(|runs| {
+            runs.iter().filter(|(t, w, _)| *w == *who && *t <= *crash_at).map(|r| r.0).max()
+        });
+        let started_without = started_at.is_some_and(|t| {
+            let from = t - CHANGE_SLACK_MS;
+            tl.config_at(job, from).is_some_and(|c| !c.failover)
+                || tl.configs.get(job).is_some_and(|configs| {
+                    configs.iter().any(|(at, c)| *at > from && *at <= t && !c.failover)
+                })
+        });
+        if started_without {
+            acc.add(format!("interrupted: owner {how}, run started with failover off"));
+            continue;
+        }
         // When the departure shows to the survivors: a crashed instance's session ends a
         // session timeout after it; an ended session at once.
         let shows = match &entries[*idx].what {
