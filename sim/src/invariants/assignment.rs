@@ -26,7 +26,7 @@ pub(super) fn check(
         // Membership is still changing (liveness reports why); the assignment cannot be judged.
         return;
     }
-    for job in tl.configs.keys().filter(|j| !tl.removed.contains_key(*j)) {
+    for job in tl.configs.keys().filter(|j| !tl.gone_at_end(j)) {
         let Some(state) = tl.config_at(job, cp.at) else { continue };
         if state.disabled {
             continue; // skips its fires before sharding: no assignment to judge

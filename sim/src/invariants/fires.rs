@@ -294,8 +294,8 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
     let mut crash_losses: BTreeMap<(String, u32), Vec<LostToCrash>> = BTreeMap::new();
 
     for (job, configs) in &tl.configs {
-        let bound = tl.removed.get(job).copied().unwrap_or(i64::MAX).min(final_at);
         for (k, (from, state)) in configs.iter().enumerate() {
+            let bound = tl.removed_after(job, *from).unwrap_or(i64::MAX).min(final_at);
             let to = configs.get(k + 1).map_or(bound, |(t, _)| *t).min(bound);
             let Some(cron) = &state.cron else { continue };
             let tz = state.time_zone.as_deref().unwrap_or("");
@@ -368,11 +368,12 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // A count change that removed the item before its owner could run the catch-up (the
         // owner's own run ends first, then a watch round trip) leaves nothing to catch up.
         // So does the job's removal before the catch-up was due (GUARANTEES.md, section 2).
-        let removed = tl.configs.get(&job).is_some_and(|configs| {
-            configs.iter().any(|(t, state)| {
-                *t > skip_at && *t <= end + 2 * CHANGE_SLACK_MS && state.count <= item
-            })
-        }) || tl.removed.get(&job).is_some_and(|&t| t <= end + CHANGE_SLACK_MS);
+        let removed =
+            tl.configs.get(&job).is_some_and(|configs| {
+                configs.iter().any(|(t, state)| {
+                    *t > skip_at && *t <= end + 2 * CHANGE_SLACK_MS && state.count <= item
+                })
+            }) || tl.removed_after(&job, skip_at).is_some_and(|t| t <= end + CHANGE_SLACK_MS);
         if removed {
             continue;
         }
@@ -398,7 +399,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         let disabled_meanwhile = tl.item_disabled.get(&(job.clone(), item)).is_some_and(|l| {
             l.iter().any(|(from, on)| *on && *from > first.at && *from <= noticed_by)
         });
-        let job_removed = tl.removed.get(&job).is_some_and(|&t| t <= noticed_by);
+        let job_removed = tl.removed_after(&job, first.at).is_some_and(|t| t <= noticed_by);
         let removed_meanwhile = job_removed
             || tl.configs.get(&job).is_some_and(|configs| {
                 configs.iter().any(|(t, c)| *t > first.at && *t <= noticed_by && c.count <= item)
@@ -501,7 +502,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         };
         // A count change removed the item (while it ran, or before the departure showed), or
         // the job was removed: there is nothing to run again (GUARANTEES.md, section 2).
-        let job_removed = tl.removed.get(job).is_some_and(|&t| t <= shows + 1_000);
+        let job_removed = tl.removed_after(job, *crash_at).is_some_and(|t| t <= shows + 1_000);
         let removed = job_removed
             || tl.config_at(job, *crash_at).is_some_and(|c| c.count <= *item)
             || tl.configs.get(job).is_some_and(|configs| {
@@ -585,7 +586,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // The job was removed before the re-run was due (a claimer may be busy, or cut off,
         // for up to the liveness bound): nothing is owed any more (GUARANTEES.md, section 2).
         let removed_before_due =
-            tl.removed.get(job).is_some_and(|&t| t < noticed + FAILOVER_SLACK_MS);
+            tl.removed_after(job, *crash_at).is_some_and(|t| t < noticed + FAILOVER_SLACK_MS);
         if counted == 0 && removed_before_due {
             acc.add(format!("interrupted: owner {how}, job removed before the re-run was due"));
             continue;
@@ -780,7 +781,7 @@ impl Fire<'_> {
         // section 2).
         let reached_after_removal = owners.iter().any(|&w| {
             let skew = tl.skew_at(w, at);
-            skew < 0 && tl.removed.get(job).is_some_and(|&gone| gone < at - skew + 1_000)
+            skew < 0 && tl.removed_after(job, at).is_some_and(|gone| gone < at - skew + 1_000)
         });
         if reached_after_removal {
             acc.add("exempt: job removed before the owner's clock reached the fire");

@@ -179,7 +179,7 @@ fn leader_at(entries: &[Entry], job: &str, at: i64) -> Option<usize> {
 
 /// Whether the corruption must be reported.
 fn must_report(c: &Corrupted, tl: &Timeline, entries: &[Entry]) -> bool {
-    if tl.removed.get(&c.job).is_some_and(|&t| t <= c.at + LOSS_MS) {
+    if tl.removed_after(&c.job, c.at).is_some_and(|t| t <= c.at + LOSS_MS) {
         return false;
     }
     // Who would read it: the holder of an ephemeral node (its session's end takes the node,
@@ -236,7 +236,7 @@ pub(super) fn check(
     if !cp.unsettled.is_empty() {
         return;
     }
-    for job in tl.configs.keys().filter(|j| !tl.removed.contains_key(*j)) {
+    for job in tl.configs.keys().filter(|j| !tl.gone_at_end(j)) {
         let count = tl.config_at(job, cp.at).map_or(0, |s| s.count);
         let prefix = format!("/{job}/");
         for (path, (text, _)) in cp.nodes.range(prefix.clone()..) {

@@ -46,7 +46,7 @@ pub(super) fn check(
         return;
     }
     let live_from = tl.phase(Phase::Live).unwrap_or(0);
-    for job in tl.configs.keys().filter(|j| !tl.removed.contains_key(*j)) {
+    for job in tl.configs.keys().filter(|j| !tl.gone_at_end(j)) {
         let Some(holder) = cp.text(&format!("/{job}/leader/election/instance")) else { continue };
         // A disabled job skips its fires before sharding: its flags stay set, rightly.
         if tl.config_at(job, cp.at).is_some_and(|state| state.disabled) {

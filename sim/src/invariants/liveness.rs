@@ -36,7 +36,7 @@ pub(super) fn check(
         }
     }
     let instances = tl.down.len();
-    for job in tl.configs.keys().filter(|j| !tl.removed.contains_key(*j)) {
+    for job in tl.configs.keys().filter(|j| !tl.gone_at_end(j)) {
         let Some(state) = tl.config_at(job, from) else { continue };
         if state.disabled || state.cron.is_none() {
             continue;

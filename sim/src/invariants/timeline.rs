@@ -21,7 +21,9 @@ pub(crate) struct Timeline {
     pub down: BTreeMap<usize, Vec<(i64, i64, String)>>,
     /// Per job: its config from each time on.
     pub configs: BTreeMap<String, Vec<(i64, JobState)>>,
-    pub removed: BTreeMap<String, i64>,
+    /// Per job: when it was removed (a job can be added again under its name, and removed
+    /// again).
+    pub removed: BTreeMap<String, Vec<i64>>,
     pub item_disabled: BTreeMap<(String, u32), Vec<(i64, bool)>>,
     pub server_disabled: BTreeMap<(String, usize), Vec<(i64, bool)>>,
     /// `(time, instance)` of every crash.
@@ -155,7 +157,7 @@ impl Timeline {
                     t.configs.entry(state.job.clone()).or_default().push((at, state.clone()));
                 }
                 Note::JobRemoved { job } => {
-                    t.removed.insert(job.clone(), at);
+                    t.removed.entry(job.clone()).or_default().push(at);
                 }
                 Note::Work { work, error: None } => match work {
                     Workload::DisableItem { job, item } | Workload::EnableItem { job, item } => {
@@ -187,6 +189,22 @@ impl Timeline {
             .iter()
             .find(|(from, to, _)| *from <= at && at <= *to)
             .map(|(_, _, why)| why.as_str())
+    }
+
+    /// The first removal of `job` at or after `at`.
+    pub fn removed_after(&self, job: &str, at: i64) -> Option<i64> {
+        self.removed.get(job)?.iter().copied().find(|&t| t >= at)
+    }
+
+    /// Whether `job` was removed at the end of the run (not added again since).
+    pub fn gone_at_end(&self, job: &str) -> bool {
+        let last_removal = self.removed.get(job).and_then(|l| l.last().copied());
+        let last_config = self.configs.get(job).and_then(|l| l.last().map(|(t, _)| *t));
+        match (last_removal, last_config) {
+            (Some(gone), Some(added)) => gone >= added,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
     }
 
     /// How far `who`'s clock was off the registry's at `at`, in ms.
