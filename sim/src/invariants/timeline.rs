@@ -50,6 +50,8 @@ impl Timeline {
         let mut open: BTreeMap<(usize, &'static str), (i64, String)> = BTreeMap::new();
         let mut current_session: BTreeMap<usize, u64> = BTreeMap::new();
         let mut skew: BTreeMap<usize, i64> = BTreeMap::new();
+        // Jobs removed and not added again since.
+        let mut gone: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
         let mut instances = 0;
         let close = |open: &mut BTreeMap<(usize, &'static str), (i64, String)>,
                      down: &mut BTreeMap<usize, Vec<(i64, i64, String)>>,
@@ -153,11 +155,17 @@ impl Timeline {
                         t.down.entry(*i).or_default().push((at - d, at + d, why));
                     }
                 }
-                Note::Config(state) => {
+                // An operator's config change to a job removed from the schedulers (the
+                // registry takes the write) adds it to none: only adding the job does.
+                Note::Config(state) if !gone.contains(&state.job) => {
                     t.configs.entry(state.job.clone()).or_default().push((at, state.clone()));
                 }
                 Note::JobRemoved { job } => {
                     t.removed.entry(job.clone()).or_default().push(at);
+                    gone.insert(job.clone());
+                }
+                Note::Work { work: Workload::AddJob(spec), error: None } => {
+                    gone.remove(&spec.name);
                 }
                 Note::Work { work, error: None } => match work {
                     Workload::DisableItem { job, item } | Workload::EnableItem { job, item } => {
