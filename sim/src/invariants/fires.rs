@@ -735,10 +735,21 @@ impl Fire<'_> {
         let owner_at_fire = facts.owner_at(job, item, at);
         let first_up = owner_at_fire.is_none_or(|o| tl.not_up(o, at).is_none());
         let covers = |(idx, w, r): &&(usize, usize, SkipReason)| {
-            let owned_at_skip = facts.owner_at(job, item, entries[*idx].at) == Some(*w);
-            let direct = owned_at_skip || owner_at_fire == Some(*w) || heir == Some(*w);
+            let skip_at = entries[*idx].at;
+            let owned_at_skip = facts.owner_at(job, item, skip_at) == Some(*w);
+            // A fire that waited for a reshard is skipped under the assignment it made: the
+            // owner at the fire's time speaks for the item only if no reshard came between.
+            let resharded = facts
+                .assignments
+                .get(job)
+                .is_some_and(|list| list.iter().any(|(t, _)| *t > at && *t <= skip_at));
+            let owned_at_fire = owner_at_fire == Some(*w) && !resharded;
+            let direct = owned_at_skip || owned_at_fire || heir == Some(*w);
             match r {
                 SkipReason::NoItems => false,
+                // Skipped after a reshard made since the fire: only the new owner's misfire
+                // marks the item.
+                SkipReason::Misfire if resharded => owned_at_skip || heir == Some(*w),
                 SkipReason::Misfire => direct || (owners.contains(w) && first_up),
                 _ => owners.contains(w) || heir == Some(*w) || owned_at_skip,
             }
