@@ -206,9 +206,10 @@ impl JobProtocol {
             }
         }
         let (_, resume) = self.resume(ctx);
-        if self.registration.first {
-            let started = self.registration.started_before.flatten();
-            self.resume_window = started.or(self.registration.began_ms).map(|s| (s, resume));
+        // A new instance only: a restart's leftovers counted its missed fires up to now (a
+        // reshard shown late would have it run one of them twice).
+        if self.registration.first && self.registration.started_before.flatten().is_none() {
+            self.resume_window = self.registration.began_ms.map(|began| (began, resume));
         }
         self.registration.state = State::Done;
         self.registration.first = false;
@@ -268,9 +269,9 @@ impl JobProtocol {
         }
     }
 
-    /// The view shows a reshard only now: one made after we had items to answer for (our last
-    /// start, or since we began registering) but before our fire path took over answers the
-    /// latest fire in between, and nobody else runs our items of it. Handled now, unless a
+    /// The view shows a reshard only now: one made after this new instance began registering
+    /// but before its fire path took over answers the latest fire in between, and nobody else
+    /// runs our items of it. Handled now, unless a
     /// later fire came first (then it is recorded as late).
     pub(super) fn late_reshard(&mut self, ctx: &Ctx<'_>) {
         let Some((started, from)) = self.resume_window else { return };
