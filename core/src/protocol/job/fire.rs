@@ -211,6 +211,13 @@ impl JobProtocol {
                     return match plan {
                         Ok(mut plan) => {
                             plan.ops.extend(self.owed_on_reshard(&plan.assignment, ctx));
+                            // Fenced on the config it was computed with: a count or strategy
+                            // changed meanwhile (a leader just back from a partition sees the
+                            // change only after its first fire) fails it, and it is computed
+                            // again on the view that shows the change.
+                            if let Some(version) = self.config_version {
+                                plan.ops.push(TxnOp::check(self.paths.config(), Some(version)));
+                            }
                             f.pending_assignment = Some(plan.assignment);
                             Decision::Ask(
                                 Step::Reshard { seen: view.revision() },

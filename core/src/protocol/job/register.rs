@@ -205,6 +205,20 @@ impl JobProtocol {
                 }
             }
         }
+        // The version of the config this job runs with (what the leader's reshards are fenced
+        // on), unless a change showed it already.
+        if self.config_version.is_none() {
+            let path = self.paths.config();
+            let stored = view.get(&path).and_then(|node| {
+                let parsed = crate::config::store::parse_stored(
+                    self.job(),
+                    &node.data,
+                    &self.settings.known,
+                );
+                parsed.ok().filter(|c| *c == self.config).map(|_| node.version)
+            });
+            self.config_version = stored;
+        }
         let (_, resume) = self.resume(ctx);
         // A new instance only: a restart's leftovers counted its missed fires up to now (a
         // reshard shown late would have it run one of them twice).
