@@ -33,6 +33,12 @@
 //! explains the words used here (item, fire, instance, namespace, misfire, fencing token), what
 //! is guaranteed, and how to run a cluster on ZooKeeper or etcd.
 //!
+//! ## Examples
+//! The repository's `shardcron/examples/` holds runnable programs (`cargo run -p shardcron
+//! --example NAME`; the README has the table): `quickstart`, `axum_service` (the scheduler in
+//! a web service, with a graceful stop of both), `dataflow`, `script`, `failover_fencing` (how
+//! the fencing token stops a replaced owner's write), `zookeeper_cluster` and `etcd_cluster`.
+//!
 //! ## Layout
 //! - [`connect`] and [`RegistryUrl`]: open a registry from `mem:`, `zk://...` or `etcd://...`.
 //! - [`testing`]: a scheduler in virtual time, for your jobs' unit tests.
