@@ -17,18 +17,25 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// The registry failed or refused an operation; [`RegistryError::is_retryable`] says
+    /// whether trying again can help.
     #[error(transparent)]
     Registry(#[from] RegistryError),
 
+    /// A job config was refused; nothing was changed. The error names the field.
     #[error("invalid job config: {0}")]
     Config(#[from] ConfigError),
 
+    /// A cron expression or time zone that does not parse.
     #[error(transparent)]
     Cron(#[from] CronError),
 
+    /// A sharding strategy failed or is unknown.
     #[error(transparent)]
     Sharding(#[from] ShardingError),
 
+    /// A job's code or setup failed outside an item's run (an item's own failure goes to
+    /// the job's error handler, not here).
     #[error(transparent)]
     Job(#[from] JobError),
 
@@ -37,15 +44,26 @@ pub enum Error {
         "job {job}: the config stored in the registry is unusable ({reason}); fix it with the \
          operations API, or start with overwrite: true to replace it with the local config"
     )]
-    StoredConfigUnusable { job: String, reason: String },
+    StoredConfigUnusable {
+        /// The job.
+        job: String,
+        /// Why the stored config cannot be used.
+        reason: String,
+    },
 
     /// A job of that name is already scheduled in this process.
     #[error("job {job} is already scheduled in this scheduler")]
-    JobExists { job: String },
+    JobExists {
+        /// The job's name.
+        job: String,
+    },
 
     /// No job of that name is scheduled in this process (or known to the registry).
     #[error("no job named {job}")]
-    NoSuchJob { job: String },
+    NoSuchJob {
+        /// The name asked for.
+        job: String,
+    },
 
     /// The scheduler has shut down; create a new one.
     #[error("the scheduler has shut down")]
@@ -73,29 +91,51 @@ pub enum Error {
     /// The handlers of the stop signals (Ctrl-C, SIGTERM) could not be installed.
     #[error("cannot handle stop signals: {source}")]
     Signals {
+        /// The operating system's refusal.
         #[source]
         source: std::io::Error,
     },
 
     /// A conditional write kept losing to concurrent writers of the same node.
     #[error("{what}: gave up after repeated concurrent changes of the node; retry later")]
-    Contended { what: String },
+    Contended {
+        /// The write that gave up.
+        what: String,
+    },
 
     /// An operation was refused because of the job's state in the registry.
     #[error("job {job}: {reason}")]
-    Refused { job: String, reason: String },
+    Refused {
+        /// The job.
+        job: String,
+        /// What in its state forbids the operation.
+        reason: String,
+    },
 
     /// Adding a job whose config the registry already holds.
     #[error("job {job} already exists in the registry; change it with a config update instead")]
-    JobAlreadyRegistered { job: String },
+    JobAlreadyRegistered {
+        /// The job.
+        job: String,
+    },
 
     /// No job of the namespace (or of the named job) has a server of that IP.
     #[error("no server {ip}{}", in_job(.job))]
-    NoSuchServer { ip: String, job: Option<String> },
+    NoSuchServer {
+        /// The IP asked for.
+        ip: String,
+        /// The job looked in; `None` for every job of the namespace.
+        job: Option<String>,
+    },
 
     /// No job of the namespace (or of the named job) has a live instance of that id.
     #[error("no live instance {instance}{}", in_job(.job))]
-    NoSuchInstance { instance: String, job: Option<String> },
+    NoSuchInstance {
+        /// The instance id asked for (`{ip}@-@{pid}`).
+        instance: String,
+        /// The job looked in; `None` for every job of the namespace.
+        job: Option<String>,
+    },
 }
 
 impl Error {

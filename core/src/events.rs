@@ -19,7 +19,10 @@ pub enum SkipReason {
     /// The previous fire still runs here; the items are marked misfired.
     Misfire,
     /// The time-diff check failed: the local clock is this far from the registry's.
-    ClockSkew { diff_ms: i64 },
+    ClockSkew {
+        /// Local clock minus the registry's, in milliseconds (positive: the local clock is ahead).
+        diff_ms: i64,
+    },
     /// A reshard did not complete in time.
     ShardingTimeout,
     /// The fire came due while this instance was held up (a long reshard wait, a blocked
@@ -71,34 +74,120 @@ pub enum FireKind {
 #[non_exhaustive]
 pub enum SchedulerEvent {
     /// The job's next fire is armed.
-    Armed { job: String, next_fire_ms: i64 },
+    Armed {
+        /// The job.
+        job: String,
+        /// When it fires next, in epoch milliseconds.
+        next_fire_ms: i64,
+    },
     /// A fire ran nothing here.
-    Skipped { job: String, fire_ms: i64, reason: SkipReason },
+    Skipped {
+        /// The job.
+        job: String,
+        /// The fire, by its scheduled time in epoch milliseconds (the same on every instance).
+        fire_ms: i64,
+        /// Why nothing ran.
+        reason: SkipReason,
+    },
     /// An item started.
-    ItemStarted { job: String, item: u32, fire_ms: i64, kind: FireKind, token: u64 },
+    ItemStarted {
+        /// The job.
+        job: String,
+        /// The item.
+        item: u32,
+        /// The fire, by its scheduled time in epoch milliseconds (the same on every instance).
+        fire_ms: i64,
+        /// Why it runs now.
+        kind: FireKind,
+        /// The item's fencing token for this run ([`ShardingContext::fencing_token`](crate::job::ShardingContext::fencing_token)).
+        token: u64,
+    },
     /// An item ended; `ok` is false for a failure or a panic.
-    ItemFinished { job: String, item: u32, fire_ms: i64, ok: bool },
+    ItemFinished {
+        /// The job.
+        job: String,
+        /// The item.
+        item: u32,
+        /// The fire, by its scheduled time in epoch milliseconds (the same on every instance).
+        fire_ms: i64,
+        /// Whether it completed.
+        ok: bool,
+    },
     /// The job's error handler raised a failure (`jobErrorHandlerType: THROW`).
-    FireFailed { job: String, fire_ms: i64, item: u32, error: String },
+    FireFailed {
+        /// The job.
+        job: String,
+        /// The fire, by its scheduled time in epoch milliseconds (the same on every instance).
+        fire_ms: i64,
+        /// The item whose failure was raised.
+        item: u32,
+        /// The failure, with its causes.
+        error: String,
+    },
     /// This instance claimed an orphaned item of `fire_ms` to run it again.
-    FailoverClaimed { job: String, item: u32, fire_ms: i64 },
+    FailoverClaimed {
+        /// The job.
+        job: String,
+        /// The item.
+        item: u32,
+        /// The fire, by its scheduled time in epoch milliseconds (the same on every instance).
+        fire_ms: i64,
+    },
     /// The leader's reconcile found an item without a live owner and flagged a reshard.
-    Reconciled { job: String },
+    Reconciled {
+        /// The job.
+        job: String,
+    },
     /// This instance became the job's leader.
-    LeaderElected { job: String },
+    LeaderElected {
+        /// The job.
+        job: String,
+    },
     /// The leader committed an assignment.
-    Sharded { job: String, assignment: Vec<(String, Vec<u32>)> },
+    Sharded {
+        /// The job.
+        job: String,
+        /// Each instance id with the items it owns now.
+        assignment: Vec<(String, Vec<u32>)>,
+    },
     /// A config written to the registry by someone else was unusable; the last good one stays.
-    ConfigRejected { job: String, reason: String },
+    ConfigRejected {
+        /// The job.
+        job: String,
+        /// Why the config cannot be used.
+        reason: String,
+    },
     /// A new config from the registry took effect.
-    ConfigApplied { job: String },
+    ConfigApplied {
+        /// The job.
+        job: String,
+    },
     /// The scheduler's session changed state.
     Session(SessionEvent),
     /// The job stopped on this instance.
-    JobStopped { job: String, reason: String },
+    JobStopped {
+        /// The job.
+        job: String,
+        /// Why it stopped, in words.
+        reason: String,
+    },
     /// A registry node of the job held data the scheduler could not read; it acted on the safe
     /// reading named in `reason` (and repairs the node where it owns it).
-    RegistryGarbage { job: String, path: String, value: String, reason: String },
+    RegistryGarbage {
+        /// The job.
+        job: String,
+        /// The node.
+        path: String,
+        /// What it held, as text.
+        value: String,
+        /// What the scheduler made of it.
+        reason: String,
+    },
     /// A registry operation failed in the background; the scheduler retries where it can.
-    Error { job: String, message: String },
+    Error {
+        /// The job.
+        job: String,
+        /// What failed.
+        message: String,
+    },
 }

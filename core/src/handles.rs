@@ -115,6 +115,7 @@ pub struct KillableSpawner {
 }
 
 impl KillableSpawner {
+    /// A spawner whose tasks run until [`kill`](Self::kill).
     pub fn new() -> Self {
         Self::default()
     }
@@ -151,6 +152,7 @@ impl Spawner for KillableSpawner {
 
 /// A source of random numbers (jitter, tie-breaking). Seeded in the simulator.
 pub trait Random: Send + Sync + fmt::Debug {
+    /// The next number; uniformly distributed over all of `u64`.
     fn next_u64(&self) -> u64;
 }
 
@@ -159,6 +161,8 @@ pub trait Random: Send + Sync + fmt::Debug {
 pub struct SeededRandom(Mutex<ChaCha8Rng>);
 
 impl SeededRandom {
+    /// The sequence of `seed`: the same seed gives the same numbers, run after run, which is
+    /// what lets the simulator replay a failing seed.
     pub fn new(seed: u64) -> Self {
         SeededRandom(Mutex::new(ChaCha8Rng::seed_from_u64(seed)))
     }
@@ -178,8 +182,11 @@ impl Random for SeededRandom {
 /// The bundle of handles a component receives.
 #[derive(Debug, Clone)]
 pub struct Handles {
+    /// Where the component reads the time (never the system clock directly).
     pub clock: Arc<dyn Clock>,
+    /// How it starts tasks and blocking work.
     pub spawner: Arc<dyn Spawner>,
+    /// Where its randomness comes from.
     pub random: Arc<dyn Random>,
 }
 

@@ -31,6 +31,8 @@
 //! `__private` holds what the other crates of the shardcron workspace need from the insides;
 //! it is not part of the API and changes without notice.
 
+#![warn(missing_docs)]
+
 #[path = "private.rs"]
 #[doc(hidden)]
 pub mod __private;
@@ -43,7 +45,11 @@ pub mod guarantee;
 pub mod handles;
 pub mod instance;
 pub mod job;
+// The layout and the protocol reach other crates only through `__private`: unstable internals,
+// documented for the people who work on them where it helps, not item by item as API.
+#[allow(missing_docs)]
 mod layout;
+#[allow(missing_docs)]
 pub(crate) mod protocol;
 pub mod registry;
 pub mod runtime;

@@ -15,9 +15,13 @@ use super::JobOperations;
 pub struct DumpedNode {
     /// The node's path in the namespace.
     pub path: String,
+    /// Whether a session owned it (it goes with that session): what tells an instance's
+    /// liveness nodes from the job's lasting state when a dump is read or loaded again.
     pub ephemeral: bool,
     /// The data as text (lossy for non-UTF-8 data, which shardcron never writes).
     pub data: String,
+    /// The node's version when dumped: how often it was written, which a bug report needs
+    /// (fencing tokens are versions); 0 in dumps that do not record it.
     #[serde(default)]
     pub version: u64,
 }

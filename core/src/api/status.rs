@@ -52,10 +52,15 @@ pub enum ItemStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobBrief {
+    /// The job's name.
     pub job_name: String,
+    /// ElasticJob's job status, as its console computes it from the job's nodes.
     pub status: JobStatus,
+    /// The config's `description`; empty when none.
     pub description: String,
+    /// The config's cron; empty for a one-off job or an unusable config.
     pub cron: String,
+    /// Live instances running the job.
     pub instance_count: usize,
     /// 0 when the stored config is unusable (see `problem`).
     pub sharding_total_count: i32,
@@ -70,11 +75,13 @@ pub struct JobBrief {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ShardingItem {
+    /// The item's number.
     pub item: u32,
     /// The server IP of the owner.
     pub server_ip: Option<String>,
     /// The owner's instance id (`sharding/{n}/instance`).
     pub instance_id: Option<String>,
+    /// What the item is doing, as ElasticJob's console names it.
     pub status: ItemStatus,
     /// True while a failover taker runs the item (`sharding/{n}/failover` exists).
     pub failover: bool,
@@ -86,6 +93,7 @@ pub struct ShardingItem {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobServer {
+    /// The server's IP (`servers/{ip}`).
     pub server_ip: String,
     /// `Disabled` when `servers/{ip}` holds `DISABLED` (any case), else `Ok`.
     pub status: JobStatus,
@@ -97,12 +105,15 @@ pub struct JobServer {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerBrief {
+    /// The server's IP.
     pub server_ip: String,
     /// Live instances on that IP, of any job.
     pub instances: Vec<String>,
     /// Jobs with a `servers/{ip}` node for that IP.
     pub job_names: Vec<String>,
+    /// `instances.len()`, as ElasticJob-UI's JSON carries it.
     pub instances_num: usize,
+    /// `job_names.len()`, as ElasticJob-UI's JSON carries it.
     pub jobs_num: usize,
     /// Jobs whose `servers/{ip}` node for that IP is `DISABLED`.
     pub disabled_jobs_num: usize,
@@ -112,7 +123,9 @@ pub struct ServerBrief {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerJob {
+    /// The job's name.
     pub job_name: String,
+    /// The job's status on that server (`Disabled` when the server is disabled for it).
     pub status: JobStatus,
     /// Live instances of the job on that server.
     pub instance_count: usize,
@@ -122,7 +135,9 @@ pub struct ServerJob {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceBrief {
+    /// The instance's id (`{ip}@-@{pid}`).
     pub instance_id: String,
+    /// The IP part of the id.
     pub server_ip: String,
     /// The jobs this instance runs, sorted.
     pub job_names: Vec<String>,
@@ -132,11 +147,14 @@ pub struct InstanceBrief {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobDetail {
+    /// The line of the job list.
     pub brief: JobBrief,
     /// The stored config; `None` when it is unusable (the reason is in `brief.problem`).
     #[serde(skip)]
     pub config: Option<JobConfig>,
+    /// Every server of the job, live or not.
     pub servers: Vec<JobServer>,
+    /// Every item, in order.
     pub sharding: Vec<ShardingItem>,
 }
 

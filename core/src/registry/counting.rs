@@ -25,6 +25,7 @@ pub struct CountingRegistry {
 }
 
 impl CountingRegistry {
+    /// Wraps `inner`; every operation through the wrapper is counted, then passed on.
     pub fn new(inner: Arc<dyn CoordinatorRegistry>) -> Self {
         CountingRegistry { inner, counts: Arc::default() }
     }

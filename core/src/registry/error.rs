@@ -18,20 +18,35 @@ pub type Result<T, E = RegistryError> = std::result::Result<T, E>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Op {
+    /// Opening the client or its session.
     Connect,
+    /// Creating a node.
     Create,
+    /// Reading a node.
     Get,
+    /// Writing a node's data.
     Set,
+    /// Deleting one node.
     Delete,
+    /// Asking whether a node exists.
     Exists,
+    /// Listing a node's children.
     Children,
+    /// Deleting a node and everything under it.
     DeleteRecursive,
+    /// An all-or-nothing transaction.
     Transaction,
+    /// A version check (inside a transaction, or alone).
     Check,
+    /// Subscribing to a subtree's changes.
     Watch,
+    /// Taking part in a leader latch (election).
     Latch,
+    /// Taking or releasing a mutex.
     Lock,
+    /// Reading the registry's clock (the time-diff check).
     Time,
+    /// Closing the client.
     Close,
 }
 
@@ -64,64 +79,136 @@ impl fmt::Display for Op {
 pub enum RegistryError {
     /// The node (or, for a create, its parent inside a transaction) does not exist.
     #[error("{op} {path}: no such node")]
-    NoNode { op: Op, path: String },
+    NoNode {
+        /// The operation that failed.
+        op: Op,
+        /// The node it concerned.
+        path: String,
+    },
 
     /// A create found the node already there.
     #[error("{op} {path}: node already exists")]
-    NodeExists { op: Op, path: String },
+    NodeExists {
+        /// The operation that failed.
+        op: Op,
+        /// The node it concerned.
+        path: String,
+    },
 
     /// A conditional write or check found another version: someone changed the node since it was read.
     #[error(
         "{op} {path}: version conflict, expected version {expected}; re-read the node and retry"
     )]
-    BadVersion { op: Op, path: String, expected: Version },
+    BadVersion {
+        /// The operation that failed.
+        op: Op,
+        /// The node it concerned.
+        path: String,
+        /// The version the operation was conditional on.
+        expected: Version,
+    },
 
     /// A plain delete of a node that still has children (use `delete_recursive`).
     #[error("{op} {path}: node has children; delete them first or use delete_recursive")]
-    NotEmpty { op: Op, path: String },
+    NotEmpty {
+        /// The operation that failed.
+        op: Op,
+        /// The node it concerned.
+        path: String,
+    },
 
     /// A create under an ephemeral node: ephemeral nodes cannot have children.
     #[error("{op} {path}: parent is ephemeral and ephemeral nodes cannot have children")]
-    EphemeralParent { op: Op, path: String },
+    EphemeralParent {
+        /// The operation that failed.
+        op: Op,
+        /// The node that could not be created.
+        path: String,
+    },
 
     /// The path breaks the path rules (see [`crate::registry::path`]).
     #[error("invalid path {path:?}: {reason}")]
-    InvalidPath { path: String, reason: &'static str },
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
 
     /// Node data above the contract's limit.
     #[error("{op} {path}: data of {size} bytes exceeds the limit of {limit} bytes")]
-    DataTooLarge { op: Op, path: String, size: usize, limit: usize },
+    DataTooLarge {
+        /// The operation that failed.
+        op: Op,
+        /// The node it concerned.
+        path: String,
+        /// The data's size in bytes.
+        size: usize,
+        /// The largest size the contract allows ([`MAX_DATA_SIZE`](super::MAX_DATA_SIZE)).
+        limit: usize,
+    },
 
     /// The session that issued the operation has expired; its ephemeral nodes are gone. The client
     /// opens a new session by itself: re-register and retry.
     #[error("{op} {path}: session expired; ephemeral nodes of the old session are gone")]
-    SessionExpired { op: Op, path: String },
+    SessionExpired {
+        /// The operation that failed.
+        op: Op,
+        /// The node it concerned.
+        path: String,
+    },
 
     /// The link to the registry is down; the operation may or may not have been applied.
     #[error(
         "{op} {path}: connection to the registry lost; the operation may or may not have applied"
     )]
-    ConnectionLoss { op: Op, path: String },
+    ConnectionLoss {
+        /// The operation that failed.
+        op: Op,
+        /// The node it concerned.
+        path: String,
+    },
 
     /// The operation did not complete in time.
     #[error("{op} {path}: timed out after {after:?}")]
-    Timeout { op: Op, path: String, after: Duration },
+    Timeout {
+        /// The operation that failed.
+        op: Op,
+        /// The node it concerned.
+        path: String,
+        /// How long the client waited.
+        after: Duration,
+    },
 
     /// Authentication or authorisation failed.
     #[error("{op} {path}: not authorised: {reason}; check the registry credentials and ACLs")]
-    Auth { op: Op, path: String, reason: String },
+    Auth {
+        /// The operation that failed.
+        op: Op,
+        /// The node it concerned.
+        path: String,
+        /// What the registry said.
+        reason: String,
+    },
 
     /// One operation of a transaction failed; nothing of the transaction was applied.
     #[error("transaction op #{index} failed: {source}")]
     Transaction {
+        /// The failed operation's position in the transaction, from 0.
         index: usize,
+        /// Why it failed.
         #[source]
         source: Box<RegistryError>,
     },
 
     /// The client was closed; open a new one.
     #[error("{op} {path}: registry client is closed")]
-    Closed { op: Op, path: String },
+    Closed {
+        /// The operation that failed.
+        op: Op,
+        /// The node it concerned.
+        path: String,
+    },
 
     /// A backend-specific failure not covered above.
     #[error("{op} {path}: {backend} error: {message}")]

@@ -43,8 +43,11 @@ impl CreateMode {
 /// A node as read: its data, its version, and whether it is ephemeral.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Node {
+    /// The node's bytes (text, in every node shardcron writes).
     pub data: Vec<u8>,
+    /// Advances on every write of the data; what conditional writes compare against.
     pub version: Version,
+    /// Deleted by the registry when the session that created it ends.
     pub ephemeral: bool,
 }
 
@@ -69,22 +72,49 @@ impl fmt::Debug for Node {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TxnOp {
     /// The node exists, and has `version` if one is given.
-    Check { path: String, version: Option<Version> },
+    Check {
+        /// The node.
+        path: String,
+        /// The version it must have; `None` checks only that it exists.
+        version: Option<Version>,
+    },
     /// Create a node. Unlike [`super::CoordinatorRegistry::create`] the parent must exist.
-    Create { path: String, data: Vec<u8>, mode: CreateMode },
+    Create {
+        /// The node to create (the prefix of its name, for sequential modes).
+        path: String,
+        /// Its data.
+        data: Vec<u8>,
+        /// Persistent or ephemeral, sequential or not.
+        mode: CreateMode,
+    },
     /// Replace the data, if the version matches when one is given.
-    Set { path: String, data: Vec<u8>, version: Option<Version> },
+    Set {
+        /// The node.
+        path: String,
+        /// The new data.
+        data: Vec<u8>,
+        /// The version it must have; `None` writes whatever the version.
+        version: Option<Version>,
+    },
     /// Delete a node without children, if the version matches when one is given.
-    Delete { path: String, version: Option<Version> },
+    Delete {
+        /// The node.
+        path: String,
+        /// The version it must have; `None` deletes whatever the version.
+        version: Option<Version>,
+    },
 }
 
 impl TxnOp {
+    /// [`TxnOp::Check`], taking anything that converts.
     pub fn check(path: impl Into<String>, version: Option<Version>) -> Self {
         TxnOp::Check { path: path.into(), version }
     }
+    /// [`TxnOp::Create`], taking anything that converts.
     pub fn create(path: impl Into<String>, data: impl Into<Vec<u8>>, mode: CreateMode) -> Self {
         TxnOp::Create { path: path.into(), data: data.into(), mode }
     }
+    /// [`TxnOp::Set`], taking anything that converts.
     pub fn set(
         path: impl Into<String>,
         data: impl Into<Vec<u8>>,
@@ -92,6 +122,7 @@ impl TxnOp {
     ) -> Self {
         TxnOp::Set { path: path.into(), data: data.into(), version }
     }
+    /// [`TxnOp::Delete`], taking anything that converts.
     pub fn delete(path: impl Into<String>, version: Option<Version>) -> Self {
         TxnOp::Delete { path: path.into(), version }
     }
@@ -110,15 +141,19 @@ impl TxnOp {
 /// What one op of a committed transaction did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TxnResult {
+    /// The check held.
     Checked,
     /// The created node's actual path (with its sequence number, for sequential modes).
     Created {
+        /// The path, sequence number included.
         path: String,
     },
     /// The node's new version.
     Set {
+        /// The version after the write.
         version: Version,
     },
+    /// The node is gone.
     Deleted,
 }
 
@@ -129,17 +164,26 @@ pub enum WatchEvent {
     /// event of a stream, and sent again after any gap (session expiry, a reconnect that may have
     /// lost events). Sorted by path; empty when the watched node does not exist.
     Resync {
+        /// Every node of the subtree, by path.
         nodes: BTreeMap<String, Node>,
     },
+    /// A node appeared in the subtree.
     Created {
+        /// Its path.
         path: String,
+        /// The node as created.
         node: Node,
     },
+    /// A node's data was written (its version advanced).
     Changed {
+        /// Its path.
         path: String,
+        /// The node after the write.
         node: Node,
     },
+    /// A node of the subtree was deleted (by a client, or by the end of its session).
     Deleted {
+        /// Its path.
         path: String,
     },
 }
@@ -176,7 +220,11 @@ impl WatchEvent {
 #[non_exhaustive]
 pub enum SessionEvent {
     /// A session is established; `session` identifies it (new after every expiry).
-    Connected { session: u64 },
+    Connected {
+        /// The session's number: a new one after every expiry, so that a subscriber can tell a
+        /// reconnect to the same session from a new session.
+        session: u64,
+    },
     /// The link is down; the session may still be alive on the server. Stop starting work that
     /// depends on ephemeral nodes: they may vanish at any moment.
     Suspended,
@@ -201,6 +249,7 @@ pub enum SessionEvent {
 pub struct WatchStream(Pin<Box<dyn Stream<Item = WatchEvent> + Send>>);
 
 impl WatchStream {
+    /// Wraps a backend's stream.
     pub fn new(inner: impl Stream<Item = WatchEvent> + Send + 'static) -> Self {
         WatchStream(Box::pin(inner))
     }
@@ -223,6 +272,7 @@ impl fmt::Debug for WatchStream {
 pub struct SessionEvents(Pin<Box<dyn Stream<Item = SessionEvent> + Send>>);
 
 impl SessionEvents {
+    /// Wraps a backend's stream.
     pub fn new(inner: impl Stream<Item = SessionEvent> + Send + 'static) -> Self {
         SessionEvents(Box::pin(inner))
     }
@@ -260,6 +310,8 @@ pub struct Capability {
 }
 
 impl Capability {
+    /// What a backend named `backend` offers by default: exact watches and contiguous
+    /// sequence numbers (what ZooKeeper gives), no ACLs; a backend then turns off what it lacks.
     pub fn new(backend: &'static str) -> Self {
         Capability { backend, exact_watch: true, contiguous_sequence: true, acl: false }
     }

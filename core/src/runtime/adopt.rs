@@ -53,6 +53,7 @@ impl fmt::Debug for JobHandlers {
 }
 
 impl JobHandlers {
+    /// No handlers: the scheduler adopts no job from the registry.
     pub fn new() -> Self {
         Self::default()
     }
@@ -87,6 +88,7 @@ impl JobHandlers {
         Ok(None)
     }
 
+    /// True when no name and no resolver is registered.
     pub fn is_empty(&self) -> bool {
         self.named.is_empty() && self.resolvers.is_empty()
     }

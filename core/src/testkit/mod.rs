@@ -16,6 +16,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+// Each case is a test named after the clause of the contract it checks (`create_existing_fails`,
+// `watch_sees_deletes`...), with the signature the module documentation gives; a doc line
+// per case would repeat its name.
+#[allow(missing_docs)]
 pub mod cases;
 pub mod proxy;
 mod support;
@@ -29,7 +33,9 @@ use crate::registry::CoordinatorRegistry;
 
 /// A client made for a test case, with the power to break its session.
 pub struct TestClient {
+    /// The client under test.
     pub registry: Arc<dyn CoordinatorRegistry>,
+    /// What the case uses to break that client's session (expire it, cut its link).
     pub control: Box<dyn SessionControl>,
 }
 
