@@ -74,13 +74,15 @@ cargo test --workspace --all-features
 log "cargo doc: the API documentation builds without warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
 
-log "cargo package: the published crates package (metadata, versioned path dependencies)"
-# --no-verify: a verifying build of every package rebuilds every dependency once more, which
-# the CI machine's disk and time budget do not allow; the workspace build above compiles the
-# same sources.
-cargo package --no-verify --allow-dirty -p shardcron-core -p shardcron-registry-mem \
+log "cargo package: every published crate packages, and builds alone from its package"
+# One invocation: cargo packages the crates, then builds each from its .crate file in dependency
+# order against the others' packages (none is on crates.io yet), so a file left out of a
+# package, or a path dependency without a version, fails here. It reuses the dependencies the
+# steps above compiled; target/package is removed afterwards (it holds a copy of every crate).
+cargo package --allow-dirty -p shardcron-core -p shardcron-registry-mem \
     -p shardcron-registry-zk -p shardcron-registry-etcd -p shardcron-observe -p shardcron \
     -p shardcron-sim -p shardcron-console -p shardcron-cli
+rm -rf target/package
 
 log "simulator determinism: 20 random seeds, each run twice, traces compared byte for byte"
 cargo run -q -p shardcron-sim -- check-determinism --random --seeds 20
