@@ -15,6 +15,7 @@
 
 use std::sync::Arc;
 
+use shardcron_core::__private::time::epoch_ms;
 use shardcron_core::config::JobConfig;
 use shardcron_core::handles::Handles;
 use shardcron_core::job::Job;
@@ -210,7 +211,7 @@ async fn start_shardcron(
         let job = Job::from_fn(move |ctx| {
             let recorder = recorder.clone();
             async move {
-                recorder.body_started(i, ctx.fire_time_ms, now_us());
+                recorder.body_started(i, epoch_ms(ctx.fire_time()), now_us());
                 Ok(())
             }
         });

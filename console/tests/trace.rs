@@ -76,7 +76,7 @@ impl Recorder {
         let info = FireInfo {
             job_name: job.to_owned(),
             instance: format!("{ip}@-@4242"),
-            fire_time_ms: at,
+            fire_time: shardcron_core::__private::time::from_epoch_ms(at),
             source,
             items: items.to_vec(),
         };

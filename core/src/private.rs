@@ -12,6 +12,22 @@ pub mod protocol {
     pub use crate::protocol::*;
 }
 
+/// Between [`SystemTime`](std::time::SystemTime)s, which the API speaks, and the epoch
+/// milliseconds the registry, the task ids and the simulator's traces count in.
+pub mod time {
+    use std::time::SystemTime;
+
+    /// `time` in epoch milliseconds, rounded towards the past.
+    pub fn epoch_ms(time: SystemTime) -> i64 {
+        crate::job::system_time_to_epoch_ms(time)
+    }
+
+    /// Epoch milliseconds (before 1970 included) as a `SystemTime`.
+    pub fn from_epoch_ms(ms: i64) -> SystemTime {
+        crate::job::epoch_ms_to_system_time(ms)
+    }
+}
+
 use crate::runtime::{EventSink, SchedulerBuilder};
 
 /// A synchronous event sink called on the emitting task itself, before the event goes anywhere

@@ -34,7 +34,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Job::from_fn(|ctx| async move {
                 println!(
                     "{}  reports  item {} ({})",
-                    at(ctx.fire_time_ms),
+                    at(ctx.fire_time()),
                     ctx.item,
                     ctx.item_parameter
                 );
@@ -54,7 +54,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Job::blocking_fn(|ctx| {
                 println!(
                     "{}  cleanup  item {} [{}]",
-                    at(ctx.fire_time_ms),
+                    at(ctx.fire_time()),
                     ctx.item,
                     ctx.job_parameter
                 );
@@ -73,6 +73,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// A fire time as UTC RFC 3339.
-fn at(epoch_ms: i64) -> String {
-    JobTimeZone::utc().format_rfc3339(epoch_ms).unwrap_or_else(|| epoch_ms.to_string())
+fn at(time: std::time::SystemTime) -> String {
+    let epoch_ms = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .and_then(|since| i64::try_from(since.as_millis()).ok());
+    epoch_ms
+        .and_then(|ms| JobTimeZone::utc().format_rfc3339(ms))
+        .unwrap_or_else(|| format!("{time:?}"))
 }

@@ -17,7 +17,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         if ctx.item == 1 {
             return Err("cannot reach the database".into());
         }
-        println!("item {} of the fire at {} ran", ctx.item, ctx.fire_time_ms);
+        let fire = ctx.fire_time().duration_since(std::time::UNIX_EPOCH)?;
+        println!("item {} of the fire at {} s ran", ctx.item, fire.as_secs());
         Ok(())
     });
     scheduler.add_job(config, job).await?;

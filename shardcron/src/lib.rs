@@ -53,9 +53,10 @@
 //!
 //! ## Times
 //! Durations are [`std::time::Duration`] and instants [`std::time::SystemTime`] (for example
-//! [`job::ShardingContext::fire_time`]): the standard types every date-time crate converts from,
-//! so the API ties no application to one of them. The registry and ElasticJob's formats count
-//! epoch milliseconds, which the `*_ms` fields keep.
+//! [`job::ShardingContext::fire_time`], [`job::FireInfo::fire_time`], [`job::TaskId`] and the
+//! runs of [`testing`]): the standard types every date-time crate converts from, so the API
+//! ties no application to one of them. The registry and ElasticJob's formats count epoch
+//! milliseconds, and so, for now, do the fields of [`events::SchedulerEvent`] (`fire_ms`).
 
 #![warn(missing_docs)]
 

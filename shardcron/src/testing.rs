@@ -30,7 +30,7 @@
 //!     let runs = test.runs("billing");
 //!     assert_eq!(runs.len(), 36);
 //!     assert_eq!(runs.iter().filter(|r| r.ok == Some(true)).count(), 33);
-//!     assert_eq!(runs[0].fire_ms, shardcron::testing::START_MS + 5_000);
+//!     assert_eq!(runs[0].fire_time, shardcron::testing::start_time() + Duration::from_secs(5));
 //!     test.scheduler.shutdown(Duration::from_secs(60)).await?;
 //!     Ok(())
 //! }
@@ -44,17 +44,23 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use shardcron_core::__private::time::{epoch_ms, from_epoch_ms};
 use shardcron_core::__private::InlineEventSink;
 use shardcron_core::events::SchedulerEvent;
 use shardcron_core::handles::{Handles, SeededRandom, TokioClock, TokioSpawner};
 use shardcron_core::runtime::{FireKind, Scheduler, SchedulerBuilder};
 use shardcron_registry_mem::{ConnectOptions, MemServer};
 
+/// What the virtual clock reads when [`virtual_scheduler`] is called, in epoch milliseconds.
+const START_MS: i64 = 1_704_067_200_000;
+
 /// What the virtual clock reads when [`virtual_scheduler`] is called: 2024-01-01T00:00:00Z, a
 /// whole minute, so that cron fires fall on round offsets from it.
-pub const START_MS: i64 = 1_704_067_200_000;
+pub fn start_time() -> SystemTime {
+    from_epoch_ms(START_MS)
+}
 
 /// How many turns [`VirtualScheduler::advance`] gives the tasks due at the end of its window:
 /// a fire is a chain of a few registry round trips, each a turn or two.
@@ -63,7 +69,7 @@ const SETTLE_TURNS: usize = 64;
 /// The seed of the scheduler's and the registry's randomness.
 pub const SEED: u64 = 0;
 
-/// A scheduler on a fresh in-memory registry, on tokio's clock starting at [`START_MS`], with
+/// A scheduler on a fresh in-memory registry, on tokio's clock starting at [`start_time`], with
 /// every scheduler event recorded. Call it inside a tokio runtime; with paused time (the point),
 /// [`advance`](VirtualScheduler::advance) jumps.
 pub async fn virtual_scheduler() -> Result<VirtualScheduler, shardcron_core::Error> {
@@ -114,7 +120,7 @@ pub struct VirtualScheduler {
 impl fmt::Debug for VirtualScheduler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("VirtualScheduler")
-            .field("now_ms", &self.now_ms())
+            .field("now", &self.now())
             .field("events", &self.lock().len())
             .finish()
     }
@@ -127,21 +133,21 @@ pub struct ItemRun {
     pub job: String,
     /// The item.
     pub item: u32,
-    /// The fire it belongs to (epoch milliseconds, `ShardingContext::fire_time_ms`).
-    pub fire_ms: i64,
+    /// The fire it belongs to (`ShardingContext::fire_time`).
+    pub fire_time: SystemTime,
     /// Why the fire ran (scheduled, misfire, manual, failover).
     pub kind: FireKind,
-    /// When it started, on the virtual clock (epoch milliseconds).
-    pub started_ms: i64,
+    /// When it started, on the virtual clock.
+    pub started: SystemTime,
     /// `Some(true)`: it completed; `Some(false)`: it failed; `None`: still running.
     pub ok: Option<bool>,
 }
 
 impl VirtualScheduler {
-    /// The virtual clock, in epoch milliseconds.
-    pub fn now_ms(&self) -> i64 {
+    /// What the virtual clock reads.
+    pub fn now(&self) -> SystemTime {
         use shardcron_core::handles::Clock as _;
-        self.clock.now_ms()
+        from_epoch_ms(self.clock.now_ms())
     }
 
     /// Lets `duration` of virtual time pass: every fire, item and registry timer due meanwhile
@@ -158,8 +164,8 @@ impl VirtualScheduler {
     }
 
     /// Every event so far, with the virtual time it was reported at.
-    pub fn events(&self) -> Vec<(i64, SchedulerEvent)> {
-        self.lock().clone()
+    pub fn events(&self) -> Vec<(SystemTime, SchedulerEvent)> {
+        self.lock().iter().map(|(at, event)| (from_epoch_ms(*at), event.clone())).collect()
     }
 
     /// Every item run of `job` so far, in the order they started.
@@ -171,16 +177,15 @@ impl VirtualScheduler {
                     .push(ItemRun {
                         job: j.clone(),
                         item: *item,
-                        fire_ms: *fire_ms,
+                        fire_time: from_epoch_ms(*fire_ms),
                         kind: *kind,
-                        started_ms: *at,
+                        started: from_epoch_ms(*at),
                         ok: None,
                     }),
                 SchedulerEvent::ItemFinished { job: j, item, fire_ms, ok } if j == job => {
-                    let open = runs
-                        .iter_mut()
-                        .rev()
-                        .find(|r| r.item == *item && r.fire_ms == *fire_ms && r.ok.is_none());
+                    let open = runs.iter_mut().rev().find(|r| {
+                        r.item == *item && epoch_ms(r.fire_time) == *fire_ms && r.ok.is_none()
+                    });
                     if let Some(run) = open {
                         run.ok = Some(*ok);
                     }

@@ -63,6 +63,12 @@ struct Row {
     token: u64,
 }
 
+/// A fire time as the epoch milliseconds the simulator's item runs are keyed by.
+fn epoch_ms(time: std::time::SystemTime) -> i64 {
+    let since = time.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+}
+
 impl Ledger {
     fn write(&self, item: u32, fire_ms: i64, region: &str, token: u64) {
         let mut fence = self.fence.lock();
@@ -90,7 +96,12 @@ fn settlement() -> JobCode {
                     () = ctx.cancellation.cancelled() => return Ok(()),
                     () = tokio::time::sleep(work) => {}
                 }
-                ledger.write(ctx.item, ctx.fire_time_ms, &ctx.item_parameter, ctx.fencing_token);
+                ledger.write(
+                    ctx.item,
+                    epoch_ms(ctx.fire_time()),
+                    &ctx.item_parameter,
+                    ctx.fencing_token,
+                );
                 Ok(())
             }
         })

@@ -63,8 +63,9 @@ pub struct FireInfo {
     pub job_name: String,
     /// This instance's id (`{ip}@-@{pid}`, plus a suffix in the simulator).
     pub instance: String,
-    /// The scheduled fire time in epoch milliseconds; the same on every instance for one fire.
-    pub fire_time_ms: i64,
+    /// The scheduled fire time; the same on every instance for one fire (whole milliseconds:
+    /// the registry and the task id count epoch milliseconds).
+    pub fire_time: SystemTime,
     /// Why the job fires.
     pub source: ExecutionSource,
     /// The items this instance runs in this fire, ascending.
@@ -81,10 +82,25 @@ pub(crate) fn epoch_ms_to_system_time(ms: i64) -> SystemTime {
     }
 }
 
+/// A [`SystemTime`] in epoch milliseconds, rounded towards the past (the registry's unit);
+/// saturates at the ends of `i64`, some 292 million years away.
+pub(crate) fn system_time_to_epoch_ms(time: SystemTime) -> i64 {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => {
+            let before = before.duration();
+            // Round towards the past: 1.5 ms before the epoch is -2 ms.
+            let whole = i64::try_from(before.as_millis()).unwrap_or(i64::MAX);
+            let partial = before.as_nanos() % 1_000_000 != 0;
+            whole.saturating_neg().saturating_sub(i64::from(partial))
+        }
+    }
+}
+
 impl FireInfo {
-    /// The scheduled fire time.
-    pub fn fire_time(&self) -> SystemTime {
-        epoch_ms_to_system_time(self.fire_time_ms)
+    /// The scheduled fire time in epoch milliseconds, as the registry and task ids count it.
+    pub(crate) fn fire_time_ms(&self) -> i64 {
+        system_time_to_epoch_ms(self.fire_time)
     }
 
     /// The task id every item of this fire carries; see [`TaskId`].
@@ -97,7 +113,7 @@ impl FireInfo {
             items,
             source: self.source,
             instance: self.instance.clone(),
-            fire_time_ms: self.fire_time_ms,
+            fire_time: self.fire_time,
         }
     }
 
@@ -162,8 +178,10 @@ pub struct ShardingContext {
     /// `shardingParameter`.
     #[serde(rename = "shardingParameter")]
     pub item_parameter: String,
-    /// The scheduled fire time in epoch milliseconds; the same on every instance for one fire.
-    pub fire_time_ms: i64,
+    /// The scheduled fire time in epoch milliseconds; read it with
+    /// [`fire_time`](Self::fire_time). Kept as milliseconds because that is the JSON field
+    /// (`fireTimeMs`) script jobs receive.
+    pub(crate) fire_time_ms: i64,
     /// Grows every time the item changes owner (it is the version of the item's owner node in
     /// the registry, which every reshard commit and every failover claim advances).
     ///
@@ -226,7 +244,7 @@ impl ShardingContext {
             job_parameter: job_parameter.into(),
             item,
             item_parameter: item_parameter.into(),
-            fire_time_ms: fire.fire_time_ms,
+            fire_time_ms: fire.fire_time_ms(),
             fencing_token: 0,
             cancellation: CancellationToken::new(),
             extensions: Extensions::default(),
@@ -315,8 +333,8 @@ pub struct TaskId {
     pub source: ExecutionSource,
     /// The instance id.
     pub instance: String,
-    /// The scheduled fire time in epoch milliseconds.
-    pub fire_time_ms: i64,
+    /// The scheduled fire time (written in the id as epoch milliseconds).
+    pub fire_time: SystemTime,
 }
 
 impl fmt::Display for TaskId {
@@ -333,7 +351,7 @@ impl fmt::Display for TaskId {
             "{SEP}{}{SEP}{}{SEP}{}",
             self.source.task_type(),
             self.instance,
-            self.fire_time_ms
+            system_time_to_epoch_ms(self.fire_time)
         )
     }
 }
@@ -376,7 +394,7 @@ impl FromStr for TaskId {
             items,
             source,
             instance: head[at + 2..].join(SEP),
-            fire_time_ms,
+            fire_time: epoch_ms_to_system_time(fire_time_ms),
         })
     }
 }

@@ -92,7 +92,7 @@ impl JobErrorHandler for LogErrorHandler {
         error: &JobFailure,
     ) -> ErrorDisposition {
         let job = fire.job_name.as_str();
-        let at = fire_time_text(fire.fire_time_ms);
+        let at = fire_time_text(fire.fire_time_ms());
         let source = fire.source;
         match item {
             Some(item) => tracing::warn!(

@@ -212,7 +212,7 @@ impl Executor {
             "fire",
             job = %info.job_name,
             instance = %info.instance,
-            fire_ms = info.fire_time_ms,
+            fire_ms = info.fire_time_ms(),
             source = %info.source,
             items = ?info.items,
         );
@@ -319,7 +319,7 @@ impl Executor {
             job = %info.job_name,
             item,
             instance = %info.instance,
-            fire_ms = info.fire_time_ms,
+            fire_ms = info.fire_time_ms(),
             token = ctx.fencing_token,
         );
         let (sender, receiver) = oneshot::channel();

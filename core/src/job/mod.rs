@@ -17,6 +17,7 @@
 //! same, deterministically, under the simulator's paused single-threaded runtime.
 //!
 //! ```
+//! use std::time::{Duration, UNIX_EPOCH};
 //! use shardcron_core::handles::Handles;
 //! use shardcron_core::job::{ExecutionSource, Executor, FireInfo, FireRequest, ItemOutcome, Job};
 //! use shardcron_core::config::JobConfig;
@@ -40,7 +41,7 @@
 //! let fire = FireInfo {
 //!     job_name: "orders".into(),
 //!     instance: "10.0.0.1@-@4242".into(),
-//!     fire_time_ms: 1_700_000_000_000,
+//!     fire_time: UNIX_EPOCH + Duration::from_millis(1_700_000_000_000),
 //!     source: ExecutionSource::Normal,
 //!     items: vec![0, 1, 2],
 //! };
@@ -76,6 +77,7 @@ mod listener;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use context::{epoch_ms_to_system_time, system_time_to_epoch_ms};
 pub use context::{ExecutionSource, FireInfo, ShardingContext, TaskId};
 pub use error::JobError;
 pub use error_handler::{

@@ -303,7 +303,7 @@ impl JobRunner {
         let info = FireInfo {
             job_name: config.job_name.clone(),
             instance: self.shared.instance.as_str().to_owned(),
-            fire_time_ms: launch.fire_ms,
+            fire_time: crate::job::epoch_ms_to_system_time(launch.fire_ms),
             source,
             items: launch.items.iter().map(|&(n, _)| n).collect(),
         };

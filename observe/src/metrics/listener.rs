@@ -6,6 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use metrics::{counter, gauge, histogram, Counter, Histogram};
 use parking_lot::{Mutex, RwLock};
+use shardcron_core::__private::time::epoch_ms;
 use shardcron_core::handles::{Clock, SystemClock};
 use shardcron_core::job::{
     ExecutionSource, FireInfo, ItemEndContext, ItemOutcome, ItemTiming, JobListener,
@@ -219,7 +220,7 @@ impl JobListener for MetricsListener {
         let series = self.series(&fire.job_name);
         series.started.increment(1);
         if fire.source == ExecutionSource::Normal {
-            series.lateness.record(seconds(started_ms - fire.fire_time_ms));
+            series.lateness.record(seconds(started_ms - epoch_ms(fire.fire_time)));
         }
     }
 

@@ -3,6 +3,7 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
+use shardcron_core::__private::time::{epoch_ms, from_epoch_ms};
 use shardcron_core::job::{ExecutionSource, FireInfo, TaskId};
 
 use super::listener::{ItemResult, TraceEvent};
@@ -46,7 +47,7 @@ impl RowMaker {
                     let fire = FireInfo {
                         job_name: job.clone(),
                         instance: instance.to_string(),
-                        fire_time_ms: *fire_ms,
+                        fire_time: from_epoch_ms(*fire_ms),
                         source: ExecutionSource::Normal,
                         items: Vec::new(),
                     };
@@ -88,7 +89,9 @@ impl RowMaker {
     fn execution(&self, task_id: &str, item: u32, start_ms: i64) -> ExecutionRecord {
         let parsed: Option<TaskId> = task_id.parse().ok();
         let (job_name, source, ip, fire_ms) = match &parsed {
-            Some(id) => (id.job_name.as_str(), id.source, ip_of(&id.instance), id.fire_time_ms),
+            Some(id) => {
+                (id.job_name.as_str(), id.source, ip_of(&id.instance), epoch_ms(id.fire_time))
+            }
             None => ("", ExecutionSource::Normal, "", start_ms),
         };
         ExecutionRecord {
@@ -113,7 +116,7 @@ fn status(fire: &FireInfo, state: &'static str, message: String, at_ms: i64) -> 
     TraceRecord::Status(StatusRecord {
         // One state of one fire: the same id when a write is retried after its commit went
         // through unseen, so the retry inserts nothing twice.
-        id: row_id(&format!("{task_id}#{state}"), 0, fire.fire_time_ms),
+        id: row_id(&format!("{task_id}#{state}"), 0, epoch_ms(fire.fire_time)),
         job_name: truncate(&fire.job_name, 100),
         original_task_id: String::new(),
         task_id: truncate(&task_id, 255),

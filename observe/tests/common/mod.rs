@@ -69,7 +69,7 @@ pub async fn fire(
     let info = FireInfo {
         job_name: job_name.to_owned(),
         instance: "10.1.2.3@-@4242".into(),
-        fire_time_ms: fire_ms,
+        fire_time: shardcron_core::__private::time::from_epoch_ms(fire_ms),
         source,
         items: items.to_vec(),
     };

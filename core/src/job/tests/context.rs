@@ -49,7 +49,7 @@ fn task_id_parses_names_and_instances_containing_the_separator() {
         items: vec![0, 10],
         source: ExecutionSource::Failover,
         instance: "10.0.0.1@-@42@-@sim-3".into(),
-        fire_time_ms: -5,
+        fire_time: crate::job::epoch_ms_to_system_time(-5),
     };
     let text = id.to_string();
     assert_eq!(text, "a@-@b@-@0,10@-@FAILOVER@-@10.0.0.1@-@42@-@sim-3@-@-5");
@@ -117,4 +117,18 @@ fn contexts_from_an_invalid_config_fail_with_the_config_error() {
     config.sharding_item_parameters = Some("0=A,7=B".into());
     let error = fire(&[0]).contexts(&config).unwrap_err();
     assert!(error.to_string().starts_with("shardingItemParameters"), "{error}");
+}
+
+#[test]
+fn epoch_milliseconds_round_trip_and_round_towards_the_past() {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use crate::job::{epoch_ms_to_system_time, system_time_to_epoch_ms};
+    for ms in [i64::MIN / 2, -1_500, -1, 0, 1, 1_700_000_000_000] {
+        assert_eq!(system_time_to_epoch_ms(epoch_ms_to_system_time(ms)), ms);
+    }
+    let before = UNIX_EPOCH - Duration::from_micros(1_500);
+    assert_eq!(system_time_to_epoch_ms(before), -2, "1.5 ms before the epoch");
+    let after = UNIX_EPOCH + Duration::from_micros(1_500);
+    assert_eq!(system_time_to_epoch_ms(after), 1, "1.5 ms after the epoch");
 }

@@ -28,7 +28,7 @@ pub(super) fn fire(items: &[u32]) -> FireInfo {
     FireInfo {
         job_name: "orders".into(),
         instance: "10.0.0.1@-@4242".into(),
-        fire_time_ms: START_MS,
+        fire_time: crate::job::epoch_ms_to_system_time(START_MS),
         source: ExecutionSource::Normal,
         items: items.to_vec(),
     }
