@@ -74,18 +74,24 @@ cargo test --workspace --all-features
 log "cargo doc: the API documentation builds without warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
 
-log "cargo package: every published crate packages, and builds alone from its package"
-# One invocation: cargo packages the crates, then builds each from its .crate file in dependency
-# order against the others' packages (none is on crates.io yet), so a file left out of a
-# package, or a path dependency without a version, fails here. It reuses the dependencies the
-# steps above compiled; target/package is removed afterwards (it holds a copy of every crate).
-cargo package --allow-dirty -p shardcron-core -p shardcron-registry-mem \
-    -p shardcron-registry-zk -p shardcron-registry-etcd -p shardcron-observe -p shardcron \
-    -p shardcron-sim -p shardcron-console -p shardcron-cli
-rm -rf target/package
-
 log "simulator determinism: 20 random seeds, each run twice, traces compared byte for byte"
 cargo run -q -p shardcron-sim -- check-determinism --random --seeds 20
 
 log "simulator example: an ElasticJob deployment with a custom strategy and user invariants, 200 seeds"
 cargo run -q -p shardcron-sim --example deployment
+
+log "cargo package: every published crate packages, and builds alone from its package"
+# One invocation: cargo packages the crates, then builds each from its .crate file in dependency
+# order against the others' packages (none is on crates.io yet), so a file left out of a
+# package, or a path dependency without a version, fails here. It reuses the dependencies the
+# steps above compiled. Cargo takes a registry crate of a given name and version to be
+# immutable: the sources an earlier run extracted under CARGO_HOME and the builds it made of
+# them would be reused as they are, verifying the old code. Both are removed first (this is the
+# last step: the workspace's own crates, whose build records go too, rebuild next time), and
+# target/package after (it holds a copy of every crate).
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/shardcron*
+rm -rf target/debug/.fingerprint/shardcron*
+cargo package --allow-dirty -p shardcron-core -p shardcron-registry-mem \
+    -p shardcron-registry-zk -p shardcron-registry-etcd -p shardcron-observe -p shardcron \
+    -p shardcron-sim -p shardcron-console -p shardcron-cli
+rm -rf target/package
