@@ -155,3 +155,20 @@ fn record_warnings() -> Warnings {
     });
     WARNINGS.lock().clone().unwrap()
 }
+
+/// A trigger right after `add_job`, before the job's first reshard: the manual fire waits for
+/// the reshard the new instance asked for, and runs every item (it once found no assignment
+/// yet and ran nothing).
+#[tokio::test(start_paused = true)]
+async fn a_trigger_right_after_add_job_runs_every_item() {
+    for seed in 0..20 {
+        let cluster = TestCluster::new(100 + seed);
+        let node = cluster.instance("10.0.0.1").await;
+        node.scheduler.add_job(one_off("cleanup", 3), noop()).await.unwrap();
+        assert_eq!(node.scheduler.trigger("cleanup").await.unwrap(), 1);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let mut items: Vec<u32> = cluster.starts("cleanup").iter().map(|s| s.1).collect();
+        items.sort_unstable();
+        assert_eq!(items, [0, 1, 2], "seed {seed}: {:?}", cluster.events());
+    }
+}

@@ -45,7 +45,14 @@ pub(super) struct FireState {
 
 impl FireState {
     fn new(fire_ms: i64, kind: FireKind, only: Option<Vec<u32>>, now_ms: i64) -> Self {
-        let sharded_by = if kind == FireKind::Misfire { now_ms } else { fire_ms };
+        // A scheduled fire waits for the reshards asked for before its time. A catch-up, and a
+        // manual run (which has no time of its own: it comes after whatever the view shows,
+        // a flag raised in the same millisecond too), wait for any asked for by now.
+        let sharded_by = match kind {
+            FireKind::Misfire => now_ms,
+            FireKind::Manual => now_ms.saturating_add(1),
+            _ => fire_ms,
+        };
         FireState {
             fire_ms,
             kind,
