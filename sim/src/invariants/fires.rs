@@ -368,12 +368,11 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // A count change that removed the item before its owner could run the catch-up (the
         // owner's own run ends first, then a watch round trip) leaves nothing to catch up.
         // So does the job's removal before the catch-up was due (GUARANTEES.md, section 2).
-        let removed =
-            tl.configs.get(&job).is_some_and(|configs| {
-                configs.iter().any(|(t, state)| {
-                    *t > skip_at && *t <= end + 2 * CHANGE_SLACK_MS && state.count <= item
-                })
-            }) || tl.removed_after(&job, skip_at).is_some_and(|t| t <= end + CHANGE_SLACK_MS);
+        let removed = tl.configs.get(&job).is_some_and(|configs| {
+            configs.iter().any(|(t, state)| {
+                *t > skip_at && *t <= end + 2 * CHANGE_SLACK_MS && state.count <= item
+            })
+        }) || tl.removed_by(&job, skip_at, end + CHANGE_SLACK_MS);
         if removed {
             continue;
         }
@@ -399,7 +398,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         let disabled_meanwhile = tl.item_disabled.get(&(job.clone(), item)).is_some_and(|l| {
             l.iter().any(|(from, on)| *on && *from > first.at && *from <= noticed_by)
         });
-        let job_removed = tl.removed_after(&job, first.at).is_some_and(|t| t <= noticed_by);
+        let job_removed = tl.removed_by(&job, first.at, noticed_by);
         let removed_meanwhile = job_removed
             || tl.configs.get(&job).is_some_and(|configs| {
                 configs.iter().any(|(t, c)| *t > first.at && *t <= noticed_by && c.count <= item)
@@ -502,7 +501,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         };
         // A count change removed the item (while it ran, or before the departure showed), or
         // the job was removed: there is nothing to run again (GUARANTEES.md, section 2).
-        let job_removed = tl.removed_after(job, *crash_at).is_some_and(|t| t <= shows + 1_000);
+        let job_removed = tl.removed_by(job, *crash_at, shows + 1_000);
         let removed = job_removed
             || tl.config_at(job, *crash_at).is_some_and(|c| c.count <= *item)
             || tl.configs.get(job).is_some_and(|configs| {
@@ -585,8 +584,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         }
         // The job was removed before the re-run was due (a claimer may be busy, or cut off,
         // for up to the liveness bound): nothing is owed any more (GUARANTEES.md, section 2).
-        let removed_before_due =
-            tl.removed_after(job, *crash_at).is_some_and(|t| t < noticed + FAILOVER_SLACK_MS);
+        let removed_before_due = tl.removed_by(job, *crash_at, noticed + FAILOVER_SLACK_MS - 1);
         if counted == 0 && removed_before_due {
             acc.add(format!("interrupted: owner {how}, job removed before the re-run was due"));
             continue;
@@ -792,7 +790,7 @@ impl Fire<'_> {
         // section 2).
         let reached_after_removal = owners.iter().any(|&w| {
             let skew = tl.skew_at(w, at);
-            skew < 0 && tl.removed_after(job, at).is_some_and(|gone| gone < at - skew + 1_000)
+            skew < 0 && tl.removed_by(job, at, at - skew + 999)
         });
         if reached_after_removal {
             acc.add("exempt: job removed before the owner's clock reached the fire");

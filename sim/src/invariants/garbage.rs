@@ -179,7 +179,7 @@ fn leader_at(entries: &[Entry], job: &str, at: i64) -> Option<usize> {
 
 /// Whether the corruption must be reported.
 fn must_report(c: &Corrupted, tl: &Timeline, entries: &[Entry]) -> bool {
-    if tl.removed_after(&c.job, c.at).is_some_and(|t| t <= c.at + LOSS_MS) {
+    if tl.removed_by(&c.job, c.at, c.at + LOSS_MS) {
         return false;
     }
     // Who would read it: the holder of an ephemeral node (its session's end takes the node,

@@ -24,6 +24,8 @@ pub(crate) struct Timeline {
     /// Per job: when it was removed (a job can be added again under its name, and removed
     /// again).
     pub removed: BTreeMap<String, Vec<i64>>,
+    /// Per job: when it was added again by a workload (after the start).
+    pub added: BTreeMap<String, Vec<i64>>,
     pub item_disabled: BTreeMap<(String, u32), Vec<(i64, bool)>>,
     pub server_disabled: BTreeMap<(String, usize), Vec<(i64, bool)>>,
     /// `(time, instance)` of every crash.
@@ -166,6 +168,7 @@ impl Timeline {
                 }
                 Note::Work { work: Workload::AddJob(spec), error: None } => {
                     gone.remove(&spec.name);
+                    t.added.entry(spec.name.clone()).or_default().push(at);
                 }
                 Note::Work { work, error: None } => match work {
                     Workload::DisableItem { job, item } | Workload::EnableItem { job, item } => {
@@ -202,6 +205,18 @@ impl Timeline {
     /// The first removal of `job` at or after `at`.
     pub fn removed_after(&self, job: &str, at: i64) -> Option<i64> {
         self.removed.get(job)?.iter().copied().find(|&t| t >= at)
+    }
+
+    /// Whether the incarnation of `job` that existed at `at` (since its latest add) was
+    /// removed by `until`: a removal before `at` counts (the job was being removed while it
+    /// still ran), one of an earlier incarnation does not.
+    pub fn removed_by(&self, job: &str, at: i64, until: i64) -> bool {
+        let added = self
+            .added
+            .get(job)
+            .and_then(|l| l.iter().copied().filter(|&t| t <= at).max())
+            .unwrap_or(i64::MIN);
+        self.removed.get(job).is_some_and(|l| l.iter().any(|&t| t >= added && t <= until))
     }
 
     /// Whether `job` was removed at the end of the run (not added again since).
