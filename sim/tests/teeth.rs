@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use shardcron_sim::{
     Builder, Corruption, Fault, FaultProfile, Invariant, JobSpec, Junk, Report, Scenario, Target,
-    Variant,
+    Variant, Workload,
 };
 
 fn run(variant: Option<Variant>) -> Report {
@@ -151,6 +151,50 @@ fn a_clock_skew_skipped_in_silence_is_caught() {
     let job = JobSpec::new("j0", "0/3 * * * * ?", 6).item_ms(500).max_time_diff_seconds(5);
     let scenario = Scenario::new("clock-ahead").at(14_000, Fault::SkewClock(2, 8_000));
     caught_under_faults(vec![job], scenario, Variant::MuteClockSkew, Invariant::Fires);
+}
+
+/// As [`caught_under_faults`], and the violation is the lost (or late) re-run of an item of
+/// `item` (a job name and `#`) itself, not only the fires the missing reshard lost after it.
+fn lost_rerun_caught(specs: Vec<JobSpec>, scenario: Scenario, variant: Variant, item: &str) {
+    caught_under_faults(specs.clone(), scenario.clone(), variant, Invariant::Fires);
+    let broken = under_faults(specs, scenario, Some(variant));
+    let lost = |m: &str| {
+        m.starts_with(item)
+            && m.contains("was running on i2 when it crashed")
+            && (m.contains("not re-executed") || m.contains("failed over only at"))
+    };
+    assert!(
+        broken.violations.iter().any(|v| lost(&v.message)),
+        "{variant}: the lost re-run of {item} should be reported:\n{}",
+        broken.violations_text()
+    );
+}
+
+#[test]
+fn a_lost_failover_is_caught_when_the_job_is_removed_after_the_liveness_bound() {
+    // The boundary of "a re-run not made yet when the job is removed within the liveness bound
+    // is not owed": i2 dies mid-run at 11 s, its departure shows at 21 s, the job is removed
+    // at 37 s, past the 15 s bound. The unbroken system re-runs the orphans at once;
+    // survivors that never see the departure must be caught.
+    let long = JobSpec::new("j0", "0/10 * * * * ?", 6).item_ms(4_000).failover(true);
+    let scenario = Scenario::new("crash-then-late-removal")
+        .at(11_000, Fault::Crash(2))
+        .at(37_000, Workload::RemoveJob { job: "j0".into() });
+    lost_rerun_caught(vec![long], scenario, Variant::ForgetDeparture, "j0#");
+}
+
+#[test]
+fn a_lost_failover_is_caught_for_a_run_started_after_failover_was_turned_back_on() {
+    // The boundary of "a run started while failover was off is not failed over": failover is
+    // off from 2 s to 4 s, the run starts at 10 s (on for longer than a watch round trip),
+    // and its instance dies mid-run. It is owed a re-run; survivors that never see the
+    // departure must be caught.
+    let long = JobSpec::new("j0", "0/10 * * * * ?", 6).item_ms(4_000).failover(true);
+    let scenario = Scenario::new("failover-toggled-before-the-run")
+        .at(2_000, Workload::SetFailover { job: "j0".into(), on: false })
+        .at(4_000, Workload::SetFailover { job: "j0".into(), on: true })
+        .at(11_000, Fault::Crash(2));
+    lost_rerun_caught(vec![long], scenario, Variant::ForgetDeparture, "j0#");
 }
 
 #[test]
