@@ -556,7 +556,9 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // see its instance leave, give or take a claimer busy with a run of its own.
         let noticed = shows;
         let first_start = takers.first().map(|&(i, _)| entries[i].at);
-        if counted == 1 && first_start.is_some_and(|t| t > noticed + FAILOVER_SLACK_MS) {
+        // While no instance was up (all crashed or cut off), nobody could take it over.
+        let late = |t: i64| t > noticed + FAILOVER_SLACK_MS + tl.nobody_up_ms(noticed, t);
+        if counted == 1 && first_start.is_some_and(late) {
             out.push(Violation {
                 invariant: Invariant::Fires,
                 at: *crash_at,

@@ -219,6 +219,22 @@ impl Timeline {
         self.removed.get(job).is_some_and(|l| l.iter().any(|&t| t >= added && t <= until))
     }
 
+    /// How long, within `[from, to)` (to the nearest 100 ms), no instance at all was up:
+    /// nobody could have taken anything over then.
+    pub fn nobody_up_ms(&self, from: i64, to: i64) -> i64 {
+        const STEP: i64 = 100;
+        let all: Vec<usize> = self.down.keys().copied().collect();
+        let mut t = from;
+        let mut total = 0;
+        while t < to {
+            if all.iter().all(|&w| self.not_up(w, t).is_some()) {
+                total += STEP;
+            }
+            t += STEP;
+        }
+        total
+    }
+
     /// Whether `job` was removed at the end of the run (not added again since).
     pub fn gone_at_end(&self, job: &str) -> bool {
         let last_removal = self.removed.get(job).and_then(|l| l.last().copied());
