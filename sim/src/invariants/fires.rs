@@ -734,6 +734,7 @@ impl Fire<'_> {
         // while the owner at the fire was up: one that was down lost the fire (judged below).
         let owner_at_fire = facts.owner_at(job, item, at);
         let first_up = owner_at_fire.is_none_or(|o| tl.not_up(o, at).is_none());
+        let unowned = owners.is_empty() && heir.is_none();
         let covers = |(idx, w, r): &&(usize, usize, SkipReason)| {
             let skip_at = entries[*idx].at;
             let owned_at_skip = facts.owner_at(job, item, skip_at) == Some(*w);
@@ -751,7 +752,9 @@ impl Fire<'_> {
                 // marks the item.
                 SkipReason::Misfire if resharded => owned_at_skip || heir == Some(*w),
                 SkipReason::Misfire => direct || (owners.contains(w) && first_up),
-                _ => owners.contains(w) || heir == Some(*w) || owned_at_skip,
+                // Nobody ever owned the item (the job's first reshard never came): each
+                // instance waited for it, and its record speaks for the whole fire.
+                _ => owners.contains(w) || heir == Some(*w) || owned_at_skip || unowned,
             }
         };
         let skip = skips.and_then(|s| {
