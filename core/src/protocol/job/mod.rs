@@ -240,10 +240,11 @@ pub struct JobProtocol {
     stop: Option<StopState>,
     /// The fire time the timer is armed for, until its fire is handled.
     armed_fire: Option<i64>,
-    /// After a new instance's first registration, until its first fire comes: when it began
-    /// registering, and from when on its fire path took over. A reshard made in between that the view shows only now answers the
-    /// latest fire in between, which is ours to handle (`register::late_reshard`).
-    resume_window: Option<(i64, i64)>,
+    /// After the first registration of an instance without a ledger, until its first fire
+    /// comes: from when on its fire path took over. A reshard that gave it items before then,
+    /// shown only now, answers the latest fire before then, which is ours to handle
+    /// (`register::late_reshard`).
+    resume_window: Option<i64>,
     /// The deadline of the wait armed with the runtime.
     armed_wait: Option<i64>,
     was_leader: bool,

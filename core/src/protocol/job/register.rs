@@ -220,10 +220,10 @@ impl JobProtocol {
             self.config_version = stored;
         }
         let (_, resume) = self.resume(ctx);
-        // A new instance only: a restart's leftovers counted its missed fires up to now (a
+        // Without a ledger only: a restart's leftovers counted its missed fires up to now (a
         // reshard shown late would have it run one of them twice).
         if self.registration.first && self.registration.started_before.flatten().is_none() {
-            self.resume_window = self.registration.began_ms.map(|began| (began, resume));
+            self.resume_window = Some(resume);
         }
         self.registration.state = State::Done;
         self.registration.first = false;
@@ -272,25 +272,28 @@ impl JobProtocol {
             };
         }
         // No reshard pending: a restart whose ledger says what it started, after a reshard
-        // made since; or a new instance, which had no items before it began registering, after
-        // a reshard made since (its own node asked for one, which may be done already).
-        let Some(started) = started.or(self.registration.began_ms) else { return now };
-        let since = failover::assigned_since(ctx.view, &self.paths)
-            .filter(|&r| r >= started && r < ctx.now_ms);
+        // made since; or a new instance, after a reshard that gave it items (made after its
+        // node appeared, whenever the flag it answered was raised: the fires since that raise
+        // waited for it).
+        let since = match started {
+            Some(started) => failover::assigned_since(ctx.view, &self.paths)
+                .filter(|&r| r >= started && r < ctx.now_ms),
+            None => self.new_instance_reshard(ctx).filter(|&r| r < ctx.now_ms),
+        };
         match since.and_then(latest_after) {
             Some(fire) => (fire - 1, fire - 1),
             None => now,
         }
     }
 
-    /// The view shows a reshard only now: one made after this new instance began registering
-    /// but before its fire path took over answers the latest fire in between, and nobody else
-    /// runs our items of it. Handled now, unless a
-    /// later fire came first (then it is recorded as late).
+    /// The view shows a reshard only now that gave this instance (without a ledger) items
+    /// before its fire path took over: the latest fire it answers before then is ours, and
+    /// nobody else runs our items of it. Handled now, unless a later fire came first (then it
+    /// is recorded as late).
     pub(super) fn late_reshard(&mut self, ctx: &Ctx<'_>) {
-        let Some((started, from)) = self.resume_window else { return };
-        let Some(made) = failover::assigned_since(ctx.view, &self.paths) else { return };
-        if made < started || made >= from {
+        let Some(from) = self.resume_window else { return };
+        let Some(made) = self.new_instance_reshard(ctx) else { return };
+        if made >= from {
             return;
         }
         self.resume_window = None;
@@ -301,6 +304,18 @@ impl JobProtocol {
         } else {
             self.enqueue(fire, FireKind::Scheduled, None);
         }
+    }
+
+    /// For an instance without a ledger (new, or restarted without one): from when on the
+    /// recorded reshard's assignment is ours to answer, if it gives us items. The fires since
+    /// its flag's raise waited for it, but only those since we began registering: a restart
+    /// without a ledger may have run earlier ones before it went down (an old record names
+    /// it too).
+    fn new_instance_reshard(&self, ctx: &Ctx<'_>) -> Option<i64> {
+        let began = self.registration.began_ms?;
+        let record = failover::read_assigned(ctx.view, &self.paths)?;
+        let ours = record.owners.values().any(|owner| *owner == self.me);
+        ours.then_some(record.raised_ms.max(began))
     }
 
     fn ledger_last_fire(&self, ctx: &Ctx<'_>) -> Option<i64> {
