@@ -24,8 +24,6 @@
 //! Every path is built here ([`JobPaths`]) and every watched path is classified here
 //! ([`JobNode::parse`]): no module formats or string-matches registry paths by itself.
 
-use std::fmt;
-
 /// The paths of one job's nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobPaths {
@@ -35,82 +33,121 @@ pub struct JobPaths {
 impl JobPaths {
     /// The paths of job `job` (a name already validated as a path segment).
     pub fn new(job: &str) -> Self {
-        JobPaths { root: format!("/{job}") }
+        let mut root = String::with_capacity(job.len() + 1);
+        root.push('/');
+        root.push_str(job);
+        JobPaths { root }
     }
 
     pub fn root(&self) -> &str {
         &self.root
     }
-    fn sub(&self, rest: impl fmt::Display) -> String {
-        format!("{}/{rest}", self.root)
+    /// `{root}/{a}/{b}...`. Every fire builds a few dozen paths: concatenated into one
+    /// allocation of the right size, not formatted.
+    fn join(&self, segments: &[&str]) -> String {
+        let len = self.root.len() + segments.iter().map(|s| s.len() + 1).sum::<usize>();
+        let mut path = String::with_capacity(len);
+        path.push_str(&self.root);
+        for segment in segments {
+            path.push('/');
+            path.push_str(segment);
+        }
+        path
     }
     pub fn config(&self) -> String {
-        self.sub("config")
+        self.join(&["config"])
     }
     pub fn instances(&self) -> String {
-        self.sub("instances")
+        self.join(&["instances"])
     }
     pub fn instance(&self, instance: &str) -> String {
-        self.sub(format_args!("instances/{instance}"))
+        self.join(&["instances", instance])
     }
     pub fn servers(&self) -> String {
-        self.sub("servers")
+        self.join(&["servers"])
     }
     pub fn server(&self, ip: &str) -> String {
-        self.sub(format_args!("servers/{ip}"))
+        self.join(&["servers", ip])
     }
     pub fn sharding(&self) -> String {
-        self.sub("sharding")
+        self.join(&["sharding"])
     }
     pub fn item(&self, item: u32) -> String {
-        self.sub(format_args!("sharding/{item}"))
+        self.join(&["sharding", Digits::of(item).as_str()])
     }
     pub fn item_node(&self, item: u32, node: ItemNode) -> String {
-        self.sub(format_args!("sharding/{item}/{}", node.name()))
+        self.join(&["sharding", Digits::of(item).as_str(), node.name()])
     }
     pub fn leader_instance(&self) -> String {
-        self.sub("leader/election/instance")
+        self.join(&["leader/election/instance"])
     }
     pub fn election_latch(&self) -> String {
-        self.sub("leader/election/latch")
+        self.join(&["leader/election/latch"])
     }
     pub fn sharding_necessary(&self) -> String {
-        self.sub("leader/sharding/necessary")
+        self.join(&["leader/sharding/necessary"])
     }
     pub fn sharding_processing(&self) -> String {
-        self.sub("leader/sharding/processing")
+        self.join(&["leader/sharding/processing"])
     }
     pub fn failover_items(&self) -> String {
-        self.sub("leader/failover/items")
+        self.join(&["leader/failover/items"])
     }
     pub fn failover_item(&self, item: u32) -> String {
-        self.sub(format_args!("leader/failover/items/{item}"))
+        self.join(&["leader/failover/items", Digits::of(item).as_str()])
     }
     pub fn triggers(&self) -> String {
-        self.sub("trigger")
+        self.join(&["trigger"])
     }
     pub fn trigger(&self, instance: &str) -> String {
-        self.sub(format_args!("trigger/{instance}"))
+        self.join(&["trigger", instance])
     }
     /// Where this instance's fire ledger lives (shardcron's own bookkeeping, in a subtree
     /// ElasticJob's tools never read): the last scheduled fire it started, so that survivors can
     /// tell which fires it missed before its crash was noticed.
     pub fn ledgers(&self) -> String {
-        self.sub("shardcron/ledger")
+        self.join(&["shardcron/ledger"])
     }
     pub fn ledger(&self, instance: &str) -> String {
-        self.sub(format_args!("shardcron/ledger/{instance}"))
+        self.join(&["shardcron/ledger", instance])
     }
     /// The raise time of the reshard that made the current assignment: fires after it run
     /// under that assignment, the ones before under the one it replaced.
     pub fn assigned(&self) -> String {
-        self.sub("shardcron/assigned")
+        self.join(&["shardcron/assigned"])
     }
     pub fn guarantee(&self, stage: GuaranteeStage, item: u32) -> String {
-        self.sub(format_args!("guarantee/{}/{item}", stage.name()))
+        self.join(&["guarantee", stage.name(), Digits::of(item).as_str()])
     }
     pub fn guarantee_stage(&self, stage: GuaranteeStage) -> String {
-        self.sub(format_args!("guarantee/{}", stage.name()))
+        self.join(&["guarantee", stage.name()])
+    }
+}
+
+/// An item number's decimal digits on the stack (no formatter, no allocation).
+struct Digits {
+    buf: [u8; 10],
+    start: usize,
+}
+
+impl Digits {
+    fn of(mut n: u32) -> Self {
+        let mut buf = [b'0'; 10];
+        let mut start = buf.len();
+        loop {
+            start -= 1;
+            buf[start] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        Digits { buf, start }
+    }
+
+    fn as_str(&self) -> &str {
+        // ASCII digits only.
+        std::str::from_utf8(&self.buf[self.start..]).unwrap_or("0")
     }
 }
 
@@ -275,6 +312,10 @@ mod tests {
         }
         assert_eq!(p.instance("x"), "/billing/instances/x");
         assert_eq!(p.item_node(1, ItemNode::Instance), "/billing/sharding/1/instance");
+        for n in [0, 7, 10, 99, 100, 65_535, u32::MAX] {
+            assert_eq!(p.item(n), format!("/billing/sharding/{n}"));
+            assert_eq!(p.failover_item(n), format!("/billing/leader/failover/items/{n}"));
+        }
     }
 
     #[test]
