@@ -360,7 +360,12 @@ fn to_step(op: TxnOp) -> Result<Step> {
 impl CoordinatorRegistry for EtcdRegistry {
     fn capability(&self) -> Capability {
         // Watches resume by revision (exact); counters move by one per sequential create.
-        Capability::new(BACKEND)
+        let mut capability = Capability::new(BACKEND);
+        // A contract op takes up to three compares and two writes of the one-`Txn` plan, which
+        // holds at most 128 of each (etcd's default `--max-txn-ops`, see `plan.rs`): 32 ops
+        // stay within it, so a combined transaction is still one round trip.
+        capability.txn_batch_ops = 32;
+        capability
     }
 
     async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> Result<String> {

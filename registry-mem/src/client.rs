@@ -271,7 +271,10 @@ fn check_txn_op(op: &TxnOp) -> Result<()> {
 #[async_trait]
 impl CoordinatorRegistry for MemRegistry {
     fn capability(&self) -> Capability {
-        Capability::new("mem")
+        let mut capability = Capability::new("mem");
+        // One lock taken, whatever the size: the more ops a transaction carries, the better.
+        capability.txn_batch_ops = 4096;
+        capability
     }
 
     async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> Result<String> {

@@ -287,6 +287,9 @@ impl CoordinatorRegistry for ZkRegistry {
         // advances.
         capability.contiguous_sequence = false;
         capability.acl = self.shared.options.digest.is_some();
+        // One `multi` request; the scheduler also keeps a combined one under 256 KiB, well
+        // within the server's default packet limit (jute.maxbuffer, 1 MiB).
+        capability.txn_batch_ops = 1024;
         capability
     }
 

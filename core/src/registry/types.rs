@@ -307,12 +307,26 @@ pub struct Capability {
     pub contiguous_sequence: bool,
     /// The backend enforces ACLs on the nodes it creates.
     pub acl: bool,
+    /// How many ops the scheduler may put in one transaction when it combines the
+    /// transactions of several jobs (it never splits one job's transaction): what the backend
+    /// takes in one request at its best, e.g. etcd's limit on the ops of one `Txn`.
+    pub txn_batch_ops: usize,
 }
 
 impl Capability {
+    /// What [`Capability::txn_batch_ops`] is for a backend that does not say.
+    pub const DEFAULT_TXN_BATCH_OPS: usize = 64;
+
     /// What a backend named `backend` offers by default: exact watches and contiguous
-    /// sequence numbers (what ZooKeeper gives), no ACLs; a backend then turns off what it lacks.
+    /// sequence numbers (what ZooKeeper gives), no ACLs, [`Self::DEFAULT_TXN_BATCH_OPS`]; a
+    /// backend then turns off what it lacks.
     pub fn new(backend: &'static str) -> Self {
-        Capability { backend, exact_watch: true, contiguous_sequence: true, acl: false }
+        Capability {
+            backend,
+            exact_watch: true,
+            contiguous_sequence: true,
+            acl: false,
+            txn_batch_ops: Self::DEFAULT_TXN_BATCH_OPS,
+        }
     }
 }

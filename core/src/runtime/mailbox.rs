@@ -9,6 +9,10 @@
 //! `send` fails (returning the message) once the receiver is gone; `recv` returns `None` once
 //! every sender is gone and the queue is drained; receiving takes part in tokio's cooperative
 //! budget, so a busy runner yields as it did on the channel.
+//!
+//! Every message queued counts as work in hand in the scheduler's [`Activity`] until the runner
+//! has handled it (or the mailbox is dropped with it): the transaction batcher waits for that
+//! work before it commits.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,6 +20,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+
+use super::batch::Activity;
 
 /// A queue with more capacity than this is freed once drained, so that a burst of events (a
 /// registration, a reshard) does not pin its memory for the rest of the job's life; a job that
@@ -26,6 +32,7 @@ struct Shared<T> {
     queue: Mutex<Queue<T>>,
     ready: Notify,
     senders: AtomicUsize,
+    activity: Arc<Activity>,
 }
 
 struct Queue<T> {
@@ -44,12 +51,13 @@ pub(crate) struct Receiver<T> {
     shared: Arc<Shared<T>>,
 }
 
-/// A new mailbox.
-pub(crate) fn mailbox<T>() -> (Sender<T>, Receiver<T>) {
+/// A new mailbox whose queued messages count in `activity`.
+pub(crate) fn mailbox<T>(activity: Arc<Activity>) -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
         queue: Mutex::new(Queue { messages: VecDeque::new(), closed: false }),
         ready: Notify::new(),
         senders: AtomicUsize::new(1),
+        activity,
     });
     (Sender { shared: shared.clone() }, Receiver { shared })
 }
@@ -63,6 +71,8 @@ impl<T> Sender<T> {
                 return Err(message);
             }
             queue.messages.push_back(message);
+            // Counted before the receiver can take it, so the count never goes below zero.
+            self.shared.activity.begin();
         }
         self.shared.ready.notify_one();
         Ok(())
@@ -93,6 +103,7 @@ impl<T> std::fmt::Debug for Sender<T> {
 
 impl<T> Receiver<T> {
     /// The next message, waiting for one; `None` once every sender is gone and none is left.
+    /// The receiver tells [`Receiver::handled`] once it is done with it.
     pub async fn recv(&mut self) -> Option<T> {
         tokio::task::consume_budget().await;
         loop {
@@ -107,6 +118,11 @@ impl<T> Receiver<T> {
             }
             self.shared.ready.notified().await;
         }
+    }
+
+    /// A received message has been handled: it no longer counts as work in hand.
+    pub fn handled(&self) {
+        self.shared.activity.end();
     }
 
     /// The next message if one is queued, without waiting.
@@ -127,6 +143,9 @@ impl<T> Drop for Receiver<T> {
             queue.closed = true;
             std::mem::take(&mut queue.messages)
         };
+        for _ in 0..dropped.len() {
+            self.shared.activity.end();
+        }
         // Dropped outside the lock: a message may hold a reply channel whose drop wakes a task.
         drop(dropped);
     }
@@ -144,7 +163,7 @@ mod tests {
 
     #[tokio::test]
     async fn delivers_in_order_and_ends_with_the_last_sender() {
-        let (tx, mut rx) = mailbox::<u32>();
+        let (tx, mut rx) = mailbox::<u32>(Arc::default());
         let tx2 = tx.clone();
         for i in 0..20 {
             assert!(tx.send(i).is_ok());
@@ -160,7 +179,7 @@ mod tests {
 
     #[tokio::test]
     async fn wakes_a_waiting_receiver_and_refuses_after_it_is_gone() {
-        let (tx, mut rx) = mailbox::<u32>();
+        let (tx, mut rx) = mailbox::<u32>(Arc::default());
         let waiter = tokio::spawn(async move {
             let first = rx.recv().await;
             (first, rx)

@@ -47,6 +47,7 @@
 //! - `lifetime`: what ends the tasks when the scheduler is dropped.
 
 mod adopt;
+mod batch;
 pub(crate) mod cache;
 mod driver;
 mod events;
@@ -80,6 +81,7 @@ use crate::handles::Handles;
 use crate::job::{ErrorHandlers, Extensions, Job, JobListener};
 use crate::registry::{CoordinatorRegistry, WatchEvent};
 use crate::sharding::ShardingStrategies;
+use batch::{Activity, TxnBatcher};
 use cache::SharedCache;
 use driver::Driver;
 use events::{Events, SinksDrained};
@@ -120,6 +122,10 @@ impl Default for Settings {
 /// What the driver and the runners share.
 pub(crate) struct Shared {
     pub registry: Arc<dyn CoordinatorRegistry>,
+    /// The jobs' transactions go through it: those of one tick share one registry transaction.
+    pub txns: TxnBatcher,
+    /// The runners' work in hand, which the batcher waits for.
+    pub activity: Arc<Activity>,
     pub handles: Handles,
     pub instance: InstanceId,
     pub cache: SharedCache,
@@ -331,8 +337,17 @@ impl SchedulerBuilder {
             self.inline_sinks,
             handles.spawner.as_ref(),
         );
+        let activity = Arc::new(Activity::default());
+        let txns = TxnBatcher::start(
+            self.registry.clone(),
+            handles.clock.clone(),
+            activity.clone(),
+            handles.spawner.as_ref(),
+        );
         let shared = Arc::new(Shared {
             registry: self.registry,
+            txns,
+            activity,
             events: events.clone(),
             extensions: self.extensions,
             stop: stop.clone(),
@@ -453,7 +468,7 @@ impl Scheduler {
         if config.cron.is_none() {
             warn_never_fires(&name);
         }
-        let (tx, rx) = mailbox::mailbox();
+        let (tx, rx) = mailbox::mailbox(self.shared.activity.clone());
         // Route events before starting, so that nothing between registration and `run` is lost.
         self.shared.command(Command::Register { job: name.clone(), mailbox: tx.clone() });
         match JobRunner::start(self.shared.clone(), config, job, rx, tx.clone()).await {

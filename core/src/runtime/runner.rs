@@ -111,7 +111,10 @@ impl JobRunner {
             launches: BTreeMap::new(),
             stop_replies: Vec::new(),
         });
+        // The registration is work in hand like a message's handling.
+        runner.shared.activity.begin();
         runner.feed(Input::Start).await;
+        runner.shared.activity.end();
         if !runner.protocol.registered() {
             // Leave no instance node behind for a job this scheduler will not run: the leader
             // would give it items that nobody runs. Best effort: the error that matters is the
@@ -156,6 +159,7 @@ impl JobRunner {
             // Boxed: the handling of an event is a large future, and unboxed it would be part
             // of every idle runner's (< 10 KiB per job). One allocation per event.
             Box::pin(self.feed(input)).await;
+            self.mailbox.handled();
             if self.protocol.stopped() {
                 break;
             }
@@ -211,7 +215,11 @@ impl JobRunner {
         let name = || self.protocol.job().to_owned();
         match action {
             Action::Request { op, request } => {
+                // Waiting for the registry is not work in hand: the batcher need not wait for
+                // this runner (it may be the one to answer it).
+                self.shared.activity.end();
                 let result = self.request(request).await;
+                self.shared.activity.begin();
                 return Some(Input::Reply { op, result });
             }
             Action::ArmFire(at_ms) => {
@@ -266,7 +274,7 @@ impl JobRunner {
         let cache = &self.shared.cache;
         match request {
             Request::Txn(ops) => {
-                let results = registry.transaction(ops.clone()).await?;
+                let (ops, results) = self.shared.txns.transaction(ops).await?;
                 cache.update(|c| c.committed(&ops, &results));
                 Ok(Reply::Txn(results))
             }

@@ -1,0 +1,294 @@
+//! Group commit of the jobs' registry transactions (`docs/architecture.md`, "Batched
+//! transactions").
+//!
+//! Cron fires fall on whole seconds, so the jobs of a process fire together: 1,000 jobs due in
+//! the same second each ask for a start transaction within the same few milliseconds, and their
+//! items end together too. Each job's protocol still issues its own transaction and gets its own
+//! outcome; the runtime hands the transactions to one committer, which waits until the runners
+//! have no work left in hand ([`Activity`]: every runner idle or waiting for the registry), then
+//! concatenates every transaction queued into one registry transaction (within the backend's
+//! [`Capability::txn_batch_ops`] and a byte budget), and gives each job its slice of the
+//! results. So the fires of one tick start with one registry write, and their ends, when they
+//! end together, take one more. The wait is bounded ([`GATHER_LIMIT_MS`]): a runner that keeps
+//! working does not hold the others' transactions longer than that.
+//!
+//! Why that is the same as committing them one by one: the jobs' transactions touch disjoint
+//! subtrees (every path of a job is under `/{job}`), so applying them together, atomically, is
+//! one of the orders in which they could have applied separately. When the combined transaction
+//! fails, the failure says which op failed: its job's transaction is committed again alone (it
+//! gets the registry's own verdict on it, at a later moment, as if it had been sent later), and
+//! the others are combined again without it. An error that leaves the outcome unknown (a lost
+//! connection, a timeout) reaches every job of the batch, each with its own first path, exactly
+//! as it would have reached each of them alone; any other failure that names no op falls back to
+//! one transaction per job.
+//!
+//! [`Capability::txn_batch_ops`]: crate::registry::Capability::txn_batch_ops
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::{oneshot, Notify};
+
+use crate::handles::{Clock, Spawner};
+use crate::registry::{CoordinatorRegistry, Op, RegistryError, TxnOp, TxnResult};
+
+/// The most bytes of paths and data one combined transaction carries: well within ZooKeeper's
+/// default packet limit (1 MiB) and etcd's request limit (1.5 MiB).
+const BATCH_BYTES: usize = 256 * 1024;
+
+/// The longest the committer holds a queued transaction while runners still work: a burst of
+/// 1,000 fires takes a few milliseconds of CPU to reach its transactions.
+pub(crate) const GATHER_LIMIT_MS: i64 = 20;
+
+/// After this many failed combined attempts in one batch, the rest go one by one.
+const COMBINED_FAILURES: usize = 2;
+
+type Outcome = Result<(Vec<TxnOp>, Vec<TxnResult>), RegistryError>;
+
+struct Queued {
+    ops: Vec<TxnOp>,
+    reply: oneshot::Sender<Outcome>,
+}
+
+/// How much work the job runners have in hand: events queued in their mailboxes or being
+/// handled, less the runners waiting for the registry. While it is above zero a runner may
+/// still be on its way to a transaction of the same tick.
+#[derive(Debug, Default)]
+pub(crate) struct Activity {
+    busy: AtomicI64,
+    quiet: Notify,
+}
+
+impl Activity {
+    /// One more unit of work (an event queued for a runner, a runner back from a wait).
+    pub fn begin(&self) {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// One unit done (an event handled, a runner starting to wait for the registry).
+    pub fn end(&self) {
+        if self.busy.fetch_sub(1, Ordering::AcqRel) <= 1 {
+            self.quiet.notify_one();
+        }
+    }
+
+    fn is_quiet(&self) -> bool {
+        self.busy.load(Ordering::Acquire) <= 0
+    }
+}
+
+struct Inner {
+    registry: Arc<dyn CoordinatorRegistry>,
+    clock: Arc<dyn Clock>,
+    activity: Arc<Activity>,
+    queue: Mutex<Vec<Queued>>,
+    ready: Notify,
+    max_ops: usize,
+    /// Transactions the jobs asked for.
+    asked: AtomicU64,
+    /// Registry transactions sent for them.
+    sent: AtomicU64,
+}
+
+/// The jobs' side of the committer: submit a transaction, await its outcome.
+#[derive(Clone)]
+pub(crate) struct TxnBatcher {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for TxnBatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxnBatcher")
+            .field("asked", &self.inner.asked.load(Ordering::Relaxed))
+            .field("sent", &self.inner.sent.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// How many transactions the jobs asked for and how many registry transactions carried them.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxnCounts {
+    pub asked: u64,
+    pub sent: u64,
+}
+
+impl TxnBatcher {
+    /// A batcher on `registry`, its committer spawned on `spawner`, gathering while
+    /// `activity` says the runners still work.
+    pub fn start(
+        registry: Arc<dyn CoordinatorRegistry>,
+        clock: Arc<dyn Clock>,
+        activity: Arc<Activity>,
+        spawner: &dyn Spawner,
+    ) -> Self {
+        let max_ops = registry.capability().txn_batch_ops.max(1);
+        let inner = Arc::new(Inner {
+            registry,
+            clock,
+            activity,
+            queue: Mutex::new(Vec::new()),
+            ready: Notify::new(),
+            max_ops,
+            asked: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+        });
+        spawner.spawn(Box::pin(committer(inner.clone())));
+        TxnBatcher { inner }
+    }
+
+    /// Commits `ops` atomically, possibly together with other jobs' transactions; gives the
+    /// ops back with their results.
+    pub async fn transaction(&self, ops: Vec<TxnOp>) -> Outcome {
+        let path = ops.first().map_or_else(|| "/".to_owned(), |op| op.path().to_owned());
+        let (reply, outcome) = oneshot::channel();
+        self.inner.asked.fetch_add(1, Ordering::Relaxed);
+        self.inner.queue.lock().push(Queued { ops, reply });
+        self.inner.ready.notify_one();
+        // The committer is gone only when the scheduler stops.
+        outcome.await.unwrap_or(Err(RegistryError::Closed { op: Op::Transaction, path }))
+    }
+
+    #[cfg(test)]
+    pub fn counts(&self) -> TxnCounts {
+        TxnCounts {
+            asked: self.inner.asked.load(Ordering::Relaxed),
+            sent: self.inner.sent.load(Ordering::Relaxed),
+        }
+    }
+}
+
+async fn committer(inner: Arc<Inner>) {
+    loop {
+        // A notification without a waiter leaves a permit: nothing queued meanwhile is missed.
+        while inner.queue.lock().is_empty() {
+            inner.ready.notified().await;
+        }
+        // Let the runners woken by the same tick queue theirs first.
+        let limit = inner.clock.now_ms() + GATHER_LIMIT_MS;
+        let mut deadline = inner.clock.sleep_until(limit);
+        while !inner.activity.is_quiet() {
+            tokio::select! {
+                biased;
+                () = inner.activity.quiet.notified() => {}
+                () = &mut deadline => break,
+            }
+        }
+        let queued = std::mem::take(&mut *inner.queue.lock());
+        for batch in split(queued, inner.max_ops) {
+            commit(&inner, batch).await;
+        }
+    }
+}
+
+/// Cuts the queue into batches of at most `max_ops` ops and [`BATCH_BYTES`] bytes, in queue
+/// order; a transaction larger than either limit goes alone.
+fn split(queued: Vec<Queued>, max_ops: usize) -> Vec<Vec<Queued>> {
+    let mut batches: Vec<Vec<Queued>> = Vec::new();
+    let (mut ops, mut bytes) = (0, 0);
+    for q in queued {
+        let (n, b) = (q.ops.len(), q.ops.iter().map(op_bytes).sum::<usize>());
+        let fits = batches
+            .last()
+            .is_some_and(|last| !last.is_empty() && ops + n <= max_ops && bytes + b <= BATCH_BYTES);
+        if fits {
+            ops += n;
+            bytes += b;
+            if let Some(last) = batches.last_mut() {
+                last.push(q);
+            }
+        } else {
+            (ops, bytes) = (n, b);
+            batches.push(vec![q]);
+        }
+    }
+    batches
+}
+
+fn op_bytes(op: &TxnOp) -> usize {
+    let data = match op {
+        TxnOp::Create { data, .. } | TxnOp::Set { data, .. } => data.len(),
+        TxnOp::Check { .. } | TxnOp::Delete { .. } => 0,
+    };
+    op.path().len() + data + 16
+}
+
+/// Commits one batch and answers every job in it.
+async fn commit(inner: &Inner, mut batch: Vec<Queued>) {
+    let mut failures = 0;
+    while batch.len() > 1 && failures < COMBINED_FAILURES {
+        let combined: Vec<TxnOp> = batch.iter().flat_map(|q| q.ops.iter().cloned()).collect();
+        inner.sent.fetch_add(1, Ordering::Relaxed);
+        match inner.registry.transaction(combined).await {
+            Ok(results) => {
+                let mut results = results.into_iter();
+                for q in batch {
+                    let mine: Vec<TxnResult> = results.by_ref().take(q.ops.len()).collect();
+                    let _ = q.reply.send(Ok((q.ops, mine)));
+                }
+                return;
+            }
+            Err(e) => {
+                if let Some((index, _)) = e.transaction_failure() {
+                    // Nothing applied, and the failing op names its job: that transaction alone
+                    // gets the registry's own verdict; the others are combined again.
+                    failures += 1;
+                    let Some(at) = owner_of(&batch, index) else { break };
+                    let failed = batch.remove(at);
+                    alone(inner, failed).await;
+                } else if e.is_retryable() {
+                    // The outcome is unknown: each job learns just that, about its own ops.
+                    for q in batch {
+                        let path = q.ops.first().map_or("/", |op| op.path());
+                        let _ = q.reply.send(Err(retarget(&e, path)));
+                    }
+                    return;
+                } else {
+                    // A failure that names no op: one transaction per job says whose it is.
+                    break;
+                }
+            }
+        }
+    }
+    for q in batch {
+        alone(inner, q).await;
+    }
+}
+
+/// Which transaction of `batch` op `index` of the combined transaction belongs to.
+fn owner_of(batch: &[Queued], index: usize) -> Option<usize> {
+    let mut end = 0;
+    batch.iter().position(|q| {
+        end += q.ops.len();
+        index < end
+    })
+}
+
+async fn alone(inner: &Inner, q: Queued) {
+    inner.sent.fetch_add(1, Ordering::Relaxed);
+    let outcome = inner.registry.transaction(q.ops.clone()).await.map(|results| (q.ops, results));
+    let _ = q.reply.send(outcome);
+}
+
+/// `error` as the transaction starting at `path` would have got it.
+fn retarget(error: &RegistryError, path: &str) -> RegistryError {
+    let mut error = error.clone();
+    match &mut error {
+        RegistryError::NoNode { path: p, .. }
+        | RegistryError::NodeExists { path: p, .. }
+        | RegistryError::BadVersion { path: p, .. }
+        | RegistryError::NotEmpty { path: p, .. }
+        | RegistryError::EphemeralParent { path: p, .. }
+        | RegistryError::InvalidPath { path: p, .. }
+        | RegistryError::DataTooLarge { path: p, .. }
+        | RegistryError::SessionExpired { path: p, .. }
+        | RegistryError::ConnectionLoss { path: p, .. }
+        | RegistryError::Timeout { path: p, .. }
+        | RegistryError::Auth { path: p, .. }
+        | RegistryError::Closed { path: p, .. }
+        | RegistryError::Backend { path: p, .. } => path.clone_into(p),
+        RegistryError::Transaction { .. } => {}
+    }
+    error
+}
