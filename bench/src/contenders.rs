@@ -19,6 +19,7 @@ use shardcron_core::__private::time::epoch_ms;
 use shardcron_core::config::JobConfig;
 use shardcron_core::handles::Handles;
 use shardcron_core::job::Job;
+use shardcron_core::registry::counting::CountingRegistry;
 use shardcron_core::registry::CoordinatorRegistry;
 use shardcron_core::runtime::{Scheduler, SchedulerBuilder, SchedulerEvent};
 use shardcron_observe::{Metrics, ObserveExt, Trace, TraceConfig, TraceStats};
@@ -106,8 +107,8 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
 /// A started scheduler; dropping it leaves the scheduler running until the process ends.
 #[allow(dead_code)] // held only to keep the schedulers alive
 pub enum Running {
-    Shardcron(Scheduler, Option<MemServer>),
-    Observed(Scheduler, MemServer, Trace, Metrics, std::path::PathBuf),
+    Shardcron(Scheduler, Option<MemServer>, CountingRegistry),
+    Observed(Scheduler, MemServer, Trace, Metrics, std::path::PathBuf, CountingRegistry),
     Tcs(tokio_cron_scheduler::JobScheduler),
     Baseline,
 }
@@ -168,6 +169,9 @@ async fn start_shardcron(
         let client = server.connect(ConnectOptions::default().namespace("/bench"))?;
         (Arc::new(client), Some(server))
     };
+    // Counts what reaches the registry (the writes per tick of the report).
+    let counting = CountingRegistry::new(registry);
+    let registry: Arc<dyn CoordinatorRegistry> = Arc::new(counting.clone());
     let events = recorder.clone();
     let observability = if observed {
         let path =
@@ -234,9 +238,9 @@ async fn start_shardcron(
     }
     match (observability, server) {
         (Some((trace, metrics, path)), Some(server)) => {
-            Ok(Running::Observed(scheduler, server, trace, metrics, path))
+            Ok(Running::Observed(scheduler, server, trace, metrics, path, counting))
         }
-        (_, server) => Ok(Running::Shardcron(scheduler, server)),
+        (_, server) => Ok(Running::Shardcron(scheduler, server, counting)),
     }
 }
 
@@ -249,9 +253,19 @@ impl Running {
         }
     }
 
+    /// What the scheduler sent the registry so far, by operation (shardcron only).
+    pub fn registry_ops(&self) -> Option<std::collections::BTreeMap<String, u64>> {
+        match self {
+            Running::Shardcron(.., counting) | Running::Observed(.., counting) => {
+                Some(counting.counts())
+            }
+            _ => None,
+        }
+    }
+
     /// Removes what the run left on disk (the trace's SQLite file).
     pub fn clean_up(&self) {
-        if let Running::Observed(.., path) = self {
+        if let Running::Observed(.., path, _) = self {
             for suffix in ["", "-wal", "-shm"] {
                 let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
             }

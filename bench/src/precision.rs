@@ -53,6 +53,21 @@ pub struct PrecisionResult {
     pub trace_written: Option<u64>,
     #[serde(default)]
     pub trace_dropped: Option<u64>,
+    /// shardcron only: registry writes (transactions, creates, sets, deletes) and reads sent
+    /// over the window, as the registry's trait counts them.
+    #[serde(default)]
+    pub registry_writes: Option<u64>,
+    #[serde(default)]
+    pub registry_reads: Option<u64>,
+}
+
+/// (writes, reads) among the registry operations counted so far.
+fn writes_and_reads(ops: &std::collections::BTreeMap<String, u64>) -> (u64, u64) {
+    let sum = |names: &[&str]| names.iter().map(|n| ops.get(*n).copied().unwrap_or(0)).sum();
+    (
+        sum(&["transaction", "create", "set", "delete", "delete_recursive"]),
+        sum(&["get", "exists", "children"]),
+    )
 }
 
 /// Records the fires of a measured window: one counter per (job, second), lateness histograms.
@@ -148,8 +163,14 @@ pub fn child(scheduler: &str, jobs: u64, seconds: u64) -> Result<(), Error> {
         recorder.open(start_ms);
         sleep_until_ms(start_ms).await;
         let (cpu0, wall0) = (proc::cpu_time(), std::time::Instant::now());
+        let ops0 = running.registry_ops();
         sleep_until_ms(start_ms + seconds as i64 * 1000).await;
         let (cpu1, wall1) = (proc::cpu_time(), std::time::Instant::now());
+        let ops1 = running.registry_ops();
+        let window_ops = ops0.zip(ops1).map(|(a, b)| {
+            let ((w0, r0), (w1, r1)) = (writes_and_reads(&a), writes_and_reads(&b));
+            (w1 - w0, r1 - r0)
+        });
         sleep_until_ms(start_ms + seconds as i64 * 1000 + GRACE_MS).await;
         let (delivered, duplicates, early) = recorder.tally();
         let event = recorder.event_lateness.summary();
@@ -172,6 +193,8 @@ pub fn child(scheduler: &str, jobs: u64, seconds: u64) -> Result<(), Error> {
             failed: false,
             trace_written: trace.map(|t| t.written),
             trace_dropped: trace.map(|t| t.dropped),
+            registry_writes: window_ops.map(|(w, _)| w),
+            registry_reads: window_ops.map(|(_, r)| r),
         };
         running.clean_up();
         drop(running);
@@ -236,6 +259,8 @@ fn failed(scheduler: &str, jobs: u64, seconds: u64) -> PrecisionResult {
         failed: true,
         trace_written: None,
         trace_dropped: None,
+        registry_writes: None,
+        registry_reads: None,
     }
 }
 
