@@ -29,7 +29,13 @@ impl Namespace {
         match &self.root {
             None => client_path.to_owned(),
             Some(root) if client_path == path::ROOT => root.clone(),
-            Some(root) => format!("{root}{client_path}"),
+            Some(root) => {
+                // Every operation maps its path: one exact allocation, no formatter.
+                let mut server = String::with_capacity(root.len() + client_path.len());
+                server.push_str(root);
+                server.push_str(client_path);
+                server
+            }
         }
     }
 

@@ -84,7 +84,7 @@ impl fmt::Debug for MemServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.shared.state.lock();
         f.debug_struct("MemServer")
-            .field("nodes", &state.tree.iter().count())
+            .field("nodes", &state.tree.len())
             .field("clients", &state.clients.len())
             .finish()
     }

@@ -5,8 +5,17 @@
 //! transaction see earlier ones, and it records how to undo each of them. Dropping a batch without
 //! [`Batch::commit`] rolls everything back, which is what makes transactions all-or-nothing even
 //! when a `?` leaves early.
+//!
+//! Nodes are found by a hash of their full path: a B-tree of tens of thousands of paths that
+//! share long prefixes (`/ns/job-17/sharding/0/...`) spent most of every operation comparing
+//! those prefixes. What must come out in path order (a subtree, the ephemerals of a session, a
+//! dump) is sorted when asked for; those are rare (a watch's snapshot, a session's end). The
+//! hasher has fixed keys, and nothing iterates the map in its own order, so runs stay
+//! deterministic.
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 use shardcron_core::registry::{path, Node, Version};
 
@@ -112,12 +121,12 @@ enum Undo {
 /// All nodes by server path. The root `/` always exists.
 #[derive(Debug)]
 pub(crate) struct Tree {
-    nodes: BTreeMap<String, Entry>,
+    nodes: HashMap<String, Entry, BuildHasherDefault<DefaultHasher>>,
 }
 
 impl Default for Tree {
     fn default() -> Self {
-        let mut nodes = BTreeMap::new();
+        let mut nodes = HashMap::default();
         nodes.insert(path::ROOT.to_owned(), Entry::new(b"", None));
         Tree { nodes }
     }
@@ -135,30 +144,47 @@ impl Tree {
     }
 
     /// The node at `root` and everything below it, in path order.
-    pub fn subtree<'a>(&'a self, root: &'a str) -> impl Iterator<Item = (&'a String, &'a Entry)> {
-        // A plain range from `root` would stop at siblings like `/a-b`, which sort between `/a`
-        // and `/a/b`; descendants are exactly the keys in [`root/`, `root0`) ('0' follows '/').
-        let (lo, hi) = if root == path::ROOT {
-            (String::from("/"), String::from("0"))
-        } else {
-            (format!("{root}/"), format!("{root}0"))
-        };
-        let own = if root == path::ROOT { None } else { self.nodes.get_key_value(root) };
-        own.into_iter().chain(self.nodes.range(lo..hi))
+    pub fn subtree<'a>(&'a self, root: &'a str) -> Vec<(&'a String, &'a Entry)> {
+        let Some((own, entry)) = self.nodes.get_key_value(root) else { return Vec::new() };
+        let mut found = vec![(own, entry)];
+        // Walk the children lists (every node lists its children), then sort by path.
+        let mut next = 0;
+        while next < found.len() {
+            let (parent, entry) = found[next];
+            next += 1;
+            for name in entry.children.iter() {
+                let child = path::join(parent, name);
+                if let Some(pair) = self.nodes.get_key_value(&child) {
+                    found.push(pair);
+                }
+            }
+        }
+        found.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        found
     }
 
     /// Paths of the ephemeral nodes `session` owns, in path order.
     pub fn owned_by(&self, session: SessionId) -> Vec<String> {
-        self.nodes
+        let mut owned: Vec<String> = self
+            .nodes
             .iter()
             .filter(|(_, e)| e.owner == Some(session))
             .map(|(p, _)| p.clone())
-            .collect()
+            .collect();
+        owned.sort_unstable();
+        owned
     }
 
-    /// Every node, for dumps.
+    /// Every node in path order, for dumps.
     pub fn iter(&self) -> impl Iterator<Item = (&String, &Entry)> {
-        self.nodes.iter()
+        let mut all: Vec<(&String, &Entry)> = self.nodes.iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        all.into_iter()
+    }
+
+    /// How many nodes there are.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
     }
 
     /// Starts a batch of changes.
@@ -273,7 +299,8 @@ impl Batch<'_> {
     pub fn delete_subtree(&mut self, root: &str) {
         // In path order a descendant always sorts after its ancestors (it has them as a
         // prefix), so the reverse order deletes children before their parents.
-        let doomed: Vec<String> = self.tree.subtree(root).map(|(p, _)| p.clone()).collect();
+        let doomed: Vec<String> =
+            self.tree.subtree(root).into_iter().map(|(p, _)| p.clone()).collect();
         for path in doomed.iter().rev() {
             self.remove(path);
         }
@@ -347,10 +374,12 @@ mod tests {
             b.create(p, b"", None, false).unwrap();
         }
         b.commit();
-        let sub: Vec<&str> = tree.subtree("/a").map(|(p, _)| p.as_str()).collect();
+        let sub: Vec<&str> = tree.subtree("/a").into_iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(sub, vec!["/a", "/a/b", "/a/b/c"]);
-        assert_eq!(tree.subtree("/").count(), 6, "the root's subtree includes the root");
-        assert_eq!(tree.subtree("/none").count(), 0);
+        assert_eq!(tree.subtree("/").len(), 6, "the root's subtree includes the root");
+        assert_eq!(tree.subtree("/none").len(), 0);
+        let all: Vec<&str> = tree.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(all, vec!["/", "/a", "/a-b", "/a/b", "/a/b/c", "/ab"], "path order");
     }
 
     #[test]

@@ -30,7 +30,7 @@ impl<T> Stream for Channel<T> {
 
 /// The subtree at server path `root` as client `ns` sees it, in path order.
 pub(crate) fn snapshot(tree: &Tree, ns: &Namespace, root: &str) -> BTreeMap<String, Node> {
-    tree.subtree(root).map(|(p, e)| (ns.to_client(p), e.node())).collect()
+    tree.subtree(root).into_iter().map(|(p, e)| (ns.to_client(p), e.node())).collect()
 }
 
 /// One subscription.
