@@ -49,6 +49,7 @@ pub mod job;
 // documented for the people who work on them where it helps, not item by item as API.
 #[allow(missing_docs)]
 mod layout;
+mod path_map;
 #[allow(missing_docs)]
 pub(crate) mod protocol;
 pub mod registry;
