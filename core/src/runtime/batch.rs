@@ -24,12 +24,13 @@
 //!
 //! [`Capability::txn_batch_ops`]: crate::registry::Capability::txn_batch_ops
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, Notify};
 
+use super::cache::SharedCache;
 use crate::handles::{Clock, Spawner};
 use crate::registry::{CoordinatorRegistry, Op, RegistryError, TxnOp, TxnResult};
 
@@ -38,13 +39,20 @@ use crate::registry::{CoordinatorRegistry, Op, RegistryError, TxnOp, TxnResult};
 const BATCH_BYTES: usize = 256 * 1024;
 
 /// The longest the committer holds a queued transaction while runners still work: a burst of
-/// 1,000 fires takes a few milliseconds of CPU to reach its transactions.
-pub(crate) const GATHER_LIMIT_MS: i64 = 20;
+/// 1,000 fires takes tens of milliseconds of CPU on a loaded two-core machine to reach its
+/// transactions. Runners that stay busy longer than this are an overload, in which fewer and
+/// larger transactions are what helps.
+pub(crate) const GATHER_LIMIT_MS: i64 = 50;
+
+/// How many times the committer lets the other tasks run once the runners are quiet, before
+/// it commits: the items a tick launched that end at once then report first, and their ends
+/// share a transaction.
+const SETTLE_ROUNDS: usize = 3;
 
 /// After this many failed combined attempts in one batch, the rest go one by one.
 const COMBINED_FAILURES: usize = 2;
 
-type Outcome = Result<(Vec<TxnOp>, Vec<TxnResult>), RegistryError>;
+type Outcome = Result<Vec<TxnResult>, RegistryError>;
 
 struct Queued {
     ops: Vec<TxnOp>,
@@ -80,15 +88,13 @@ impl Activity {
 
 struct Inner {
     registry: Arc<dyn CoordinatorRegistry>,
+    /// Where committed writes are recorded (read your own writes) before the jobs hear back.
+    cache: SharedCache,
     clock: Arc<dyn Clock>,
     activity: Arc<Activity>,
     queue: Mutex<Vec<Queued>>,
     ready: Notify,
     max_ops: usize,
-    /// Transactions the jobs asked for.
-    asked: AtomicU64,
-    /// Registry transactions sent for them.
-    sent: AtomicU64,
 }
 
 /// The jobs' side of the committer: submit a transaction, await its outcome.
@@ -99,19 +105,8 @@ pub(crate) struct TxnBatcher {
 
 impl std::fmt::Debug for TxnBatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TxnBatcher")
-            .field("asked", &self.inner.asked.load(Ordering::Relaxed))
-            .field("sent", &self.inner.sent.load(Ordering::Relaxed))
-            .finish()
+        f.debug_struct("TxnBatcher").field("max_ops", &self.inner.max_ops).finish()
     }
-}
-
-/// How many transactions the jobs asked for and how many registry transactions carried them.
-#[cfg(test)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TxnCounts {
-    pub asked: u64,
-    pub sent: u64,
 }
 
 impl TxnBatcher {
@@ -119,6 +114,7 @@ impl TxnBatcher {
     /// `activity` says the runners still work.
     pub fn start(
         registry: Arc<dyn CoordinatorRegistry>,
+        cache: SharedCache,
         clock: Arc<dyn Clock>,
         activity: Arc<Activity>,
         spawner: &dyn Spawner,
@@ -126,36 +122,26 @@ impl TxnBatcher {
         let max_ops = registry.capability().txn_batch_ops.max(1);
         let inner = Arc::new(Inner {
             registry,
+            cache,
             clock,
             activity,
             queue: Mutex::new(Vec::new()),
             ready: Notify::new(),
             max_ops,
-            asked: AtomicU64::new(0),
-            sent: AtomicU64::new(0),
         });
         spawner.spawn(Box::pin(committer(inner.clone())));
         TxnBatcher { inner }
     }
 
-    /// Commits `ops` atomically, possibly together with other jobs' transactions; gives the
-    /// ops back with their results.
+    /// Commits `ops` atomically, possibly together with other jobs' transactions, and records
+    /// what they wrote in the view before it returns their results.
     pub async fn transaction(&self, ops: Vec<TxnOp>) -> Outcome {
         let path = ops.first().map_or_else(|| "/".to_owned(), |op| op.path().to_owned());
         let (reply, outcome) = oneshot::channel();
-        self.inner.asked.fetch_add(1, Ordering::Relaxed);
         self.inner.queue.lock().push(Queued { ops, reply });
         self.inner.ready.notify_one();
         // The committer is gone only when the scheduler stops.
         outcome.await.unwrap_or(Err(RegistryError::Closed { op: Op::Transaction, path }))
-    }
-
-    #[cfg(test)]
-    pub fn counts(&self) -> TxnCounts {
-        TxnCounts {
-            asked: self.inner.asked.load(Ordering::Relaxed),
-            sent: self.inner.sent.load(Ordering::Relaxed),
-        }
     }
 }
 
@@ -168,12 +154,22 @@ async fn committer(inner: Arc<Inner>) {
         // Let the runners woken by the same tick queue theirs first.
         let limit = inner.clock.now_ms() + GATHER_LIMIT_MS;
         let mut deadline = inner.clock.sleep_until(limit);
-        while !inner.activity.is_quiet() {
-            tokio::select! {
-                biased;
-                () = inner.activity.quiet.notified() => {}
-                () = &mut deadline => break,
+        let mut settle = SETTLE_ROUNDS;
+        'gather: loop {
+            while !inner.activity.is_quiet() {
+                tokio::select! {
+                    biased;
+                    () = inner.activity.quiet.notified() => {}
+                    () = &mut deadline => break 'gather,
+                }
             }
+            // Quiet: the tasks just spawned (items that end at once) may still be about to
+            // report; let them run before deciding the tick is over.
+            if settle == 0 {
+                break;
+            }
+            settle -= 1;
+            tokio::task::yield_now().await;
         }
         let queued = std::mem::take(&mut *inner.queue.lock());
         for batch in split(queued, inner.max_ops) {
@@ -219,13 +215,23 @@ async fn commit(inner: &Inner, mut batch: Vec<Queued>) {
     let mut failures = 0;
     while batch.len() > 1 && failures < COMBINED_FAILURES {
         let combined: Vec<TxnOp> = batch.iter().flat_map(|q| q.ops.iter().cloned()).collect();
-        inner.sent.fetch_add(1, Ordering::Relaxed);
         match inner.registry.transaction(combined).await {
             Ok(results) => {
                 let mut results = results.into_iter();
-                for q in batch {
-                    let mine: Vec<TxnResult> = results.by_ref().take(q.ops.len()).collect();
-                    let _ = q.reply.send(Ok((q.ops, mine)));
+                let answers: Vec<(Queued, Vec<TxnResult>)> = batch
+                    .into_iter()
+                    .map(|q| {
+                        let mine = results.by_ref().take(q.ops.len()).collect();
+                        (q, mine)
+                    })
+                    .collect();
+                inner.cache.update(|c| {
+                    for (q, mine) in &answers {
+                        c.committed(&q.ops, mine);
+                    }
+                });
+                for (q, mine) in answers {
+                    let _ = q.reply.send(Ok(mine));
                 }
                 return;
             }
@@ -266,8 +272,10 @@ fn owner_of(batch: &[Queued], index: usize) -> Option<usize> {
 }
 
 async fn alone(inner: &Inner, q: Queued) {
-    inner.sent.fetch_add(1, Ordering::Relaxed);
-    let outcome = inner.registry.transaction(q.ops.clone()).await.map(|results| (q.ops, results));
+    let outcome = inner.registry.transaction(q.ops.clone()).await;
+    if let Ok(results) = &outcome {
+        inner.cache.update(|c| c.committed(&q.ops, results));
+    }
     let _ = q.reply.send(outcome);
 }
 
@@ -291,4 +299,60 @@ fn retarget(error: &RegistryError, path: &str) -> RegistryError {
         RegistryError::Transaction { .. } => {}
     }
     error
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::CreateMode;
+
+    fn queued(paths: &[&str], data: usize) -> Queued {
+        let ops = paths
+            .iter()
+            .map(|p| TxnOp::create(*p, vec![b'x'; data], CreateMode::Persistent))
+            .collect();
+        Queued { ops, reply: oneshot::channel().0 }
+    }
+
+    fn sizes(batches: &[Vec<Queued>]) -> Vec<Vec<usize>> {
+        batches.iter().map(|b| b.iter().map(|q| q.ops.len()).collect()).collect()
+    }
+
+    #[test]
+    fn batches_keep_queue_order_within_the_op_limit() {
+        let queue = vec![
+            queued(&["/a/1", "/a/2"], 1),
+            queued(&["/b/1"], 1),
+            queued(&["/c/1", "/c/2"], 1),
+            queued(&["/d/1", "/d/2", "/d/3", "/d/4", "/d/5"], 1),
+            queued(&["/e/1"], 1),
+        ];
+        // A transaction over the limit goes alone, and is never split.
+        assert_eq!(sizes(&split(queue, 4)), vec![vec![2, 1], vec![2], vec![5], vec![1]]);
+    }
+
+    #[test]
+    fn batches_keep_within_the_byte_budget() {
+        let big = BATCH_BYTES / 2;
+        let queue = vec![queued(&["/a"], big), queued(&["/b"], big), queued(&["/c"], 1)];
+        assert_eq!(sizes(&split(queue, 100)), vec![vec![1], vec![1, 1]]);
+    }
+
+    #[test]
+    fn a_failing_op_names_its_transaction() {
+        let batch = vec![queued(&["/a/1", "/a/2"], 1), queued(&["/b/1"], 1), queued(&["/c/1"], 1)];
+        let owners: Vec<Option<usize>> = (0..5).map(|i| owner_of(&batch, i)).collect();
+        assert_eq!(owners, vec![Some(0), Some(0), Some(1), Some(2), None]);
+    }
+
+    #[test]
+    fn an_unknown_outcome_names_each_transaction_own_path() {
+        let lost = RegistryError::ConnectionLoss { op: Op::Transaction, path: "/a/1".into() };
+        let mine = retarget(&lost, "/b/1");
+        assert_eq!(
+            mine,
+            RegistryError::ConnectionLoss { op: Op::Transaction, path: "/b/1".into() }
+        );
+        assert!(mine.is_retryable());
+    }
 }

@@ -12,8 +12,8 @@ use tokio::sync::mpsc;
 use super::events::SchedulerEvent;
 use super::mailbox;
 use super::runner::JobEvent;
-use super::timer::{TimerHeap, TimerKind};
-use super::{Command, Shared};
+use super::timer::{TimerHeap, TimerKey, TimerKind};
+use super::{Command, JobId, Shared};
 use crate::layout::JobNode;
 use crate::registry::{SessionEvent, SessionEvents, WatchEvent, WatchStream};
 
@@ -22,8 +22,13 @@ pub(crate) struct Driver {
     pub commands: mpsc::UnboundedReceiver<Command>,
     pub watch: WatchStream,
     pub session: SessionEvents,
-    pub jobs: BTreeMap<String, mailbox::Sender<JobEvent>>,
+    /// The jobs by name, for the watch's events.
+    pub names: BTreeMap<String, JobId>,
+    /// Each job's name and mailbox.
+    pub jobs: BTreeMap<JobId, (String, mailbox::Sender<JobEvent>)>,
     pub timers: TimerHeap,
+    /// The deadlines of one wake-up, kept to reuse its allocation.
+    pub due: Vec<(i64, TimerKey)>,
 }
 
 impl Driver {
@@ -70,8 +75,9 @@ impl Driver {
 
     fn on_command(&mut self, command: Command) {
         match command {
-            Command::Register { job, mailbox } => {
-                self.jobs.insert(job, mailbox);
+            Command::Register { job, id, mailbox } => {
+                self.names.insert(job.clone(), id);
+                self.jobs.insert(id, (job, mailbox));
             }
             Command::Arm { job, kind, at_ms } => {
                 if self.jobs.contains_key(&job) {
@@ -79,8 +85,13 @@ impl Driver {
                 }
             }
             Command::Forget { job } => {
-                self.timers.disarm_job(&job);
-                self.jobs.remove(&job);
+                self.timers.disarm_job(job);
+                if let Some((name, _)) = self.jobs.remove(&job) {
+                    // A job added again under the same name has a new id: keep its route.
+                    if self.names.get(&name) == Some(&job) {
+                        self.names.remove(&name);
+                    }
+                }
             }
             Command::Shutdown { .. } => {}
         }
@@ -91,19 +102,25 @@ impl Driver {
             self.shared.sessions_expired.fetch_add(1, Ordering::SeqCst);
         }
         self.shared.events.emit(SchedulerEvent::Session(event));
-        for mailbox in self.jobs.values() {
+        for (_, mailbox) in self.jobs.values() {
             let _ = mailbox.send(JobEvent::Session(event));
         }
     }
 
     fn on_watch(&mut self, batch: Vec<WatchEvent>) {
-        self.shared.cache.update(|c| batch.iter().for_each(|event| c.apply(event)));
-        for event in &batch {
+        // The event of a write this process made and recorded changes nothing its jobs can see:
+        // their own markers' events would only wake them for nothing (two per fire).
+        let seen: Vec<bool> =
+            self.shared.cache.update(|c| batch.iter().map(|event| c.apply_seen(event)).collect());
+        for (event, seen) in batch.iter().zip(seen) {
+            if !seen {
+                continue;
+            }
             match event {
                 // After a gap anything may have changed: let every job look again at what
                 // matters to it.
                 WatchEvent::Resync { .. } => {
-                    for mailbox in self.jobs.values() {
+                    for (_, mailbox) in self.jobs.values() {
                         let _ = mailbox.send(JobEvent::Resynced);
                     }
                 }
@@ -114,7 +131,8 @@ impl Driver {
                     if matches!(node, JobNode::Other | JobNode::Root) {
                         continue;
                     }
-                    if let Some(mailbox) = self.jobs.get(job) {
+                    let route = self.names.get(job).and_then(|id| self.jobs.get(id));
+                    if let Some((_, mailbox)) = route {
                         let _ = mailbox.send(JobEvent::Changed(node));
                     }
                 }
@@ -124,8 +142,10 @@ impl Driver {
 
     fn on_timer(&mut self) {
         let now = self.shared.handles.clock.now_ms();
-        for (at_ms, (job, kind)) in self.timers.pop_due(now) {
-            if let Some(mailbox) = self.jobs.get(&job) {
+        let mut due = std::mem::take(&mut self.due);
+        self.timers.pop_due(now, &mut due);
+        for (at_ms, (job, kind)) in due.drain(..) {
+            if let Some((_, mailbox)) = self.jobs.get(&job) {
                 let event = match kind {
                     TimerKind::Fire => JobEvent::Fire { fire_ms: at_ms },
                     TimerKind::Reconcile => JobEvent::Reconcile,
@@ -134,5 +154,6 @@ impl Driver {
                 let _ = mailbox.send(event);
             }
         }
+        self.due = due;
     }
 }

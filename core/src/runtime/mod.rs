@@ -144,6 +144,8 @@ pub(crate) struct Shared {
     /// with the count at its registration to tell its instance node going with an expired
     /// session (re-register) from an operator deleting it (stop).
     pub sessions_expired: AtomicU64,
+    /// The last [`JobId`] given.
+    last_job: AtomicU64,
     commands: mpsc::UnboundedSender<Command>,
 }
 
@@ -161,14 +163,24 @@ impl Shared {
     pub fn command(&self, command: Command) {
         let _ = self.commands.send(command);
     }
+
+    /// A number for a job being added, never given before.
+    fn new_job_id(&self) -> JobId {
+        JobId(self.last_job.fetch_add(1, Ordering::Relaxed) + 1)
+    }
 }
+
+/// A job as the driver knows it: a number given when it is added, so that timers and
+/// commands carry no name (no string compared or copied per fire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct JobId(u64);
 
 /// Requests to the driver.
 #[derive(Debug)]
 pub(crate) enum Command {
-    Register { job: String, mailbox: mailbox::Sender<JobEvent> },
-    Arm { job: String, kind: timer::TimerKind, at_ms: Option<i64> },
-    Forget { job: String },
+    Register { job: String, id: JobId, mailbox: mailbox::Sender<JobEvent> },
+    Arm { job: JobId, kind: timer::TimerKind, at_ms: Option<i64> },
+    Forget { job: JobId },
     Shutdown { reply: oneshot::Sender<()> },
 }
 
@@ -340,6 +352,7 @@ impl SchedulerBuilder {
         let activity = Arc::new(Activity::default());
         let txns = TxnBatcher::start(
             self.registry.clone(),
+            cache.clone(),
             handles.clock.clone(),
             activity.clone(),
             handles.spawner.as_ref(),
@@ -360,6 +373,7 @@ impl SchedulerBuilder {
             known,
             handles,
             sessions_expired: AtomicU64::new(0),
+            last_job: AtomicU64::new(0),
             commands: commands_tx,
         });
         let driver = Driver {
@@ -367,8 +381,10 @@ impl SchedulerBuilder {
             commands,
             watch,
             session,
+            names: BTreeMap::new(),
             jobs: BTreeMap::new(),
             timers: Default::default(),
+            due: Vec::new(),
         };
         shared.handles.spawner.spawn(Box::pin(driver.run()));
         let scheduler = Scheduler {
@@ -416,6 +432,7 @@ pub struct Scheduler {
 /// How the scheduler reaches one job's runner.
 #[derive(Debug, Clone)]
 struct JobHandle {
+    id: JobId,
     mailbox: mailbox::Sender<JobEvent>,
 }
 
@@ -470,15 +487,16 @@ impl Scheduler {
         }
         let (tx, rx) = mailbox::mailbox(self.shared.activity.clone());
         // Route events before starting, so that nothing between registration and `run` is lost.
-        self.shared.command(Command::Register { job: name.clone(), mailbox: tx.clone() });
-        match JobRunner::start(self.shared.clone(), config, job, rx, tx.clone()).await {
+        let id = self.shared.new_job_id();
+        self.shared.command(Command::Register { job: name.clone(), id, mailbox: tx.clone() });
+        match JobRunner::start(self.shared.clone(), id, config, job, rx, tx.clone()).await {
             Ok(runner) => {
-                self.jobs.lock().insert(name, JobHandle { mailbox: tx });
+                self.jobs.lock().insert(name, JobHandle { id, mailbox: tx });
                 self.shared.handles.spawner.spawn(Box::pin(runner.run()));
                 Ok(())
             }
             Err(e) => {
-                self.shared.command(Command::Forget { job: name });
+                self.shared.command(Command::Forget { job: id });
                 Err(e)
             }
         }
@@ -491,16 +509,16 @@ impl Scheduler {
         let Some(handle) = self.jobs.lock().remove(name) else {
             return Err(Error::NoSuchJob { job: name.to_owned() });
         };
-        Self::stop_job(&self.shared, name, handle).await;
+        Self::stop_job(&self.shared, handle).await;
         Ok(())
     }
 
-    async fn stop_job(shared: &Shared, name: &str, handle: JobHandle) {
+    async fn stop_job(shared: &Shared, handle: JobHandle) {
         let (reply, done) = oneshot::channel();
         let reason = "removed from the scheduler".to_owned();
         let _ = handle.mailbox.send(JobEvent::Stop { reason, reply: Some(reply) });
         let _ = done.await;
-        shared.command(Command::Forget { job: name.to_owned() });
+        shared.command(Command::Forget { job: handle.id });
     }
 
     /// Runs `job` once now, outside its schedule, on every live instance of the cluster that
@@ -600,11 +618,11 @@ impl Scheduler {
 
     async fn stop_jobs_and_driver(&self) {
         // All jobs stop at once: the slowest one bounds the shutdown, not their sum.
-        let handles: Vec<(String, JobHandle)> =
-            std::mem::take(&mut *self.jobs.lock()).into_iter().collect();
+        let handles: Vec<JobHandle> =
+            std::mem::take(&mut *self.jobs.lock()).into_values().collect();
         let shared = &self.shared;
-        futures::future::join_all(handles.into_iter().map(|(name, handle)| async move {
-            Self::stop_job(shared, &name, handle).await;
+        futures::future::join_all(handles.into_iter().map(|handle| async move {
+            Self::stop_job(shared, handle).await;
         }))
         .await;
         let (reply, done) = oneshot::channel();

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::events::{FireKind, SchedulerEvent};
 use super::mailbox;
 use super::timer::TimerKind;
-use super::{Command, Shared};
+use super::{Command, JobId, Shared};
 use crate::config::{store, JobConfig};
 use crate::cron::CronSchedule;
 use crate::error::Result;
@@ -55,6 +55,8 @@ pub(crate) enum JobEvent {
 
 pub(crate) struct JobRunner {
     shared: Arc<Shared>,
+    /// How the driver knows this job.
+    id: JobId,
     protocol: JobProtocol,
     job: Job,
     config: JobConfig,
@@ -79,6 +81,7 @@ impl JobRunner {
     /// ready to [`run`](Self::run); the registry is untouched if the config is invalid.
     pub async fn start(
         shared: Arc<Shared>,
+        id: JobId,
         config: JobConfig,
         job: Job,
         mailbox: mailbox::Receiver<JobEvent>,
@@ -102,6 +105,7 @@ impl JobRunner {
             JobProtocol::new(instance.as_str(), instance.ip(), config.clone(), schedule, settings);
         let mut runner = Box::new(JobRunner {
             shared,
+            id,
             protocol,
             job,
             config,
@@ -223,13 +227,14 @@ impl JobRunner {
                 return Some(Input::Reply { op, result });
             }
             Action::ArmFire(at_ms) => {
-                self.shared.command(Command::Arm { job: name(), kind: TimerKind::Fire, at_ms })
+                self.shared.command(Command::Arm { job: self.id, kind: TimerKind::Fire, at_ms })
             }
             Action::ArmReconcile(at_ms) => {
-                self.shared.command(Command::Arm { job: name(), kind: TimerKind::Reconcile, at_ms })
+                let kind = TimerKind::Reconcile;
+                self.shared.command(Command::Arm { job: self.id, kind, at_ms })
             }
             Action::ArmWait(at_ms) => {
-                self.shared.command(Command::Arm { job: name(), kind: TimerKind::Wait, at_ms })
+                self.shared.command(Command::Arm { job: self.id, kind: TimerKind::Wait, at_ms })
             }
             Action::Launch(launch) => self.launch(launch),
             Action::Cancel(launch) => {
@@ -262,7 +267,7 @@ impl JobRunner {
                     .events
                     .emit(SchedulerEvent::ConfigRejected { job: name(), reason: e.to_string() }),
             },
-            Action::Stopped => self.shared.command(Command::Forget { job: name() }),
+            Action::Stopped => self.shared.command(Command::Forget { job: self.id }),
         }
         None
     }
@@ -274,8 +279,8 @@ impl JobRunner {
         let cache = &self.shared.cache;
         match request {
             Request::Txn(ops) => {
-                let (ops, results) = self.shared.txns.transaction(ops).await?;
-                cache.update(|c| c.committed(&ops, &results));
+                // The batcher records the writes in the view before it answers.
+                let results = self.shared.txns.transaction(ops).await?;
                 Ok(Reply::Txn(results))
             }
             Request::Create { path, data, mode } => {

@@ -1,8 +1,11 @@
 //! One timer heap for every job of the process (ElasticJob ran a Quartz scheduler and threads per
-//! job, #510): deadlines ordered by time, then by job name and kind, so equal deadlines fire in a
-//! deterministic order.
+//! job, #510): deadlines ordered by time, then by job (the order they were added in) and kind, so
+//! equal deadlines fire in a deterministic order. Keys are numbers: arming a fire copies and
+//! compares no name.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use super::JobId;
 
 /// What a deadline is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -16,7 +19,7 @@ pub enum TimerKind {
 }
 
 /// A timer: one job's deadline of one kind.
-pub type TimerKey = (String, TimerKind);
+pub type TimerKey = (JobId, TimerKind);
 
 /// The next deadline of each armed timer.
 #[derive(Debug, Default)]
@@ -29,18 +32,18 @@ impl TimerHeap {
     /// Sets (or replaces, or with `None` clears) the deadline of `key`.
     pub fn arm(&mut self, key: TimerKey, deadline_ms: Option<i64>) {
         if let Some(old) = self.armed.remove(&key) {
-            self.queue.remove(&(old, key.clone()));
+            self.queue.remove(&(old, key));
         }
         if let Some(at) = deadline_ms {
-            self.queue.insert((at, key.clone()));
+            self.queue.insert((at, key));
             self.armed.insert(key, at);
         }
     }
 
     /// Clears every timer of `job`.
-    pub fn disarm_job(&mut self, job: &str) {
+    pub fn disarm_job(&mut self, job: JobId) {
         for kind in [TimerKind::Fire, TimerKind::Reconcile, TimerKind::Wait] {
-            self.arm((job.to_owned(), kind), None);
+            self.arm((job, kind), None);
         }
     }
 
@@ -49,15 +52,13 @@ impl TimerHeap {
         self.queue.first().map(|(at, _)| *at)
     }
 
-    /// Removes and returns every deadline at or before `now_ms`, earliest first.
-    pub fn pop_due(&mut self, now_ms: i64) -> Vec<(i64, TimerKey)> {
-        let mut due = Vec::new();
+    /// Removes every deadline at or before `now_ms` into `due`, earliest first.
+    pub fn pop_due(&mut self, now_ms: i64, due: &mut Vec<(i64, TimerKey)>) {
         while self.queue.first().is_some_and(|(at, _)| *at <= now_ms) {
             let Some((at, key)) = self.queue.pop_first() else { break };
             self.armed.remove(&key);
             due.push((at, key));
         }
-        due
     }
 
     #[cfg(test)]
@@ -70,24 +71,23 @@ impl TimerHeap {
 mod tests {
     use super::*;
 
-    fn fire(job: &str) -> TimerKey {
-        (job.to_owned(), TimerKind::Fire)
+    fn fire(job: u64) -> TimerKey {
+        (JobId(job), TimerKind::Fire)
     }
 
     #[test]
-    fn due_in_time_then_name_order_and_rearm_replaces() {
+    fn due_in_time_then_job_order_and_rearm_replaces() {
         let mut t = TimerHeap::default();
-        t.arm(fire("b"), Some(10));
-        t.arm(fire("a"), Some(10));
-        t.arm(("a".to_owned(), TimerKind::Reconcile), Some(10));
-        t.arm(fire("c"), Some(5));
-        t.arm(fire("c"), Some(20));
+        t.arm(fire(2), Some(10));
+        t.arm(fire(1), Some(10));
+        t.arm((JobId(1), TimerKind::Reconcile), Some(10));
+        t.arm(fire(3), Some(5));
+        t.arm(fire(3), Some(20));
         assert_eq!(t.next_deadline(), Some(10));
-        assert_eq!(
-            t.pop_due(10),
-            vec![(10, fire("a")), (10, ("a".to_owned(), TimerKind::Reconcile)), (10, fire("b"))]
-        );
-        t.disarm_job("c");
+        let mut due = Vec::new();
+        t.pop_due(10, &mut due);
+        assert_eq!(due, vec![(10, fire(1)), (10, (JobId(1), TimerKind::Reconcile)), (10, fire(2))]);
+        t.disarm_job(JobId(3));
         assert!(t.is_empty());
     }
 }
