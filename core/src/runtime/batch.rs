@@ -69,16 +69,23 @@ pub(crate) struct Activity {
 }
 
 impl Activity {
-    /// One more unit of work (an event queued for a runner, a runner back from a wait).
-    pub fn begin(&self) {
-        self.busy.fetch_add(1, Ordering::AcqRel);
+    /// `n` more units of work (events queued for a runner, a runner back from a wait with
+    /// what queued meanwhile).
+    pub fn begin(&self, n: usize) {
+        self.busy.fetch_add(n as i64, Ordering::AcqRel);
     }
 
-    /// One unit done (an event handled, a runner starting to wait for the registry).
-    pub fn end(&self) {
-        if self.busy.fetch_sub(1, Ordering::AcqRel) <= 1 {
+    /// `n` units done (an event handled; a runner starting to wait for the registry, which
+    /// cannot handle its queued events before the answer).
+    pub fn end(&self, n: usize) {
+        if n > 0 && self.busy.fetch_sub(n as i64, Ordering::AcqRel) <= n as i64 {
             self.quiet.notify_one();
         }
+    }
+
+    #[cfg(test)]
+    pub fn busy(&self) -> i64 {
+        self.busy.load(Ordering::Acquire)
     }
 
     fn is_quiet(&self) -> bool {

@@ -12,7 +12,9 @@
 //!
 //! Every message queued counts as work in hand in the scheduler's [`Activity`] until the runner
 //! has handled it (or the mailbox is dropped with it): the transaction batcher waits for that
-//! work before it commits.
+//! work before it commits. While the runner waits for the registry ([`Receiver::pause`]) neither
+//! the message it is handling nor those queued behind it count: they cannot be handled before
+//! the answer, which may be the batcher's.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,6 +41,8 @@ struct Queue<T> {
     messages: VecDeque<T>,
     /// The receiver is gone: messages are refused.
     closed: bool,
+    /// The receiver waits for the registry: queued messages do not count as work in hand.
+    paused: bool,
 }
 
 /// The sending half; cheap to clone.
@@ -54,7 +58,7 @@ pub(crate) struct Receiver<T> {
 /// A new mailbox whose queued messages count in `activity`.
 pub(crate) fn mailbox<T>(activity: Arc<Activity>) -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
-        queue: Mutex::new(Queue { messages: VecDeque::new(), closed: false }),
+        queue: Mutex::new(Queue { messages: VecDeque::new(), closed: false, paused: false }),
         ready: Notify::new(),
         senders: AtomicUsize::new(1),
         activity,
@@ -72,7 +76,9 @@ impl<T> Sender<T> {
             }
             queue.messages.push_back(message);
             // Counted before the receiver can take it, so the count never goes below zero.
-            self.shared.activity.begin();
+            if !queue.paused {
+                self.shared.activity.begin(1);
+            }
         }
         self.shared.ready.notify_one();
         Ok(())
@@ -122,7 +128,26 @@ impl<T> Receiver<T> {
 
     /// A received message has been handled: it no longer counts as work in hand.
     pub fn handled(&self) {
-        self.shared.activity.end();
+        self.shared.activity.end(1);
+    }
+
+    /// The receiver starts waiting for the registry in the middle of handling a message (or
+    /// of work counted as one): neither it nor the queued messages count until [`Self::resume`].
+    pub fn pause(&self) {
+        let held = {
+            let mut queue = self.shared.queue.lock();
+            queue.paused = true;
+            queue.messages.len() + 1
+        };
+        self.shared.activity.end(held);
+    }
+
+    /// The registry answered: the message in hand and the queued ones count again.
+    pub fn resume(&self) {
+        let mut queue = self.shared.queue.lock();
+        queue.paused = false;
+        // Under the lock: a message sent meanwhile is counted once, here or by its send.
+        self.shared.activity.begin(queue.messages.len() + 1);
     }
 
     /// The next message if one is queued, without waiting.
@@ -141,10 +166,12 @@ impl<T> Drop for Receiver<T> {
         let dropped = {
             let mut queue = self.shared.queue.lock();
             queue.closed = true;
-            std::mem::take(&mut queue.messages)
+            let counted = !queue.paused;
+            (std::mem::take(&mut queue.messages), counted)
         };
-        for _ in 0..dropped.len() {
-            self.shared.activity.end();
+        let (dropped, counted) = dropped;
+        if counted {
+            self.shared.activity.end(dropped.len());
         }
         // Dropped outside the lock: a message may hold a reply channel whose drop wakes a task.
         drop(dropped);
@@ -175,6 +202,25 @@ mod tests {
         }
         drop(tx2);
         assert_eq!(rx.recv().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_receiver_waiting_for_the_registry_and_its_queue_are_no_work_in_hand() {
+        let activity = Arc::new(Activity::default());
+        let (tx, mut rx) = mailbox::<u32>(activity.clone());
+        assert!(tx.send(1).is_ok() && tx.send(2).is_ok());
+        assert_eq!(activity.busy(), 2);
+        assert_eq!(rx.recv().await, Some(1));
+        assert_eq!(activity.busy(), 2, "the message in hand still counts");
+        rx.pause();
+        assert_eq!(activity.busy(), 0);
+        assert!(tx.send(3).is_ok());
+        assert_eq!(activity.busy(), 0, "queued behind a wait");
+        rx.resume();
+        assert_eq!(activity.busy(), 3, "the one in hand and the two queued");
+        rx.handled();
+        drop(rx);
+        assert_eq!(activity.busy(), 0, "what the dropped mailbox held no longer counts");
     }
 
     #[tokio::test]

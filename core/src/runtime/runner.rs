@@ -116,9 +116,9 @@ impl JobRunner {
             stop_replies: Vec::new(),
         });
         // The registration is work in hand like a message's handling.
-        runner.shared.activity.begin();
+        runner.shared.activity.begin(1);
         runner.feed(Input::Start).await;
-        runner.shared.activity.end();
+        runner.shared.activity.end(1);
         if !runner.protocol.registered() {
             // Leave no instance node behind for a job this scheduler will not run: the leader
             // would give it items that nobody runs. Best effort: the error that matters is the
@@ -221,9 +221,9 @@ impl JobRunner {
             Action::Request { op, request } => {
                 // Waiting for the registry is not work in hand: the batcher need not wait for
                 // this runner (it may be the one to answer it).
-                self.shared.activity.end();
+                self.mailbox.pause();
                 let result = self.request(request).await;
-                self.shared.activity.begin();
+                self.mailbox.resume();
                 return Some(Input::Reply { op, result });
             }
             Action::ArmFire(at_ms) => {
