@@ -41,6 +41,7 @@
 //! - `driver`: the one task that owns the watch, the session stream and the timers.
 //! - `runner`: one task per job: the I/O shell of the job's [`crate::protocol::job`] state
 //!   machine (performs its registry requests, timers and launches, feeds back the results).
+//! - `batch`: the group commit of the runners' transactions (those of one tick go out as one).
 //! - `mailbox`: a runner's queue of events, small while the job is idle.
 //! - `cache`: the watch-fed view of the namespace that fires read instead of the registry.
 //! - `timer`, `instance`, `events`: the timer heap, this instance's id, the reported events.
