@@ -2,7 +2,8 @@
 //! schedule and a no-op body that reports to a [`Recorder`].
 //!
 //! - `shardcron`: the scheduler with its defaults (monitorExecution on: a fire marks its items
-//!   running and clears them, one registry transaction each, on the in-memory registry).
+//!   running and clears them, on the in-memory registry; the runtime commits the markers of one
+//!   tick together).
 //! - `shardcron-observed`: the defaults plus the execution trace (a SQLite file in the temp
 //!   directory) and the Prometheus metrics (recorder installed, registry wrapped), to show what
 //!   observability costs on the fire path.
@@ -83,7 +84,9 @@ pub fn label(scheduler: &str) -> &'static str {
 /// The legend of the scheduler names, for the report.
 pub fn legend() -> String {
     "Schedulers: **shardcron** with its defaults (monitorExecution on: each fire marks its items \
-     running and clears them, one in-memory registry transaction each); **shardcron, \
+     running and clears them; the markers of every job firing in a tick go to the in-memory \
+     registry in one transaction, their ends in one more; registry writes per tick are counted \
+     by a `CountingRegistry` around it); **shardcron, \
      monitorExecution off** (no registry write per fire); **shardcron, trace (SQLite) + \
      metrics**: the defaults plus the execution trace written to a SQLite file and the \
      Prometheus metrics recorded (registry wrapped for its series); **tokio-cron-scheduler 0.15** (latest \
