@@ -1,0 +1,83 @@
+//! The jobs of one tick share their registry transactions (`docs/architecture.md`, "The fire
+//! path and batched transactions"), in virtual time on the in-memory registry: counted, never
+//! timed.
+
+use std::time::Duration;
+
+use shardcron_core::config::JobConfig;
+use shardcron_core::job::Job;
+use shardcron_core::registry::{CoordinatorRegistry, CreateMode};
+use shardcron_core::runtime::{SchedulerEvent, SkipReason};
+use shardcron_tests::{TestCluster, EPOCH_MS};
+
+const JOBS: usize = 200;
+
+fn every_ten_seconds(i: usize) -> JobConfig {
+    JobConfig::builder(format!("job-{i}")).cron("0/10 * * * * ?").build().expect("a valid config")
+}
+
+async fn until(cluster: &TestCluster, ms_after_epoch: i64) {
+    let wait = EPOCH_MS + ms_after_epoch - cluster.handles.clock.now_ms();
+    tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
+}
+
+/// Jobs whose item started for the fire at `fire_ms`, ascending.
+fn started(cluster: &TestCluster, fire_ms: i64) -> Vec<usize> {
+    let mut jobs: Vec<usize> = cluster
+        .events()
+        .into_iter()
+        .filter_map(|r| match r.event {
+            SchedulerEvent::ItemStarted { job, fire_ms: f, .. } if f == fire_ms => {
+                job.strip_prefix("job-").and_then(|n| n.parse().ok())
+            }
+            _ => None,
+        })
+        .collect();
+    jobs.sort_unstable();
+    jobs
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fires_of_one_tick_take_one_transaction_to_start_and_one_to_end() {
+    let cluster = TestCluster::new(1);
+    let node = cluster.instance("10.0.0.1").await;
+    for i in 0..JOBS {
+        let job = Job::from_fn(|_| async { Ok(()) });
+        node.scheduler.add_job(every_ten_seconds(i), job).await.expect("add the job");
+    }
+    // The first fire also reshards each job; the second is a plain one.
+    until(&cluster, 19_500).await;
+    node.counter.take();
+    until(&cluster, 20_500).await;
+    let counts = node.counter.take();
+    assert_eq!(started(&cluster, EPOCH_MS + 20_000), (0..JOBS).collect::<Vec<_>>());
+    assert_eq!(
+        counts.get("transaction").copied(),
+        Some(2),
+        "{JOBS} jobs firing together: one transaction for the starts, one for the ends ({counts:?})"
+    );
+    assert_eq!(counts.values().sum::<u64>(), 2, "nothing else: {counts:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_whose_start_fails_gets_its_own_outcome_and_the_others_run() {
+    let cluster = TestCluster::new(2);
+    let node = cluster.instance("10.0.0.1").await;
+    for i in 0..JOBS {
+        let job = Job::from_fn(|_| async { Ok(()) });
+        node.scheduler.add_job(every_ten_seconds(i), job).await.expect("add the job");
+    }
+    until(&cluster, 15_000).await;
+    // Job 7's item still runs as far as the registry knows: its start must fail, alone.
+    let marker = "/job-7/sharding/0/running";
+    node.client.create(marker, node.id().as_bytes(), CreateMode::Persistent).await.unwrap();
+    until(&cluster, 20_500).await;
+    let fire = EPOCH_MS + 20_000;
+    let others: Vec<usize> = (0..JOBS).filter(|&i| i != 7).collect();
+    assert_eq!(started(&cluster, fire), others, "every other job ran its fire");
+    let skipped = cluster.events().into_iter().any(|r| {
+        matches!(r.event, SchedulerEvent::Skipped { ref job, fire_ms, reason: SkipReason::Misfire }
+            if job == "job-7" && fire_ms == fire)
+    });
+    assert!(skipped, "job 7 saw its own start fail (its item runs: a misfire)");
+}
