@@ -14,7 +14,7 @@ use super::mailbox;
 use super::runner::JobEvent;
 use super::timer::{TimerHeap, TimerKey, TimerKind};
 use super::{Command, JobId, Shared};
-use crate::layout::JobNode;
+use crate::layout::{ItemNode, JobNode};
 use crate::registry::{SessionEvent, SessionEvents, WatchEvent, WatchStream};
 
 pub(crate) struct Driver {
@@ -108,12 +108,17 @@ impl Driver {
     }
 
     fn on_watch(&mut self, batch: Vec<WatchEvent>) {
-        // The event of a write this process made and recorded changes nothing its jobs can see:
-        // their own markers' events would only wake them for nothing (two per fire).
+        // The event of a running marker this process wrote and recorded changes nothing its
+        // jobs can see: it would only wake the job for nothing (twice per fire). Other nodes'
+        // events wake their job even then (a repaired config, say, is acted on at its event).
         let seen: Vec<bool> =
             self.shared.cache.update(|c| batch.iter().map(|event| c.apply_seen(event)).collect());
         for (event, seen) in batch.iter().zip(seen) {
-            if !seen {
+            let marker = event
+                .path()
+                .and_then(JobNode::parse)
+                .is_some_and(|(_, node)| matches!(node, JobNode::Item(_, ItemNode::Running)));
+            if !seen && marker {
                 continue;
             }
             match event {
