@@ -237,7 +237,7 @@ impl Demo {
 
     fn secs(duration: Duration) -> String {
         let ms = duration.as_millis();
-        if ms % 1000 == 0 {
+        if ms.is_multiple_of(1000) {
             format!("{} s", ms / 1000)
         } else {
             format!("{}.{} s", ms / 1000, (ms % 1000) / 100)

@@ -345,7 +345,7 @@ fn whole_units(
     unit: &'static str,
 ) -> Result<i32, ConfigError> {
     let secs = duration.as_secs();
-    let whole = duration.subsec_nanos() == 0 && secs % unit_secs == 0;
+    let whole = duration.subsec_nanos() == 0 && secs.is_multiple_of(unit_secs);
     match i32::try_from(secs / unit_secs) {
         Ok(count) if whole => Ok(count),
         _ => Err(ConfigError::Duration {
