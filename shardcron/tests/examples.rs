@@ -8,7 +8,9 @@
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -131,19 +133,6 @@ fn http(address: &str, method: &str, path: &str) -> String {
     response
 }
 
-/// Collects a pipe's lines on a channel.
-fn lines_of(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
 /// Waits for a line of `lines` matching `wanted`, keeping every line in `seen`.
 fn wait_line(
     lines: &mpsc::Receiver<String>,
@@ -194,7 +183,7 @@ fn axum_service_triggers_jobs_over_http_and_stops_on_ctrl_c() {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    let lines = lines_of(child.stdout.take().unwrap());
+    let lines = common::lines_of(child.stdout.take().unwrap());
     let mut child = KillOnDrop(child);
     let child = &mut child.0;
     let mut seen = Vec::new();

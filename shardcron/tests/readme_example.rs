@@ -7,10 +7,10 @@
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure report
 
-use std::io::{BufRead, BufReader, Read};
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 fn repository() -> PathBuf {
@@ -54,19 +54,6 @@ fn example_binary() -> PathBuf {
     binary
 }
 
-/// Collects a pipe's lines on a channel.
-fn lines_of(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
 #[test]
 #[cfg(unix)]
 fn the_example_reports_a_failing_item_and_stops_on_ctrl_c() {
@@ -76,8 +63,8 @@ fn the_example_reports_a_failing_item_and_stops_on_ctrl_c() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = lines_of(child.stdout.take().unwrap());
-    let stderr = lines_of(child.stderr.take().unwrap());
+    let stdout = common::lines_of(child.stdout.take().unwrap());
+    let stderr = common::lines_of(child.stderr.take().unwrap());
     let (mut out, mut err) = (Vec::new(), Vec::new());
 
     // Until item 0 ran and item 1's failure was reported (fires come every 2 s).
