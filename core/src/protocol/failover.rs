@@ -436,9 +436,21 @@ pub fn claim(
             if node.text().trim() == entry.dead
                 || !super::garbage::names_live(view, paths, &node.data) =>
         {
-            TxnOp::set(running, me.as_bytes(), Some(node.version))
+            if node.ephemeral {
+                // Written while failover was off, by a session that may still linger: a
+                // write would leave it that session's, and its end would delete the taker's
+                // marker under the taker's run. Replaced by the taker's own, fenced the same.
+                vec![
+                    TxnOp::delete(running.clone(), Some(node.version)),
+                    TxnOp::create(running, me.as_bytes(), CreateMode::Persistent),
+                ]
+            } else {
+                vec![TxnOp::set(running, me.as_bytes(), Some(node.version))]
+            }
         }
-        (Orphaned::Missed, None) => TxnOp::create(running, me.as_bytes(), CreateMode::Persistent),
+        (Orphaned::Missed, None) => {
+            vec![TxnOp::create(running, me.as_bytes(), CreateMode::Persistent)]
+        }
         (Orphaned::Missed, Some(node)) if view.exists(&paths.instance(node.text().trim())) => {
             return Claim::Wait;
         }
@@ -447,7 +459,9 @@ pub fn claim(
     let owner = paths.item_node(item, ItemNode::Instance);
     let mut next = ledger.clone();
     next.running.insert(item, entry.fire_ms);
-    let ops = vec![
+    // The op that leaves the taker's marker, whose result gives its version.
+    let running_op = 1 + take_marker.len();
+    let mut ops = vec![
         TxnOp::delete(queue_entry, entry_version),
         // Rewritten as it is: the write advances the item's fencing token past every run
         // of the dead owner, while the assignment stays the strategy's (the reshard the
@@ -460,15 +474,15 @@ pub fn claim(
         } else {
             TxnOp::create(owner, me.as_bytes(), CreateMode::Persistent)
         },
-        take_marker,
-        TxnOp::create(
-            paths.item_node(item, ItemNode::Failover),
-            me.as_bytes(),
-            CreateMode::Ephemeral,
-        ),
-        write_ledger(view, paths, me, &next),
     ];
-    Claim::Take { ops, running_op: 2 }
+    ops.extend(take_marker);
+    ops.push(TxnOp::create(
+        paths.item_node(item, ItemNode::Failover),
+        me.as_bytes(),
+        CreateMode::Ephemeral,
+    ));
+    ops.push(write_ledger(view, paths, me, &next));
+    Claim::Take { ops, running_op }
 }
 
 #[cfg(test)]

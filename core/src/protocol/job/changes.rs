@@ -534,6 +534,12 @@ impl JobProtocol {
                 return Some(Next::Request(Pending::DeleteTrigger, Request::Txn(ops)));
             }
         }
+        if !self.stray_failover.is_empty() {
+            let ops = self.stray_failover_markers(ctx);
+            if !ops.is_empty() {
+                return Some(Next::Request(Pending::DropStrayFailover, Request::Txn(ops)));
+            }
+        }
         if self.own_markers_owed {
             // Not while runs a lost session left are returning (their markers are theirs).
             if self.failover_enabled() {

@@ -136,6 +136,8 @@ enum Pending {
     DeleteServer,
     /// Failover was turned off: our markers of runs nobody will run again go.
     DropOwnMarkers,
+    /// Our `failover` markers of claimed runs whose `running` marker was lost.
+    DropStrayFailover,
     ConfirmGone,
     Fire(fire::Step),
     Claim {
@@ -233,6 +235,9 @@ pub struct JobProtocol {
     in_flight: Option<InFlight>,
     /// Markers of items that returned, still to remove.
     finishing: Vec<Held>,
+    /// Items whose claimed run ended with its `running` marker gone (taken over, or deleted
+    /// with a lingering session): their `failover` markers, ours, still to remove.
+    stray_failover: BTreeSet<u32>,
     /// Claimed failover items not yet run, by the fire they owe, with their marker versions.
     backlog: BTreeMap<i64, Vec<Held>>,
     once: VecDeque<OnceRecord>,
@@ -324,6 +329,7 @@ impl JobProtocol {
             fire: None,
             in_flight: None,
             finishing: Vec::new(),
+            stray_failover: BTreeSet::new(),
             backlog: BTreeMap::new(),
             once: VecDeque::new(),
             manual_pending: false,
@@ -529,7 +535,7 @@ impl JobProtocol {
             }
             // Changed or gone meanwhile: looked at again on the view that shows it.
             // Changed meanwhile (taken over, finished): nothing of ours is left there.
-            Pending::DropOwnMarkers => {
+            Pending::DropOwnMarkers | Pending::DropStrayFailover => {
                 self.tolerate(result, |e| e.transaction_failure().is_some());
             }
             Pending::DeleteServer => {

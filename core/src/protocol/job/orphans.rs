@@ -139,6 +139,9 @@ impl JobProtocol {
                 // Taken over (or gone with an ephemeral session): not ours any more.
                 Some(i) => {
                     self.finishing.retain(|h| *h != held[i]);
+                    if held[i].failed_over {
+                        self.stray_failover.insert(held[i].item);
+                    }
                     // Unless garbage replaced it: then it is ours to remove (see `repair`).
                     self.lost_markers.insert(held[i].item);
                     let node = crate::layout::JobNode::Item(

@@ -457,6 +457,22 @@ impl JobProtocol {
             .collect()
     }
 
+    /// The deletes of our `failover` markers on items whose claimed run lost its `running`
+    /// marker (see `stray_failover`), unless we hold the item again. Left in place, such a
+    /// marker would fail every later claim of the item for as long as our session lives.
+    pub(super) fn stray_failover_markers(&mut self, ctx: &Ctx<'_>) -> Vec<TxnOp> {
+        let held = self.held_items();
+        std::mem::take(&mut self.stray_failover)
+            .into_iter()
+            .filter(|n| !held.contains(n))
+            .filter_map(|n| {
+                let path = self.paths.item_node(n, crate::layout::ItemNode::Failover);
+                let node = ctx.view.get(&path)?;
+                (node.text().trim() == self.me).then(|| TxnOp::delete(path, Some(node.version)))
+            })
+            .collect()
+    }
+
     /// The request that ensures the next directory failover needs, if one is missing.
     pub(super) fn ensure_directories(&self, ctx: &Ctx<'_>) -> Option<Next> {
         let (k, dir) =
