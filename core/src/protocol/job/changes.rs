@@ -377,21 +377,33 @@ impl JobProtocol {
     /// With the time written when the flag then holds ours (not an earlier raise's).
     pub(super) fn raise_request(&self, ctx: &Ctx<'_>) -> (Option<i64>, Request) {
         let path = self.paths.sharding_necessary();
+        let now = self.flag_time(ctx);
         match ctx.view.get(&path) {
             Some(flag) => (
-                (sharding::raised_time(ctx.view, &self.paths, &flag.data, ctx.now_ms)
-                    == ctx.now_ms)
-                    .then_some(ctx.now_ms),
-                Request::Txn(sharding::raise(ctx.view, &self.paths, ctx.now_ms)),
+                (sharding::raised_time(ctx.view, &self.paths, &flag.data, now) == now)
+                    .then_some(now),
+                Request::Txn(sharding::raise(ctx.view, &self.paths, now)),
             ),
             None => (
-                Some(ctx.now_ms),
+                Some(now),
                 Request::Create {
                     path,
-                    data: ctx.now_ms.to_string().into_bytes(),
+                    data: now.to_string().into_bytes(),
                     mode: CreateMode::Persistent,
                 },
             ),
+        }
+    }
+
+    /// The time a raise writes into the flag: fires after it wait for the reshard, the others'
+    /// fires before it ran under the old assignment. A clock last found off writes the
+    /// registry's time as it then differed: its own would put the raise seconds before (or
+    /// after) the fires the others ran meanwhile, and a late fire of ours would mark every
+    /// item's misfire for a fire they ran.
+    fn flag_time(&self, ctx: &Ctx<'_>) -> i64 {
+        match self.clock_checked {
+            Some((_, false)) => ctx.now_ms + self.registry_offset_ms,
+            _ => ctx.now_ms,
         }
     }
 
