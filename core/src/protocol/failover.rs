@@ -266,7 +266,8 @@ pub fn queue(
     total: u32,
 ) -> Vec<TxnOp> {
     let mut ops = Vec::new();
-    let mut queued: Vec<u32> = Vec::new();
+    // Items queued (by this transaction or before it), with the fire their entry runs.
+    let mut queued: Vec<(u32, i64)> = Vec::new();
     // Markers `dead` left on items beyond the count (it was reduced while they ran): nothing
     // runs them again, but a marker left there would block the item for good once the count
     // grows back.
@@ -281,7 +282,12 @@ pub fn queue(
     for orphan in orphans {
         // An item queued already (interrupted) that also missed a later fire: the later fire
         // is owed as a misfire, caught up by the item's owner once the failover run ended.
-        if queued.contains(&orphan.item) {
+        // Not the fire the entry runs (an interrupted run whose fire the ledger did not say
+        // owes the latest fire due, which may be the very one missed): it would run twice.
+        if let Some(&(_, entry_fire)) = queued.iter().find(|(n, _)| *n == orphan.item) {
+            if orphan.fire_ms <= entry_fire {
+                continue;
+            }
             let marker = paths.item_node(orphan.item, ItemNode::Misfire);
             let data = orphan.fire_ms.to_string();
             ops.push(if view.exists(&marker) {
@@ -299,12 +305,13 @@ pub fn queue(
             .get(&paths.failover_item(orphan.item))
             .map(|node| (node.version, FailoverEntry::parse("", &node.data).ok()));
         // Queued for this very instance already (by the survivors, or an earlier try).
-        if existing.as_ref().is_some_and(|(_, e)| e.as_ref().is_some_and(|e| e.dead == dead)) {
-            queued.push(orphan.item);
+        let own_entry = existing.as_ref().and_then(|(_, e)| e.as_ref()).filter(|e| e.dead == dead);
+        if let Some(entry) = own_entry {
+            queued.push((orphan.item, entry.fire_ms));
             continue;
         }
         if let (Orphaned::Missed, Some((version, entry))) = (orphan.why, existing.clone()) {
-            queued.push(orphan.item);
+            queued.push((orphan.item, entry.as_ref().map_or(orphan.fire_ms, |e| e.fire_ms)));
             ops.push(TxnOp::check(paths.failover_item(orphan.item), Some(version)));
             if entry.is_none_or(|e| e.fire_ms < orphan.fire_ms) {
                 let marker = paths.item_node(orphan.item, ItemNode::Misfire);
@@ -317,7 +324,7 @@ pub fn queue(
             }
             continue;
         }
-        queued.push(orphan.item);
+        queued.push((orphan.item, orphan.fire_ms));
         let owner = paths.item_node(orphan.item, ItemNode::Instance);
         if let Some(version) = view.get(&owner).map(|n| n.version) {
             ops.push(TxnOp::check(owner, Some(version)));
