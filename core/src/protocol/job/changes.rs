@@ -415,6 +415,7 @@ impl JobProtocol {
     ) {
         let read =
             || (Pending::RaiseFlag(FlagStep::Read), Request::Get(self.paths.sharding_necessary()));
+        let now = self.flag_time(ctx);
         match (step, result) {
             (FlagStep::FromView { stamped } | FlagStep::OverRead { stamped }, Ok(reply)) => {
                 self.flag_owed = false;
@@ -433,10 +434,10 @@ impl JobProtocol {
                     _ => None,
                 };
                 if let (Some(written), Some(version)) = (stamped, version) {
-                    if ctx.now_ms > written {
+                    if now > written {
                         let ops = vec![TxnOp::set(
                             self.paths.sharding_necessary(),
-                            ctx.now_ms.to_string(),
+                            now.to_string(),
                             Some(version),
                         )];
                         self.then =
@@ -487,22 +488,22 @@ impl JobProtocol {
             (FlagStep::Read, Ok(Reply::Node(node))) => {
                 let (stamped, ops) = match node {
                     Some(flag) => (
-                        (sharding::raised_time(ctx.view, &self.paths, &flag.data, ctx.now_ms)
-                            == ctx.now_ms)
-                            .then_some(ctx.now_ms),
+                        (sharding::raised_time(ctx.view, &self.paths, &flag.data, now)
+                            == now)
+                            .then_some(now),
                         sharding::raise_over(
                             ctx.view,
                             &self.paths,
                             &flag.data,
                             flag.version,
-                            ctx.now_ms,
+                            now,
                         ),
                     ),
                     None => (
-                        Some(ctx.now_ms),
+                        Some(now),
                         vec![TxnOp::create(
                             self.paths.sharding_necessary(),
-                            ctx.now_ms.to_string(),
+                            now.to_string(),
                             CreateMode::Persistent,
                         )],
                     ),
