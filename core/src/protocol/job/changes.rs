@@ -16,6 +16,13 @@ impl JobProtocol {
         if self.armed_fire == Some(fire_ms) {
             self.armed_fire = None;
         }
+        // A timer armed before a lost session, ringing once a registration in the new one
+        // armed the fire path past it: handled, it would re-arm from there and run a fire
+        // that the survivors counted among the lost session's missed fires (and caught up).
+        if self.registration.rearmed_after.is_some_and(|after| fire_ms <= after) {
+            self.skip(fire_ms, SkipReason::Late);
+            return;
+        }
         self.resume_window = None;
         if self.stop.is_some() {
             self.skip(fire_ms, SkipReason::ShuttingDown);

@@ -37,6 +37,9 @@ pub(super) struct Registration {
     /// When this process's first registration began (before its instance node was written):
     /// a new instance's items are those of assignments made since.
     began_ms: Option<i64>,
+    /// A registration after the first (a lost session's): the fire path handles fires after
+    /// this time only.
+    pub(super) rearmed_after: Option<i64>,
     /// This registration said that the clock is off.
     clock_reported: bool,
     /// The leftovers' transaction lost a race at this view revision: decided again once the
@@ -77,6 +80,7 @@ impl Registration {
             ensured: Vec::new(),
             started_before: None,
             began_ms: None,
+            rearmed_after: None,
             clock_reported: false,
             leftovers_raced_at: None,
             leftovers_attempts: 0,
@@ -224,6 +228,9 @@ impl JobProtocol {
         // reshard shown late would have it run one of them twice).
         if self.registration.first && self.registration.started_before.flatten().is_none() {
             self.resume_window = Some(resume);
+        }
+        if !self.registration.first {
+            self.registration.rearmed_after = Some(resume);
         }
         self.registration.state = State::Done;
         self.registration.first = false;
