@@ -40,6 +40,9 @@ pub(super) struct Registration {
     /// A registration after the first (a lost session's): the fire path handles fires after
     /// this time only.
     pub(super) rearmed_after: Option<i64>,
+    /// The leftovers counted our missed fires by the registry's time, up to this time (our
+    /// clock was off): the fire path takes over after it.
+    counted_until: Option<i64>,
     /// This registration said that the clock is off.
     clock_reported: bool,
     /// The leftovers' transaction lost a race at this view revision: decided again once the
@@ -81,6 +84,7 @@ impl Registration {
             started_before: None,
             began_ms: None,
             rearmed_after: None,
+            counted_until: None,
             clock_reported: false,
             leftovers_raced_at: None,
             leftovers_attempts: 0,
@@ -195,6 +199,7 @@ impl JobProtocol {
                         }
                         let registry_now =
                             Ctx { now_ms: ctx.now_ms + self.registry_offset_ms, ..*ctx };
+                        self.registration.counted_until = Some(registry_now.now_ms);
                         match self.leftovers(&registry_now) {
                             Some(ops) => {
                                 let request = Request::Txn(ops);
@@ -223,7 +228,13 @@ impl JobProtocol {
             });
             self.config_version = stored;
         }
-        let (_, resume) = self.resume(ctx);
+        let (_, mut resume) = self.resume(ctx);
+        // Fires up to when the leftovers counted our misses (by the registry's time) are
+        // theirs: our clock, behind, would run them again once it is set right.
+        if let Some(until) = self.registration.counted_until.take() {
+            resume = resume.max(until);
+            self.registration.rearmed_after = Some(resume);
+        }
         // Without a ledger only: a restart's leftovers counted its missed fires up to now (a
         // reshard shown late would have it run one of them twice).
         if self.registration.first && self.registration.started_before.flatten().is_none() {
