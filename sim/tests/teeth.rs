@@ -184,6 +184,19 @@ fn a_lost_failover_is_caught_when_the_job_is_removed_after_the_liveness_bound() 
 }
 
 #[test]
+fn a_lost_failover_is_caught_when_failover_is_turned_off_after_the_liveness_bound() {
+    // The boundary of "a re-run not made yet when failover is turned off within the liveness
+    // bound is not owed": i2 dies mid-run at 11 s, its departure shows at 21 s, failover is
+    // turned off at 37 s, past the 15 s bound. Survivors that never see the departure must be
+    // caught.
+    let long = JobSpec::new("j0", "0/10 * * * * ?", 6).item_ms(4_000).failover(true);
+    let scenario = Scenario::new("crash-then-late-failover-off")
+        .at(11_000, Fault::Crash(2))
+        .at(37_000, Workload::SetFailover { job: "j0".into(), on: false });
+    lost_rerun_caught(vec![long], scenario, Variant::ForgetDeparture, "j0#");
+}
+
+#[test]
 fn a_lost_failover_is_caught_for_a_run_started_after_failover_was_turned_back_on() {
     // The boundary of "a run started while failover was off is not failed over": failover is
     // off from 2 s to 4 s, the run starts at 10 s (on for longer than a watch round trip),

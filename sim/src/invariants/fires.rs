@@ -591,6 +591,19 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             acc.add(format!("interrupted: owner {how}, job removed before the re-run was due"));
             continue;
         }
+        // Failover turned off before the re-run was due: the leader clears the queue, claimed
+        // or not (GUARANTEES.md, section 2).
+        let off_before_due = tl.configs.get(job).is_some_and(|configs| {
+            configs
+                .iter()
+                .any(|(t, c)| *t > *crash_at && *t < noticed + FAILOVER_SLACK_MS && !c.failover)
+        });
+        if counted == 0 && off_before_due {
+            acc.add(format!(
+                "interrupted: owner {how}, failover turned off before the re-run was due"
+            ));
+            continue;
+        }
         let message = match counted {
             1 => {
                 acc.add(format!("interrupted: owner {how}, failed over"));
