@@ -473,6 +473,9 @@ impl JobProtocol {
             self.notice_membership(ctx);
         }
         if self.flag_owed {
+            if let Some(next) = self.flag_clock_unchecked(ctx) {
+                return next;
+            }
             // A raise writes over the flag: garbage in it is reported now or never.
             self.report_flag_garbage(ctx);
             let (stamped, request) = self.raise_request(ctx);
