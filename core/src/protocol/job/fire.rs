@@ -137,6 +137,15 @@ impl JobProtocol {
 
     fn decide(&mut self, f: &mut FireState, ctx: &Ctx<'_>) -> Decision {
         let view = ctx.view;
+        // The clock went back since the fire fell due (an NTP step, while it waited): run now,
+        // it would run before its time, and again where its time is right. It is armed again
+        // for its time.
+        if f.kind == FireKind::Scheduled && f.fire_ms > ctx.now_ms {
+            if self.armed_fire.is_none_or(|armed| armed > f.fire_ms) {
+                self.arm_after(f.fire_ms - 1, ctx);
+            }
+            return Decision::Drop;
+        }
         if let Some(reason) = self.refusal(ctx) {
             return Decision::Skip(reason);
         }

@@ -670,7 +670,7 @@ impl JobProtocol {
 
     /// Arms the next fire strictly after `after_ms` (or the latest overdue one, if the job fell
     /// behind: it runs now or is recorded as a misfire; older overdue ones are reported late).
-    fn arm_after(&mut self, after_ms: i64, ctx: &Ctx<'_>) {
+    pub(super) fn arm_after(&mut self, after_ms: i64, ctx: &Ctx<'_>) {
         let mut next = None;
         let mut late = Vec::new();
         if let Some(schedule) = &self.schedule {
