@@ -19,8 +19,12 @@ impl JobProtocol {
         // A timer armed before a lost session, ringing once a registration in the new one
         // armed the fire path past it: handled, it would re-arm from there and run a fire
         // that the survivors counted among the lost session's missed fires (and caught up).
-        if self.registration.rearmed_after.is_some_and(|after| fire_ms <= after) {
+        if let Some(after) = self.registration.rearmed_after.filter(|&after| fire_ms <= after) {
             self.skip(fire_ms, SkipReason::Late);
+            // Unless a later fire is armed already, the timer that rang was the one armed.
+            if self.armed_fire.is_none_or(|armed| armed <= after) {
+                self.arm_after(after, ctx);
+            }
             return;
         }
         self.resume_window = None;
