@@ -1,7 +1,7 @@
 //! Reacting to the registry and the session: fires falling due, membership, leadership, servers,
 //! triggers, config changes, the reshard flag and the leader's reconcile.
 
-use super::{BidStep, Ctx, FlagStep, JobProtocol, Next, Pending, Reply, Request};
+use super::{BidStep, Ctx, FlagStep, JobProtocol, Next, Pending, Reply, Request, MAX_OVERDUE_SCAN};
 use crate::config::store;
 use crate::cron::CronSchedule;
 use crate::events::{FireKind, SchedulerEvent, SkipReason};
@@ -20,7 +20,13 @@ impl JobProtocol {
         // armed the fire path past it: handled, it would re-arm from there and run a fire
         // that the survivors counted among the lost session's missed fires (and caught up).
         if let Some(after) = self.registration.rearmed_after.filter(|&after| fire_ms <= after) {
-            self.skip(fire_ms, SkipReason::Late);
+            // It and the fires after it up to the registration, which it held back.
+            let held_back: Vec<i64> = self.schedule.as_ref().map_or_else(Vec::new, |s| {
+                s.iter_after(fire_ms).take_while(|&t| t <= after).take(MAX_OVERDUE_SCAN).collect()
+            });
+            for fire in std::iter::once(fire_ms).chain(held_back) {
+                self.skip(fire, SkipReason::Late);
+            }
             // Unless a later fire is armed already, the timer that rang was the one armed.
             if self.armed_fire.is_none_or(|armed| armed <= after) {
                 self.arm_after(after, ctx);

@@ -716,4 +716,4 @@ impl JobProtocol {
 const DRIVE_ROUNDS: usize = 10_000;
 const DAY_MS: i64 = 24 * 3600 * 1000;
 /// How many overdue fires `arm_after` looks through (a per-second cron after a long stall).
-const MAX_OVERDUE_SCAN: usize = 100_000;
+pub(super) const MAX_OVERDUE_SCAN: usize = 100_000;
