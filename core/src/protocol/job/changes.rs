@@ -419,18 +419,18 @@ impl JobProtocol {
     /// item's misfire for a fire they ran.
     fn flag_time(&self, ctx: &Ctx<'_>) -> i64 {
         match self.clock_checked {
-            Some((at, false)) if fresh_comparison(at, ctx) => ctx.now_ms + self.registry_offset_ms,
+            Some((_, false)) if self.flag_clock_fresh => ctx.now_ms + self.registry_offset_ms,
             _ => ctx.now_ms,
         }
     }
 
-    /// Before a raise: a clock last found off is compared again unless that was just now (it
-    /// may have been set right since, and the offset measured then would stamp the raise that
-    /// far off the other way).
-    pub(super) fn flag_clock_unchecked(&self, ctx: &Ctx<'_>) -> Option<Next> {
+    /// Before a raise: a clock last found off is compared again (it may have been set right
+    /// since, and the offset measured then would stamp the raise that far off the other way;
+    /// by this clock no comparison can tell how old it is, as the clock jumped).
+    pub(super) fn flag_clock_unchecked(&self) -> Option<Next> {
         match self.clock_checked {
-            Some((at, false)) if !fresh_comparison(at, ctx) => {
-                Some(Next::Request(Pending::SkewCheck, Request::RegistryTime))
+            Some((_, false)) if !self.flag_clock_fresh => {
+                Some(Next::Request(Pending::FlagClock, Request::RegistryTime))
             }
             _ => None,
         }
@@ -517,16 +517,9 @@ impl JobProtocol {
             (FlagStep::Read, Ok(Reply::Node(node))) => {
                 let (stamped, ops) = match node {
                     Some(flag) => (
-                        (sharding::raised_time(ctx.view, &self.paths, &flag.data, now)
-                            == now)
+                        (sharding::raised_time(ctx.view, &self.paths, &flag.data, now) == now)
                             .then_some(now),
-                        sharding::raise_over(
-                            ctx.view,
-                            &self.paths,
-                            &flag.data,
-                            flag.version,
-                            now,
-                        ),
+                        sharding::raise_over(ctx.view, &self.paths, &flag.data, flag.version, now),
                     ),
                     None => (
                         Some(now),
@@ -634,11 +627,3 @@ impl JobProtocol {
 
 /// How often a raise of the reshard flag is retried against concurrent writers.
 const FLAG_ATTEMPTS: u32 = 16;
-
-/// How long a comparison of the clock with the registry's stays good for stamping a raise.
-const FRESH_COMPARISON_MS: i64 = 1_000;
-
-/// Whether a comparison made at `at` (by this clock) was made just now.
-fn fresh_comparison(at: i64, ctx: &Ctx<'_>) -> bool {
-    (0..FRESH_COMPARISON_MS).contains(&(ctx.now_ms - at))
-}

@@ -138,6 +138,8 @@ enum Pending {
     DropOwnMarkers,
     /// Our `failover` markers of claimed runs whose `running` marker was lost.
     DropStrayFailover,
+    /// The clock compared again before a raise of the reshard flag.
+    FlagClock,
     ConfirmGone,
     Fire(fire::Step),
     Claim {
@@ -238,6 +240,9 @@ pub struct JobProtocol {
     /// Items whose claimed run ended with its `running` marker gone (taken over, or deleted
     /// with a lingering session): their `failover` markers, ours, still to remove.
     stray_failover: BTreeSet<u32>,
+    /// The clock was compared for the raise of the reshard flag under way (see
+    /// `flag_time`).
+    flag_clock_fresh: bool,
     /// Claimed failover items not yet run, by the fire they owe, with their marker versions.
     backlog: BTreeMap<i64, Vec<Held>>,
     once: VecDeque<OnceRecord>,
@@ -330,6 +335,7 @@ impl JobProtocol {
             in_flight: None,
             finishing: Vec::new(),
             stray_failover: BTreeSet::new(),
+            flag_clock_fresh: false,
             backlog: BTreeMap::new(),
             once: VecDeque::new(),
             manual_pending: false,
@@ -472,8 +478,11 @@ impl JobProtocol {
         if std::mem::take(&mut self.membership_changed) {
             self.notice_membership(ctx);
         }
+        if !self.flag_owed {
+            self.flag_clock_fresh = false;
+        }
         if self.flag_owed {
-            if let Some(next) = self.flag_clock_unchecked(ctx) {
+            if let Some(next) = self.flag_clock_unchecked() {
                 return next;
             }
             // A raise writes over the flag: garbage in it is reported now or never.
@@ -560,6 +569,14 @@ impl JobProtocol {
                 self.claim_blocked = Some(ctx.view.revision());
                 self.tolerate(result, super::failover::is_lost_race);
             }
+            Pending::FlagClock => match result {
+                Ok(Reply::Time(registry_ms)) => {
+                    self.clock_compared(registry_ms, ctx);
+                    self.flag_clock_fresh = true;
+                }
+                Ok(_) => {}
+                Err(e) => self.failed(&e),
+            },
             Pending::SkewCheck => match result {
                 Ok(Reply::Time(registry_ms)) => {
                     self.clock_compared(registry_ms, ctx);
