@@ -87,6 +87,7 @@ impl JobProtocol {
     }
 
     pub(super) fn on_resync(&mut self, ctx: &Ctx<'_>) {
+        self.resync_owed = None;
         self.membership_changed = true;
         self.audit_owed = true;
         for node in [JobNode::Config, JobNode::LeaderInstance, JobNode::Instance(self.me.clone())] {
@@ -233,7 +234,7 @@ impl JobProtocol {
         }
     }
 
-    pub(super) fn on_session(&mut self, event: SessionEvent, _ctx: &Ctx<'_>) {
+    pub(super) fn on_session(&mut self, event: SessionEvent, ctx: &Ctx<'_>) {
         match event {
             SessionEvent::Suspended | SessionEvent::Closed => {
                 self.connected = false;
@@ -262,6 +263,7 @@ impl JobProtocol {
                 self.registration.lost();
                 self.outstanding = None;
                 self.then = None;
+                self.resync_owed = Some(i64::MAX);
             }
             SessionEvent::Reconnected => self.connected = true,
             SessionEvent::Connected { .. } => {
@@ -270,6 +272,9 @@ impl JobProtocol {
                     // down for good here, its issue #1857).
                     self.connected = true;
                     self.registration.lost();
+                    if self.resync_owed.is_some() {
+                        self.resync_owed = Some(ctx.now_ms + self.settings.sharding_timeout_ms);
+                    }
                 }
             }
         }

@@ -240,6 +240,9 @@ pub struct JobProtocol {
     /// Items whose claimed run ended with its `running` marker gone (taken over, or deleted
     /// with a lingering session): their `failover` markers, ours, still to remove.
     stray_failover: BTreeSet<u32>,
+    /// A session was lost: until the watch resyncs (or this deadline), the view is from
+    /// before the gap, and registration waits.
+    resync_owed: Option<i64>,
     /// The clock was compared for the raise of the reshard flag under way (see
     /// `flag_time`).
     flag_clock_fresh: bool,
@@ -336,6 +339,7 @@ impl JobProtocol {
             finishing: Vec::new(),
             stray_failover: BTreeSet::new(),
             flag_clock_fresh: false,
+            resync_owed: None,
             backlog: BTreeMap::new(),
             once: VecDeque::new(),
             manual_pending: false,
@@ -682,7 +686,8 @@ impl JobProtocol {
         let fire = self.fire.as_ref().and_then(FireState::deadline);
         let stop = self.stop.as_ref().and_then(StopState::deadline);
         let servers = self.stale_servers_deadline();
-        [fire, stop, servers].into_iter().flatten().min()
+        let resync = self.resync_owed.filter(|_| self.connected);
+        [fire, stop, servers, resync].into_iter().flatten().min()
     }
 
     /// Arms the next fire strictly after `after_ms` (or the latest overdue one, if the job fell

@@ -129,6 +129,15 @@ impl Registration {
 impl JobProtocol {
     pub(super) fn register_next(&mut self, ctx: &Ctx<'_>) -> Next {
         let view = ctx.view;
+        // Back after a lost session: the view is what it was before the gap until the watch
+        // resyncs, and what this registration decides by it (the config, failover on or off,
+        // the leftovers to queue) may be stale by minutes. Wait for the resync, not forever.
+        if let Some(deadline) = self.resync_owed {
+            if ctx.now_ms < deadline {
+                return Next::Idle;
+            }
+            self.resync_owed = None;
+        }
         if self.registration.first && self.registration.started_before.is_none() {
             self.registration.started_before = Some(self.ledger_last_fire(ctx));
             self.registration.began_ms = Some(ctx.now_ms);
