@@ -41,14 +41,15 @@ pub enum Error {
 
     /// The registry holds a config for the job that cannot be used and `overwrite` is off.
     #[error(
-        "job {job}: the config stored in the registry is unusable ({reason}); fix it with the \
+        "job {job}: the config stored in the registry is unusable ({source}); fix it with the \
          operations API, or start with overwrite: true to replace it with the local config"
     )]
     StoredConfigUnusable {
         /// The job.
         job: String,
         /// Why the stored config cannot be used.
-        reason: String,
+        #[source]
+        source: crate::config::store::StoredConfigError,
     },
 
     /// A job of that name is already scheduled in this process.

@@ -56,7 +56,7 @@ impl<'a> JobOperations<'a> {
         let paths = JobPaths::new(job);
         let node = self.registry.get(&paths.config()).await?.ok_or_else(|| no_job(job))?;
         store::parse_stored(job, &node.data, &self.known)
-            .map_err(|reason| Error::StoredConfigUnusable { job: job.to_owned(), reason })
+            .map_err(|source| Error::StoredConfigUnusable { job: job.to_owned(), source })
     }
 
     /// Replaces the job's config after validating it: a cron change reschedules the live

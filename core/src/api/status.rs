@@ -189,7 +189,9 @@ impl JobOperations<'_> {
         self.require_job(&paths, job).await?;
         let (config, problem) = match self.config(job).await {
             Ok(c) => (Some(c), None),
-            Err(crate::Error::StoredConfigUnusable { reason, .. }) => (None, Some(reason)),
+            Err(crate::Error::StoredConfigUnusable { source, .. }) => {
+                (None, Some(source.to_string()))
+            }
             Err(e) => return Err(e),
         };
         let instances = self.live_instances(job).await?;

@@ -5,7 +5,30 @@ use crate::error::{Error, Result};
 use crate::layout::JobPaths;
 use crate::registry::{CoordinatorRegistry, CreateMode, RegistryError};
 
-use super::{JobConfig, KnownTypes};
+use super::{ConfigError, JobConfig, KnownTypes};
+
+/// Why a config read from the registry cannot be used: what is wrong with the node.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoredConfigError {
+    /// The node's bytes are not UTF-8 text (binary garbage).
+    #[error("the config node is not UTF-8 text")]
+    NotText(#[source] std::str::Utf8Error),
+    /// The text is not a job config (not YAML, or a field of the wrong type).
+    #[error("{0}")]
+    Unreadable(#[source] ConfigError),
+    /// The config reads but breaks a rule (a bad cron, a count below 1, an unknown kind...).
+    #[error("{0}")]
+    Invalid(#[source] ConfigError),
+    /// The config is another job's (copied over by hand?).
+    #[error("it names job {named:?}, not {expected:?}")]
+    OtherJob {
+        /// The job the stored config names.
+        named: String,
+        /// The job whose node it is.
+        expected: String,
+    },
+}
 
 /// Publishes `local` for its job and returns the config the job must run with.
 ///
@@ -51,7 +74,7 @@ pub async fn publish(
         }
     }
     parse_stored(&local.job_name, &stored.data, known)
-        .map_err(|reason| Error::StoredConfigUnusable { job: local.job_name.clone(), reason })
+        .map_err(|source| Error::StoredConfigUnusable { job: local.job_name.clone(), source })
 }
 
 /// Whether a stored config is not a job config at all (as opposed to one that does not
@@ -60,13 +83,59 @@ fn is_garbage(data: &[u8]) -> bool {
     std::str::from_utf8(data).map_or(true, |text| JobConfig::from_yaml(text).is_err())
 }
 
-/// Parses and validates a stored config; the error is a one-line reason.
-pub fn parse_stored(job: &str, data: &[u8], known: &KnownTypes) -> Result<JobConfig, String> {
-    let text = std::str::from_utf8(data).map_err(|_| "config node is not UTF-8 text".to_owned())?;
-    let config = JobConfig::from_yaml(text).map_err(|e| e.to_string())?;
-    config.validate_with(known).map_err(|e| e.to_string())?;
+/// Parses and validates a stored config.
+pub fn parse_stored(
+    job: &str,
+    data: &[u8],
+    known: &KnownTypes,
+) -> std::result::Result<JobConfig, StoredConfigError> {
+    let text = std::str::from_utf8(data).map_err(StoredConfigError::NotText)?;
+    let config = JobConfig::from_yaml(text).map_err(StoredConfigError::Unreadable)?;
+    config.validate_with(known).map_err(StoredConfigError::Invalid)?;
     if config.job_name != job {
-        return Err(format!("it names job {:?}, not {job:?}", config.job_name));
+        return Err(StoredConfigError::OtherJob {
+            named: config.job_name,
+            expected: job.to_owned(),
+        });
     }
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(job: &str, cron: &str) -> Vec<u8> {
+        let config = JobConfig::builder(job).cron(cron).sharding_total_count(2).build();
+        match config {
+            Ok(c) => c.to_yaml().map(String::into_bytes).unwrap_or_default(),
+            // An invalid cron is refused by the builder: write the YAML by hand.
+            Err(_) => {
+                format!("jobName: {job}\ncron: '{cron}'\nshardingTotalCount: 2\n").into_bytes()
+            }
+        }
+    }
+
+    #[test]
+    fn a_stored_config_says_what_is_wrong_with_it() {
+        let known = KnownTypes::default();
+        assert!(parse_stored("j", &stored("j", "0/5 * * * * ?"), &known).is_ok());
+        assert!(matches!(
+            parse_stored("j", &[0xff, 0xfe], &known),
+            Err(StoredConfigError::NotText(_))
+        ));
+        assert!(matches!(
+            parse_stored("j", b"cron: [unclosed", &known),
+            Err(StoredConfigError::Unreadable(_))
+        ));
+        assert!(matches!(
+            parse_stored("j", &stored("j", "not a cron"), &known),
+            Err(StoredConfigError::Invalid(ConfigError::Cron { .. }))
+        ));
+        let other = parse_stored("j", &stored("k", "0/5 * * * * ?"), &known);
+        assert_eq!(
+            other,
+            Err(StoredConfigError::OtherJob { named: "k".into(), expected: "j".into() })
+        );
+    }
 }

@@ -76,8 +76,8 @@ proptest! {
             well_formed(g, p)?;
         }
         // The config's parser says why in one line.
-        if let Err(reason) = store::parse_stored("j", &data, &KnownTypes::default()) {
-            prop_assert!(!reason.is_empty());
+        if let Err(error) = store::parse_stored("j", &data, &KnownTypes::default()) {
+            prop_assert!(!error.to_string().is_empty());
         }
     }
 

@@ -2,7 +2,7 @@
 //! triggers, config changes, the reshard flag and the leader's reconcile.
 
 use super::{BidStep, Ctx, FlagStep, JobProtocol, Next, Pending, Reply, Request, MAX_OVERDUE_SCAN};
-use crate::config::store;
+use crate::config::{store, ConfigError};
 use crate::cron::CronSchedule;
 use crate::events::{FireKind, SchedulerEvent, SkipReason};
 use crate::layout::{ItemNode, JobNode};
@@ -170,8 +170,14 @@ impl JobProtocol {
             store::parse_stored(self.job(), &node.data, &self.settings.known).and_then(|c| {
                 let schedule = match c.cron_expression() {
                     Some(cron) => Some(
-                        CronSchedule::parse(cron, c.time_zone.as_deref().unwrap_or(""))
-                            .map_err(|e| e.to_string())?,
+                        CronSchedule::parse(cron, c.time_zone.as_deref().unwrap_or("")).map_err(
+                            |e| {
+                                store::StoredConfigError::Invalid(ConfigError::Cron {
+                                    expression: cron.to_owned(),
+                                    reason: e.to_string(),
+                                })
+                            },
+                        )?,
                     ),
                     None => None,
                 };
@@ -179,10 +185,10 @@ impl JobProtocol {
             });
         let (config, schedule) = match parsed {
             Ok(ok) => ok,
-            Err(reason) => {
+            Err(error) => {
                 let job = self.job().to_owned();
                 // A parser's message may quote the whole value (a huge one, say).
-                let reason = crate::protocol::records::shorten_message(&reason);
+                let reason = crate::protocol::records::shorten_message(&error.to_string());
                 self.emit(SchedulerEvent::ConfigRejected { job, reason });
                 // The leader writes the config the job runs with back over it.
                 if self.registration.registered() && self.is_leader(ctx) {
