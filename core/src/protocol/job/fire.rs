@@ -446,6 +446,13 @@ impl JobProtocol {
                 }
             }
             (Step::Reshard { seen }, Err(e)) if sharding::is_flag_race(&e) => {
+                // The config is gone (deleted by hand, maybe before this instance led: the
+                // leader of the time was cut off and never wrote it again): every reshard is
+                // fenced on it, so it is written again first.
+                if matches!(e.transaction_failure(), Some((_, RegistryError::NoNode { path, .. })) if *path == self.paths.config())
+                {
+                    self.check_config(ctx);
+                }
                 // Let the view catch up with whatever moved, then compute again.
                 f.races += 1;
                 f.pending_assignment = None;
