@@ -77,7 +77,8 @@ impl JobProtocol {
             // nothing of a jump since (an NTP step, a VM resumed), and missed fires counted
             // by a clock that jumped ahead would run fires not due yet.
             Some((at, true)) if at == ctx.now_ms => None,
-            Some((at, false)) if ctx.now_ms - at < CLOCK_RECHECK_MS => Some(None),
+            // A negative age: the clock went back since (set right?): compared again.
+            Some((at, false)) if (0..CLOCK_RECHECK_MS).contains(&(ctx.now_ms - at)) => Some(None),
             _ => Some(Some(Next::Request(Pending::SkewCheck, Request::RegistryTime))),
         }
     }
