@@ -268,6 +268,8 @@ pub struct JobProtocol {
     bid_blocked: Option<u64>,
     /// A claim lost to another taker the view did not show yet: likewise.
     claim_blocked: Option<u64>,
+    /// Queued failover entries by item, with when this instance first saw each.
+    entries_seen: BTreeMap<u32, i64>,
     /// A catch-up that could not start: none again until the view changes.
     catch_up_blocked: Option<u64>,
     /// The last comparison of this clock with the registry's (with `maxTimeDiffSeconds` set):
@@ -351,6 +353,7 @@ impl JobProtocol {
             then: None,
             bid_blocked: None,
             claim_blocked: None,
+            entries_seen: BTreeMap::new(),
             catch_up_blocked: None,
             clock_checked: None,
             registry_offset_ms: 0,
@@ -687,7 +690,8 @@ impl JobProtocol {
         let stop = self.stop.as_ref().and_then(StopState::deadline);
         let servers = self.stale_servers_deadline();
         let resync = self.resync_owed.filter(|_| self.connected);
-        [fire, stop, servers, resync].into_iter().flatten().min()
+        let steal = self.steal_deadline();
+        [fire, stop, servers, resync, steal].into_iter().flatten().min()
     }
 
     /// Arms the next fire strictly after `after_ms` (or the latest overdue one, if the job fell

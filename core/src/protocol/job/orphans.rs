@@ -254,9 +254,12 @@ impl JobProtocol {
 
     /// Claims the next item of this instance's share of the failover queue.
     fn claim_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
-        if self.claim_blocked == Some(ctx.view.revision())
-            || !ctx.view.has_children(&self.paths.failover_items())
-        {
+        if !ctx.view.has_children(&self.paths.failover_items()) {
+            self.entries_seen.clear();
+            return None;
+        }
+        let stealable = self.entries_seen.values().any(|&seen| ctx.now_ms >= seen + STEAL_AFTER_MS);
+        if self.claim_blocked == Some(ctx.view.revision()) && !stealable {
             return None;
         }
         let (queue, garbage) = failover::queued(ctx.view, &self.paths);
@@ -264,8 +267,28 @@ impl JobProtocol {
             self.report_once(&g, ctx);
             self.repairs.insert(super::repair::Repair::Entry(item));
         }
+        // When each entry was first seen here: one another instance's share left unclaimed
+        // that long (its claimer is busy with a long run, or cut off) is anyone's. A claim is
+        // one transaction that deletes the entry, so two claimers never both run it.
+        self.entries_seen.retain(|item, _| queue.iter().any(|(n, _)| n == item));
+        for (item, _) in &queue {
+            self.entries_seen.entry(*item).or_insert(ctx.now_ms);
+        }
         let eligible = sharding::eligible_instances(ctx.view, &self.paths);
-        let share = failover::share_of(&queue, &eligible, &self.me);
+        let mut share = failover::share_of(&queue, &eligible, &self.me);
+        share.extend(
+            queue
+                .iter()
+                .filter(|(item, _)| {
+                    !share.iter().any(|(n, _)| n == item)
+                        && self
+                            .entries_seen
+                            .get(item)
+                            .is_some_and(|&seen| ctx.now_ms >= seen + STEAL_AFTER_MS)
+                })
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
         let ledger = self.ledger_for_write(ctx).unwrap_or_default();
         for (item, entry) in share {
             match failover::claim(ctx.view, &self.paths, item, &entry, &self.me, &ledger) {
@@ -284,6 +307,14 @@ impl JobProtocol {
         // Every entry of our share waits for a run to end: look again once the view changes.
         self.claim_blocked = Some(ctx.view.revision());
         None
+    }
+
+    /// When another instance's unclaimed failover entry becomes ours to claim, if one waits.
+    pub(super) fn steal_deadline(&self) -> Option<i64> {
+        if !self.failover_enabled() {
+            return None;
+        }
+        self.entries_seen.values().map(|&seen| seen + STEAL_AFTER_MS).min()
     }
 
     pub(super) fn on_claim_reply(
@@ -320,6 +351,10 @@ pub(super) struct CatchUp {
     pub items: Vec<u32>,
     pub item_fires: Vec<(u32, i64)>,
 }
+
+/// How long a queued failover entry of another instance's share waits for that instance
+/// before an idle one claims it (its claimer may be busy for a long run, or cut off).
+const STEAL_AFTER_MS: i64 = 5_000;
 
 /// How long after a bad comparison the clock is compared again.
 const CLOCK_RECHECK_MS: i64 = 5_000;
