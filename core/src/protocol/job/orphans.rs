@@ -259,7 +259,10 @@ impl JobProtocol {
             return None;
         }
         let stealable = self.entries_seen.values().any(|&seen| ctx.now_ms >= seen + STEAL_AFTER_MS);
-        if self.claim_blocked == Some(ctx.view.revision()) && !stealable {
+        // Our share was looked at for this view already: only entries left waiting long
+        // enough may be tried (each waits again after a failed try).
+        let blocked = self.claim_blocked == Some(ctx.view.revision());
+        if blocked && !stealable {
             return None;
         }
         let (queue, garbage) = failover::queued(ctx.view, &self.paths);
@@ -275,20 +278,17 @@ impl JobProtocol {
             self.entries_seen.entry(*item).or_insert(ctx.now_ms);
         }
         let eligible = sharding::eligible_instances(ctx.view, &self.paths);
-        let mut share = failover::share_of(&queue, &eligible, &self.me);
-        share.extend(
-            queue
-                .iter()
-                .filter(|(item, _)| {
-                    !share.iter().any(|(n, _)| n == item)
-                        && self
-                            .entries_seen
-                            .get(item)
-                            .is_some_and(|&seen| ctx.now_ms >= seen + STEAL_AFTER_MS)
-                })
-                .cloned()
-                .collect::<Vec<_>>(),
-        );
+        let ours = failover::share_of(&queue, &eligible, &self.me);
+        let waited = |item: &u32| {
+            self.entries_seen.get(item).is_some_and(|&seen| ctx.now_ms >= seen + STEAL_AFTER_MS)
+        };
+        let left_waiting =
+            queue.iter().filter(|(item, _)| !ours.iter().any(|(n, _)| n == item) && waited(item));
+        let share: Vec<_> = if blocked {
+            left_waiting.cloned().collect()
+        } else {
+            ours.iter().chain(left_waiting).cloned().collect()
+        };
         let ledger = self.ledger_for_write(ctx).unwrap_or_default();
         for (item, entry) in share {
             match failover::claim(ctx.view, &self.paths, item, &entry, &self.me, &ledger) {
@@ -338,7 +338,12 @@ impl JobProtocol {
             }
             Ok(_) => {}
             // Someone else claimed it first: look again once the view shows it.
-            Err(e) if failover::is_lost_race(&e) => self.claim_blocked = Some(ctx.view.revision()),
+            Err(e) if failover::is_lost_race(&e) => {
+                self.claim_blocked = Some(ctx.view.revision());
+                // Not taken again before another wait (or a change of the view) if it was
+                // another's: a claim that keeps failing would loop.
+                self.entries_seen.insert(item, ctx.now_ms);
+            }
             Err(e) => self.failed(&e),
         }
     }
