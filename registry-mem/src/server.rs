@@ -132,4 +132,11 @@ impl MemServer {
         let state = self.shared.lock();
         state.tree.iter().map(|(p, e)| (p.clone(), e.node())).collect()
     }
+
+    /// The node at server path `path` (namespace included), as it is now: what
+    /// [`snapshot`](Self::snapshot) would show for it, without copying the whole tree.
+    pub fn node(&self, path: &str) -> Option<Node> {
+        let state = self.shared.lock();
+        state.tree.get(path).map(|e| e.node())
+    }
 }

@@ -294,7 +294,7 @@ impl Inner {
     fn leader_of(&self, job: &str) -> Option<String> {
         let server = self.server.as_ref()?;
         let path = format!("{}/{job}/leader/election/instance", self.namespace);
-        server.snapshot().get(&path).map(|n| n.text().into_owned())
+        server.node(&path).map(|n| n.text().into_owned())
     }
 
     /// Compares each instance client's session with the server's and records what changed.
