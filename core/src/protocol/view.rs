@@ -7,6 +7,7 @@
 //! delivers the change (or a later one) for the same path.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use crate::path_map::PathMap;
 use crate::registry::{path, Node, TxnOp, TxnResult, Version, WatchEvent};
@@ -154,41 +155,58 @@ impl View {
         self.get(path).map(|n| n.text().into_owned())
     }
 
+    /// This process's unconfirmed writes strictly below `prefix` (a parent's path and `/`).
+    fn pending_below<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = (&'a String, &'a Pending)> + 'a {
+        self.pending
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(move |(p, _)| p.starts_with(prefix))
+    }
+
     /// Whether `parent` has any child, without listing them.
     pub fn has_children(&self, parent: &str) -> bool {
         let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };
-        let in_view =
-            self.view.any_below(parent, |p| !matches!(self.pending.get(p), Some(Pending::Absent)));
-        in_view
-            || self
-                .pending
-                .range(prefix.clone()..)
-                .take_while(|(p, _)| p.starts_with(&prefix))
-                .any(|(_, pending)| matches!(pending, Pending::Present(_)))
+        let mut deleted = false;
+        for (_, pending) in self.pending_below(&prefix) {
+            match pending {
+                Pending::Present(_) => return true,
+                Pending::Absent => deleted = true,
+            }
+        }
+        if deleted {
+            self.view.any_below(parent, |p| !matches!(self.pending.get(p), Some(Pending::Absent)))
+        } else {
+            self.view.has_below(parent)
+        }
     }
 
     /// The names of the direct children of `parent`, sorted.
     pub fn children(&self, parent: &str) -> Vec<String> {
         let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };
-        let mut names: Vec<String> = self
-            .view
-            .below(parent)
-            .into_iter()
-            .filter(|(p, _)| !matches!(self.pending.get(p), Some(Pending::Absent)))
-            .filter_map(|(p, _)| {
+        let mut names: Vec<String>;
+        if self.pending_below(&prefix).next().is_none() {
+            names = self.view.children(parent).into_iter().map(|(n, _)| n.to_owned()).collect();
+        } else {
+            names = self
+                .view
+                .children(parent)
+                .into_iter()
+                .filter(|(n, _)| {
+                    let p = path::join(parent, n);
+                    !matches!(self.pending.get(&p), Some(Pending::Absent))
+                })
+                .map(|(n, _)| n.to_owned())
+                .collect();
+            for (p, pending) in self.pending_below(&prefix) {
                 let rest = &p[prefix.len()..];
-                (!rest.contains('/')).then(|| rest.to_owned())
-            })
-            .collect();
-        for (p, pending) in
-            self.pending.range(prefix.clone()..).take_while(|(p, _)| p.starts_with(&prefix))
-        {
-            let rest = &p[prefix.len()..];
-            if matches!(pending, Pending::Present(_))
-                && !rest.contains('/')
-                && !names.iter().any(|n| n == rest)
-            {
-                names.push(rest.to_owned());
+                if matches!(pending, Pending::Present(_))
+                    && !rest.contains('/')
+                    && !names.iter().any(|n| n == rest)
+                {
+                    names.push(rest.to_owned());
+                }
             }
         }
         names.sort();
