@@ -16,13 +16,12 @@ use std::hash::BuildHasherDefault;
 
 use crate::registry::{path, Node};
 
-/// `/a/b/c` → (`a`, `/b/c`); `/a` → (`a`, ``); `/` → (``, ``).
+/// `/a/b/c` → (`a`, `/b/c`); `/a` → (`a`, ``); `/` → (``, ``). A byte loop: `str::find`
+/// costs more than the whole walk below it on paths this short.
 fn split(path: &str) -> (&str, &str) {
     let rest = path.strip_prefix('/').unwrap_or(path);
-    match rest.find('/') {
-        Some(at) => (&rest[..at], &rest[at..]),
-        None => (rest, ""),
-    }
+    let at = rest.bytes().position(|b| b == b'/').unwrap_or(rest.len());
+    rest.split_at(at)
 }
 
 /// The next segment of `rest` (`/b/c`, `/c`; `` has none) and what follows it, with the
@@ -54,6 +53,13 @@ fn mix(hash: u64, byte: u8) -> u64 {
     (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
 }
 
+/// Whether two names are equal, compared a byte at a time: the names of a path are a few bytes
+/// long, and the hashes already matched (so they almost always are), where a call to the
+/// library's comparison costs more than the comparison.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// A fast hasher with fixed keys for the tops (job names, hashed on every lookup); determinism
 /// needs fixed keys, and no map here is iterated in its own order.
 type Hasher = BuildHasherDefault<rustc_hash::FxHasher>;
@@ -79,7 +85,7 @@ struct Segment {
 
 impl Segment {
     fn position(&self, name: &[u8], hash: u64) -> Option<usize> {
-        self.children.iter().position(|c| c.hash == hash && c.name.as_bytes() == name)
+        self.children.iter().position(|c| c.hash == hash && same(c.name.as_bytes(), name))
     }
 
     fn find(&self, mut rest: &[u8]) -> Option<&Segment> {
