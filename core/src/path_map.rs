@@ -186,10 +186,10 @@ impl PathMap {
     }
 
     /// Replaces everything with `nodes`.
-    pub fn replace(&mut self, nodes: &BTreeMap<String, Node>) {
+    pub fn replace(&mut self, nodes: BTreeMap<String, Node>) {
         self.tops.clear();
         for (path, node) in nodes {
-            self.insert(path, node.clone());
+            self.insert(&path, node);
         }
     }
 
@@ -278,7 +278,7 @@ mod tests {
         assert!(!m.any_below("/a/x", |_| true) && !m.has_below("/a/x"));
         m.remove("/c/deep/only");
         assert!(!m.has_below("/c"), "emptied segments go with their last node");
-        m.replace(&BTreeMap::from([("/c".to_owned(), node("c"))]));
+        m.replace(BTreeMap::from([("/c".to_owned(), node("c"))]));
         assert!(m.get("/a").is_none() && m.contains_key("/c"));
     }
 

@@ -32,9 +32,10 @@ pub struct View {
 impl View {
     /// Applies a watch event, and tells whether what [`View::get`] shows for its path changed:
     /// the event of this process's own write, once recorded, only confirms what reads already
-    /// saw. (Conservative: `true` whenever it cannot tell.)
-    pub fn apply_seen(&mut self, event: &WatchEvent) -> bool {
-        let confirms_own = match event {
+    /// saw. (Conservative: `true` whenever it cannot tell.) Takes the event, whose node then
+    /// goes into the view as it is.
+    pub fn apply_seen(&mut self, event: WatchEvent) -> bool {
+        let confirms_own = match &event {
             WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
                 matches!(self.pending.get(path), Some(Pending::Present(mine))
                     if mine.version == node.version && mine.data == node.data
@@ -45,18 +46,35 @@ impl View {
             }
             WatchEvent::Resync { .. } => false,
         };
-        self.apply(event);
+        self.settle_pending(&event);
+        match event {
+            WatchEvent::Resync { nodes } => self.view.replace(nodes),
+            WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
+                self.view.insert(&path, node);
+            }
+            WatchEvent::Deleted { path } => self.view.remove(&path),
+        }
+        self.revision += 1;
         !confirms_own
     }
 
     /// Applies a watch event.
     pub fn apply(&mut self, event: &WatchEvent) {
         match event {
-            WatchEvent::Resync { nodes } => self.view.replace(nodes),
+            WatchEvent::Resync { nodes } => self.view.replace(nodes.clone()),
             WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
                 self.view.insert(path, node.clone());
             }
             WatchEvent::Deleted { path } => self.view.remove(path),
+        }
+        self.settle_pending(event);
+        self.revision += 1;
+    }
+
+    /// Drops the pending writes an event confirms (or a snapshot overrides).
+    fn settle_pending(&mut self, event: &WatchEvent) {
+        if self.pending.is_empty() {
+            return;
         }
         // Events arrive in registry order, and the event of our own write arrives before any
         // later change: until it does, an event for the same path is older than our write and
@@ -86,7 +104,6 @@ impl View {
                 }
             }
         }
-        self.revision += 1;
     }
 
     /// Records the effect of a committed transaction: every create, set and delete of `ops`,
@@ -301,16 +318,16 @@ mod tests {
     #[test]
     fn the_event_of_an_own_write_changes_nothing_seen() {
         let mut c = View::default();
-        assert!(c.apply_seen(&WatchEvent::Created { path: "/j/x".into(), node: node("a", 0) }));
+        assert!(c.apply_seen(WatchEvent::Created { path: "/j/x".into(), node: node("a", 0) }));
         c.wrote("/j/x", b"mine", 1, false);
         // An older change in flight: the view does not show it, but it is not ours either.
-        assert!(c.apply_seen(&WatchEvent::Changed { path: "/j/x".into(), node: node("b", 1) }));
-        assert!(!c.apply_seen(&WatchEvent::Changed { path: "/j/x".into(), node: node("mine", 1) }));
+        assert!(c.apply_seen(WatchEvent::Changed { path: "/j/x".into(), node: node("b", 1) }));
+        assert!(!c.apply_seen(WatchEvent::Changed { path: "/j/x".into(), node: node("mine", 1) }));
         assert_eq!(c.text("/j/x").as_deref(), Some("mine"));
         c.deleted("/j/x");
-        assert!(!c.apply_seen(&WatchEvent::Deleted { path: "/j/x".into() }));
+        assert!(!c.apply_seen(WatchEvent::Deleted { path: "/j/x".into() }));
         assert!(!c.exists("/j/x"));
-        assert!(c.apply_seen(&WatchEvent::Created { path: "/j/x".into(), node: node("c", 0) }));
+        assert!(c.apply_seen(WatchEvent::Created { path: "/j/x".into(), node: node("c", 0) }));
     }
 
     #[test]
