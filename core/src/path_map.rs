@@ -286,6 +286,24 @@ mod tests {
     }
 
     #[test]
+    fn siblings_sharing_a_hash_stay_apart() {
+        assert_eq!(hash_of(b"ba"), hash_of(b"cA"), "the pair this test needs");
+        let mut m = PathMap::default();
+        for p in ["/j/cA", "/j/ba", "/j/b", "/j/ba/x"] {
+            m.insert(p, node(p));
+        }
+        for p in ["/j/cA", "/j/ba", "/j/b", "/j/ba/x"] {
+            assert_eq!(m.get(p).map(|n| n.data.clone()), Some(p.as_bytes().to_vec()));
+        }
+        m.remove("/j/ba/x");
+        m.remove("/j/ba");
+        assert!(m.get("/j/ba").is_none() && m.contains_key("/j/cA") && !m.has_below("/j/ba"));
+        m.insert("/j/ba", node("again"));
+        assert_eq!(m.get("/j/ba").map(|n| n.data.clone()), Some(b"again".to_vec()));
+        assert_eq!(m.get("/j/cA").map(|n| n.data.clone()), Some(b"/j/cA".to_vec()));
+    }
+
+    #[test]
     fn distinct_paths_stay_distinct() {
         let mut m = PathMap::default();
         for p in ["/a/b", "/a//b", "/a/b/", "/a/"] {
