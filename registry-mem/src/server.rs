@@ -130,7 +130,7 @@ impl MemServer {
     /// invariant checks and dumps; clients read through their namespace instead.
     pub fn snapshot(&self) -> BTreeMap<String, Node> {
         let state = self.shared.lock();
-        state.tree.iter().map(|(p, e)| (p.clone(), e.node())).collect()
+        state.tree.iter().map(|(p, e)| (p.to_owned(), e.node())).collect()
     }
 
     /// The node at server path `path` (namespace included), as it is now: what
