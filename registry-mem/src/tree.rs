@@ -136,29 +136,26 @@ impl Change {
 enum Undo {
     Created { path: String, sequential: bool },
     Set { path: String, data: Box<[u8]>, version: Version },
-    Deleted { path: String, entry: Box<Entry> },
+    Deleted { path: String, entry: Entry },
 }
 
 /// All nodes by server path. The root `/` always exists.
 #[derive(Debug)]
 pub(crate) struct Tree {
-    /// Boxed: at 10,000 jobs the map holds some 140,000 nodes in 262,144 slots (the table
-    /// doubles past seven eighths full), and a slot of a pointer costs a third of one holding
-    /// the node.
-    nodes: HashMap<Box<str>, Box<Entry>, BuildHasherDefault<rustc_hash::FxHasher>>,
+    nodes: HashMap<Box<str>, Entry, BuildHasherDefault<rustc_hash::FxHasher>>,
 }
 
 impl Default for Tree {
     fn default() -> Self {
         let mut nodes = HashMap::default();
-        nodes.insert(path::ROOT.into(), Box::new(Entry::new(b"", None)));
+        nodes.insert(path::ROOT.into(), Entry::new(b"", None));
         Tree { nodes }
     }
 }
 
 impl Tree {
     pub fn get(&self, path: &str) -> Option<&Entry> {
-        self.nodes.get(path).map(|e| &**e)
+        self.nodes.get(path)
     }
 
     /// The sorted child names of `path`.
@@ -170,7 +167,7 @@ impl Tree {
     /// The node at `root` and everything below it, in path order.
     pub fn subtree<'a>(&'a self, root: &'a str) -> Vec<(&'a str, &'a Entry)> {
         let Some((own, entry)) = self.nodes.get_key_value(root) else { return Vec::new() };
-        let mut found = vec![(&**own, &**entry)];
+        let mut found = vec![(&**own, entry)];
         // Walk the children lists (every node lists its children), then sort by path.
         let mut next = 0;
         while next < found.len() {
@@ -179,7 +176,7 @@ impl Tree {
             for name in entry.children.iter() {
                 let child = path::join(parent, name);
                 if let Some((p, e)) = self.nodes.get_key_value(child.as_str()) {
-                    found.push((&**p, &**e));
+                    found.push((&**p, e));
                 }
             }
         }
@@ -201,7 +198,7 @@ impl Tree {
 
     /// Every node in path order, for dumps.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Entry)> {
-        let mut all: Vec<(&str, &Entry)> = self.nodes.iter().map(|(p, e)| (&**p, &**e)).collect();
+        let mut all: Vec<(&str, &Entry)> = self.nodes.iter().map(|(p, e)| (&**p, e)).collect();
         all.sort_unstable_by(|a, b| a.0.cmp(b.0));
         all.into_iter()
     }
@@ -285,7 +282,7 @@ impl Batch<'_> {
         }
         let entry = Entry::new(data, owner);
         self.changes.push(Change::Created(full.clone(), entry.node()));
-        self.tree.nodes.insert(full.as_str().into(), Box::new(entry));
+        self.tree.nodes.insert(full.as_str().into(), entry);
         self.undo.push(Undo::Created { path: full.clone(), sequential });
         Ok(full)
     }
