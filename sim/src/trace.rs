@@ -323,10 +323,7 @@ impl Inner {
         let mut gone = Vec::new();
         for (client, (who, seen)) in self.clients.iter_mut() {
             // `live` is in client order (the server's clients are a map by id).
-            let now = live
-                .binary_search_by_key(client, |(c, _)| *c)
-                .ok()
-                .and_then(|at| live[at].1);
+            let now = live.binary_search_by_key(client, |(c, _)| *c).ok().and_then(|at| live[at].1);
             if now != *seen {
                 if let Some(old) = *seen {
                     notes.push((*who, Note::SessionEnded { session: old }));

@@ -123,8 +123,10 @@ impl Driver {
         // The event of a running marker this process wrote and recorded changes nothing its
         // jobs can see: it would only wake the job for nothing (twice per fire). Other nodes'
         // events wake their job even then (a repaired config, say, is acted on at its event).
-        let seen: Vec<bool> =
-            self.shared.cache.update(|c| batch.into_iter().map(|event| c.apply_seen(event)).collect());
+        let seen: Vec<bool> = self
+            .shared
+            .cache
+            .update(|c| batch.into_iter().map(|event| c.apply_seen(event)).collect());
         for (route, seen) in routes.into_iter().zip(seen) {
             match route {
                 // After a gap anything may have changed: let every job look again at what
