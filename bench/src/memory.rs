@@ -141,18 +141,18 @@ fn render(results: &[MemoryResult]) -> Section {
         .any(|s| per_job(results, s).is_some_and(|k| k >= 10.0))
     {
         body.push_str(
-            "\n**Why shardcron misses 10 KiB per job.** A heap profile (heaptrack, 2,000 jobs on \
-             the in-memory registry, 2026-11-21, after the runner was boxed and the mailboxes \
-             made small) puts about 8 KiB of heap on each job: the in-memory registry's copy of \
-             the job's nodes, ~3.3 KiB (absent on ZooKeeper, where the client's own bookkeeping \
-             takes its place); the watch-fed cache, ~2 KiB (a `BTreeMap<String, Node>` entry \
-             per node, the path and the data allocated apart); the runner, ~1.4 KiB (the \
-             `JobRunner` itself, ~1.1 KiB of it its config, schedule and state; an idle \
-             runner's future holds nothing else, the handling of an event being boxed only \
-             while it runs); the timer heap, the mailbox and the task, ~0.7 KiB; the rest is \
-             the allocator's overhead. tokio-cron-scheduler keeps a job as a record in a map \
-             (no task per job) and polls the map every 500 ms, hence its ~1 KiB (and its \
-             lateness, section 1).\n",
+            "\n**Why shardcron misses 10 KiB per job.** A heap profile (heaptrack, 10,000 jobs on \
+             the in-memory registry, 2026-11-24, after the view's paths became a tree of short \
+             names kept in place and the registry's stored nodes were made smaller) puts about \
+             8.5 KiB of live heap on each job, and the allocator's headers and rounding about \
+             1.4 KiB more of resident memory: the runner, ~3.6 KiB (the `JobRunner` with its \
+             config, schedule and protocol state, its task and mailbox); the in-memory \
+             registry's copy of the job's nodes, ~2.3 KiB (absent on ZooKeeper, where the \
+             client's own bookkeeping takes its place: the path of each node as a key, the node, \
+             its children's names); the watch-fed view, ~1.3 KiB (a tree of the job's path \
+             segments, the nodes' data); the timer heap and the driver's routes, ~0.4 KiB. \
+             tokio-cron-scheduler keeps a job as a record in a map (no task per job) and polls \
+             the map every 500 ms, hence its ~1 KiB (and its lateness, section 1).\n",
         );
     }
     let mut verdicts = Vec::new();

@@ -129,6 +129,15 @@ impl MemServer {
         self.shared.lock().restart();
     }
 
+    /// The live session of every client the server knows, by id, into `out` (cleared first):
+    /// the `client` and `session` of [`sessions`](Self::sessions), for a caller that asks after
+    /// every event and keeps its buffer.
+    pub fn session_ids(&self, out: &mut Vec<(ClientId, Option<u64>)>) {
+        let state = self.shared.lock();
+        out.clear();
+        out.extend(state.clients.iter().map(|(id, c)| (*id, c.session)));
+    }
+
     /// Every client the server knows (closed ones too, until every handle is dropped), by id.
     pub fn sessions(&self) -> Vec<SessionInfo> {
         let state = self.shared.lock();

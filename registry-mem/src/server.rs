@@ -130,6 +130,13 @@ impl MemServer {
     /// invariant checks and dumps; clients read through their namespace instead.
     pub fn snapshot(&self) -> BTreeMap<String, Node> {
         let state = self.shared.lock();
-        state.tree.iter().map(|(p, e)| (p.clone(), e.node())).collect()
+        state.tree.iter().map(|(p, e)| (p.to_owned(), e.node())).collect()
+    }
+
+    /// The node at server path `path` (namespace included), as it is now: what
+    /// [`snapshot`](Self::snapshot) would show for it, without copying the whole tree.
+    pub fn node(&self, path: &str) -> Option<Node> {
+        let state = self.shared.lock();
+        state.tree.get(path).map(|e| e.node())
     }
 }

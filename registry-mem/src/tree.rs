@@ -10,12 +10,12 @@
 //! share long prefixes (`/ns/job-17/sharding/0/...`) spent most of every operation comparing
 //! those prefixes. What must come out in path order (a subtree, the ephemerals of a session, a
 //! dump) is sorted when asked for; those are rare (a watch's snapshot, a session's end). The
-//! hasher has fixed keys, and nothing iterates the map in its own order, so runs stay
-//! deterministic.
+//! hasher (Fx: a few multiplications per path, where SipHash took several times as long) has
+//! fixed keys, and nothing iterates the map in its own order, so runs stay deterministic.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
+use std::num::NonZeroU64;
 
 use shardcron_core::registry::{path, Node, Version};
 
@@ -25,13 +25,15 @@ pub(crate) type SessionId = u64;
 /// Width of the sequence suffix of sequential nodes (ZooKeeper's `%010d`).
 const SEQ_WIDTH: usize = 10;
 
-/// One stored node.
+/// One stored node. Kept small: the map holds one per node of every job (some 16 per job), and
+/// the simulator's and the benchmarks' processes hold the registry in memory.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
-    pub data: Vec<u8>,
+    pub data: Box<[u8]>,
     pub version: Version,
-    /// The session owning an ephemeral node; `None` for persistent nodes.
-    pub owner: Option<SessionId>,
+    /// The session owning an ephemeral node; `None` for persistent nodes. (Session ids start
+    /// at 1: see [`owner_of`].)
+    owner: Option<NonZeroU64>,
     /// Names of the direct children, kept sorted so `children` needs no sort.
     pub children: Children,
     /// The next sequence number for sequential children: contiguous, never reused while this
@@ -39,14 +41,31 @@ pub(crate) struct Entry {
     pub next_seq: u64,
 }
 
+/// A session id as an owner. The server numbers sessions from 1, so 0 never names one; were it
+/// ever given, the node would be owned by no session (persistent), never by another one.
+fn owner_of(session: Option<SessionId>) -> Option<NonZeroU64> {
+    session.and_then(NonZeroU64::new)
+}
+
 impl Entry {
     fn new(data: &[u8], owner: Option<SessionId>) -> Self {
-        Entry { data: data.to_vec(), version: 0, owner, children: Children::default(), next_seq: 0 }
+        Entry {
+            data: data.into(),
+            version: 0,
+            owner: owner_of(owner),
+            children: Children::default(),
+            next_seq: 0,
+        }
+    }
+
+    /// The session owning the node, if it is ephemeral.
+    pub fn owner(&self) -> Option<SessionId> {
+        self.owner.map(NonZeroU64::get)
     }
 
     /// The node as the contract shows it.
     pub fn node(&self) -> Node {
-        Node { data: self.data.clone(), version: self.version, ephemeral: self.owner.is_some() }
+        Node { data: self.data.to_vec(), version: self.version, ephemeral: self.owner.is_some() }
     }
 }
 
@@ -55,17 +74,59 @@ impl Entry {
 /// (~280 bytes per parent node: about 2 KiB of every registered job,
 /// against a target of 10 KiB per job in `docs/targets.md`).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Children(Vec<String>);
+pub(crate) struct Children(Vec<Name>);
+
+/// A child's name: in place when short (nearly all are: `sharding`, `0`, `instance`, a job's
+/// name), else on the heap. A heap block of its own for a few bytes cost some 40 bytes of
+/// memory per node, with the allocator's own.
+#[derive(Debug, Clone)]
+enum Name {
+    Short { len: u8, bytes: [u8; SHORT] },
+    Long(Box<str>),
+}
+
+/// The longest name kept in place: what fits beside its length in the 24 bytes the enum takes.
+const SHORT: usize = 22;
+
+impl Name {
+    fn new(name: &str) -> Name {
+        match u8::try_from(name.len()) {
+            Ok(len) if name.len() <= SHORT => {
+                let mut bytes = [0; SHORT];
+                bytes[..name.len()].copy_from_slice(name.as_bytes());
+                Name::Short { len, bytes }
+            }
+            _ => Name::Long(name.into()),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Name::Short { len, bytes } => &bytes[..usize::from(*len)],
+            Name::Long(name) => name.as_bytes(),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            // Made from a `&str` in `new`: always UTF-8.
+            Name::Short { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
+            Name::Long(name) => name,
+        }
+    }
+}
 
 impl Children {
-    pub fn insert(&mut self, name: String) {
-        if let Err(at) = self.0.binary_search(&name) {
-            self.0.insert(at, name);
+    pub fn insert(&mut self, name: &str) {
+        if let Err(at) = self.0.binary_search_by(|n| n.as_bytes().cmp(name.as_bytes())) {
+            // Grow by one, not by doubling: most nodes have one to three children.
+            self.0.reserve_exact(1);
+            self.0.insert(at, Name::new(name));
         }
     }
 
     pub fn remove(&mut self, name: &str) {
-        if let Ok(at) = self.0.binary_search_by(|n| n.as_str().cmp(name)) {
+        if let Ok(at) = self.0.binary_search_by(|n| n.as_bytes().cmp(name.as_bytes())) {
             self.0.remove(at);
             if self.0.is_empty() {
                 self.0 = Vec::new();
@@ -77,8 +138,8 @@ impl Children {
         self.0.is_empty()
     }
 
-    pub fn iter(&self) -> std::slice::Iter<'_, String> {
-        self.0.iter()
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(Name::as_str)
     }
 }
 
@@ -114,20 +175,20 @@ impl Change {
 #[derive(Debug)]
 enum Undo {
     Created { path: String, sequential: bool },
-    Set { path: String, data: Vec<u8>, version: Version },
+    Set { path: String, data: Box<[u8]>, version: Version },
     Deleted { path: String, entry: Entry },
 }
 
 /// All nodes by server path. The root `/` always exists.
 #[derive(Debug)]
 pub(crate) struct Tree {
-    nodes: HashMap<String, Entry, BuildHasherDefault<DefaultHasher>>,
+    nodes: HashMap<Box<str>, Entry, BuildHasherDefault<rustc_hash::FxHasher>>,
 }
 
 impl Default for Tree {
     fn default() -> Self {
         let mut nodes = HashMap::default();
-        nodes.insert(path::ROOT.to_owned(), Entry::new(b"", None));
+        nodes.insert(path::ROOT.into(), Entry::new(b"", None));
         Tree { nodes }
     }
 }
@@ -140,13 +201,13 @@ impl Tree {
     /// The sorted child names of `path`.
     pub fn children(&self, path: &str) -> Result<Vec<String>, Fault> {
         let entry = self.nodes.get(path).ok_or(Fault::NoNode)?;
-        Ok(entry.children.iter().cloned().collect())
+        Ok(entry.children.iter().map(str::to_owned).collect())
     }
 
     /// The node at `root` and everything below it, in path order.
-    pub fn subtree<'a>(&'a self, root: &'a str) -> Vec<(&'a String, &'a Entry)> {
+    pub fn subtree<'a>(&'a self, root: &'a str) -> Vec<(&'a str, &'a Entry)> {
         let Some((own, entry)) = self.nodes.get_key_value(root) else { return Vec::new() };
-        let mut found = vec![(own, entry)];
+        let mut found = vec![(&**own, entry)];
         // Walk the children lists (every node lists its children), then sort by path.
         let mut next = 0;
         while next < found.len() {
@@ -154,8 +215,8 @@ impl Tree {
             next += 1;
             for name in entry.children.iter() {
                 let child = path::join(parent, name);
-                if let Some(pair) = self.nodes.get_key_value(&child) {
-                    found.push(pair);
+                if let Some((p, e)) = self.nodes.get_key_value(child.as_str()) {
+                    found.push((&**p, e));
                 }
             }
         }
@@ -168,16 +229,16 @@ impl Tree {
         let mut owned: Vec<String> = self
             .nodes
             .iter()
-            .filter(|(_, e)| e.owner == Some(session))
-            .map(|(p, _)| p.clone())
+            .filter(|(_, e)| e.owner() == Some(session))
+            .map(|(p, _)| p.to_string())
             .collect();
         owned.sort_unstable();
         owned
     }
 
     /// Every node in path order, for dumps.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Entry)> {
-        let mut all: Vec<(&String, &Entry)> = self.nodes.iter().collect();
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Entry)> {
+        let mut all: Vec<(&str, &Entry)> = self.nodes.iter().map(|(p, e)| (&**p, e)).collect();
         all.sort_unstable_by(|a, b| a.0.cmp(b.0));
         all.into_iter()
     }
@@ -217,7 +278,7 @@ impl Batch<'_> {
         // Check first: an ephemeral ancestor must not leave half a chain of parents behind.
         for ancestor in path::ancestors(path) {
             match self.tree.nodes.get(ancestor) {
-                Some(e) if e.owner.is_some() => return Err(Fault::EphemeralParent),
+                Some(e) if e.owner().is_some() => return Err(Fault::EphemeralParent),
                 Some(_) => {}
                 // Below a missing node everything is missing (and will be created persistent).
                 None => break,
@@ -242,7 +303,7 @@ impl Batch<'_> {
     ) -> Result<String, Fault> {
         let parent_path = path::parent(path).ok_or(Fault::NodeExists)?;
         let parent = self.tree.nodes.get(parent_path).ok_or(Fault::NoNode)?;
-        if parent.owner.is_some() {
+        if parent.owner().is_some() {
             return Err(Fault::EphemeralParent);
         }
         let full = if sequential {
@@ -250,19 +311,18 @@ impl Batch<'_> {
         } else {
             path.to_owned()
         };
-        if self.tree.nodes.contains_key(&full) {
+        if self.tree.nodes.contains_key(full.as_str()) {
             return Err(Fault::NodeExists);
         }
-        let name = path::name(&full).to_owned();
         if let Some(parent) = self.tree.nodes.get_mut(parent_path) {
-            parent.children.insert(name);
+            parent.children.insert(path::name(&full));
             if sequential {
                 parent.next_seq += 1;
             }
         }
         let entry = Entry::new(data, owner);
         self.changes.push(Change::Created(full.clone(), entry.node()));
-        self.tree.nodes.insert(full.clone(), entry);
+        self.tree.nodes.insert(full.as_str().into(), entry);
         self.undo.push(Undo::Created { path: full.clone(), sequential });
         Ok(full)
     }
@@ -277,7 +337,7 @@ impl Batch<'_> {
     ) -> Result<Version, Fault> {
         self.check(path, expected)?;
         let entry = self.tree.nodes.get_mut(path).ok_or(Fault::NoNode)?;
-        let old = std::mem::replace(&mut entry.data, data.to_vec());
+        let old = std::mem::replace(&mut entry.data, data.into());
         self.undo.push(Undo::Set { path: path.to_owned(), data: old, version: entry.version });
         entry.version += 1;
         self.changes.push(Change::Changed(path.to_owned(), entry.node()));
@@ -300,7 +360,7 @@ impl Batch<'_> {
         // In path order a descendant always sorts after its ancestors (it has them as a
         // prefix), so the reverse order deletes children before their parents.
         let doomed: Vec<String> =
-            self.tree.subtree(root).into_iter().map(|(p, _)| p.clone()).collect();
+            self.tree.subtree(root).into_iter().map(|(p, _)| p.to_owned()).collect();
         for path in doomed.iter().rev() {
             self.remove(path);
         }
@@ -328,7 +388,7 @@ impl Drop for Batch<'_> {
         while let Some(undo) = self.undo.pop() {
             match undo {
                 Undo::Created { path, sequential } => {
-                    self.tree.nodes.remove(&path);
+                    self.tree.nodes.remove(path.as_str());
                     if let Some(parent) =
                         path::parent(&path).and_then(|p| self.tree.nodes.get_mut(p))
                     {
@@ -339,7 +399,7 @@ impl Drop for Batch<'_> {
                     }
                 }
                 Undo::Set { path, data, version } => {
-                    if let Some(entry) = self.tree.nodes.get_mut(&path) {
+                    if let Some(entry) = self.tree.nodes.get_mut(path.as_str()) {
                         entry.data = data;
                         entry.version = version;
                     }
@@ -348,9 +408,9 @@ impl Drop for Batch<'_> {
                     if let Some(parent) =
                         path::parent(&path).and_then(|p| self.tree.nodes.get_mut(p))
                     {
-                        parent.children.insert(path::name(&path).to_owned());
+                        parent.children.insert(path::name(&path));
                     }
-                    self.tree.nodes.insert(path, entry);
+                    self.tree.nodes.insert(path.into(), entry);
                 }
             }
         }
@@ -362,7 +422,7 @@ mod tests {
     use super::*;
 
     fn paths(tree: &Tree) -> Vec<String> {
-        tree.iter().map(|(p, _)| p.clone()).collect()
+        tree.iter().map(|(p, _)| p.to_owned()).collect()
     }
 
     #[test]
@@ -374,11 +434,11 @@ mod tests {
             b.create(p, b"", None, false).unwrap();
         }
         b.commit();
-        let sub: Vec<&str> = tree.subtree("/a").into_iter().map(|(p, _)| p.as_str()).collect();
+        let sub: Vec<&str> = tree.subtree("/a").into_iter().map(|(p, _)| p).collect();
         assert_eq!(sub, vec!["/a", "/a/b", "/a/b/c"]);
         assert_eq!(tree.subtree("/").len(), 6, "the root's subtree includes the root");
         assert_eq!(tree.subtree("/none").len(), 0);
-        let all: Vec<&str> = tree.iter().map(|(p, _)| p.as_str()).collect();
+        let all: Vec<&str> = tree.iter().map(|(p, _)| p).collect();
         assert_eq!(all, vec!["/", "/a", "/a-b", "/a/b", "/a/b/c", "/ab"], "path order");
     }
 
@@ -400,7 +460,7 @@ mod tests {
         }
         assert_eq!(paths(&tree), before);
         let p = tree.get("/p").unwrap();
-        assert_eq!((p.data.as_slice(), p.version, p.next_seq), (&b"x"[..], 0, 1));
+        assert_eq!((&*p.data, p.version, p.next_seq), (&b"x"[..], 0, 1));
         assert_eq!(p.children.iter().collect::<Vec<_>>(), vec!["s-0000000000"]);
     }
 

@@ -182,6 +182,13 @@ struct Inner {
     clients: BTreeMap<ClientId, (Who, Option<u64>)>,
     /// The current client of each instance.
     current: BTreeMap<Who, ClientId>,
+    /// The server's sessions as the last comparison found them, by client (every entry that
+    /// depends on them asks: most find nothing changed).
+    live: Vec<(ClientId, Option<u64>)>,
+    /// The server's sessions now, read into a kept buffer.
+    live_now: Vec<(ClientId, Option<u64>)>,
+    /// `clients` or `current` changed since the last comparison: it must run in full.
+    stale: bool,
 }
 
 impl Trace {
@@ -218,6 +225,7 @@ impl Trace {
         let mut inner = self.inner.lock();
         inner.clients.insert(client, (who, None));
         inner.current.insert(who, client);
+        inner.stale = true;
         inner.sync_sessions();
     }
 
@@ -294,7 +302,7 @@ impl Inner {
     fn leader_of(&self, job: &str) -> Option<String> {
         let server = self.server.as_ref()?;
         let path = format!("{}/{job}/leader/election/instance", self.namespace);
-        server.snapshot().get(&path).map(|n| n.text().into_owned())
+        server.node(&path).map(|n| n.text().into_owned())
     }
 
     /// Compares each instance client's session with the server's and records what changed.
@@ -303,12 +311,19 @@ impl Inner {
         if self.clients.is_empty() {
             return;
         }
-        let live: BTreeMap<ClientId, Option<u64>> =
-            server.sessions().into_iter().map(|s| (s.client, s.session)).collect();
+        server.session_ids(&mut self.live_now);
+        // Nothing changed on either side since the last comparison: it would find nothing.
+        if !self.stale && self.live_now == self.live {
+            return;
+        }
+        self.stale = false;
+        std::mem::swap(&mut self.live, &mut self.live_now);
+        let live = &self.live;
         let mut notes = Vec::new();
         let mut gone = Vec::new();
         for (client, (who, seen)) in self.clients.iter_mut() {
-            let now = live.get(client).copied().flatten();
+            // `live` is in client order (the server's clients are a map by id).
+            let now = live.binary_search_by_key(client, |(c, _)| *c).ok().and_then(|at| live[at].1);
             if now != *seen {
                 if let Some(old) = *seen {
                     notes.push((*who, Note::SessionEnded { session: old }));

@@ -7,6 +7,7 @@
 //! delivers the change (or a later one) for the same path.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use crate::path_map::PathMap;
 use crate::registry::{path, Node, TxnOp, TxnResult, Version, WatchEvent};
@@ -31,9 +32,10 @@ pub struct View {
 impl View {
     /// Applies a watch event, and tells whether what [`View::get`] shows for its path changed:
     /// the event of this process's own write, once recorded, only confirms what reads already
-    /// saw. (Conservative: `true` whenever it cannot tell.)
-    pub fn apply_seen(&mut self, event: &WatchEvent) -> bool {
-        let confirms_own = match event {
+    /// saw. (Conservative: `true` whenever it cannot tell.) Takes the event, whose node then
+    /// goes into the view as it is.
+    pub fn apply_seen(&mut self, event: WatchEvent) -> bool {
+        let confirms_own = match &event {
             WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
                 matches!(self.pending.get(path), Some(Pending::Present(mine))
                     if mine.version == node.version && mine.data == node.data
@@ -44,18 +46,35 @@ impl View {
             }
             WatchEvent::Resync { .. } => false,
         };
-        self.apply(event);
+        self.settle_pending(&event);
+        match event {
+            WatchEvent::Resync { nodes } => self.view.replace(nodes),
+            WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
+                self.view.insert(&path, node);
+            }
+            WatchEvent::Deleted { path } => self.view.remove(&path),
+        }
+        self.revision += 1;
         !confirms_own
     }
 
     /// Applies a watch event.
     pub fn apply(&mut self, event: &WatchEvent) {
         match event {
-            WatchEvent::Resync { nodes } => self.view.replace(nodes),
+            WatchEvent::Resync { nodes } => self.view.replace(nodes.clone()),
             WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
                 self.view.insert(path, node.clone());
             }
             WatchEvent::Deleted { path } => self.view.remove(path),
+        }
+        self.settle_pending(event);
+        self.revision += 1;
+    }
+
+    /// Drops the pending writes an event confirms (or a snapshot overrides).
+    fn settle_pending(&mut self, event: &WatchEvent) {
+        if self.pending.is_empty() {
+            return;
         }
         // Events arrive in registry order, and the event of our own write arrives before any
         // later change: until it does, an event for the same path is older than our write and
@@ -85,7 +104,6 @@ impl View {
                 }
             }
         }
-        self.revision += 1;
     }
 
     /// Records the effect of a committed transaction: every create, set and delete of `ops`,
@@ -154,41 +172,58 @@ impl View {
         self.get(path).map(|n| n.text().into_owned())
     }
 
+    /// This process's unconfirmed writes strictly below `prefix` (a parent's path and `/`).
+    fn pending_below<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = (&'a String, &'a Pending)> + 'a {
+        self.pending
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(move |(p, _)| p.starts_with(prefix))
+    }
+
     /// Whether `parent` has any child, without listing them.
     pub fn has_children(&self, parent: &str) -> bool {
         let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };
-        let in_view =
-            self.view.any_below(parent, |p| !matches!(self.pending.get(p), Some(Pending::Absent)));
-        in_view
-            || self
-                .pending
-                .range(prefix.clone()..)
-                .take_while(|(p, _)| p.starts_with(&prefix))
-                .any(|(_, pending)| matches!(pending, Pending::Present(_)))
+        let mut deleted = false;
+        for (_, pending) in self.pending_below(&prefix) {
+            match pending {
+                Pending::Present(_) => return true,
+                Pending::Absent => deleted = true,
+            }
+        }
+        if deleted {
+            self.view.any_below(parent, |p| !matches!(self.pending.get(p), Some(Pending::Absent)))
+        } else {
+            self.view.has_below(parent)
+        }
     }
 
     /// The names of the direct children of `parent`, sorted.
     pub fn children(&self, parent: &str) -> Vec<String> {
         let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };
-        let mut names: Vec<String> = self
-            .view
-            .below(parent)
-            .into_iter()
-            .filter(|(p, _)| !matches!(self.pending.get(p), Some(Pending::Absent)))
-            .filter_map(|(p, _)| {
+        let mut names: Vec<String>;
+        if self.pending_below(&prefix).next().is_none() {
+            names = self.view.children(parent).into_iter().map(|(n, _)| n.to_owned()).collect();
+        } else {
+            names = self
+                .view
+                .children(parent)
+                .into_iter()
+                .filter(|(n, _)| {
+                    let p = path::join(parent, n);
+                    !matches!(self.pending.get(&p), Some(Pending::Absent))
+                })
+                .map(|(n, _)| n.to_owned())
+                .collect();
+            for (p, pending) in self.pending_below(&prefix) {
                 let rest = &p[prefix.len()..];
-                (!rest.contains('/')).then(|| rest.to_owned())
-            })
-            .collect();
-        for (p, pending) in
-            self.pending.range(prefix.clone()..).take_while(|(p, _)| p.starts_with(&prefix))
-        {
-            let rest = &p[prefix.len()..];
-            if matches!(pending, Pending::Present(_))
-                && !rest.contains('/')
-                && !names.iter().any(|n| n == rest)
-            {
-                names.push(rest.to_owned());
+                if matches!(pending, Pending::Present(_))
+                    && !rest.contains('/')
+                    && !names.iter().any(|n| n == rest)
+                {
+                    names.push(rest.to_owned());
+                }
             }
         }
         names.sort();
@@ -283,16 +318,16 @@ mod tests {
     #[test]
     fn the_event_of_an_own_write_changes_nothing_seen() {
         let mut c = View::default();
-        assert!(c.apply_seen(&WatchEvent::Created { path: "/j/x".into(), node: node("a", 0) }));
+        assert!(c.apply_seen(WatchEvent::Created { path: "/j/x".into(), node: node("a", 0) }));
         c.wrote("/j/x", b"mine", 1, false);
         // An older change in flight: the view does not show it, but it is not ours either.
-        assert!(c.apply_seen(&WatchEvent::Changed { path: "/j/x".into(), node: node("b", 1) }));
-        assert!(!c.apply_seen(&WatchEvent::Changed { path: "/j/x".into(), node: node("mine", 1) }));
+        assert!(c.apply_seen(WatchEvent::Changed { path: "/j/x".into(), node: node("b", 1) }));
+        assert!(!c.apply_seen(WatchEvent::Changed { path: "/j/x".into(), node: node("mine", 1) }));
         assert_eq!(c.text("/j/x").as_deref(), Some("mine"));
         c.deleted("/j/x");
-        assert!(!c.apply_seen(&WatchEvent::Deleted { path: "/j/x".into() }));
+        assert!(!c.apply_seen(WatchEvent::Deleted { path: "/j/x".into() }));
         assert!(!c.exists("/j/x"));
-        assert!(c.apply_seen(&WatchEvent::Created { path: "/j/x".into(), node: node("c", 0) }));
+        assert!(c.apply_seen(WatchEvent::Created { path: "/j/x".into(), node: node("c", 0) }));
     }
 
     #[test]

@@ -17,6 +17,16 @@ use super::{Command, JobId, Shared};
 use crate::layout::{ItemNode, JobNode};
 use crate::registry::{SessionEvent, SessionEvents, WatchEvent, WatchStream};
 
+/// Where the driver sends a watch event.
+enum Route {
+    /// Every job (a resync).
+    Everyone,
+    /// One job, as one of its nodes; `marker` for a running marker.
+    Job { id: JobId, node: JobNode, marker: bool },
+    /// No job: the root, a node no job reads, or a job this instance does not run.
+    Nobody,
+}
+
 pub(crate) struct Driver {
     pub shared: Arc<Shared>,
     pub commands: mpsc::UnboundedReceiver<Command>,
@@ -108,40 +118,48 @@ impl Driver {
     }
 
     fn on_watch(&mut self, batch: Vec<WatchEvent>) {
+        // Where each event goes, found before the cache takes the events (and their nodes).
+        let routes: Vec<Route> = batch.iter().map(|event| self.route(event)).collect();
         // The event of a running marker this process wrote and recorded changes nothing its
         // jobs can see: it would only wake the job for nothing (twice per fire). Other nodes'
         // events wake their job even then (a repaired config, say, is acted on at its event).
-        let seen: Vec<bool> =
-            self.shared.cache.update(|c| batch.iter().map(|event| c.apply_seen(event)).collect());
-        for (event, seen) in batch.iter().zip(seen) {
-            let marker = event
-                .path()
-                .and_then(JobNode::parse)
-                .is_some_and(|(_, node)| matches!(node, JobNode::Item(_, ItemNode::Running)));
-            if !seen && marker {
-                continue;
-            }
-            match event {
+        let seen: Vec<bool> = self
+            .shared
+            .cache
+            .update(|c| batch.into_iter().map(|event| c.apply_seen(event)).collect());
+        for (route, seen) in routes.into_iter().zip(seen) {
+            match route {
                 // After a gap anything may have changed: let every job look again at what
                 // matters to it.
-                WatchEvent::Resync { .. } => {
+                Route::Everyone => {
                     for (_, mailbox) in self.jobs.values() {
                         let _ = mailbox.send(JobEvent::Resynced);
                     }
                 }
-                single => {
-                    let Some((job, node)) = single.path().and_then(JobNode::parse) else {
-                        continue;
-                    };
-                    if matches!(node, JobNode::Other | JobNode::Root) {
-                        continue;
-                    }
-                    let route = self.names.get(job).and_then(|id| self.jobs.get(id));
-                    if let Some((_, mailbox)) = route {
+                Route::Job { marker: true, .. } if !seen => {}
+                Route::Job { id, node, .. } => {
+                    if let Some((_, mailbox)) = self.jobs.get(&id) {
                         let _ = mailbox.send(JobEvent::Changed(node));
                     }
                 }
+                Route::Nobody => {}
             }
+        }
+    }
+
+    /// Which job a watch event concerns, and as which of its nodes.
+    fn route(&self, event: &WatchEvent) -> Route {
+        let Some(path) = event.path() else { return Route::Everyone };
+        let Some((job, node)) = JobNode::parse(path) else { return Route::Nobody };
+        if matches!(node, JobNode::Other | JobNode::Root) {
+            return Route::Nobody;
+        }
+        match self.names.get(job) {
+            Some(&id) => {
+                let marker = matches!(node, JobNode::Item(_, ItemNode::Running));
+                Route::Job { id, node, marker }
+            }
+            None => Route::Nobody,
         }
     }
 
