@@ -291,6 +291,11 @@ impl JobProtocol {
         };
         let ledger = self.ledger_for_write(ctx).unwrap_or_default();
         for (item, entry) in share {
+            // An entry of another's share is tried once per wait, whatever comes of it: a
+            // claim or a drop that fails (the view behind) is not retried at the same instant.
+            if !ours.iter().any(|(n, _)| *n == item) {
+                self.entries_seen.insert(item, ctx.now_ms);
+            }
             match failover::claim(ctx.view, &self.paths, item, &entry, &self.me, &ledger) {
                 Claim::Take { ops, running_op } => {
                     return Some(Next::Request(
@@ -338,12 +343,7 @@ impl JobProtocol {
             }
             Ok(_) => {}
             // Someone else claimed it first: look again once the view shows it.
-            Err(e) if failover::is_lost_race(&e) => {
-                self.claim_blocked = Some(ctx.view.revision());
-                // Not taken again before another wait (or a change of the view) if it was
-                // another's: a claim that keeps failing would loop.
-                self.entries_seen.insert(item, ctx.now_ms);
-            }
+            Err(e) if failover::is_lost_race(&e) => self.claim_blocked = Some(ctx.view.revision()),
             Err(e) => self.failed(&e),
         }
     }
