@@ -41,17 +41,17 @@ pub(crate) async fn migrate(pool: &Pool<Db>) -> Result<(), sqlx::Error> {
     tx.commit().await
 }
 
-fn push_execution_values(qb: &mut QueryBuilder<'_, Db>, rows: &[&ExecutionRecord]) {
+fn push_execution_values(qb: &mut QueryBuilder<'_, Db>, rows: Vec<ExecutionRecord>) {
     qb.push(format_args!("INSERT INTO JOB_EXECUTION_LOG ({EXECUTION_COLUMNS}) ").to_string());
-    qb.push_values(rows.iter().copied(), |mut b, r| {
-        b.push_bind(r.id.clone())
-            .push_bind(r.job_name.clone())
-            .push_bind(r.task_id.clone())
-            .push_bind(r.hostname.clone())
-            .push_bind(r.ip.clone())
+    qb.push_values(rows, |mut b, r| {
+        b.push_bind(r.id)
+            .push_bind(r.job_name)
+            .push_bind(r.task_id)
+            .push_bind(r.hostname)
+            .push_bind(r.ip)
             .push_bind(r.sharding_item)
             .push_bind(r.execution_source)
-            .push_bind(r.failure_cause.clone())
+            .push_bind(r.failure_cause)
             .push_bind(r.is_success)
             .push_bind(r.start_time)
             .push_bind(r.complete_time);
@@ -60,8 +60,8 @@ fn push_execution_values(qb: &mut QueryBuilder<'_, Db>, rows: &[&ExecutionRecord
 
 /// Writes `records` in one transaction: status rows and started items are inserted (nothing
 /// if already there), ended items inserted or completed. Order does not matter: an ended item's
-/// record carries its whole row.
-pub(crate) async fn write(pool: &Pool<Db>, records: &[TraceRecord]) -> Result<(), sqlx::Error> {
+/// record carries its whole row. The values move into the statements (no copy per row).
+pub(crate) async fn write(pool: &Pool<Db>, records: Vec<TraceRecord>) -> Result<(), sqlx::Error> {
     let mut started = Vec::new();
     let mut finished = Vec::new();
     let mut statuses = Vec::new();
@@ -73,18 +73,21 @@ pub(crate) async fn write(pool: &Pool<Db>, records: &[TraceRecord]) -> Result<()
         }
     }
     // An item that started and ended within the batch is one insert of its whole row.
-    let ended: std::collections::HashSet<&str> = finished.iter().map(|r| r.id.as_str()).collect();
-    started.retain(|r| !ended.contains(r.id.as_str()));
+    if !started.is_empty() && !finished.is_empty() {
+        let ended: std::collections::HashSet<&str> =
+            finished.iter().map(|r| r.id.as_str()).collect();
+        started.retain(|r| !ended.contains(r.id.as_str()));
+    }
     let mut tx = pool.begin().await?;
     if !started.is_empty() {
         let mut qb = QueryBuilder::<Db>::new("");
-        push_execution_values(&mut qb, &started);
+        push_execution_values(&mut qb, started);
         qb.push(" ON CONFLICT (id) DO NOTHING");
         qb.build().persistent(false).execute(&mut *tx).await?;
     }
     if !finished.is_empty() {
         let mut qb = QueryBuilder::<Db>::new("");
-        push_execution_values(&mut qb, &finished);
+        push_execution_values(&mut qb, finished);
         qb.push(
             " ON CONFLICT (id) DO UPDATE SET is_success = excluded.is_success, \
              failure_cause = excluded.failure_cause, complete_time = excluded.complete_time",
@@ -96,16 +99,16 @@ pub(crate) async fn write(pool: &Pool<Db>, records: &[TraceRecord]) -> Result<()
             "INSERT INTO JOB_STATUS_TRACE_LOG ({STATUS_COLUMNS}) "
         ));
         qb.push_values(statuses, |mut b, r| {
-            b.push_bind(r.id.clone())
-                .push_bind(r.job_name.clone())
-                .push_bind(r.original_task_id.clone())
-                .push_bind(r.task_id.clone())
-                .push_bind(r.slave_id.clone())
+            b.push_bind(r.id)
+                .push_bind(r.job_name)
+                .push_bind(r.original_task_id)
+                .push_bind(r.task_id)
+                .push_bind(r.slave_id)
                 .push_bind(r.source)
                 .push_bind(r.execution_type)
-                .push_bind(r.sharding_item.clone())
+                .push_bind(r.sharding_item)
                 .push_bind(r.state)
-                .push_bind(r.message.clone())
+                .push_bind(r.message)
                 .push_bind(r.creation_time);
         });
         qb.push(" ON CONFLICT (id) DO NOTHING");
