@@ -79,26 +79,26 @@ pub(crate) async fn write(pool: &Pool<Db>, records: Vec<TraceRecord>) -> Result<
         started.retain(|r| !ended.contains(r.id.as_str()));
     }
     let mut tx = pool.begin().await?;
-    if !started.is_empty() {
+    for (rows, persistent) in chunks(started) {
         let mut qb = QueryBuilder::<Db>::new("");
-        push_execution_values(&mut qb, started);
+        push_execution_values(&mut qb, rows);
         qb.push(" ON CONFLICT (id) DO NOTHING");
-        qb.build().persistent(false).execute(&mut *tx).await?;
+        qb.build().persistent(persistent).execute(&mut *tx).await?;
     }
-    if !finished.is_empty() {
+    for (rows, persistent) in chunks(finished) {
         let mut qb = QueryBuilder::<Db>::new("");
-        push_execution_values(&mut qb, finished);
+        push_execution_values(&mut qb, rows);
         qb.push(
             " ON CONFLICT (id) DO UPDATE SET is_success = excluded.is_success, \
              failure_cause = excluded.failure_cause, complete_time = excluded.complete_time",
         );
-        qb.build().persistent(false).execute(&mut *tx).await?;
+        qb.build().persistent(persistent).execute(&mut *tx).await?;
     }
-    if !statuses.is_empty() {
+    for (rows, persistent) in chunks(statuses) {
         let mut qb = QueryBuilder::<Db>::new(format!(
             "INSERT INTO JOB_STATUS_TRACE_LOG ({STATUS_COLUMNS}) "
         ));
-        qb.push_values(statuses, |mut b, r| {
+        qb.push_values(rows, |mut b, r| {
             b.push_bind(r.id)
                 .push_bind(r.job_name)
                 .push_bind(r.original_task_id)
@@ -112,9 +112,25 @@ pub(crate) async fn write(pool: &Pool<Db>, records: Vec<TraceRecord>) -> Result<
                 .push_bind(r.creation_time);
         });
         qb.push(" ON CONFLICT (id) DO NOTHING");
-        qb.build().persistent(false).execute(&mut *tx).await?;
+        qb.build().persistent(persistent).execute(&mut *tx).await?;
     }
     tx.commit().await
+}
+
+/// Rows per insert statement. A statement of exactly this many rows always has the same text,
+/// so the database prepares it once and keeps it (`true`); the last, shorter one of a batch is
+/// prepared for that batch alone (`false`), or every batch size would be kept.
+const ROWS_PER_STATEMENT: usize = 128;
+
+fn chunks<T>(rows: Vec<T>) -> Vec<(Vec<T>, bool)> {
+    let mut out = Vec::with_capacity(rows.len().div_ceil(ROWS_PER_STATEMENT));
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        let chunk: Vec<T> = rows.by_ref().take(ROWS_PER_STATEMENT).collect();
+        let full = chunk.len() == ROWS_PER_STATEMENT;
+        out.push((chunk, full));
+    }
+    out
 }
 
 /// Removes the rows older than `before`; returns how many.
@@ -234,4 +250,23 @@ pub(crate) async fn distinct(
     }
     qb.push(format!(" ORDER BY {column} LIMIT {NAME_SUGGESTIONS}"));
     qb.build_query_scalar().fetch_all(pool).await
+}
+
+#[cfg(test)]
+mod chunk_tests {
+    use super::{chunks, ROWS_PER_STATEMENT};
+
+    #[test]
+    fn full_statements_are_kept_and_the_rest_is_not() {
+        let rows: Vec<usize> = (0..ROWS_PER_STATEMENT * 2 + 3).collect();
+        let cut = chunks(rows.clone());
+        let sizes: Vec<(usize, bool)> = cut.iter().map(|(c, keep)| (c.len(), *keep)).collect();
+        assert_eq!(
+            sizes,
+            vec![(ROWS_PER_STATEMENT, true), (ROWS_PER_STATEMENT, true), (3, false)]
+        );
+        let again: Vec<usize> = cut.into_iter().flat_map(|(c, _)| c).collect();
+        assert_eq!(again, rows, "every row once, in order");
+        assert!(chunks(Vec::<usize>::new()).is_empty());
+    }
 }
