@@ -42,7 +42,7 @@ pub(crate) struct Writer {
 
 impl Writer {
     pub async fn run(mut self) {
-        let mut pending: Vec<TraceEvent> = Vec::with_capacity(self.batch_size);
+        let mut pending: Vec<TraceEvent> = Vec::new();
         let mut next_purge = Instant::now();
         let mut failing_since: Option<Instant> = None;
         let mut stop_seen = false;
