@@ -333,7 +333,7 @@ fn why_late(r: &PrecisionResult, results: &[PrecisionResult]) -> String {
         ". The rest is the burst: the items of a tick start once the fire path of every job of \
          the tick has run on two cores shared with the rest of the machine (see the load \
          average above). A CPU profile of the steady state (perf, 1,000 jobs, monitorExecution \
-         on, 2026-11-24, after the view's unconfirmed writes were split by job) splits it into: \
+         on, 2026-11-24, after these changes) splits it into: \
          the protocol's steps, 30 % (four inputs per fire: the fire, the start's answer, the \
          items' end, the end's answer; at each, the job's protocol looks again at everything it \
          might do next (ownership, disabled items, the failover queue, the reshard flag, its \
