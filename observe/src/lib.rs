@@ -58,6 +58,7 @@ impl ObserveExt for SchedulerBuilder {
     }
 
     fn metrics(self, metrics: &Metrics) -> Self {
-        self.listener(metrics.listener()).event_sink(metrics.event_sink())
+        self.listener(metrics.listener())
+            .event_sink_for(crate::metrics::MetricsListener::wants, metrics.event_sink())
     }
 }

@@ -1,6 +1,8 @@
 //! [`JobListener`]: code run before and after each fire of a job on this instance, and as each
 //! of its items starts and ends.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 use super::{FireInfo, FireReport, ItemOutcome, ItemTiming, ShardingContext};
@@ -48,6 +50,16 @@ pub trait JobListener: Send + Sync + 'static {
         timing: Option<ItemTiming>,
     ) {
         let _ = (fire, ctx, outcome, timing);
+    }
+
+    /// The listener the scheduler calls for the fires of `job`, asked once when it builds the
+    /// job's executor (and again when the job's config changes); `None`, the default, means
+    /// this one. A recorder that keeps something per job (its metrics series, the job's name
+    /// for its queue) resolves it here, so that the hooks, called for every item of every
+    /// fire, find it without a lookup.
+    fn for_job(&self, job: &str) -> Option<Arc<dyn JobListener>> {
+        let _ = job;
+        None
     }
 }
 

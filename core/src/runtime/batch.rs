@@ -52,10 +52,27 @@ const SETTLE_ROUNDS: usize = 3;
 /// After this many failed combined attempts in one batch, the rest go one by one.
 const COMBINED_FAILURES: usize = 2;
 
+/// The longest the committer holds transactions that may wait ([`Urgency::Deferrable`]: the
+/// removal of the markers of items that ended), when those of several jobs are queued, for
+/// more of them to join: the items of a tick do not all end before the runners fall quiet, and
+/// an end that came just after the others' commit would take a registry write of its own.
+/// Anything urgent queued meanwhile (a start) ends the wait at once, and takes the ends along.
+pub(crate) const END_LINGER_MS: i64 = 20;
+
 type Outcome = Result<Vec<TxnResult>, RegistryError>;
+
+/// Whether a transaction's commit may wait for others to join it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Urgency {
+    /// A fire waits for it (its start), or anything else a job decides.
+    Now,
+    /// Nobody waits for it but the job's own bookkeeping: the end of items that returned.
+    Deferrable,
+}
 
 struct Queued {
     ops: Vec<TxnOp>,
+    urgency: Urgency,
     reply: oneshot::Sender<Outcome>,
 }
 
@@ -141,11 +158,12 @@ impl TxnBatcher {
     }
 
     /// Commits `ops` atomically, possibly together with other jobs' transactions, and records
-    /// what they wrote in the view before it returns their results.
-    pub async fn transaction(&self, ops: Vec<TxnOp>) -> Outcome {
+    /// what they wrote in the view before it returns their results. A deferrable transaction
+    /// may wait up to [`END_LINGER_MS`] for others.
+    pub async fn transaction(&self, ops: Vec<TxnOp>, urgency: Urgency) -> Outcome {
         let path = ops.first().map_or_else(|| "/".to_owned(), |op| op.path().to_owned());
         let (reply, outcome) = oneshot::channel();
-        self.inner.queue.lock().push(Queued { ops, reply });
+        self.inner.queue.lock().push(Queued { ops, urgency, reply });
         self.inner.ready.notify_one();
         // The committer is gone only when the scheduler stops.
         outcome.await.unwrap_or(Err(RegistryError::Closed { op: Op::Transaction, path }))
@@ -158,31 +176,61 @@ async fn committer(inner: Arc<Inner>) {
         while inner.queue.lock().is_empty() {
             inner.ready.notified().await;
         }
-        // Let the runners woken by the same tick queue theirs first.
-        let limit = inner.clock.now_ms() + GATHER_LIMIT_MS;
-        let mut deadline = inner.clock.sleep_until(limit);
-        let mut settle = SETTLE_ROUNDS;
-        'gather: loop {
-            while !inner.activity.is_quiet() {
+        gather(&inner).await;
+        if only_deferrable(&inner) {
+            // Ends only, of several jobs (a tick's): give the items of that tick still running
+            // (or still reporting) the time to end too, unless something urgent comes first.
+            // A lone end (one job ended) goes at once: nothing is likely to join it.
+            let mut linger = inner.clock.sleep_until(inner.clock.now_ms() + END_LINGER_MS);
+            loop {
                 tokio::select! {
                     biased;
-                    () = inner.activity.quiet.notified() => {}
-                    () = &mut deadline => break 'gather,
+                    () = &mut linger => break,
+                    () = inner.ready.notified() => {
+                        if !only_deferrable(&inner) {
+                            break;
+                        }
+                    }
                 }
             }
-            // Quiet: the tasks just spawned (items that end at once) may still be about to
-            // report; let them run before deciding the tick is over.
-            if settle == 0 {
-                break;
-            }
-            settle -= 1;
-            tokio::task::yield_now().await;
+            gather(&inner).await;
         }
         let queued = std::mem::take(&mut *inner.queue.lock());
         for batch in split(queued, inner.max_ops) {
             commit(&inner, batch).await;
         }
     }
+}
+
+/// Waits until the runners woken by the same tick have queued theirs: until they have no work
+/// in hand (and the tasks just spawned had a few rounds to report), at most
+/// [`GATHER_LIMIT_MS`].
+async fn gather(inner: &Inner) {
+    let limit = inner.clock.now_ms() + GATHER_LIMIT_MS;
+    let mut deadline = inner.clock.sleep_until(limit);
+    let mut settle = SETTLE_ROUNDS;
+    loop {
+        while !inner.activity.is_quiet() {
+            tokio::select! {
+                biased;
+                () = inner.activity.quiet.notified() => {}
+                () = &mut deadline => return,
+            }
+        }
+        // Quiet: the tasks just spawned (items that end at once) may still be about to
+        // report; let them run before deciding the tick is over.
+        if settle == 0 {
+            return;
+        }
+        settle -= 1;
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Whether everything queued may wait, and it is the ends of more than one job.
+fn only_deferrable(inner: &Inner) -> bool {
+    let queue = inner.queue.lock();
+    queue.len() > 1 && queue.iter().all(|q| q.urgency == Urgency::Deferrable)
 }
 
 /// Cuts the queue into batches of at most `max_ops` ops and [`BATCH_BYTES`] bytes, in queue
@@ -318,7 +366,7 @@ mod tests {
             .iter()
             .map(|p| TxnOp::create(*p, vec![b'x'; data], CreateMode::Persistent))
             .collect();
-        Queued { ops, reply: oneshot::channel().0 }
+        Queued { ops, urgency: Urgency::Now, reply: oneshot::channel().0 }
     }
 
     fn sizes(batches: &[Vec<Queued>]) -> Vec<Vec<usize>> {

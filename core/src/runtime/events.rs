@@ -21,6 +21,16 @@ use crate::handles::Spawner;
 /// For a bounded, lossy subscription use [`Scheduler::events`](super::Scheduler::events).
 pub type EventSink = Arc<dyn Fn(&SchedulerEvent) + Send + Sync>;
 
+/// Which events a sink wants (see
+/// [`SchedulerBuilder::event_sink_for`](super::SchedulerBuilder::event_sink_for)); the others
+/// are never copied to it.
+pub type EventFilter = fn(&SchedulerEvent) -> bool;
+
+/// Every event.
+pub(crate) fn every_event(_: &SchedulerEvent) -> bool {
+    true
+}
+
 /// How many events [`Scheduler::events`](super::Scheduler::events) buffers for a subscriber
 /// before the oldest are dropped (and the subscriber told how many): the default of
 /// [`SchedulerBuilder::event_capacity`](super::SchedulerBuilder::event_capacity).
@@ -103,7 +113,7 @@ struct EventsInner {
 
 struct Outlets {
     broadcast: broadcast::Sender<SchedulerEvent>,
-    sinks: Vec<mpsc::UnboundedSender<SchedulerEvent>>,
+    sinks: Vec<(EventFilter, mpsc::UnboundedSender<SchedulerEvent>)>,
 }
 
 impl fmt::Debug for Events {
@@ -126,7 +136,7 @@ impl Events {
     pub fn start(
         instance: String,
         capacity: usize,
-        sinks: Vec<EventSink>,
+        sinks: Vec<(EventFilter, EventSink)>,
         inline: Vec<EventSink>,
         spawner: &dyn Spawner,
     ) -> (Self, SinksDrained) {
@@ -134,7 +144,7 @@ impl Events {
         let (drained_tx, drained_rx) = mpsc::channel::<()>(1);
         let sinks = sinks
             .into_iter()
-            .map(|sink| {
+            .map(|(wanted, sink)| {
                 let (tx, mut rx) = mpsc::unbounded_channel::<SchedulerEvent>();
                 let alive = drained_tx.clone();
                 spawner.spawn(Box::pin(async move {
@@ -143,7 +153,7 @@ impl Events {
                     }
                     drop(alive);
                 }));
-                tx
+                (wanted, tx)
             })
             .collect();
         let outlets = Mutex::new(Some(Outlets { broadcast, sinks }));
@@ -186,8 +196,10 @@ impl Events {
             sink(&event);
         }
         if let Some(outlets) = &*self.inner.outlets.lock() {
-            for sink in &outlets.sinks {
-                let _ = sink.send(event.clone());
+            for (wanted, sink) in &outlets.sinks {
+                if wanted(&event) {
+                    let _ = sink.send(event.clone());
+                }
             }
             // No subscriber is not an error: the event is simply not kept.
             let _ = outlets.broadcast.send(event);

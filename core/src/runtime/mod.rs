@@ -71,7 +71,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use crate::instance::InstanceId;
 pub use adopt::{JobHandlers, Resolution};
 pub use events::{
-    EventSink, EventStream, EventsLagged, FireKind, SchedulerEvent, SkipReason,
+    EventFilter, EventSink, EventStream, EventsLagged, FireKind, SchedulerEvent, SkipReason,
     DEFAULT_EVENT_CAPACITY,
 };
 
@@ -196,7 +196,7 @@ pub struct SchedulerBuilder {
     error_handlers: ErrorHandlers,
     listeners: Vec<Arc<dyn JobListener>>,
     once_listeners: Vec<Arc<dyn DistributeOnceListener>>,
-    sinks: Vec<EventSink>,
+    sinks: Vec<(EventFilter, EventSink)>,
     inline_sinks: Vec<EventSink>,
     event_capacity: usize,
     extensions: Extensions,
@@ -277,7 +277,15 @@ impl SchedulerBuilder {
     /// [`EventSink`]). Several sinks may be added (the event printer, the metrics, the
     /// trace...): each gets every event. For an async stream use [`Scheduler::events`].
     pub fn event_sink(mut self, sink: EventSink) -> Self {
-        self.sinks.push(sink);
+        self.sinks.push((events::every_event, sink));
+        self
+    }
+
+    /// As [`event_sink`](Self::event_sink), with only the events `wanted` accepts: the others
+    /// are never copied to the sink's task. A sink that counts a few kinds of events (the
+    /// metrics) then costs nothing at the events of every item it ignores.
+    pub fn event_sink_for(mut self, wanted: EventFilter, sink: EventSink) -> Self {
+        self.sinks.push((wanted, sink));
         self
     }
 

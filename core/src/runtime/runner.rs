@@ -11,6 +11,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::batch::Urgency;
 use super::events::{FireKind, SchedulerEvent};
 use super::mailbox;
 use super::timer::TimerKind;
@@ -176,14 +177,19 @@ impl JobRunner {
     /// Steps the protocol on `input`, then on the reply of every request it asks for, until
     /// it waits for something else.
     async fn feed(&mut self, input: Input) {
+        // What items that returned ask for at once (the removal of their markers) may wait a
+        // little for the other ends of the tick, to share their registry write.
+        let mut urgency =
+            if matches!(input, Input::Done { .. }) { Urgency::Deferrable } else { Urgency::Now };
         let mut actions = self.step(input);
         while !actions.is_empty() {
             let mut replies = Vec::new();
             for action in actions {
-                if let Some(reply) = self.perform(action).await {
+                if let Some(reply) = self.perform(action, urgency).await {
                     replies.push(reply);
                 }
             }
+            urgency = Urgency::Now;
             actions = Vec::new();
             for reply in replies {
                 // Let the driver apply the watch events that arrived meanwhile first: the
@@ -215,14 +221,14 @@ impl JobRunner {
     }
 
     /// Performs one action; a registry request's reply comes back as the next input.
-    async fn perform(&mut self, action: Action) -> Option<Input> {
+    async fn perform(&mut self, action: Action, urgency: Urgency) -> Option<Input> {
         let name = || self.protocol.job().to_owned();
         match action {
             Action::Request { op, request } => {
                 // Waiting for the registry is not work in hand: the batcher need not wait for
                 // this runner (it may be the one to answer it).
                 self.mailbox.pause();
-                let result = self.request(request).await;
+                let result = self.request(request, urgency).await;
                 self.mailbox.resume();
                 return Some(Input::Reply { op, result });
             }
@@ -274,13 +280,17 @@ impl JobRunner {
 
     /// Performs a registry request, recording what it changed in the view at once (read your
     /// own writes) before the watch delivers it.
-    async fn request(&self, request: Request) -> std::result::Result<Reply, RegistryError> {
+    async fn request(
+        &self,
+        request: Request,
+        urgency: Urgency,
+    ) -> std::result::Result<Reply, RegistryError> {
         let registry = self.shared.registry.as_ref();
         let cache = &self.shared.cache;
         match request {
             Request::Txn(ops) => {
                 // The batcher records the writes in the view before it answers.
-                let results = self.shared.txns.transaction(ops).await?;
+                let results = self.shared.txns.transaction(ops, urgency).await?;
                 Ok(Reply::Txn(results))
             }
             Request::Create { path, data, mode } => {
@@ -346,6 +356,10 @@ impl JobRunner {
         self.launches.insert(id, cancel);
         self.shared.handles.spawner.spawn(Box::pin(async move {
             let report = executor.run(&job, request).await;
+            // The end of a run is not urgent, the start of the others is: the items a tick
+            // launched wait in the queue behind this task, and without this they would wait
+            // for this job's end to be handled too (its protocol's step, its end transaction).
+            tokio::task::yield_now().await;
             let _ = me.send(JobEvent::Done { launch: id, report: Box::new(report) });
         }));
     }
@@ -360,7 +374,12 @@ fn executor_for(shared: &Shared, config: &JobConfig) -> Result<Executor> {
     let executor = Executor::new(shared.handles.clone())
         .with_error_handler(handler)
         .with_extensions(shared.extensions.clone());
-    Ok(shared.listeners.iter().cloned().fold(executor, Executor::with_listener))
+    // Each listener as it wants to be called for this job (resolved once, not per fire).
+    let listeners = shared
+        .listeners
+        .iter()
+        .map(|listener| listener.for_job(&config.job_name).unwrap_or_else(|| listener.clone()));
+    Ok(listeners.fold(executor, Executor::with_listener))
 }
 
 fn schedule_of(config: &JobConfig) -> Result<Option<CronSchedule>> {

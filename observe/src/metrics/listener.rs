@@ -139,6 +139,24 @@ impl MetricsListener {
         series
     }
 
+    /// Whether [`on_event`](Self::on_event) counts anything of `event` (the scheduler then
+    /// copies only those to the sink: not the events of every item).
+    pub fn wants(event: &SchedulerEvent) -> bool {
+        matches!(
+            event,
+            SchedulerEvent::Skipped { .. }
+                | SchedulerEvent::FailoverClaimed { .. }
+                | SchedulerEvent::Armed { .. }
+                | SchedulerEvent::Sharded { .. }
+                | SchedulerEvent::LeaderElected { .. }
+                | SchedulerEvent::FireFailed { .. }
+                | SchedulerEvent::ConfigRejected { .. }
+                | SchedulerEvent::Error { .. }
+                | SchedulerEvent::JobStopped { .. }
+                | SchedulerEvent::Session(_)
+        )
+    }
+
     /// Counts one scheduler event.
     pub fn on_event(&self, event: &SchedulerEvent) {
         match event {
@@ -206,22 +224,43 @@ impl MetricsListener {
     }
 }
 
-#[async_trait]
-impl JobListener for MetricsListener {
-    async fn before_job_executed(&self, fire: &FireInfo) {
-        let series = self.series(&fire.job_name);
-        series.fires(fire.source).increment(1);
+impl JobSeries {
+    fn fire_began(&self, fire: &FireInfo) {
+        self.fires(fire.source).increment(1);
         if fire.source == ExecutionSource::Misfire {
-            series.misfire_catchups.increment(1);
+            self.misfire_catchups.increment(1);
         }
     }
 
-    fn item_started(&self, fire: &FireInfo, _ctx: &ShardingContext, started_ms: i64) {
-        let series = self.series(&fire.job_name);
-        series.started.increment(1);
+    fn item_started(&self, fire: &FireInfo, started_ms: i64) {
+        self.started.increment(1);
         if fire.source == ExecutionSource::Normal {
-            series.lateness.record(seconds(started_ms - epoch_ms(fire.fire_time)));
+            self.lateness.record(seconds(started_ms - epoch_ms(fire.fire_time)));
         }
+    }
+
+    fn item_finished(&self, outcome: &ItemOutcome, timing: Option<ItemTiming>) {
+        match outcome {
+            ItemOutcome::Completed => self.succeeded.increment(1),
+            ItemOutcome::Failed(_) => self.failed.increment(1),
+            ItemOutcome::Cancelled => self.cancelled.increment(1),
+            // A kind of end added later counts as a failure.
+            _ => self.failed.increment(1),
+        }
+        if let Some(timing) = timing {
+            self.duration.record(seconds(timing.finished_ms - timing.started_ms));
+        }
+    }
+}
+
+#[async_trait]
+impl JobListener for MetricsListener {
+    async fn before_job_executed(&self, fire: &FireInfo) {
+        self.series(&fire.job_name).fire_began(fire);
+    }
+
+    fn item_started(&self, fire: &FireInfo, _ctx: &ShardingContext, started_ms: i64) {
+        self.series(&fire.job_name).item_started(fire, started_ms);
     }
 
     fn item_finished(
@@ -231,17 +270,39 @@ impl JobListener for MetricsListener {
         outcome: &ItemOutcome,
         timing: Option<ItemTiming>,
     ) {
-        let series = self.series(&fire.job_name);
-        match outcome {
-            ItemOutcome::Completed => series.succeeded.increment(1),
-            ItemOutcome::Failed(_) => series.failed.increment(1),
-            ItemOutcome::Cancelled => series.cancelled.increment(1),
-            // A kind of end added later counts as a failure.
-            _ => series.failed.increment(1),
-        }
-        if let Some(timing) = timing {
-            series.duration.record(seconds(timing.finished_ms - timing.started_ms));
-        }
+        self.series(&fire.job_name).item_finished(outcome, timing);
+    }
+
+    fn for_job(&self, job: &str) -> Option<Arc<dyn JobListener>> {
+        Some(Arc::new(JobMetrics { series: self.series(job) }))
+    }
+}
+
+/// The [`MetricsListener`] of one job, as the scheduler calls it: the job's series found once,
+/// when its executor is built, not at every item.
+#[derive(Debug)]
+struct JobMetrics {
+    series: Arc<JobSeries>,
+}
+
+#[async_trait]
+impl JobListener for JobMetrics {
+    async fn before_job_executed(&self, fire: &FireInfo) {
+        self.series.fire_began(fire);
+    }
+
+    fn item_started(&self, fire: &FireInfo, _ctx: &ShardingContext, started_ms: i64) {
+        self.series.item_started(fire, started_ms);
+    }
+
+    fn item_finished(
+        &self,
+        _fire: &FireInfo,
+        _end: &ItemEndContext,
+        outcome: &ItemOutcome,
+        timing: Option<ItemTiming>,
+    ) {
+        self.series.item_finished(outcome, timing);
     }
 }
 

@@ -25,9 +25,10 @@ impl RowMaker {
         for event in events {
             match event {
                 TraceEvent::FireBegan { fire, at_ms } => {
+                    let text = FireText::of(fire);
                     let begin = format!("Job '{}' execute begin.", fire.job_name);
-                    rows.push(status(fire, "TASK_STAGING", begin, *at_ms));
-                    rows.push(status(fire, "TASK_RUNNING", String::new(), *at_ms));
+                    rows.push(text.status(fire, "TASK_STAGING", begin, *at_ms));
+                    rows.push(text.status(fire, "TASK_RUNNING", String::new(), *at_ms));
                 }
                 TraceEvent::FireEnded { fire, at_ms, failures, cancelled } => {
                     let (state, message) = if !failures.is_empty() {
@@ -41,7 +42,7 @@ impl RowMaker {
                     } else {
                         ("TASK_FINISHED", String::new())
                     };
-                    rows.push(status(fire, state, message, *at_ms));
+                    rows.push(FireText::of(fire).status(fire, state, message, *at_ms));
                 }
                 TraceEvent::FireSkipped { job, instance, fire_ms, reason, at_ms } => {
                     let fire = FireInfo {
@@ -51,7 +52,8 @@ impl RowMaker {
                         source: ExecutionSource::Normal,
                         items: Vec::new(),
                     };
-                    rows.push(status(&fire, "TASK_FINISHED", reason.clone(), *at_ms));
+                    let text = FireText::of(&fire);
+                    rows.push(text.status(&fire, "TASK_FINISHED", reason.clone(), *at_ms));
                 }
                 TraceEvent::ItemStarted { task_id, item, at_ms } => {
                     rows.push(TraceRecord::ExecutionStarted(
@@ -110,24 +112,50 @@ impl RowMaker {
     }
 }
 
-fn status(fire: &FireInfo, state: &'static str, message: String, at_ms: i64) -> TraceRecord {
-    let items: Vec<String> = fire.items.iter().map(u32::to_string).collect();
-    let task_id = fire.task_id().to_string();
-    TraceRecord::Status(StatusRecord {
-        // One state of one fire: the same id when a write is retried after its commit went
-        // through unseen, so the retry inserts nothing twice.
-        id: row_id(&format!("{task_id}#{state}"), 0, epoch_ms(fire.fire_time)),
-        job_name: truncate(&fire.job_name, 100),
-        original_task_id: String::new(),
-        task_id: truncate(&task_id, 255),
-        slave_id: truncate(ip_of(&fire.instance), 50),
-        source: "LITE_EXECUTOR",
-        execution_type: fire.source.task_type(),
-        sharding_item: truncate(&items.join(","), 100),
-        state,
-        message: truncate(&message, MAX_FAILURE_CAUSE_CHARS),
-        creation_time: timestamp(at_ms),
-    })
+/// What every status row of one fire says of it, made once per fire.
+struct FireText {
+    task_id: String,
+    job_name: String,
+    slave_id: String,
+    items: String,
+}
+
+impl FireText {
+    fn of(fire: &FireInfo) -> Self {
+        let items: Vec<String> = fire.items.iter().map(u32::to_string).collect();
+        let task_id = fire.task_id().to_string();
+        FireText {
+            job_name: truncate(&fire.job_name, 100),
+            slave_id: truncate(ip_of(&fire.instance), 50),
+            items: truncate(&items.join(","), 100),
+            task_id,
+        }
+    }
+
+    fn status(
+        &self,
+        fire: &FireInfo,
+        state: &'static str,
+        message: String,
+        at_ms: i64,
+    ) -> TraceRecord {
+        let task_id = &self.task_id;
+        TraceRecord::Status(StatusRecord {
+            // One state of one fire: the same id when a write is retried after its commit went
+            // through unseen, so the retry inserts nothing twice.
+            id: row_id(&format!("{task_id}#{state}"), 0, epoch_ms(fire.fire_time)),
+            job_name: self.job_name.clone(),
+            original_task_id: String::new(),
+            task_id: truncate(task_id, 255),
+            slave_id: self.slave_id.clone(),
+            source: "LITE_EXECUTOR",
+            execution_type: fire.source.task_type(),
+            sharding_item: self.items.clone(),
+            state,
+            message: truncate(&message, MAX_FAILURE_CAUSE_CHARS),
+            creation_time: timestamp(at_ms),
+        })
+    }
 }
 
 /// A UUID (version 8) that is the same for the same `key` and `item`: the fire time in its first

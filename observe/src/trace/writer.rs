@@ -42,7 +42,7 @@ pub(crate) struct Writer {
 
 impl Writer {
     pub async fn run(mut self) {
-        let mut pending: Vec<TraceEvent> = Vec::with_capacity(self.batch_size);
+        let mut pending: Vec<TraceEvent> = Vec::new();
         let mut next_purge = Instant::now();
         let mut failing_since: Option<Instant> = None;
         let mut stop_seen = false;
@@ -96,7 +96,7 @@ impl Writer {
                 continue;
             };
             let rows = self.rows.rows(&pending);
-            match tokio::time::timeout(WRITE_TIMEOUT, store.write(&rows)).await {
+            match tokio::time::timeout(WRITE_TIMEOUT, store.write(rows)).await {
                 Ok(Ok(())) => {
                     self.written(pending.len());
                     pending.clear();
@@ -110,7 +110,7 @@ impl Writer {
                     tracing::warn!(error = %error, "execution trace batch refused; retrying row by row");
                     for event in pending.drain(..) {
                         let record = self.rows.rows(std::slice::from_ref(&event));
-                        match store.write(&record).await {
+                        match store.write(record.clone()).await {
                             Ok(()) => self.written(1),
                             Err(error) => {
                                 self.counters.rejected.fetch_add(1, Ordering::SeqCst);

@@ -155,7 +155,7 @@ impl Store {
         }
     }
 
-    pub async fn write(&self, records: &[TraceRecord]) -> Result<(), sqlx::Error> {
+    pub async fn write(&self, records: Vec<TraceRecord>) -> Result<(), sqlx::Error> {
         match self {
             Store::Sqlite(pool) => sqlite::write(pool, records).await,
             Store::Postgres(pool) => postgres::write(pool, records).await,

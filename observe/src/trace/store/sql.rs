@@ -41,17 +41,17 @@ pub(crate) async fn migrate(pool: &Pool<Db>) -> Result<(), sqlx::Error> {
     tx.commit().await
 }
 
-fn push_execution_values(qb: &mut QueryBuilder<'_, Db>, rows: &[&ExecutionRecord]) {
+fn push_execution_values(qb: &mut QueryBuilder<'_, Db>, rows: Vec<ExecutionRecord>) {
     qb.push(format_args!("INSERT INTO JOB_EXECUTION_LOG ({EXECUTION_COLUMNS}) ").to_string());
-    qb.push_values(rows.iter().copied(), |mut b, r| {
-        b.push_bind(r.id.clone())
-            .push_bind(r.job_name.clone())
-            .push_bind(r.task_id.clone())
-            .push_bind(r.hostname.clone())
-            .push_bind(r.ip.clone())
+    qb.push_values(rows, |mut b, r| {
+        b.push_bind(r.id)
+            .push_bind(r.job_name)
+            .push_bind(r.task_id)
+            .push_bind(r.hostname)
+            .push_bind(r.ip)
             .push_bind(r.sharding_item)
             .push_bind(r.execution_source)
-            .push_bind(r.failure_cause.clone())
+            .push_bind(r.failure_cause)
             .push_bind(r.is_success)
             .push_bind(r.start_time)
             .push_bind(r.complete_time);
@@ -60,8 +60,8 @@ fn push_execution_values(qb: &mut QueryBuilder<'_, Db>, rows: &[&ExecutionRecord
 
 /// Writes `records` in one transaction: status rows and started items are inserted (nothing
 /// if already there), ended items inserted or completed. Order does not matter: an ended item's
-/// record carries its whole row.
-pub(crate) async fn write(pool: &Pool<Db>, records: &[TraceRecord]) -> Result<(), sqlx::Error> {
+/// record carries its whole row. The values move into the statements (no copy per row).
+pub(crate) async fn write(pool: &Pool<Db>, records: Vec<TraceRecord>) -> Result<(), sqlx::Error> {
     let mut started = Vec::new();
     let mut finished = Vec::new();
     let mut statuses = Vec::new();
@@ -73,45 +73,64 @@ pub(crate) async fn write(pool: &Pool<Db>, records: &[TraceRecord]) -> Result<()
         }
     }
     // An item that started and ended within the batch is one insert of its whole row.
-    let ended: std::collections::HashSet<&str> = finished.iter().map(|r| r.id.as_str()).collect();
-    started.retain(|r| !ended.contains(r.id.as_str()));
-    let mut tx = pool.begin().await?;
-    if !started.is_empty() {
-        let mut qb = QueryBuilder::<Db>::new("");
-        push_execution_values(&mut qb, &started);
-        qb.push(" ON CONFLICT (id) DO NOTHING");
-        qb.build().persistent(false).execute(&mut *tx).await?;
+    if !started.is_empty() && !finished.is_empty() {
+        let ended: std::collections::HashSet<&str> =
+            finished.iter().map(|r| r.id.as_str()).collect();
+        started.retain(|r| !ended.contains(r.id.as_str()));
     }
-    if !finished.is_empty() {
+    let mut tx = pool.begin().await?;
+    for (rows, persistent) in chunks(started) {
         let mut qb = QueryBuilder::<Db>::new("");
-        push_execution_values(&mut qb, &finished);
+        push_execution_values(&mut qb, rows);
+        qb.push(" ON CONFLICT (id) DO NOTHING");
+        qb.build().persistent(persistent).execute(&mut *tx).await?;
+    }
+    for (rows, persistent) in chunks(finished) {
+        let mut qb = QueryBuilder::<Db>::new("");
+        push_execution_values(&mut qb, rows);
         qb.push(
             " ON CONFLICT (id) DO UPDATE SET is_success = excluded.is_success, \
              failure_cause = excluded.failure_cause, complete_time = excluded.complete_time",
         );
-        qb.build().persistent(false).execute(&mut *tx).await?;
+        qb.build().persistent(persistent).execute(&mut *tx).await?;
     }
-    if !statuses.is_empty() {
+    for (rows, persistent) in chunks(statuses) {
         let mut qb = QueryBuilder::<Db>::new(format!(
             "INSERT INTO JOB_STATUS_TRACE_LOG ({STATUS_COLUMNS}) "
         ));
-        qb.push_values(statuses, |mut b, r| {
-            b.push_bind(r.id.clone())
-                .push_bind(r.job_name.clone())
-                .push_bind(r.original_task_id.clone())
-                .push_bind(r.task_id.clone())
-                .push_bind(r.slave_id.clone())
+        qb.push_values(rows, |mut b, r| {
+            b.push_bind(r.id)
+                .push_bind(r.job_name)
+                .push_bind(r.original_task_id)
+                .push_bind(r.task_id)
+                .push_bind(r.slave_id)
                 .push_bind(r.source)
                 .push_bind(r.execution_type)
-                .push_bind(r.sharding_item.clone())
+                .push_bind(r.sharding_item)
                 .push_bind(r.state)
-                .push_bind(r.message.clone())
+                .push_bind(r.message)
                 .push_bind(r.creation_time);
         });
         qb.push(" ON CONFLICT (id) DO NOTHING");
-        qb.build().persistent(false).execute(&mut *tx).await?;
+        qb.build().persistent(persistent).execute(&mut *tx).await?;
     }
     tx.commit().await
+}
+
+/// Rows per insert statement. A statement of exactly this many rows always has the same text,
+/// so the database prepares it once and keeps it (`true`); the last, shorter one of a batch is
+/// prepared for that batch alone (`false`), or every batch size would be kept.
+const ROWS_PER_STATEMENT: usize = 128;
+
+fn chunks<T>(rows: Vec<T>) -> Vec<(Vec<T>, bool)> {
+    let mut out = Vec::with_capacity(rows.len().div_ceil(ROWS_PER_STATEMENT));
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        let chunk: Vec<T> = rows.by_ref().take(ROWS_PER_STATEMENT).collect();
+        let full = chunk.len() == ROWS_PER_STATEMENT;
+        out.push((chunk, full));
+    }
+    out
 }
 
 /// Removes the rows older than `before`; returns how many.
@@ -231,4 +250,23 @@ pub(crate) async fn distinct(
     }
     qb.push(format!(" ORDER BY {column} LIMIT {NAME_SUGGESTIONS}"));
     qb.build_query_scalar().fetch_all(pool).await
+}
+
+#[cfg(test)]
+mod chunk_tests {
+    use super::{chunks, ROWS_PER_STATEMENT};
+
+    #[test]
+    fn full_statements_are_kept_and_the_rest_is_not() {
+        let rows: Vec<usize> = (0..ROWS_PER_STATEMENT * 2 + 3).collect();
+        let cut = chunks(rows.clone());
+        let sizes: Vec<(usize, bool)> = cut.iter().map(|(c, keep)| (c.len(), *keep)).collect();
+        assert_eq!(
+            sizes,
+            vec![(ROWS_PER_STATEMENT, true), (ROWS_PER_STATEMENT, true), (3, false)]
+        );
+        let again: Vec<usize> = cut.into_iter().flat_map(|(c, _)| c).collect();
+        assert_eq!(again, rows, "every row once, in order");
+        assert!(chunks(Vec::<usize>::new()).is_empty());
+    }
 }
