@@ -11,7 +11,8 @@
 //!   version of each item's owner node as it saw it and removes the dead instance's ledger. The
 //!   first transaction wins; a slow survivor's fails, so nothing is queued twice.
 //! - **Claiming.** The queue is shared among the eligible instances (rotating by rank), so idle
-//!   survivors claim in parallel, in one round. A claim is one transaction: delete the entry
+//!   survivors claim in parallel, in one round; an entry left unclaimed for a while by its
+//!   share's claimer (busy, or cut off) is anyone's. A claim is one transaction: delete the entry
 //!   (only one claimant can), rewrite the item's owner node unchanged (which advances the
 //!   item's fencing token), take the `running` marker over (a write fenced on the version the dead
 //!   instance left, so a marker its owner removed after all is not run again) and create the
