@@ -269,7 +269,11 @@ impl JobProtocol {
                 self.registration.lost();
                 self.outstanding = None;
                 self.then = None;
-                self.resync_owed = Some(i64::MAX);
+                // Once per lost session (`Lost` then `Expired`): a resync between the two is
+                // the one after the gap.
+                if !std::mem::replace(&mut self.session_gone, true) {
+                    self.resync_owed = Some(i64::MAX);
+                }
             }
             SessionEvent::Reconnected => self.connected = true,
             SessionEvent::Connected { .. } => {
@@ -279,9 +283,10 @@ impl JobProtocol {
                     self.connected = true;
                     self.registration.lost();
                     if self.resync_owed.is_some() {
-                        self.resync_owed = Some(ctx.now_ms + self.settings.sharding_timeout_ms);
+                        self.resync_owed = Some(ctx.now_ms + RESYNC_WAIT_MS);
                     }
                 }
+                self.session_gone = false;
             }
         }
     }
@@ -638,3 +643,7 @@ impl JobProtocol {
 
 /// How often a raise of the reshard flag is retried against concurrent writers.
 const FLAG_ATTEMPTS: u32 = 16;
+
+/// How long a registration after a lost session waits for the watch's resync: it normally
+/// comes within milliseconds; one that came before the session event is not waited for long.
+const RESYNC_WAIT_MS: i64 = 5_000;

@@ -243,6 +243,8 @@ pub struct JobProtocol {
     /// A session was lost: until the watch resyncs (or this deadline), the view is from
     /// before the gap, and registration waits.
     resync_owed: Option<i64>,
+    /// The session was lost or expired since the last `Connected`.
+    session_gone: bool,
     /// The clock was compared for the raise of the reshard flag under way (see
     /// `flag_time`).
     flag_clock_fresh: bool,
@@ -342,6 +344,7 @@ impl JobProtocol {
             stray_failover: BTreeSet::new(),
             flag_clock_fresh: false,
             resync_owed: None,
+            session_gone: false,
             backlog: BTreeMap::new(),
             once: VecDeque::new(),
             manual_pending: false,
