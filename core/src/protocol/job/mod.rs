@@ -579,17 +579,11 @@ impl JobProtocol {
                 self.claim_blocked = Some(ctx.view.revision());
                 self.tolerate(result, super::failover::is_lost_race);
             }
-            Pending::FlagClock => match result {
+            check @ (Pending::SkewCheck | Pending::FlagClock) => match result {
                 Ok(Reply::Time(registry_ms)) => {
                     self.clock_compared(registry_ms, ctx);
-                    self.flag_clock_fresh = true;
-                }
-                Ok(_) => {}
-                Err(e) => self.failed(&e),
-            },
-            Pending::SkewCheck => match result {
-                Ok(Reply::Time(registry_ms)) => {
-                    self.clock_compared(registry_ms, ctx);
+                    // A comparison made for a raise stamps that raise (`flag_time`).
+                    self.flag_clock_fresh |= matches!(check, Pending::FlagClock);
                 }
                 Ok(_) => {}
                 Err(e) => self.failed(&e),
