@@ -430,6 +430,18 @@ impl Cluster {
             let _ = writeln!(s, "{} = {}", self.name(i), w.instance);
         }
         let from = self.events.len().saturating_sub(n);
+        // The cluster's life (sessions, leadership, assignments, skips, stops) before the tail:
+        // item lines crowd it out of the last lines, and the files are gone with the clone.
+        let life: Vec<&Event> = self.events[..from]
+            .iter()
+            .filter(|e| !matches!(e.event.as_str(), "item_start" | "item_end"))
+            .collect();
+        if !life.is_empty() {
+            let _ = writeln!(s, "{} earlier lines other than item starts and ends:", life.len());
+            for e in life {
+                let _ = writeln!(s, "  {}: {}", self.name(e.worker), e.raw);
+            }
+        }
         let _ = writeln!(s, "last {} of {} lines:", self.events.len() - from, self.events.len());
         for e in &self.events[from..] {
             let _ = writeln!(s, "  {}: {}", self.name(e.worker), e.raw);
