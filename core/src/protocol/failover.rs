@@ -222,8 +222,22 @@ pub fn owed_on_reshard(
 
 /// The op that records the reshard being committed: its raise time and the assignment it
 /// makes (see [`owed_on_reshard`]).
-pub fn record_assigned(view: &View, paths: &JobPaths, assignment: &Assignment) -> Option<TxnOp> {
-    let raised_ms = view.text(&paths.sharding_necessary())?.trim().parse::<i64>().ok()?;
+///
+/// A flag without a readable time (empty, as ElasticJob writes it, or garbage) is recorded as
+/// raised at `unknown_raise_ms`, just before the fire the reshard is made for: the fires from
+/// that one on run under the new assignment. Left unrecorded, the last record would go on
+/// naming the owners before this reshard for every later fire, and a fire handled late would
+/// mark the misfires of the items this reshard moved on nobody.
+pub fn record_assigned(
+    view: &View,
+    paths: &JobPaths,
+    assignment: &Assignment,
+    unknown_raise_ms: i64,
+) -> TxnOp {
+    let raised_ms = view
+        .text(&paths.sharding_necessary())
+        .and_then(|t| t.trim().parse::<i64>().ok())
+        .unwrap_or(unknown_raise_ms);
     let owners = assignment
         .iter()
         .flat_map(|(id, items)| items.iter().map(move |&n| (n, id.to_owned())))
@@ -231,11 +245,11 @@ pub fn record_assigned(view: &View, paths: &JobPaths, assignment: &Assignment) -
     let previous = read_assigned(view, paths).map(|last| (last.raised_ms, last.owners));
     let data = Assigned { raised_ms, owners, previous }.encode();
     let path = paths.assigned();
-    Some(if view.exists(&path) {
+    if view.exists(&path) {
         TxnOp::set(path, data, None)
     } else {
         TxnOp::create(path, data, CreateMode::Persistent)
-    })
+    }
 }
 
 /// The record of the assignments, if it exists and reads (garbage is no record: see

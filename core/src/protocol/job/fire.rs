@@ -226,7 +226,7 @@ impl JobProtocol {
                     );
                     return match plan {
                         Ok(mut plan) => {
-                            plan.ops.extend(self.owed_on_reshard(&plan.assignment, ctx));
+                            plan.ops.extend(self.owed_on_reshard(&plan.assignment, f.sharded_by, ctx));
                             // Fenced on the config it was computed with: a count or strategy
                             // changed meanwhile (a leader just back from a partition sees the
                             // change only after its first fire) fails it, and it is computed
@@ -303,7 +303,12 @@ impl JobProtocol {
     /// What a reshard owes beyond the assignment, with failover and misfire on (the ledgers
     /// say who started which fire): the catch-ups of the items it moves away from an owner
     /// that missed its last fire, and the record of from when on the new assignment applies.
-    fn owed_on_reshard(&self, assignment: &Assignment, ctx: &Ctx<'_>) -> Vec<TxnOp> {
+    fn owed_on_reshard(
+        &self,
+        assignment: &Assignment,
+        sharded_by: i64,
+        ctx: &Ctx<'_>,
+    ) -> Vec<TxnOp> {
         let mut ops = Vec::new();
         if let (Some(schedule), true) =
             (&self.schedule, self.failover_enabled() && self.config.misfire)
@@ -327,7 +332,7 @@ impl JobProtocol {
         let parent_there =
             record.rsplit_once('/').is_some_and(|(parent, _)| ctx.view.exists(parent));
         if parent_there {
-            ops.extend(failover::record_assigned(ctx.view, &self.paths, assignment));
+            ops.push(failover::record_assigned(ctx.view, &self.paths, assignment, sharded_by - 1));
         }
         ops
     }
