@@ -390,8 +390,15 @@ impl JobProtocol {
                 // queued again for the latest fire (which fire it owed is lost with the entry).
                 // A marker naming a live instance is that instance's to judge: a leftover of
                 // an earlier session of it, or its run going on.
+                // The fires the departed owner missed after the entry's went to the item's
+                // misfire marker with it: the entry's fire came before the one the marker
+                // owes, or the failover and the catch-up would both run that one.
+                let owed = execution::misfired(view, &self.paths, &[n])
+                    .into_iter()
+                    .find_map(|(_, owed)| owed.ok().flatten());
+                let by = owed.map_or(ctx.now_ms, |fire| ctx.now_ms.min(fire - 1));
                 let entry = |dead: String| FailoverEntry {
-                    fire_ms: self.latest_fire_by(ctx.now_ms),
+                    fire_ms: self.latest_fire_by(by),
                     rank: 0,
                     why: Orphaned::Interrupted,
                     dead,
