@@ -202,10 +202,17 @@ pub fn plan(
             }
         }
     }
+    // An owner node is set at the version the view shows: a write the leader has not seen (a
+    // failover claim, an operator's, garbage) fails the commit, which is decided again on a
+    // view that shows it, rather than erased unseen (garbage nobody reported, a claim's
+    // owner replaced under its run).
     let push_owner = |ops: &mut Vec<TxnOp>, n: u32, owner: &[u8]| {
         let node = paths.item_node(n, ItemNode::Instance);
         match existing_items.get(&n) {
-            Some(true) => ops.push(TxnOp::set(node, owner.to_vec(), None)),
+            Some(true) => {
+                let seen = view.get(&node).map(|n| n.version);
+                ops.push(TxnOp::set(node, owner.to_vec(), seen))
+            }
             Some(false) => ops.push(TxnOp::create(node, owner.to_vec(), CreateMode::Persistent)),
             None => {
                 ops.push(TxnOp::create(paths.item(n), Vec::new(), CreateMode::Persistent));

@@ -4,7 +4,7 @@
 
 use super::{Action, Ctx, InFlight, JobProtocol, Launch, LaunchId, Next, Pending, Reply, Request};
 use crate::events::{FireKind, SchedulerEvent, SkipReason};
-use crate::layout::{GuaranteeStage, ItemNode};
+use crate::layout::{GuaranteeStage, ItemNode, JobNode};
 use crate::protocol::execution::{self, Held, Start, StartOf, StartPlan};
 use crate::protocol::failover;
 use crate::protocol::records::Ledger;
@@ -209,11 +209,17 @@ impl JobProtocol {
             }
             match ReshardStart::from_view(view, &self.paths, &self.me) {
                 Ok(start) => {
-                    // The commit removes the flag: garbage in it is reported now or never.
-                    let flag = crate::layout::JobNode::ShardingNecessary;
-                    if let Some(g) = crate::protocol::garbage::unreadable(view, &self.paths, &flag)
-                    {
-                        self.report_once(&g, ctx);
+                    // The commit removes the flag and rewrites every owner node: garbage in
+                    // them is reported now or never (the view may show garbage whose change
+                    // this job has not handled yet).
+                    let owners =
+                        start.existing.keys().map(|&n| JobNode::Item(n, ItemNode::Instance));
+                    for node in std::iter::once(JobNode::ShardingNecessary).chain(owners) {
+                        if let Some(g) =
+                            crate::protocol::garbage::unreadable(view, &self.paths, &node)
+                        {
+                            self.report_once(&g, ctx);
+                        }
                     }
                     let plan = sharding::plan(
                         view,
@@ -226,7 +232,11 @@ impl JobProtocol {
                     );
                     return match plan {
                         Ok(mut plan) => {
-                            plan.ops.extend(self.owed_on_reshard(&plan.assignment, f.sharded_by, ctx));
+                            plan.ops.extend(self.owed_on_reshard(
+                                &plan.assignment,
+                                f.sharded_by,
+                                ctx,
+                            ));
                             // Fenced on the config it was computed with: a count or strategy
                             // changed meanwhile (a leader just back from a partition sees the
                             // change only after its first fire) fails it, and it is computed
