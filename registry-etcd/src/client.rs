@@ -534,6 +534,7 @@ impl CoordinatorRegistry for EtcdRegistry {
             session: inner.session.subscribe(),
             shutdown: inner.shutdown.subscribe(),
             next_rev: rev + 1,
+            timeout: inner.options.operation_timeout,
         };
         tokio::spawn(task.run());
         Ok(WatchStream::new(Receiver(rx)))

@@ -98,6 +98,10 @@ pub(crate) struct WatchTask {
     pub shutdown: watch::Receiver<bool>,
     /// The first revision not yet delivered.
     pub next_rev: i64,
+    /// How long a snapshot read or the opening of a stream may take before it is tried
+    /// again (the client's operation timeout): a call stuck on a connection that died
+    /// silently would otherwise leave the subscribers' view behind for good.
+    pub timeout: std::time::Duration,
 }
 
 /// Why one etcd watch stream ended.
@@ -115,7 +119,15 @@ impl WatchTask {
         let mut resync = false;
         loop {
             if resync {
-                match snapshot(&self.kv, &self.keys, &self.path).await {
+                let read = snapshot(&self.kv, &self.keys, &self.path);
+                let read = tokio::time::timeout(self.timeout, read).await.unwrap_or_else(|_| {
+                    Err(RegistryError::Timeout {
+                        op: Op::Watch,
+                        path: self.path.clone(),
+                        after: self.timeout,
+                    })
+                });
+                match read {
                     Ok((rev, nodes)) => {
                         if self.tx.send(WatchEvent::Resync { nodes }).is_err() {
                             return;
@@ -168,12 +180,16 @@ impl WatchTask {
             biased;
             _ = self.shutdown.changed() => return Break::Stop,
             () = self.tx.closed() => return Break::Stop,
-            opened = client.watch(prefix, Some(options)) => opened,
+            opened = tokio::time::timeout(self.timeout, client.watch(prefix, Some(options))) => opened,
         };
         let mut stream = match opened {
-            Ok(stream) => stream,
-            Err(e) => {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
                 tracing::debug!(path = %self.path, error = %e, "etcd watch: cannot open; retrying");
+                return Break::Reopen;
+            }
+            Err(_) => {
+                tracing::warn!(path = %self.path, after = ?self.timeout, "etcd watch: no answer to opening the stream; retrying");
                 return Break::Reopen;
             }
         };
