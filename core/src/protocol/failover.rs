@@ -245,8 +245,10 @@ pub fn record_assigned(
     let previous = read_assigned(view, paths).map(|last| (last.raised_ms, last.owners));
     let data = Assigned { raised_ms, owners, previous }.encode();
     let path = paths.assigned();
-    if view.exists(&path) {
-        TxnOp::set(path, data, None)
+    // At the version the view shows: a write this reshard has not seen (an operator's, garbage
+    // nobody reported yet) fails the commit rather than being erased unseen.
+    if let Some(node) = view.get(&path) {
+        TxnOp::set(path, data, Some(node.version))
     } else {
         TxnOp::create(path, data, CreateMode::Persistent)
     }

@@ -209,12 +209,13 @@ impl JobProtocol {
             }
             match ReshardStart::from_view(view, &self.paths, &self.me) {
                 Ok(start) => {
-                    // The commit removes the flag and rewrites every owner node: garbage in
-                    // them is reported now or never (the view may show garbage whose change
-                    // this job has not handled yet).
+                    // The commit removes the flag and rewrites every owner node and the
+                    // record of the assignments: garbage in them is reported now or never
+                    // (the view may show garbage whose change this job has not handled yet).
                     let owners =
                         start.existing.keys().map(|&n| JobNode::Item(n, ItemNode::Instance));
-                    for node in std::iter::once(JobNode::ShardingNecessary).chain(owners) {
+                    let flag_and_record = [JobNode::ShardingNecessary, JobNode::Assigned];
+                    for node in flag_and_record.into_iter().chain(owners) {
                         if let Some(g) =
                             crate::protocol::garbage::unreadable(view, &self.paths, &node)
                         {
