@@ -83,6 +83,21 @@ impl JobProtocol {
         }
     }
 
+    /// As [`Self::clock_unchecked`], for counting by the registry's time when this clock is
+    /// off: only a comparison made at this very instant says it is off, and by how much. A
+    /// clock set back since an earlier reading found it off makes that reading look recent by
+    /// its own count, and the missed fires counted by the offset it left would be counted
+    /// 20 s or more in the past: a registration's ledger mark before fires the survivors had
+    /// already queued, which the next reshard then owed again as a catch-up.
+    pub(super) fn clock_unchecked_now(&self, ctx: &Ctx<'_>) -> Option<Option<Next>> {
+        self.config.max_time_diff()?;
+        match self.clock_checked {
+            Some((at, true)) if at == ctx.now_ms => None,
+            Some((at, false)) if at == ctx.now_ms => Some(None),
+            _ => Some(Some(Next::Request(Pending::SkewCheck, Request::RegistryTime))),
+        }
+    }
+
     /// Records a comparison of this clock with the registry's time.
     pub(super) fn clock_compared(&mut self, registry_ms: i64, ctx: &Ctx<'_>) -> bool {
         let max_ms = self

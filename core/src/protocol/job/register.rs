@@ -196,7 +196,7 @@ impl JobProtocol {
                 // it first; too far off, count them by the registry's time instead (and say
                 // so). Left unqueued, what an earlier process left would block its items for
                 // good: its markers name this instance, live again.
-                match self.clock_unchecked(ctx) {
+                match self.clock_unchecked_now(ctx) {
                     Some(Some(next)) => return next,
                     Some(None) => {
                         if !std::mem::replace(&mut self.registration.clock_reported, true) {
