@@ -27,7 +27,7 @@ use crate::registry::{CreateMode, RegistryError, TxnOp};
 use crate::sharding::Assignment;
 
 use super::execution::{ledger_of, running_owner, write_ledger};
-use super::records::{parse_owner, Assigned, FailoverEntry, Garbage, Ledger, Orphaned};
+use super::records::{parse_owner, Assigned, FailoverEntry, Garbage, Ledger, Orphaned, Section};
 use super::view::View;
 
 /// How far back a garbage ledger's missed fires are looked for.
@@ -143,6 +143,9 @@ pub fn missed_since(
     (0..total)
         .filter(|&n| owns(n))
         .filter(|&n| owned_then(n))
+        // A reshard since moved the item away from `dead` and owed its catch-up of that
+        // fire already (run by the new owner: counted again it would run twice).
+        .filter(|&n| !record.as_ref().is_some_and(|r| r.caught_up(n, fire_ms)))
         // A misfire marker owes the item a catch-up already (one answers every fire missed).
         .filter(|&n| !view.exists(&paths.item_node(n, ItemNode::Misfire)))
         .filter(|&n| !view.exists(&paths.item_node(n, ItemNode::Disabled)))
@@ -167,13 +170,14 @@ pub fn owed_on_reshard(
     total: u32,
     schedule: &CronSchedule,
     now_ms: i64,
-) -> Vec<TxnOp> {
+) -> OwedOnReshard {
+    let mut owed = OwedOnReshard::default();
     let raised = view.text(&paths.sharding_necessary()).and_then(|t| t.trim().parse::<i64>().ok());
     let record = read_assigned(view, paths);
-    let (Some(raised), Some(record)) = (raised, record) else { return Vec::new() };
+    let (Some(raised), Some(record)) = (raised, record) else { return owed };
     let since = record.raised_ms;
-    let Some(fire_ms) = schedule.last_in(since, raised.min(now_ms)) else { return Vec::new() };
-    let mut ops = Vec::new();
+    let Some(fire_ms) = schedule.last_in(since, raised.min(now_ms)) else { return owed };
+    let ops = &mut owed.ops;
     let mut fenced: Vec<String> = Vec::new();
     for item in 0..total {
         let owner = paths.item_node(item, ItemNode::Instance);
@@ -216,8 +220,16 @@ pub fn owed_on_reshard(
             fire_ms.to_string(),
             CreateMode::Persistent,
         ));
+        owed.catch_ups.insert(item, fire_ms);
     }
-    ops
+    owed
+}
+
+/// What [`owed_on_reshard`] found: the ops, and the catch-up each item was given (by fire).
+#[derive(Debug, Default)]
+pub struct OwedOnReshard {
+    pub ops: Vec<TxnOp>,
+    pub catch_ups: std::collections::BTreeMap<u32, i64>,
 }
 
 /// The op that records the reshard being committed: its raise time and the assignment it
@@ -233,6 +245,7 @@ pub fn record_assigned(
     paths: &JobPaths,
     assignment: &Assignment,
     unknown_raise_ms: i64,
+    caught_up: std::collections::BTreeMap<u32, i64>,
 ) -> TxnOp {
     let raised_ms = view
         .text(&paths.sharding_necessary())
@@ -242,8 +255,35 @@ pub fn record_assigned(
         .iter()
         .flat_map(|(id, items)| items.iter().map(move |&n| (n, id.to_owned())))
         .collect();
-    let previous = read_assigned(view, paths).map(|last| (last.raised_ms, last.owners));
-    let data = Assigned { raised_ms, owners, previous }.encode();
+    let mut earlier = Vec::new();
+    if let Some(last) = read_assigned(view, paths) {
+        earlier.push(Section {
+            raised_ms: last.raised_ms,
+            owners: last.owners,
+            caught_up: last.caught_up,
+        });
+        earlier.extend(last.earlier);
+    }
+    // A live instance's ledger counts the fires it missed since its mark (a restart, a crash
+    // its departure shows): who owned an item at each of them is the record's to say. It
+    // once kept one reshard back, and a restart two reshards after a fire its crash missed
+    // took the item for its own then and queued that fire again, after the first reshard's
+    // catch-up had run it. Kept: every earlier assignment back to the one the oldest mark
+    // fell under (and a bound, for ledgers no instance will come back to).
+    let oldest_mark = view
+        .children(&paths.ledgers())
+        .iter()
+        .filter_map(|id| {
+            let path = paths.ledger(id);
+            Ledger::parse(&path, &view.get(&path)?.data).ok()?.last_fire_ms
+        })
+        .min();
+    let reach = earlier
+        .iter()
+        .position(|section| oldest_mark.is_some_and(|mark| section.raised_ms < mark))
+        .map_or(earlier.len(), |covering| covering + 1);
+    earlier.truncate(reach.min(MAX_EARLIER_ASSIGNMENTS));
+    let data = Assigned { raised_ms, owners, caught_up, earlier }.encode();
     let path = paths.assigned();
     // At the version the view shows: a write this reshard has not seen (an operator's, garbage
     // nobody reported yet) fails the commit rather than being erased unseen.
@@ -253,6 +293,9 @@ pub fn record_assigned(
         TxnOp::create(path, data, CreateMode::Persistent)
     }
 }
+
+/// How many earlier assignments the record keeps at most.
+const MAX_EARLIER_ASSIGNMENTS: usize = 16;
 
 /// The record of the assignments, if it exists and reads (garbage is no record: see
 /// [`owed_on_reshard`]; the leader reports it and deletes it).
@@ -521,17 +564,33 @@ mod tests {
                 .map(|&(n, id)| (n, id.to_owned()))
                 .collect::<std::collections::BTreeMap<_, _>>()
         };
+        let section = |raised_ms: i64, owners| Section {
+            raised_ms,
+            owners,
+            caught_up: std::collections::BTreeMap::new(),
+        };
         let record = Assigned {
             raised_ms: 100,
             owners: owners(&[(0, "b@-@1"), (1, "a@-@1")]),
-            previous: Some((50, owners(&[(0, "a@-@1"), (1, "a@-@1")]))),
+            caught_up: [(1, 45)].into_iter().collect(),
+            earlier: vec![
+                section(50, owners(&[(0, "a@-@1"), (1, "a@-@1")])),
+                Section {
+                    caught_up: [(0, 15)].into_iter().collect(),
+                    ..section(20, owners(&[(0, "c@-@1")]))
+                },
+            ],
         };
         let read = Assigned::parse("/a", record.encode().as_bytes()).ok();
         assert_eq!(read.as_ref(), Some(&record));
         assert_eq!(record.owner_at(0, 101), Some(Some("b@-@1")));
         assert_eq!(record.owner_at(0, 100), Some(Some("a@-@1")));
         assert_eq!(record.owner_at(2, 100), Some(None));
-        assert_eq!(record.owner_at(0, 50), None, "before the records: not known");
+        assert_eq!(record.owner_at(0, 50), Some(Some("c@-@1")));
+        assert_eq!(record.owner_at(1, 50), Some(None));
+        assert_eq!(record.owner_at(0, 20), None, "before the records: not known");
+        assert!(record.caught_up(1, 45) && record.caught_up(0, 15));
+        assert!(!record.caught_up(0, 45) && !record.caught_up(1, 15));
         assert!(Assigned::parse("/a", b"garbage").is_err());
         assert!(Assigned::parse("/a", b"100\n0").is_err(), "an item line without an owner");
     }

@@ -263,31 +263,50 @@ pub fn parse_time(path: &str, data: &[u8], what: &str) -> Result<i64, Garbage> {
         .ok_or_else(|| Garbage::new(path, data, format!("{what} is not a time in epoch ms")))
 }
 
-/// The record of the last reshard: from when on its assignment applies, and the assignment
-/// (the owner nodes, minus what a count change emptied since); and the same of the reshard
-/// before it, which is what fires before the last one's raise ran under.
+/// Who owned which item, by the reshard that made the assignment.
+pub type Owners = std::collections::BTreeMap<u32, String>;
+
+/// The record of the last reshard: from when on its assignment applies, the assignment (the
+/// owner nodes, minus what a count change emptied since), and the catch-ups it owed for the
+/// items it moved away from an owner that had missed a fire; then the same of the reshards
+/// before it, newest first, as far back as a live instance's ledger may still count missed
+/// fires (see `failover::record_assigned`): what fires before the last one's raise ran under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assigned {
     pub raised_ms: i64,
-    pub owners: std::collections::BTreeMap<u32, String>,
-    pub previous: Option<(i64, std::collections::BTreeMap<u32, String>)>,
+    pub owners: Owners,
+    /// item → the fire whose catch-up this reshard owed on its old owner's behalf.
+    pub caught_up: std::collections::BTreeMap<u32, i64>,
+    pub earlier: Vec<Section>,
+}
+
+/// One earlier reshard of an [`Assigned`] record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    pub raised_ms: i64,
+    pub owners: Owners,
+    pub caught_up: std::collections::BTreeMap<u32, i64>,
 }
 
 impl Assigned {
-    /// `{raised}` then one `{item} {owner}` line per item; then, for the previous reshard,
-    /// `previous {raised}` and its lines.
+    /// `{raised}` then one `{item} {owner}` line per item and one `owed {item} {fire}` line
+    /// per catch-up; then, for each earlier reshard, `previous {raised}` and its lines.
     pub fn encode(&self) -> String {
         use std::fmt::Write as _;
         let mut text = self.raised_ms.to_string();
-        let lines = |text: &mut String, owners: &std::collections::BTreeMap<u32, String>| {
-            for (item, owner) in owners {
-                let _ = write!(text, "\n{item} {owner}");
-            }
-        };
-        lines(&mut text, &self.owners);
-        if let Some((raised, owners)) = &self.previous {
-            let _ = write!(text, "\nprevious {raised}");
-            lines(&mut text, owners);
+        let lines =
+            |text: &mut String, owners: &Owners, owed: &std::collections::BTreeMap<u32, i64>| {
+                for (item, owner) in owners {
+                    let _ = write!(text, "\n{item} {owner}");
+                }
+                for (item, fire) in owed {
+                    let _ = write!(text, "\nowed {item} {fire}");
+                }
+            };
+        lines(&mut text, &self.owners, &self.caught_up);
+        for section in &self.earlier {
+            let _ = write!(text, "\nprevious {}", section.raised_ms);
+            lines(&mut text, &section.owners, &section.caught_up);
         }
         text
     }
@@ -305,32 +324,47 @@ impl Assigned {
         let text = std::str::from_utf8(data).map_err(|_| bad())?;
         let mut lines = text.lines();
         let raised_ms = lines.next().and_then(|l| l.trim().parse().ok()).ok_or_else(bad)?;
-        let mut current = std::collections::BTreeMap::new();
-        let mut previous: Option<(i64, std::collections::BTreeMap<u32, String>)> = None;
+        let mut current =
+            Section { raised_ms, owners: Owners::new(), caught_up: Default::default() };
+        let mut earlier: Vec<Section> = Vec::new();
         for line in lines {
             let (head, rest) = line.trim().split_once(' ').ok_or_else(bad)?;
             if head == "previous" {
-                let raised = rest.parse().map_err(|_| bad())?;
-                previous = Some((raised, std::collections::BTreeMap::new()));
+                let raised_ms = rest.parse().map_err(|_| bad())?;
+                earlier.push(Section {
+                    raised_ms,
+                    owners: Owners::new(),
+                    caught_up: Default::default(),
+                });
                 continue;
             }
-            let owners = match previous.as_mut() {
-                Some((_, owners)) => owners,
-                None => &mut current,
-            };
-            owners.insert(head.parse().map_err(|_| bad())?, rest.to_owned());
+            let section = earlier.last_mut().unwrap_or(&mut current);
+            if head == "owed" {
+                let (item, fire) = rest.split_once(' ').ok_or_else(bad)?;
+                let item = item.parse().map_err(|_| bad())?;
+                section.caught_up.insert(item, fire.trim().parse().map_err(|_| bad())?);
+                continue;
+            }
+            section.owners.insert(head.parse().map_err(|_| bad())?, rest.to_owned());
         }
-        Ok(Assigned { raised_ms, owners: current, previous })
+        Ok(Assigned { raised_ms, owners: current.owners, caught_up: current.caught_up, earlier })
     }
 
     /// Who the record says owned `item` for `fire_ms`: `Some(None)` for nobody (before the
     /// records), `None` when the record does not reach back that far.
     pub fn owner_at(&self, item: u32, fire_ms: i64) -> Option<Option<&str>> {
-        if fire_ms > self.raised_ms {
-            return Some(self.owners.get(&item).map(String::as_str));
-        }
-        let (raised, owners) = self.previous.as_ref()?;
-        (fire_ms > *raised).then(|| owners.get(&item).map(String::as_str))
+        std::iter::once((self.raised_ms, &self.owners))
+            .chain(self.earlier.iter().map(|s| (s.raised_ms, &s.owners)))
+            .find(|&(raised, _)| fire_ms > raised)
+            .map(|(_, owners)| owners.get(&item).map(String::as_str))
+    }
+
+    /// Whether a reshard the record remembers owed the catch-up of `item`'s `fire_ms` (for
+    /// an owner that had missed it, moving the item away).
+    pub fn caught_up(&self, item: u32, fire_ms: i64) -> bool {
+        std::iter::once(&self.caught_up)
+            .chain(self.earlier.iter().map(|s| &s.caught_up))
+            .any(|owed| owed.get(&item) == Some(&fire_ms))
     }
 }
 

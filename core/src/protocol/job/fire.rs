@@ -320,12 +320,12 @@ impl JobProtocol {
         sharded_by: i64,
         ctx: &Ctx<'_>,
     ) -> Vec<TxnOp> {
-        let mut ops = Vec::new();
+        let mut owed = failover::OwedOnReshard::default();
         if let (Some(schedule), true) =
             (&self.schedule, self.failover_enabled() && self.config.misfire)
         {
             if ctx.view.exists(&self.paths.ledgers()) {
-                ops = failover::owed_on_reshard(
+                owed = failover::owed_on_reshard(
                     ctx.view,
                     &self.paths,
                     assignment,
@@ -343,9 +343,18 @@ impl JobProtocol {
         let parent_there =
             record.rsplit_once('/').is_some_and(|(parent, _)| ctx.view.exists(parent));
         if parent_there {
-            ops.push(failover::record_assigned(ctx.view, &self.paths, assignment, sharded_by - 1));
+            let unknown_raise = sharded_by - 1;
+            let caught_up = std::mem::take(&mut owed.catch_ups);
+            let record = failover::record_assigned(
+                ctx.view,
+                &self.paths,
+                assignment,
+                unknown_raise,
+                caught_up,
+            );
+            owed.ops.push(record);
         }
-        ops
+        owed.ops
     }
 
     /// Our ledger as the view shows it, when failover keeps one (garbage reads as empty and is
