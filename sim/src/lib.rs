@@ -70,6 +70,7 @@ mod builder;
 mod code;
 pub mod explore;
 mod faults;
+mod flags;
 mod garbage;
 mod instance;
 pub mod invariants;

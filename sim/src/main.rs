@@ -119,7 +119,8 @@ struct RunArgs {
     scenario: Option<String>,
     /// Run a deliberately broken variant (DropWatchEvent, ForgetItem, FalseLeader,
     /// LeakRunningMarkers, StaleAssignment, GreedyOwner, IgnoreLeaseLoss, ForgetDeparture,
-    /// DropCatchUp, DropMissedFires, IgnoreGarbage, MuteClockSkew) to see the checker catch
+    /// DropCatchUp, DropMissedFires, IgnoreGarbage, MuteClockSkew, MuteLateSkips) to see the
+    /// checker catch
     /// it; the later ones show under faults (`--profile failover`, `chaos` or `garbage`).
     #[arg(long)]
     variant: Option<Variant>,

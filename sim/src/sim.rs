@@ -259,6 +259,15 @@ impl World {
             0,
             Note::Begin { seed: sim.seed, instances: sim.instances, profile: sim.profile.clone() },
         );
+        match server.connect(ConnectOptions::default().namespace(NAMESPACE)) {
+            Ok(observer) => {
+                tokio::spawn(crate::flags::record(observer, trace.clone()));
+            }
+            Err(e) => {
+                trace.note(0, Note::StartFailed { error: e.to_string() });
+                return (trace.take(), Vec::new());
+            }
+        }
         let operator = match server.connect(ConnectOptions::default().namespace(NAMESPACE)) {
             Ok(c) => c,
             Err(e) => {

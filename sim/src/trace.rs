@@ -95,6 +95,12 @@ pub enum Note {
         session: u64,
     },
     Phase(Phase),
+    /// A job's reshard flag (`leader/sharding/necessary`) as the registry now holds it
+    /// (`None`: gone), seen by the simulator's own watch: which fires wait for a reshard.
+    Flag {
+        job: String,
+        data: Option<String>,
+    },
     /// A registry snapshot was taken for the checker.
     Checkpoint {
         nodes: usize,
@@ -501,6 +507,8 @@ impl fmt::Display for Note {
                 Ok(())
             }
             Note::JobRemoved { job } => write!(f, "job-removed {job}"),
+            Note::Flag { job, data: Some(d) } => write!(f, "flag {job} {d:?}"),
+            Note::Flag { job, data: None } => write!(f, "flag {job} gone"),
             Note::Fault(fault) => write!(f, "FAULT {fault}"),
             Note::Ignored { what, why } => write!(f, "ignored {what}: {why}"),
             Note::Work { work, error: None } => write!(f, "WORK {work}"),

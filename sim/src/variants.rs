@@ -50,10 +50,14 @@ pub enum Variant {
     /// Instance 2's event sink drops its `ClockSkew` skips: an instance whose clock is off
     /// skips its fires without a word (needs a clock skew, with `maxTimeDiffSeconds` set).
     MuteClockSkew,
+    /// Instance 2's event sink drops its `Late` skips: a fire that waited for a reshard and was
+    /// overtaken by the next one goes unrecorded (needs a reshard held up, by a leader whose
+    /// crash is not detected yet).
+    MuteLateSkips,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 12] = [
+    pub const ALL: [Variant; 13] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -66,6 +70,7 @@ impl Variant {
         Variant::DropMissedFires,
         Variant::IgnoreGarbage,
         Variant::MuteClockSkew,
+        Variant::MuteLateSkips,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -85,7 +90,7 @@ impl Variant {
             | Variant::DropCatchUp
             | Variant::DropMissedFires
             | Variant::IgnoreGarbage => true,
-            Variant::ForgetItem | Variant::MuteClockSkew => false,
+            Variant::ForgetItem | Variant::MuteClockSkew | Variant::MuteLateSkips => false,
         };
         if !affected {
             return inner;
@@ -96,12 +101,15 @@ impl Variant {
 
     /// The event sink of instance `who`, with the bug if it has one there.
     pub(crate) fn wrap_sink(self, who: usize, sink: EventSink) -> EventSink {
-        if self == Variant::MuteClockSkew && who == 2 {
+        if matches!(self, Variant::MuteClockSkew | Variant::MuteLateSkips) && who == 2 {
             return Arc::new(move |event: &SchedulerEvent| {
-                let muted = matches!(
-                    event,
-                    SchedulerEvent::Skipped { reason: SkipReason::ClockSkew { .. }, .. }
-                );
+                let muted = match event {
+                    SchedulerEvent::Skipped { reason, .. } => match self {
+                        Variant::MuteClockSkew => matches!(reason, SkipReason::ClockSkew { .. }),
+                        _ => *reason == SkipReason::Late,
+                    },
+                    _ => false,
+                };
                 if !muted {
                     sink(event);
                 }

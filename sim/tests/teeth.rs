@@ -153,6 +153,37 @@ fn a_clock_skew_skipped_in_silence_is_caught() {
     caught_under_faults(vec![job], scenario, Variant::MuteClockSkew, Invariant::Fires);
 }
 
+#[test]
+fn a_fire_that_waited_for_a_reshard_and_went_unrecorded_is_caught() {
+    // The boundary of "a fire due while a reshard was asked for answers to the assignment it
+    // makes": the leader i1 crashes at 14 s (its session ends at 24 s), i3 stops at 14.2 s and
+    // a follower asks for a reshard that only the next leader makes. The fires in between wait
+    // for it, each overtaken by the next: i2, their owner in the assignment that reshard makes,
+    // records them late. Muted, those fires went unrecorded (the crashed leader, their owner
+    // before, lost nothing: they were not its any more).
+    let job = JobSpec::new("j0", "0/3 * * * * ?", 6).item_ms(500);
+    let scenario = Scenario::new("reshard-held-up-by-a-leader-crash")
+        .at(14_000, Fault::Crash(1))
+        .at(14_200, Fault::Stop(3))
+        .at(40_000, Fault::Restart(1))
+        .at(41_000, Fault::Restart(3));
+    caught_under_faults(
+        vec![job.clone()],
+        scenario.clone(),
+        Variant::MuteLateSkips,
+        Invariant::Fires,
+    );
+    let broken = under_faults(vec![job], scenario, Some(Variant::MuteLateSkips));
+    // Item 4 was the crashed leader's: the fire is judged i2's, not a loss of the crash.
+    let unrecorded =
+        |m: &str| m.contains("j0#4 neither ran nor was recorded") && m.contains("i1/i2 was up");
+    assert!(
+        broken.violations.iter().any(|v| unrecorded(&v.message)),
+        "the fires i2 should have recorded late are reported as its own:\n{}",
+        broken.violations_text()
+    );
+}
+
 /// As [`caught_under_faults`], and the violation is the lost (or late) re-run of an item of
 /// `item` (a job name and `#`) itself, not only the fires the missing reshard lost after it.
 fn lost_rerun_caught(specs: Vec<JobSpec>, scenario: Scenario, variant: Variant, item: &str) {

@@ -730,10 +730,21 @@ impl Fire<'_> {
             .chain(started)
             .max()
             .map_or(self.next, |t| t.saturating_add(1).max(self.next));
-        let owners = facts.owners(job, item, at, handled);
+        let mut owners = facts.owners(job, item, at, handled);
         // Before the job's first assignment (the leader could not shard yet) nobody owned the
         // item: the instance the first assignment gave it to answers for it.
         let heir = owners.is_empty().then(|| facts.first_owner_after(job, item, at)).flatten();
+        // A fire due while a reshard was asked for waits for it and answers to the assignment
+        // it makes, whenever it comes: its owner there runs the fire or records it (late, if
+        // the next fire came first). The owners it was due under waited too: their records
+        // speak for it as well, but a crash of theirs while it waited lost nothing.
+        let awaited = tl
+            .reshard_pending(job, at, self.fire)
+            .then(|| facts.first_owner_after(job, item, at))
+            .flatten();
+        if let Some(w) = awaited.filter(|w| !owners.contains(w)) {
+            owners.push(w);
+        }
         let skips = facts.skips.get(&(job.to_owned(), self.fire));
         // A skip covers the item if the skipper owned it for this fire, or owned it when it
         // recorded the skip (a fire handled late, after a reshard). The owner at the fire's
@@ -826,8 +837,11 @@ impl Fire<'_> {
             return;
         }
         // Who answers for the fire: its owners, or before the first assignment its heir.
-        let answering: Vec<usize> =
-            if owners.is_empty() { heir.into_iter().collect() } else { owners.clone() };
+        let answering: Vec<usize> = match awaited {
+            Some(w) => vec![w],
+            None if owners.is_empty() => heir.into_iter().collect(),
+            None => owners.clone(),
+        };
         for &w in &answering {
             if let Some(why) = tl.not_up(w, at) {
                 acc.add(format!("lost: owner {}", why_class(why)));

@@ -39,6 +39,8 @@ pub(crate) struct Timeline {
     pub garbage: super::garbage::Corruptions,
     /// Per instance: from when on its clock was off the registry's, by how many ms.
     pub skewed: BTreeMap<usize, Vec<(i64, i64)>>,
+    /// Per job: its reshard flag's data from each time on (`None`: no flag).
+    pub flags: BTreeMap<String, Vec<(i64, Option<String>)>>,
 }
 
 impl Timeline {
@@ -162,6 +164,9 @@ impl Timeline {
                 Note::Config(state) if !gone.contains(&state.job) => {
                     t.configs.entry(state.job.clone()).or_default().push((at, state.clone()));
                 }
+                Note::Flag { job, data } => {
+                    t.flags.entry(job.clone()).or_default().push((at, data.clone()));
+                }
                 Note::JobRemoved { job } => {
                     t.removed.entry(job.clone()).or_default().push(at);
                     gone.insert(job.clone());
@@ -205,6 +210,34 @@ impl Timeline {
     /// The first removal of `job` at or after `at`.
     pub fn removed_after(&self, job: &str, at: i64) -> Option<i64> {
         self.removed.get(job)?.iter().copied().find(|&t| t >= at)
+    }
+
+    /// Whether the fire of `job` due at `at` (`fire_ms` by the epoch) fell due while a reshard
+    /// was asked for: the flag held a time before the fire (or one nobody can read, which
+    /// holds every fire, or none at all, as ElasticJob writes it), and not a raise no later
+    /// than the one the last reshard answered (a late raise of an answered change). Such a
+    /// fire waits for the reshard and answers to the assignment it makes (GUARANTEES.md,
+    /// section 2).
+    pub fn reshard_pending(&self, job: &str, at: i64, fire_ms: i64) -> bool {
+        let Some(list) = self.flags.get(job) else { return false };
+        // The raise time the flag holds (`None` unreadable), and the one last answered.
+        let mut flag: Option<Option<i64>> = None;
+        let mut answered: Option<i64> = None;
+        for (_, data) in list.iter().take_while(|(t, _)| *t <= at) {
+            match data {
+                Some(d) => flag = Some(d.trim().parse().ok()),
+                None => {
+                    if let Some(raised) = flag.take().flatten() {
+                        answered = Some(raised);
+                    }
+                }
+            }
+        }
+        match flag {
+            None => false,
+            Some(None) => true,
+            Some(Some(raised)) => raised < fire_ms && answered.is_none_or(|a| raised > a),
+        }
     }
 
     /// Whether the incarnation of `job` that existed at `at` (since its latest add) was
