@@ -775,7 +775,11 @@ impl Fire<'_> {
                 // Skipped after a reshard made since the fire: only the new owner's misfire
                 // marks the item.
                 SkipReason::Misfire if resharded => owned_at_skip || heir == Some(*w),
-                SkipReason::Misfire => direct || (owners.contains(w) && first_up),
+                // The owner a fire that waited for a reshard answers to: a misfire with the
+                // reshard pending marks every item, for whoever owns it next.
+                SkipReason::Misfire => {
+                    direct || (owners.contains(w) && first_up) || awaited == Some(*w)
+                }
                 // Nobody ever owned the item (the job's first reshard never came): each
                 // instance waited for it, and its record speaks for the whole fire.
                 _ => owners.contains(w) || heir == Some(*w) || owned_at_skip || unowned,
