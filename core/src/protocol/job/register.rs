@@ -285,10 +285,12 @@ impl JobProtocol {
         };
         let latest_after =
             |after: i64| self.schedule.as_ref().and_then(|s| s.last_in(after, ctx.now_ms));
-        if let Some(raised) = sharding::flag_time(ctx.view, &self.paths).flatten() {
-            if raised >= ctx.now_ms {
-                return now;
-            }
+        // A flag raised this very millisecond (or later, by a clock ahead) holds no fire due
+        // by now: those answer to the assignment made before it, below. (It once returned
+        // at once, and a restart in the millisecond of a fire left that fire unrun when a
+        // reshard made in the same millisecond had given it the item.)
+        let pending = sharding::flag_time(ctx.view, &self.paths).flatten();
+        if let Some(raised) = pending.filter(|&raised| raised < ctx.now_ms) {
             // The fires between the raise and the latest one were superseded while they
             // waited (the instances that waited record them late): ours among them were
             // missed, for the leftovers; the latest one still waits, for the fire path.
