@@ -146,8 +146,15 @@ pub fn missed_since(
         // A reshard since moved the item away from `dead` and owed its catch-up of that
         // fire already (run by the new owner: counted again it would run twice).
         .filter(|&n| !record.as_ref().is_some_and(|r| r.caught_up(n, fire_ms)))
-        // A misfire marker owes the item a catch-up already (one answers every fire missed).
-        .filter(|&n| !view.exists(&paths.item_node(n, ItemNode::Misfire)))
+        // A misfire marker owes the item a catch-up already (one answers every fire missed),
+        // unless it names a later fire, whose own run settles it (see `owed_on_reshard`).
+        .filter(|&n| {
+            let path = paths.item_node(n, ItemNode::Misfire);
+            view.get(&path).is_none_or(|m| {
+                super::records::parse_time(&path, &m.data, "a misfire marker")
+                    .is_ok_and(|owed| owed > fire_ms)
+            })
+        })
         .filter(|&n| !view.exists(&paths.item_node(n, ItemNode::Disabled)))
         .filter(|n| !skip.contains(n))
         .map(|item| Orphan { item, fire_ms, rank: 0, why: Orphaned::Missed })
@@ -200,9 +207,20 @@ pub fn owed_on_reshard(
             continue;
         }
         let moved = assignment.iter().any(|(id, items)| id != old && items.contains(&item));
-        let marked = [ItemNode::Disabled, ItemNode::Misfire, ItemNode::Running]
+        // A misfire marker owes the item a catch-up already, which answers this fire too,
+        // unless it names a later fire: the marks of a misfire while a reshard was pending
+        // (every item, for a fire that runs under the new assignment) are settled by that
+        // fire's own run, which would take this older debt with it. Such a marker is moved
+        // back to this fire (the later one still runs, or is caught up by it).
+        let misfire = paths.item_node(item, ItemNode::Misfire);
+        let later_mark = view.get(&misfire).and_then(|m| {
+            let owed = super::records::parse_time(&misfire, &m.data, "a misfire marker").ok();
+            owed.filter(|&owed| owed > fire_ms).map(|_| m.version)
+        });
+        let marked = [ItemNode::Disabled, ItemNode::Running]
             .into_iter()
-            .any(|leaf| view.exists(&paths.item_node(item, leaf)));
+            .any(|leaf| view.exists(&paths.item_node(item, leaf)))
+            || (view.exists(&misfire) && later_mark.is_none());
         if old.is_empty() || !moved || marked {
             continue;
         }
@@ -215,11 +233,10 @@ pub fn owed_on_reshard(
             ops.push(TxnOp::check(paths.ledger(&old), Some(ledger.version)));
             fenced.push(old);
         }
-        ops.push(TxnOp::create(
-            paths.item_node(item, ItemNode::Misfire),
-            fire_ms.to_string(),
-            CreateMode::Persistent,
-        ));
+        ops.push(match later_mark {
+            Some(version) => TxnOp::set(misfire, fire_ms.to_string(), Some(version)),
+            None => TxnOp::create(misfire, fire_ms.to_string(), CreateMode::Persistent),
+        });
         owed.catch_ups.insert(item, fire_ms);
     }
     owed
