@@ -39,11 +39,14 @@ pub(crate) struct Driver {
     pub timers: TimerHeap,
     /// The deadlines of one wake-up, kept to reuse its allocation.
     pub due: Vec<(i64, TimerKey)>,
+    /// The clock at the driver's last look, to notice it going back.
+    pub last_now: i64,
 }
 
 impl Driver {
     pub async fn run(mut self) {
         loop {
+            self.notice_clock_back();
             let next = self.timers.next_deadline();
             let clock = self.shared.handles.clock.clone();
             let timer = async move {
@@ -163,6 +166,20 @@ impl Driver {
         }
     }
 
+    /// Tells every job when the clock went back since the driver's last look (between two
+    /// events; or while it slept: its timer, measured from the clock when armed, rings before
+    /// its deadline by the clock now). A job's timer armed by the earlier reading would wait
+    /// for a time the clock now reaches only later, and the fires before it would go by.
+    fn notice_clock_back(&mut self) {
+        let now = self.shared.handles.clock.now_ms();
+        if now < self.last_now - CLOCK_BACK_MS {
+            for (_, mailbox) in self.jobs.values() {
+                let _ = mailbox.send(JobEvent::ClockBack);
+            }
+        }
+        self.last_now = now;
+    }
+
     fn on_timer(&mut self) {
         let now = self.shared.handles.clock.now_ms();
         let mut due = std::mem::take(&mut self.due);
@@ -180,3 +197,7 @@ impl Driver {
         self.due = due;
     }
 }
+
+/// How far the clock may go back between two looks of the driver before it is taken for a
+/// clock set back (jitter of a wall clock slewed by NTP is far below this).
+const CLOCK_BACK_MS: i64 = 1_000;

@@ -394,6 +394,7 @@ impl SchedulerBuilder {
             jobs: BTreeMap::new(),
             timers: Default::default(),
             due: Vec::new(),
+            last_now: shared.handles.clock.now_ms(),
         };
         shared.handles.spawner.spawn(Box::pin(driver.run()));
         let scheduler = Scheduler {

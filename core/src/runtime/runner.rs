@@ -37,6 +37,8 @@ pub(crate) enum JobEvent {
     Reconcile,
     /// A wait the protocol armed reached its deadline.
     Wait,
+    /// The clock went back: a timer rang before its time by the clock now.
+    ClockBack,
     /// A node of the job's subtree changed; the cache already shows the change.
     Changed(JobNode),
     /// The cache was replaced by a snapshot.
@@ -149,6 +151,7 @@ impl JobRunner {
                 JobEvent::Fire { fire_ms } => Input::FireDue { fire_ms },
                 JobEvent::Reconcile => Input::ReconcileDue,
                 JobEvent::Wait => Input::WaitDue,
+                JobEvent::ClockBack => Input::ClockWentBack,
                 JobEvent::Changed(node) => Input::Changed(node),
                 JobEvent::Resynced => Input::Resynced,
                 JobEvent::Session(event) => Input::Session(event),

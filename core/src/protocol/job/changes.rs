@@ -42,6 +42,21 @@ impl JobProtocol {
         self.enqueue(fire_ms, FireKind::Scheduled, None);
     }
 
+    /// The clock went back: the timer armed for the next fire by the earlier reading waits
+    /// for a time the clock now reaches only later, and the fires due before it by the clock
+    /// now would go by unhandled (a clock found 20 s ahead and set right lost 20 s of fires).
+    /// Armed again for the next fire by the clock now, past the fires this instance started
+    /// already (a clock ahead runs them early; run again they would run twice). Fires it only
+    /// recorded by the clock ahead (skipped) are due again at their time.
+    pub(super) fn on_clock_back(&mut self, ctx: &Ctx<'_>) {
+        let Some(armed) = self.armed_fire else { return };
+        let after = (ctx.now_ms - 1).max(self.last_scheduled_start.unwrap_or(i64::MIN));
+        let sooner = self.schedule.as_ref().and_then(|s| s.next_after(after));
+        if sooner.is_some_and(|next| next < armed) {
+            self.arm_after(after, ctx);
+        }
+    }
+
     /// Queues a fire to handle.
     pub(super) fn enqueue(&mut self, fire_ms: i64, kind: FireKind, only: Option<Vec<u32>>) {
         self.due.push_back((fire_ms, kind, only));

@@ -567,6 +567,9 @@ impl JobProtocol {
     ) {
         let id = LaunchId(self.launches);
         self.launches += 1;
+        if kind == FireKind::Scheduled {
+            self.last_scheduled_start = self.last_scheduled_start.max(Some(fire_ms));
+        }
         let mut with_tokens = Vec::with_capacity(items.len());
         for &item in items {
             // The fencing token: the version of the item's owner node, which every change of

@@ -71,6 +71,9 @@ pub enum Input {
     /// Stop the job here: no new work, running items finish (at most until the shutdown
     /// timeout), this instance's nodes leave the registry.
     Stop { reason: String },
+    /// The clock went back (an NTP step, a clock set right): a timer armed by the earlier
+    /// reading rang before its time by the clock now.
+    ClockWentBack,
 }
 
 /// What the protocol asks the runtime to do.

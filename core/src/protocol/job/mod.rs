@@ -255,6 +255,9 @@ pub struct JobProtocol {
     stop: Option<StopState>,
     /// The fire time the timer is armed for, until its fire is handled.
     armed_fire: Option<i64>,
+    /// The latest scheduled fire this instance started items for: after its clock went back,
+    /// the fires up to it are not run again.
+    last_scheduled_start: Option<i64>,
     /// After the first registration of an instance without a ledger, until its first fire
     /// comes: from when on its fire path took over. A reshard that gave it items before then,
     /// shown only now, answers the latest fire before then, which is ours to handle
@@ -350,6 +353,7 @@ impl JobProtocol {
             manual_pending: false,
             stop: None,
             armed_fire: None,
+            last_scheduled_start: None,
             resume_window: None,
             armed_wait: None,
             was_leader: false,
@@ -421,6 +425,7 @@ impl JobProtocol {
             Input::Reply { op, result } => self.on_reply(op, result, ctx),
             Input::Done { launch, report } => self.on_done(launch, *report, ctx),
             Input::Stop { reason } => self.on_stop(reason, ctx),
+            Input::ClockWentBack => self.on_clock_back(ctx),
         }
         self.drive(ctx);
         std::mem::take(&mut self.actions)

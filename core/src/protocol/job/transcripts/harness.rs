@@ -356,6 +356,10 @@ impl Harness {
                 args.positional(0, 0)?;
                 self.feed(Input::ReconcileDue, out)?;
             }
+            "clock-back" => {
+                args.positional(0, 0)?;
+                self.feed(Input::ClockWentBack, out)?;
+            }
             "done" => self.done(args, out)?,
             "stop" => {
                 let reason = args.positional(0, usize::MAX)?.join(" ");

@@ -46,7 +46,8 @@
 //!
 //! Inputs (each prints the actions, the requests with their replies, the watch deliveries):
 //! - `time T` (no input), `start`, `fire [T]` (the armed fire by default; time moves to it),
-//!   `wait-due` (time moves to the armed wait), `reconcile`, `stop [REASON]`,
+//!   `wait-due` (time moves to the armed wait), `reconcile`, `clock-back` (the driver found
+//!   the clock set back: use `time` to set it first), `stop [REASON]`,
 //!   `done L [N=ok|failed|raised|cancelled ...]` (launch `L` returned; all ok by default),
 //!   `session suspended|reconnected|lost|expired|connected|closed` (`expired` also removes the
 //!   session's ephemerals), `resync` (the view becomes the registry; `Resynced`).
