@@ -159,15 +159,19 @@ pub enum ItemNode {
     Misfire,
     Disabled,
     Failover,
+    /// While a failover of the item is queued: the departed owner's instance id (as
+    /// ElasticJob writes it; shardcron's own entry holds the rest).
+    Failovering,
 }
 
 impl ItemNode {
-    pub const ALL: [ItemNode; 5] = [
+    pub const ALL: [ItemNode; 6] = [
         ItemNode::Instance,
         ItemNode::Running,
         ItemNode::Misfire,
         ItemNode::Disabled,
         ItemNode::Failover,
+        ItemNode::Failovering,
     ];
 
     pub fn name(self) -> &'static str {
@@ -177,6 +181,7 @@ impl ItemNode {
             ItemNode::Misfire => "misfire",
             ItemNode::Disabled => "disabled",
             ItemNode::Failover => "failover",
+            ItemNode::Failovering => "failovering",
         }
     }
 

@@ -166,7 +166,6 @@ async fn failover_markers_hold_the_takers_instance_id() {
 
 /// `sharding/{n}/failovering`: while a failover is pending, the crashed owner's id.
 #[tokio::test(start_paused = true)]
-#[ignore = "node format: shardcron writes no failovering node yet"]
 async fn pending_failovers_name_the_crashed_owner() {
     let r = record_scenario().await;
     let queued: BTreeSet<u32> = r

@@ -413,6 +413,7 @@ pub fn queue(
             dead: dead.to_owned(),
         };
         let path = paths.failover_item(orphan.item);
+        ops.push(mark_failovering(view, paths, orphan.item, dead));
         match existing {
             None => ops.push(TxnOp::create(path, entry.encode(), CreateMode::Persistent)),
             // An interrupted run of an item queued already for another instance's missed
@@ -453,6 +454,28 @@ pub fn is_lost_race(e: &RegistryError) -> bool {
                 | RegistryError::NoNode { .. }
         ))
     )
+}
+
+/// The op that writes `sharding/{item}/failovering`: the departed owner's id while the item's
+/// failover is queued, as ElasticJob writes it (its tools read it; shardcron reads its own
+/// entry). It goes with the entry: every removal of an entry removes it too.
+fn mark_failovering(view: &View, paths: &JobPaths, item: u32, dead: &str) -> TxnOp {
+    let path = paths.item_node(item, ItemNode::Failovering);
+    match view.get(&path) {
+        Some(node) => TxnOp::set(path, dead.as_bytes(), Some(node.version)),
+        None => TxnOp::create(path, dead.as_bytes(), CreateMode::Persistent),
+    }
+}
+
+/// The removal of queue entry `item` (at `version`, or any) and of its `failovering` node,
+/// if the view shows one.
+pub fn remove_entry(view: &View, paths: &JobPaths, item: u32, version: Option<u64>) -> Vec<TxnOp> {
+    let mut ops = vec![TxnOp::delete(paths.failover_item(item), version)];
+    let failovering = paths.item_node(item, ItemNode::Failovering);
+    if let Some(node) = view.get(&failovering) {
+        ops.push(TxnOp::delete(failovering, Some(node.version)));
+    }
+    ops
 }
 
 /// Queue entries by item.
@@ -538,7 +561,7 @@ pub fn claim(
         (Orphaned::Missed, Some(node)) if view.exists(&paths.instance(node.text().trim())) => {
             return Claim::Wait;
         }
-        _ => return Claim::Drop(vec![TxnOp::delete(queue_entry, entry_version)]),
+        _ => return Claim::Drop(remove_entry(view, paths, item, entry_version)),
     };
     let owner = paths.item_node(item, ItemNode::Instance);
     let mut next = ledger.clone();
@@ -566,6 +589,9 @@ pub fn claim(
         CreateMode::Ephemeral,
     ));
     ops.push(write_ledger(view, paths, me, &next));
+    // The entry goes: its `failovering` node with it (last: `running_op` counts from the
+    // front).
+    ops.extend(remove_entry(view, paths, item, entry_version).into_iter().skip(1));
     Claim::Take { ops, running_op }
 }
 

@@ -737,11 +737,13 @@ impl Fire<'_> {
         // A fire due while a reshard was asked for waits for it and answers to the assignment
         // it makes, whenever it comes: its owner there runs the fire or records it (late, if
         // the next fire came first). The owners it was due under waited too: their records
-        // speak for it as well, but a crash of theirs while it waited lost nothing.
-        let awaited = tl
-            .reshard_pending(job, at, self.fire)
-            .then(|| facts.first_owner_after(job, item, at))
-            .flatten();
+        // speak for it as well, but a crash of theirs while it waited lost nothing. A flag an
+        // operator deleted made no assignment: the fire then runs under the one it was due
+        // under.
+        let answered = tl.pending_flag_gone_at(job, at, self.fire).filter(|&gone| {
+            facts.assignments.get(job).is_some_and(|list| list.iter().any(|(t, _)| *t == gone))
+        });
+        let awaited = answered.and_then(|_| facts.first_owner_after(job, item, at));
         if let Some(w) = awaited.filter(|w| !owners.contains(w)) {
             owners.push(w);
         }

@@ -4,7 +4,7 @@
 //! Judged at the Final checkpoint, after every instance stopped gracefully and a session timeout
 //! passed. If some instance has not finished stopping by then (the simulator waits the shutdown
 //! timeout plus a minute), that is reported as a liveness violation instead. Leaks are: any ephemeral node; `instances/*`; `sharding/*/running` and
-//! `sharding/*/failover`; `leader/election/instance`; `leader/sharding/processing`; queued
+//! `sharding/*/failover` and `sharding/*/failovering`; `leader/election/instance`; `leader/sharding/processing`; queued
 //! `leader/failover/items/*`. Persistent intent is not a leak: `leader/sharding/necessary`
 //! (the next cluster must reshard anyway, and every starting instance sets it), `misfire`
 //! markers (a catch-up owed across restarts), `disabled` markers, servers, assignments, config.
@@ -49,7 +49,7 @@ fn leak(path: &str) -> bool {
     matches!(
         parts.as_slice(),
         [_, "instances", _]
-            | [_, "sharding", _, "running" | "failover"]
+            | [_, "sharding", _, "running" | "failover" | "failovering"]
             | [_, "leader", "election", "instance"]
             | [_, "leader", "sharding", "processing"]
             | [_, "leader", "failover", "items", _]

@@ -212,14 +212,23 @@ impl Timeline {
         self.removed.get(job)?.iter().copied().find(|&t| t >= at)
     }
 
-    /// Whether the fire of `job` due at `at` (`fire_ms` by the epoch) fell due while a reshard
-    /// was asked for: the flag held a time before the fire (or one nobody can read, which
-    /// holds every fire, or none at all, as ElasticJob writes it), and not a raise no later
-    /// than the one the last reshard answered (a late raise of an answered change). Such a
-    /// fire waits for the reshard and answers to the assignment it makes (GUARANTEES.md,
-    /// section 2).
-    pub fn reshard_pending(&self, job: &str, at: i64, fire_ms: i64) -> bool {
-        let Some(list) = self.flags.get(job) else { return false };
+    /// When the flag went that held the fire of `job` due at `at` (`fire_ms` by the epoch),
+    /// if it fell due while a reshard was asked for: the flag held a time before the fire (or
+    /// one nobody can read, which holds every fire, or none at all, as ElasticJob writes it),
+    /// and not a raise no later than the one the last reshard answered (a late raise of an
+    /// answered change). Such a fire waits for the reshard and answers to the assignment it
+    /// makes (GUARANTEES.md, section 2), committed when the flag went; unless an operator
+    /// deleted the flag (the caller tells the two apart by the assignments).
+    pub fn pending_flag_gone_at(&self, job: &str, at: i64, fire_ms: i64) -> Option<i64> {
+        let list = self.flags.get(job)?;
+        if !Self::pending_in(list, at, fire_ms) {
+            return None;
+        }
+        list.iter().find(|(t, data)| *t > at && data.is_none()).map(|(t, _)| *t)
+    }
+
+    /// Whether the flag notes `list` show a reshard pending for the fire due at `at`.
+    fn pending_in(list: &[(i64, Option<String>)], at: i64, fire_ms: i64) -> bool {
         // The raise time the flag holds (`None` unreadable), and the one last answered.
         let mut flag: Option<Option<i64>> = None;
         let mut answered: Option<i64> = None;

@@ -8,7 +8,7 @@ use crate::events::{FireKind, SchedulerEvent, SkipReason};
 use crate::layout::{ItemNode, JobNode};
 use crate::protocol::execution::ledger_of;
 use crate::protocol::records::Ledger;
-use crate::protocol::{election, execution, sharding};
+use crate::protocol::{election, execution, failover, sharding};
 use crate::registry::{CreateMode, RegistryError, SessionEvent, TxnOp};
 
 impl JobProtocol {
@@ -645,10 +645,17 @@ impl JobProtocol {
             if (entries.is_empty() && ledgers.is_empty()) || !self.is_leader(ctx) {
                 self.clear_queue_owed = false;
             } else {
-                let entries =
-                    entries.iter().map(|e| format!("{}/{e}", self.paths.failover_items()));
-                let ledgers = ledgers.iter().map(|l| format!("{}/{l}", self.paths.ledgers()));
-                let ops = entries.chain(ledgers).map(|path| TxnOp::delete(path, None)).collect();
+                let entries = entries.iter().flat_map(|e| match e.parse::<u32>() {
+                    Ok(item) => failover::remove_entry(ctx.view, &self.paths, item, None),
+                    Err(_) => {
+                        let path = format!("{}/{e}", self.paths.failover_items());
+                        vec![TxnOp::delete(path, None)]
+                    }
+                });
+                let ledgers = ledgers
+                    .iter()
+                    .map(|l| TxnOp::delete(format!("{}/{l}", self.paths.ledgers()), None));
+                let ops = entries.chain(ledgers).collect();
                 return Some(Next::Request(Pending::ClearQueue, Request::Txn(ops)));
             }
         }

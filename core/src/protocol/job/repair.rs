@@ -28,7 +28,7 @@ use crate::config::store;
 use crate::layout::{ItemNode, JobNode};
 use crate::protocol::garbage::{self, names_live};
 use crate::protocol::records::{FailoverEntry, Garbage, Ledger, Orphaned, ServerStatus, MISSING};
-use crate::protocol::{execution, sharding};
+use crate::protocol::{execution, failover, sharding};
 use crate::registry::{CreateMode, RegistryError, TxnOp, TxnResult};
 
 /// A repair this instance owes.
@@ -410,7 +410,9 @@ impl JobProtocol {
                         if named.as_deref() != Some(self.me.as_str()) {
                             None
                         } else if self.held_items().contains(&n) {
-                            Some(Request::Txn(vec![TxnOp::delete(path, Some(node.version))]))
+                            let ops =
+                                failover::remove_entry(view, &self.paths, n, Some(node.version));
+                            Some(Request::Txn(ops))
                         } else {
                             set(path, entry(self.me.clone()).encode(), node.version)
                         }
@@ -424,7 +426,10 @@ impl JobProtocol {
                             node.version,
                         )
                     }
-                    _ => Some(Request::Txn(vec![TxnOp::delete(path, Some(node.version))])),
+                    _ => {
+                        let ops = failover::remove_entry(view, &self.paths, n, Some(node.version));
+                        Some(Request::Txn(ops))
+                    }
                 }
             }
             Repair::Flag => {
