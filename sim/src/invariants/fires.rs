@@ -740,9 +740,9 @@ impl Fire<'_> {
         // speak for it as well, but a crash of theirs while it waited lost nothing. A flag an
         // operator deleted made no assignment: the fire then runs under the one it was due
         // under.
-        let answered = tl.pending_flag_gone_at(job, at, self.fire).filter(|&gone| {
-            facts.assignments.get(job).is_some_and(|list| list.iter().any(|(t, _)| *t == gone))
-        });
+        let answered = tl
+            .pending_flag_gone_at(job, at, self.fire)
+            .filter(|&gone| !tl.garbage.deleted_flag(job, gone));
         let awaited = answered.and_then(|_| facts.first_owner_after(job, item, at));
         if let Some(w) = awaited.filter(|w| !owners.contains(w)) {
             owners.push(w);

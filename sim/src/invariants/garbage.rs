@@ -121,6 +121,13 @@ impl Corruptions {
         })
     }
 
+    /// Whether an operator deleted `job`'s reshard flag at `at`.
+    pub(crate) fn deleted_flag(&self, job: &str, at: i64) -> bool {
+        self.list
+            .iter()
+            .any(|c| c.job == job && c.at == at && c.target == Target::Flag && c.junk.is_none())
+    }
+
     /// Whether a second run of `item` of `job` (of `kind`, started at `at`) is a catch-up or a
     /// failover that garbage in what names its fire (a misfire marker, a ledger, a running
     /// marker, a queue entry) had run for the latest fire instead.
