@@ -295,10 +295,17 @@ pub fn record_assigned(
             Ledger::parse(&path, &view.get(&path)?.data).ok()?.last_fire_ms
         })
         .min();
-    let reach = earlier
-        .iter()
-        .position(|section| oldest_mark.is_some_and(|mark| section.raised_ms < mark))
-        .map_or(earlier.len(), |covering| covering + 1);
+    // Without ledgers (failover turned off since) nothing counts missed fires: one earlier
+    // assignment is kept, for a fire handled late. The record's size grows with the items
+    // times the assignments kept; instances that fire move their marks on, so it stays at a
+    // few assignments unless one is down.
+    let reach = match oldest_mark {
+        Some(mark) => earlier
+            .iter()
+            .position(|section| section.raised_ms < mark)
+            .map_or(earlier.len(), |covering| covering + 1),
+        None => 1,
+    };
     earlier.truncate(reach.min(MAX_EARLIER_ASSIGNMENTS));
     let data = Assigned { raised_ms, owners, caught_up, earlier }.encode();
     let path = paths.assigned();
