@@ -31,9 +31,12 @@
 //! ```
 //!
 //! # Layout
-//! - `trace/`: [`Trace`] (listener → bounded queue → writer task → database), [`TraceReader`].
+//! - `trace/`: [`Trace`] (listener → bounded queue → writer thread, at a low priority → database), [`TraceReader`].
 //! - `metrics/`: [`Metrics`] (recorder, exporter, listener, event sink), [`MeteredRegistry`].
+//! - `background.rs`: the low-priority threads the trace's writer and the metrics' exporter run
+//!   on, off the cores a burst of fires needs.
 
+mod background;
 pub mod metrics;
 pub mod trace;
 

@@ -12,7 +12,7 @@ use shardcron::handles::{Clock, SystemClock};
 use shardcron::job::Job;
 use shardcron::runtime::{EventSink, InstanceId, SchedulerBuilder, SchedulerEvent, Settings};
 use shardcron::{ConnectError, RegistryUrl};
-use shardcron_observe::{Metrics, ObserveExt, Trace, TraceConfig};
+use shardcron_observe::{Metrics, ObserveExt, Trace, TraceConfig, TraceError};
 use tokio::sync::mpsc;
 
 use super::events::{EventLine, LineMaker};
@@ -333,10 +333,10 @@ async fn work(plan: Plan, out: &mut dyn Write) -> Result<(), CliError> {
     // The trace and the metrics start first: a bad trace URL or a taken address is an input
     // error, found before any registry work.
     let trace = match &plan.trace {
-        Some(config) => Some(
-            Trace::start(config.clone())
-                .map_err(|e| CliError::InvalidInput(format!("--trace: {e}")))?,
-        ),
+        Some(config) => Some(Trace::start(config.clone()).map_err(|e| match e {
+            TraceError::InvalidUrl { .. } => CliError::InvalidInput(format!("--trace: {e}")),
+            other => CliError::Failed(format!("--trace: {other}")),
+        })?),
         None => None,
     };
     let metrics = match plan.metrics {

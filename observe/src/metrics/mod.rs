@@ -75,9 +75,15 @@ pub enum MetricsError {
          and share the Metrics handle"
     )]
     AlreadyInstalled,
-    /// Called outside a tokio runtime.
-    #[error("metrics: the /metrics listener needs a tokio runtime; start it inside one")]
-    NoRuntime,
+    /// The thread of the listener and the upkeep could not start.
+    #[error(
+        "metrics: cannot start their thread: {source}; the process is out of threads, memory or \
+         file descriptors (check its limits: ulimit -u, ulimit -n)"
+    )]
+    Thread {
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The process's metrics: the installed recorder and what feeds it. Cheap to clone.
@@ -101,35 +107,66 @@ fn builder() -> Result<PrometheusBuilder, MetricsError> {
 }
 
 impl Metrics {
-    /// Installs the recorder and serves `GET /metrics` (Prometheus text format) on `addr`, on the
-    /// current tokio runtime.
+    /// Installs the recorder and serves `GET /metrics` (Prometheus text format) on `addr`.
+    ///
+    /// The listener and the recorder's upkeep (draining the histograms' samples into their
+    /// buckets every [`UPKEEP_EVERY`](Self::UPKEEP_EVERY)) run on a thread of their own at the
+    /// lowest scheduling priority, not on the application's runtime: rendering a scrape of
+    /// every job's series must not take a core from a burst of fires.
     pub fn serve(addr: SocketAddr) -> Result<Metrics, MetricsError> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| MetricsError::NoRuntime)?;
+        let runtime =
+            crate::background::runtime().map_err(|source| MetricsError::Thread { source })?;
+        // Built in the thread's runtime: the exporter spawns its upkeep there, and its socket
+        // (bound here, so that a taken address is an error now) is driven by it.
         let (recorder, exporter) = {
             let _entered = runtime.enter();
             builder()?
+                .upkeep_timeout(Self::UPKEEP_EVERY)
                 .with_http_listener(addr)
                 .build()
                 .map_err(|source| MetricsError::Listen { addr, source })?
         };
         let handle = recorder.handle();
         metrics::set_global_recorder(recorder).map_err(|_| MetricsError::AlreadyInstalled)?;
-        runtime.spawn(async move {
+        let serving = async move {
             if let Err(error) = exporter.await {
                 tracing::error!(error = ?error, "the /metrics listener stopped");
             }
-        });
+        };
+        crate::background::spawn("shardcron-metrics", runtime, serving)
+            .map_err(|source| MetricsError::Thread { source })?;
         Ok(Self::installed(handle, Some(addr)))
     }
 
     /// Installs the recorder without a listener: [`render`](Self::render) gives the text a
     /// scrape would.
+    ///
+    /// A low-priority thread drains the histograms' samples into their buckets every
+    /// [`UPKEEP_EVERY`](Self::UPKEEP_EVERY), as [`serve`](Self::serve)'s does: otherwise every
+    /// sample recorded would be kept until the next render, memory growing without bound when
+    /// nobody renders.
     pub fn install() -> Result<Metrics, MetricsError> {
+        let runtime =
+            crate::background::runtime().map_err(|source| MetricsError::Thread { source })?;
         let recorder = builder()?.build_recorder();
         let handle = recorder.handle();
         metrics::set_global_recorder(recorder).map_err(|_| MetricsError::AlreadyInstalled)?;
+        let upkeep = handle.clone();
+        let draining = async move {
+            let mut every = tokio::time::interval(Self::UPKEEP_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                upkeep.run_upkeep();
+            }
+        };
+        crate::background::spawn("shardcron-metrics", runtime, draining)
+            .map_err(|source| MetricsError::Thread { source })?;
         Ok(Self::installed(handle, None))
     }
+
+    /// How often the recorder's histograms are drained (the exporter's default).
+    pub const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
     fn installed(handle: PrometheusHandle, addr: Option<SocketAddr>) -> Metrics {
         describe();

@@ -3,7 +3,8 @@
 //!
 //! - [`Trace`] records: start it with a [`TraceConfig`], give its [`listener`](Trace::listener)
 //!   to the scheduler (or use [`ObserveExt::trace`](crate::ObserveExt::trace)). Rows go through a
-//!   bounded queue to one background writer; when the queue is full (database slow or down) rows
+//!   bounded queue to one background writer, on a thread of its own at the lowest scheduling
+//!   priority (it writes with the cores a burst of fires leaves idle); when the queue is full (database slow or down) rows
 //!   are dropped and counted ([`TraceStats::dropped`], `shardcron_trace_dropped_total`, a warning
 //!   in the log): a fire never waits for the database. The writer connects, creates or migrates
 //!   the schema, reconnects after failures and removes rows older than the retention by itself.
@@ -11,7 +12,8 @@
 //!   for a console.
 //!
 //! # Layout
-//! - `record.rs`: the rows; `listener.rs`: hooks → rows → queue; `writer.rs`: queue → database.
+//! - `record.rs`: the rows; `listener.rs`: hooks → queue; `rows.rs`: queue entries → rows;
+//!   `writer.rs`: queue → database, on a low-priority thread of its own (`crate::background`).
 //! - `store/`: the two backends and the schema; `query.rs`: the searches' requests and pages.
 
 mod listener;
@@ -72,9 +74,15 @@ pub enum TraceError {
     /// The database was not reachable, with its schema, within the time given.
     #[error("the trace database was not ready within {after:?}: {last}")]
     NotReady { after: Duration, last: String },
-    /// [`Trace::start`] was called outside a tokio runtime.
-    #[error("the execution trace needs a tokio runtime to run its writer; start it inside one")]
-    NoRuntime,
+    /// The writer's thread or its runtime could not be started.
+    #[error(
+        "cannot start the execution trace's writer thread: {source}; the process is out of \
+         threads, memory or file descriptors (check its limits: ulimit -u, ulimit -n)"
+    )]
+    Thread {
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// How to run a [`Trace`].
@@ -179,11 +187,12 @@ impl std::fmt::Debug for Trace {
 }
 
 impl Trace {
-    /// Checks the URL and starts the writer on the current tokio runtime. Does not wait for the
-    /// database: an unreachable one is retried in the background (see [`ready`](Self::ready)).
+    /// Checks the URL and starts the writer on a thread of its own, at the lowest scheduling
+    /// priority (on Linux), so that the database work never takes a core from a burst of fires.
+    /// Does not wait for the database: an unreachable one is retried in the background (see
+    /// [`ready`](Self::ready)).
     pub fn start(config: TraceConfig) -> Result<Trace, TraceError> {
         let target = Target::parse(&config.url)?;
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| TraceError::NoRuntime)?;
         let (queue_tx, queue_rx) = mpsc::channel(config.queue_capacity.max(1));
         let (stop_tx, stop_rx) = watch::channel(false);
         let counters = Arc::new(Counters::default());
@@ -208,7 +217,9 @@ impl Trace {
             store: store.clone(),
             last_error: last_error.clone(),
         };
-        runtime.spawn(writer.run());
+        let thread = |source| TraceError::Thread { source };
+        let runtime = crate::background::runtime().map_err(thread)?;
+        crate::background::spawn("shardcron-trace", runtime, writer.run()).map_err(thread)?;
         Ok(Trace {
             listener: Arc::new(TraceListener::new(
                 queue_tx,
@@ -301,13 +312,10 @@ impl Trace {
         let _ = self.stop.send(true);
     }
 
-    /// A reader on the same database (shares the writer's connections once it has them).
+    /// A reader on the same database, with connections of its own: the writer's run on its
+    /// low-priority thread, where searches would wait behind the scheduler's work.
     pub async fn reader(&self) -> Result<TraceReader, TraceError> {
-        let store = self.store.lock().clone();
-        match store {
-            Some(store) => Ok(TraceReader { store }),
-            None => TraceReader::open(&self.url).await,
-        }
+        TraceReader::open(&self.url).await
     }
 }
 
