@@ -1,14 +1,22 @@
 //! [`TraceListener`]: hands the executor's hooks to the writer's queue as raw facts, never
 //! waiting. Turning them into rows (task ids, UUIDs, messages) is the writer's work, off the
 //! fire path (see `rows.rs`).
+//!
+//! The hooks run on the fire path, once per fire and once per item of every job, in bursts: an
+//! entry costs no allocation in the usual case. The scheduler asks for one listener per job
+//! ([`JobListener::for_job`]), which keeps the job's and the instance's names as shared strings;
+//! a fire's few items are carried inline; the task id, which repeats all of these, is built by
+//! the writer.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
+use shardcron_core::__private::time::epoch_ms;
 use shardcron_core::handles::Clock;
 use shardcron_core::job::{
-    FireInfo, FireReport, ItemEndContext, ItemOutcome, ItemTiming, JobListener, ShardingContext,
+    ExecutionSource, FireInfo, FireReport, ItemEndContext, ItemOutcome, ItemTiming, JobListener,
+    ShardingContext,
 };
 use shardcron_core::runtime::{SchedulerEvent, SkipReason};
 use tokio::sync::mpsc;
@@ -20,22 +28,62 @@ const DROP_WARNING_EVERY_MS: i64 = 10_000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum TraceEvent {
     /// A fire's items are about to start (`TASK_STAGING`, `TASK_RUNNING`).
-    FireBegan { fire: FireInfo, at_ms: i64 },
+    FireBegan { fire: Fire, at_ms: i64 },
     /// An item started.
-    ItemStarted { task_id: String, item: u32, at_ms: i64 },
+    ItemStarted { fire: Fire, item: u32, at_ms: i64 },
     /// An item ended.
     ItemFinished {
-        task_id: String,
+        fire: Fire,
         item: u32,
         started_ms: Option<i64>,
         finished_ms: i64,
         result: ItemResult,
     },
     /// All of a fire's items ended (`TASK_FINISHED`, `TASK_ERROR` or `TASK_KILLED`).
-    FireEnded { fire: FireInfo, at_ms: i64, failures: Vec<(u32, String)>, cancelled: Vec<u32> },
+    FireEnded { fire: Fire, at_ms: i64, failures: Vec<(u32, String)>, cancelled: Vec<u32> },
     /// A fire ran nothing on `instance` (`TASK_FINISHED` with the reason, as ElasticJob
     /// records a misfire or an empty sharding).
     FireSkipped { job: String, instance: Arc<str>, fire_ms: i64, reason: String, at_ms: i64 },
+}
+
+/// What the rows say of a fire (its task id is made of these), copied without allocating.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Fire {
+    pub job: Arc<str>,
+    pub instance: Arc<str>,
+    pub fire_ms: i64,
+    pub source: ExecutionSource,
+    pub items: Items,
+}
+
+/// How many items a fire carries without an allocation.
+const INLINE_ITEMS: usize = 4;
+
+/// A fire's items on this instance, ascending: inline when they are few, as they usually are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Items {
+    Inline { len: u8, items: [u32; INLINE_ITEMS] },
+    Heap(Box<[u32]>),
+}
+
+impl Items {
+    pub fn of(items: &[u32]) -> Items {
+        if items.len() <= INLINE_ITEMS {
+            let mut inline = [0; INLINE_ITEMS];
+            inline[..items.len()].copy_from_slice(items);
+            // At most INLINE_ITEMS: fits.
+            Items::Inline { len: items.len() as u8, items: inline }
+        } else {
+            Items::Heap(items.into())
+        }
+    }
+
+    pub fn as_slice(&self) -> &[u32] {
+        match self {
+            Items::Inline { len, items } => &items[..usize::from(*len)],
+            Items::Heap(items) => items,
+        }
+    }
 }
 
 /// How an item ended, for its row.
@@ -79,7 +127,12 @@ impl Counters {
 /// the clock it was given ([`TraceConfig::clock`](super::TraceConfig::clock)): the scheduler's,
 /// so that rows agree with the scheduler's own times, also under the simulator's virtual clock.
 pub struct TraceListener {
-    queue: mpsc::Sender<TraceEvent>,
+    queue: Arc<Queue>,
+}
+
+/// The queue's end shared by the listener and its per-job listeners.
+struct Queue {
+    sender: mpsc::Sender<TraceEvent>,
     counters: Arc<Counters>,
     clock: Arc<dyn Clock>,
 }
@@ -96,28 +149,35 @@ impl TraceListener {
         counters: Arc<Counters>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        TraceListener { queue, counters, clock }
-    }
-
-    fn now_ms(&self) -> i64 {
-        self.clock.now_ms()
+        TraceListener { queue: Arc::new(Queue { sender: queue, counters, clock }) }
     }
 
     /// Records a fire of `instance` that ran nothing.
     pub(crate) fn skipped(&self, instance: &Arc<str>, event: &SchedulerEvent) {
         if let SchedulerEvent::Skipped { job, fire_ms, reason } = event {
-            self.enqueue(TraceEvent::FireSkipped {
+            self.queue.enqueue(TraceEvent::FireSkipped {
                 job: job.clone(),
                 instance: instance.clone(),
                 fire_ms: *fire_ms,
                 reason: skip_message(reason),
-                at_ms: self.now_ms(),
+                at_ms: self.queue.now_ms(),
             });
         }
     }
 
+    /// The listener of `job`'s fires.
+    fn job(&self, job: &str) -> JobTrace {
+        JobTrace { queue: self.queue.clone(), job: Arc::from(job), instance: OnceLock::new() }
+    }
+}
+
+impl Queue {
+    fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
     fn enqueue(&self, event: TraceEvent) {
-        match self.queue.try_send(event) {
+        match self.sender.try_send(event) {
             Ok(()) => {
                 self.counters.enqueued.fetch_add(1, Ordering::SeqCst);
             }
@@ -146,6 +206,32 @@ impl TraceListener {
     }
 }
 
+/// The [`TraceListener`] of one job, as the scheduler calls it ([`JobListener::for_job`]): the
+/// job's name and its instance's id made shared strings once, not copied at every entry.
+struct JobTrace {
+    queue: Arc<Queue>,
+    job: Arc<str>,
+    /// The instance id of the first fire (every fire of a scheduler has the same).
+    instance: OnceLock<Arc<str>>,
+}
+
+impl JobTrace {
+    /// `fire`, which is one of this job's fires on this listener's scheduler (the contract of
+    /// `for_job`, and an executor belongs to one scheduler): its job's and instance's names are
+    /// this listener's, not compared at every entry.
+    fn fire(&self, fire: &FireInfo) -> Fire {
+        let instance = self.instance.get_or_init(|| Arc::from(fire.instance.as_str()));
+        debug_assert_eq!((&*self.job, &**instance), (&*fire.job_name, &*fire.instance));
+        Fire {
+            job: self.job.clone(),
+            instance: instance.clone(),
+            fire_ms: epoch_ms(fire.fire_time),
+            source: fire.source,
+            items: Items::of(&fire.items),
+        }
+    }
+}
+
 /// Why a fire ran nothing, for the status row's message.
 fn skip_message(reason: &SkipReason) -> String {
     match reason {
@@ -167,10 +253,42 @@ fn skip_message(reason: &SkipReason) -> String {
     }
 }
 
+/// Called directly (not through [`JobListener::for_job`]), the listener makes the job's listener
+/// for each call.
 #[async_trait]
 impl JobListener for TraceListener {
     async fn before_job_executed(&self, fire: &FireInfo) {
-        self.enqueue(TraceEvent::FireBegan { fire: fire.clone(), at_ms: self.now_ms() });
+        self.job(&fire.job_name).before_job_executed(fire).await;
+    }
+
+    async fn after_job_executed(&self, fire: &FireInfo, report: &FireReport) {
+        self.job(&fire.job_name).after_job_executed(fire, report).await;
+    }
+
+    fn item_started(&self, fire: &FireInfo, ctx: &ShardingContext, started_ms: i64) {
+        self.job(&fire.job_name).item_started(fire, ctx, started_ms);
+    }
+
+    fn item_finished(
+        &self,
+        fire: &FireInfo,
+        end: &ItemEndContext,
+        outcome: &ItemOutcome,
+        timing: Option<ItemTiming>,
+    ) {
+        self.job(&fire.job_name).item_finished(fire, end, outcome, timing);
+    }
+
+    fn for_job(&self, job: &str) -> Option<Arc<dyn JobListener>> {
+        Some(Arc::new(self.job(job)))
+    }
+}
+
+#[async_trait]
+impl JobListener for JobTrace {
+    async fn before_job_executed(&self, fire: &FireInfo) {
+        let at_ms = self.queue.now_ms();
+        self.queue.enqueue(TraceEvent::FireBegan { fire: self.fire(fire), at_ms });
     }
 
     async fn after_job_executed(&self, fire: &FireInfo, report: &FireReport) {
@@ -182,22 +300,22 @@ impl JobListener for TraceListener {
                 _ => None,
             })
             .collect();
-        self.enqueue(TraceEvent::FireEnded {
-            fire: fire.clone(),
+        self.queue.enqueue(TraceEvent::FireEnded {
+            fire: self.fire(fire),
             at_ms: report.finished_ms,
             failures,
             cancelled: report.cancelled_items(),
         });
     }
 
-    fn item_started(&self, _fire: &FireInfo, ctx: &ShardingContext, started_ms: i64) {
-        let task_id = ctx.task_id.clone();
-        self.enqueue(TraceEvent::ItemStarted { task_id, item: ctx.item, at_ms: started_ms });
+    fn item_started(&self, fire: &FireInfo, ctx: &ShardingContext, started_ms: i64) {
+        let fire = self.fire(fire);
+        self.queue.enqueue(TraceEvent::ItemStarted { fire, item: ctx.item, at_ms: started_ms });
     }
 
     fn item_finished(
         &self,
-        _fire: &FireInfo,
+        fire: &FireInfo,
         end: &ItemEndContext,
         outcome: &ItemOutcome,
         timing: Option<ItemTiming>,
@@ -209,11 +327,11 @@ impl JobListener for TraceListener {
             (ItemOutcome::Cancelled, None) => ItemResult::NeverStarted,
             (other, _) => ItemResult::Failed(format!("{other:?}")),
         };
-        self.enqueue(TraceEvent::ItemFinished {
-            task_id: end.task_id.clone(),
+        self.queue.enqueue(TraceEvent::ItemFinished {
+            fire: self.fire(fire),
             item: end.item,
             started_ms: timing.map(|t| t.started_ms),
-            finished_ms: timing.map_or_else(|| self.now_ms(), |t| t.finished_ms),
+            finished_ms: timing.map_or_else(|| self.queue.now_ms(), |t| t.finished_ms),
             result,
         });
     }

@@ -3,10 +3,10 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use shardcron_core::__private::time::{epoch_ms, from_epoch_ms};
-use shardcron_core::job::{ExecutionSource, FireInfo, TaskId};
+use shardcron_core::__private::time::from_epoch_ms;
+use shardcron_core::job::{ExecutionSource, TaskId};
 
-use super::listener::{ItemResult, TraceEvent};
+use super::listener::{Fire, ItemResult, Items, TraceEvent};
 use super::record::{
     execution_source, ip_of, timestamp, truncate, ExecutionRecord, StatusRecord, TraceRecord,
     MAX_FAILURE_CAUSE_CHARS,
@@ -26,7 +26,7 @@ impl RowMaker {
             match event {
                 TraceEvent::FireBegan { fire, at_ms } => {
                     let text = FireText::of(fire);
-                    let begin = format!("Job '{}' execute begin.", fire.job_name);
+                    let begin = format!("Job '{}' execute begin.", fire.job);
                     rows.push(text.status(fire, "TASK_STAGING", begin, *at_ms));
                     rows.push(text.status(fire, "TASK_RUNNING", String::new(), *at_ms));
                 }
@@ -45,24 +45,21 @@ impl RowMaker {
                     rows.push(FireText::of(fire).status(fire, state, message, *at_ms));
                 }
                 TraceEvent::FireSkipped { job, instance, fire_ms, reason, at_ms } => {
-                    let fire = FireInfo {
-                        job_name: job.clone(),
-                        instance: instance.to_string(),
-                        fire_time: from_epoch_ms(*fire_ms),
+                    let fire = Fire {
+                        job: job.as_str().into(),
+                        instance: instance.clone(),
+                        fire_ms: *fire_ms,
                         source: ExecutionSource::Normal,
-                        items: Vec::new(),
+                        items: Items::of(&[]),
                     };
                     let text = FireText::of(&fire);
                     rows.push(text.status(&fire, "TASK_FINISHED", reason.clone(), *at_ms));
                 }
-                TraceEvent::ItemStarted { task_id, item, at_ms } => {
-                    rows.push(TraceRecord::ExecutionStarted(
-                        self.execution(task_id, *item, *at_ms),
-                    ));
+                TraceEvent::ItemStarted { fire, item, at_ms } => {
+                    rows.push(TraceRecord::ExecutionStarted(self.execution(fire, *item, *at_ms)));
                 }
-                TraceEvent::ItemFinished { task_id, item, started_ms, finished_ms, result } => {
-                    let mut row =
-                        self.execution(task_id, *item, started_ms.unwrap_or(*finished_ms));
+                TraceEvent::ItemFinished { fire, item, started_ms, finished_ms, result } => {
+                    let mut row = self.execution(fire, *item, started_ms.unwrap_or(*finished_ms));
                     row.complete_time = Some(timestamp(*finished_ms));
                     match result {
                         ItemResult::Succeeded => row.is_success = true,
@@ -87,23 +84,17 @@ impl RowMaker {
         rows
     }
 
-    /// The row of `item` of the fire `task_id`; its id is the same at its start and its end.
-    fn execution(&self, task_id: &str, item: u32, start_ms: i64) -> ExecutionRecord {
-        let parsed: Option<TaskId> = task_id.parse().ok();
-        let (job_name, source, ip, fire_ms) = match &parsed {
-            Some(id) => {
-                (id.job_name.as_str(), id.source, ip_of(&id.instance), epoch_ms(id.fire_time))
-            }
-            None => ("", ExecutionSource::Normal, "", start_ms),
-        };
+    /// The row of `item` of `fire`; its id is the same at its start and its end.
+    fn execution(&self, fire: &Fire, item: u32, start_ms: i64) -> ExecutionRecord {
+        let task_id = task_id(fire);
         ExecutionRecord {
-            id: row_id(task_id, item, fire_ms),
-            job_name: truncate(job_name, 100),
-            task_id: truncate(task_id, 255),
+            id: row_id(&task_id, item, fire.fire_ms),
+            job_name: truncate(&fire.job, 100),
+            task_id: truncate(&task_id, 255),
             hostname: truncate(&self.hostname, 255),
-            ip: truncate(ip, 50),
+            ip: truncate(ip_of(&fire.instance), 50),
             sharding_item: i32::try_from(item).unwrap_or(i32::MAX),
-            execution_source: execution_source(source),
+            execution_source: execution_source(fire.source),
             failure_cause: None,
             is_success: false,
             start_time: timestamp(start_ms),
@@ -120,30 +111,39 @@ struct FireText {
     items: String,
 }
 
+/// `fire`'s task id, as the executor gave it to the fire's items (`ShardingContext::task_id`).
+fn task_id(fire: &Fire) -> String {
+    let mut items = fire.items.as_slice().to_vec();
+    items.sort_unstable();
+    items.dedup();
+    TaskId {
+        job_name: fire.job.to_string(),
+        items,
+        source: fire.source,
+        instance: fire.instance.to_string(),
+        fire_time: from_epoch_ms(fire.fire_ms),
+    }
+    .to_string()
+}
+
 impl FireText {
-    fn of(fire: &FireInfo) -> Self {
-        let items: Vec<String> = fire.items.iter().map(u32::to_string).collect();
-        let task_id = fire.task_id().to_string();
+    fn of(fire: &Fire) -> Self {
+        let items: Vec<String> = fire.items.as_slice().iter().map(u32::to_string).collect();
+        let task_id = task_id(fire);
         FireText {
-            job_name: truncate(&fire.job_name, 100),
+            job_name: truncate(&fire.job, 100),
             slave_id: truncate(ip_of(&fire.instance), 50),
             items: truncate(&items.join(","), 100),
             task_id,
         }
     }
 
-    fn status(
-        &self,
-        fire: &FireInfo,
-        state: &'static str,
-        message: String,
-        at_ms: i64,
-    ) -> TraceRecord {
+    fn status(&self, fire: &Fire, state: &'static str, message: String, at_ms: i64) -> TraceRecord {
         let task_id = &self.task_id;
         TraceRecord::Status(StatusRecord {
             // One state of one fire: the same id when a write is retried after its commit went
             // through unseen, so the retry inserts nothing twice.
-            id: row_id(&format!("{task_id}#{state}"), 0, epoch_ms(fire.fire_time)),
+            id: row_id(&format!("{task_id}#{state}"), 0, fire.fire_ms),
             job_name: self.job_name.clone(),
             original_task_id: String::new(),
             task_id: truncate(task_id, 255),
@@ -184,11 +184,19 @@ mod tests {
         let t = "orders@-@0,1@-@READY@-@10.0.0.1@-@42@-@1700000000000";
         assert_eq!(row_id(t, 0, 1), row_id(t, 0, 1));
         assert_ne!(row_id(t, 0, 1), row_id(t, 1, 1));
+        let fire = Fire {
+            job: "orders".into(),
+            instance: "10.0.0.1@-@42".into(),
+            fire_ms: 1_700_000_000_000,
+            source: ExecutionSource::Normal,
+            items: Items::of(&[0, 1]),
+        };
+        assert_eq!(task_id(&fire), t, "the executor's task id, made again by the writer");
         let maker = RowMaker { hostname: "h".into() };
         let rows = maker.rows(&[
-            TraceEvent::ItemStarted { task_id: t.into(), item: 1, at_ms: 1_700_000_000_005 },
+            TraceEvent::ItemStarted { fire: fire.clone(), item: 1, at_ms: 1_700_000_000_005 },
             TraceEvent::ItemFinished {
-                task_id: t.into(),
+                fire,
                 item: 1,
                 started_ms: Some(1_700_000_000_005),
                 finished_ms: 1_700_000_000_009,
@@ -201,9 +209,18 @@ mod tests {
             panic!("{rows:?}")
         };
         assert_eq!(start.id, end.id);
+        assert_eq!(end.task_id, t);
         assert_eq!((end.job_name.as_str(), end.ip.as_str()), ("orders", "10.0.0.1"));
         assert_eq!(end.execution_source, "NORMAL_TRIGGER");
         assert_eq!(end.failure_cause.as_deref(), Some("boom"));
         assert_eq!(end.start_time, start.start_time);
+    }
+
+    #[test]
+    fn items_are_kept_in_order_inline_or_not() {
+        for items in [&[][..], &[3], &[0, 1, 2, 3], &[0, 1, 2, 3, 4, 5, 6]] {
+            assert_eq!(Items::of(items).as_slice(), items);
+        }
+        assert!(matches!(Items::of(&[1, 2]), Items::Inline { .. }));
     }
 }
