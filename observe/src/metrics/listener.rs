@@ -168,10 +168,17 @@ impl MetricsListener {
                 counter!("shardcron_failovers_total", "job" => self.jobs.label(job)).increment(1);
             }
             SchedulerEvent::Armed { job, next_fire_ms } => {
+                // Every fire of every job re-arms it: the job's entry is looked up by reference
+                // (`entry` would copy its name at each fire), made only at its first arming.
                 let mut armed = self.armed.lock();
-                let last = armed.entry(job.clone()).or_default();
-                if last[1] != Some(*next_fire_ms) {
-                    *last = [last[1], Some(*next_fire_ms)];
+                match armed.get_mut(job.as_str()) {
+                    Some(last) if last[1] != Some(*next_fire_ms) => {
+                        *last = [last[1], Some(*next_fire_ms)];
+                    }
+                    Some(_) => {}
+                    None => {
+                        armed.insert(job.clone(), [None, Some(*next_fire_ms)]);
+                    }
                 }
             }
             SchedulerEvent::Sharded { job, .. } => {
