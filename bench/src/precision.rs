@@ -42,6 +42,10 @@ pub struct PrecisionResult {
     pub register_ms: u64,
     /// CPU time (user + system) over the measured window.
     pub window_cpu_ms: u64,
+    /// The part of it on the tokio runtime's worker threads (the fires' threads), without
+    /// threads of its own that observability starts (the trace's writer, SQLite's, the metrics').
+    #[serde(default)]
+    pub window_runtime_cpu_ms: Option<u64>,
     pub window_wall_ms: u64,
     pub peak_rss_kib: u64,
     pub threads: u64,
@@ -163,9 +167,11 @@ pub fn child(scheduler: &str, jobs: u64, seconds: u64) -> Result<(), Error> {
         recorder.open(start_ms);
         sleep_until_ms(start_ms).await;
         let (cpu0, wall0) = (proc::cpu_time(), std::time::Instant::now());
+        let runtime_cpu0 = proc::runtime_cpu_time();
         let ops0 = running.registry_ops();
         sleep_until_ms(start_ms + seconds as i64 * 1000).await;
         let (cpu1, wall1) = (proc::cpu_time(), std::time::Instant::now());
+        let runtime_cpu1 = proc::runtime_cpu_time();
         let ops1 = running.registry_ops();
         let window_ops = ops0.zip(ops1).map(|(a, b)| {
             let ((w0, r0), (w1, r1)) = (writes_and_reads(&a), writes_and_reads(&b));
@@ -188,6 +194,8 @@ pub fn child(scheduler: &str, jobs: u64, seconds: u64) -> Result<(), Error> {
             register_ms,
             window_cpu_ms: (cpu1 - cpu0).as_millis() as u64,
             window_wall_ms: (wall1 - wall0).as_millis() as u64,
+            window_runtime_cpu_ms: (runtime_cpu1 > Duration::ZERO)
+                .then(|| (runtime_cpu1 - runtime_cpu0).as_millis() as u64),
             peak_rss_kib: proc::peak_rss_kib(),
             threads: proc::threads(),
             failed: false,
@@ -254,6 +262,7 @@ fn failed(scheduler: &str, jobs: u64, seconds: u64) -> PrecisionResult {
         register_ms: 0,
         window_cpu_ms: 0,
         window_wall_ms: 0,
+        window_runtime_cpu_ms: None,
         peak_rss_kib: 0,
         threads: 0,
         failed: true,
