@@ -1,10 +1,10 @@
 //! [`MetricsListener`]: counts fires, items, skips, failovers, reshards and sessions.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use metrics::{counter, gauge, histogram, Counter, Histogram};
+use metrics::{counter, gauge, histogram};
 use parking_lot::{Mutex, RwLock};
 use shardcron_core::__private::time::epoch_ms;
 use shardcron_core::handles::{Clock, SystemClock};
@@ -14,6 +14,8 @@ use shardcron_core::job::{
 };
 use shardcron_core::registry::SessionEvent;
 use shardcron_core::runtime::SchedulerEvent;
+
+use super::tally::{Handles, Tally};
 
 /// Distinct `job` label values, at most; later jobs share `job="_other"`.
 pub const MAX_JOB_LABELS: usize = 500;
@@ -42,19 +44,12 @@ impl JobLabels {
     }
 }
 
-/// The per-item series of one job, registered once: the hooks run for every item of every fire,
-/// and a handle costs less than a lookup by name and labels.
+/// The per-item series of one job, registered once, and what the hooks counted for them since
+/// the last render (see `tally.rs`: the hooks run for every item of every fire).
 #[derive(Debug)]
 struct JobSeries {
-    started: Counter,
-    succeeded: Counter,
-    failed: Counter,
-    cancelled: Counter,
-    duration: Histogram,
-    lateness: Histogram,
-    /// By [`ExecutionSource`], in the order of [`ExecutionSource::ALL`].
-    fires: [Counter; 4],
-    misfire_catchups: Counter,
+    tally: Tally,
+    handles: Handles,
 }
 
 impl JobSeries {
@@ -63,7 +58,7 @@ impl JobSeries {
         let fires = ExecutionSource::ALL.map(|source| {
             counter!("shardcron_fires_total", "job" => job.clone(), "kind" => kind(source))
         });
-        JobSeries {
+        let handles = Handles {
             started: counter!("shardcron_items_started_total", "job" => job.clone()),
             succeeded: finished("succeeded"),
             failed: finished("failed"),
@@ -72,12 +67,8 @@ impl JobSeries {
             lateness: histogram!("shardcron_trigger_lateness_seconds", "job" => job.clone()),
             fires,
             misfire_catchups: counter!("shardcron_misfire_catchups_total", "job" => job),
-        }
-    }
-
-    fn fires(&self, source: ExecutionSource) -> &Counter {
-        let index = ExecutionSource::ALL.iter().position(|s| *s == source).unwrap_or(0);
-        &self.fires[index]
+        };
+        JobSeries { tally: Tally::default(), handles }
     }
 }
 
@@ -86,13 +77,16 @@ impl JobSeries {
 pub struct MetricsListener {
     /// Where "now" comes from (the reshard duration): the scheduler's clock, so that the
     /// figures agree with its own times, also under a virtual clock.
-    clock: Arc<dyn Clock>,
+    clock: RwLock<Arc<dyn Clock>>,
     jobs: JobLabels,
-    /// The per-item series of each job label.
+    /// The per-item series of each job label (and of each job beyond the bound, its `_other`).
     series: RwLock<HashMap<String, Arc<JobSeries>>>,
+    /// Each of them once, in the order made: what a render publishes.
+    all_series: Mutex<Vec<Arc<JobSeries>>>,
     /// Per job, the fire times armed lately (the last two): a reshard committed at time `t` was
-    /// needed by the latest of them that is due by `t`.
-    armed: Mutex<BTreeMap<String, [Option<i64>; 2]>>,
+    /// needed by the latest of them that is due by `t`. (Looked up at every fire, never
+    /// iterated: a hash map.)
+    armed: Mutex<HashMap<String, [Option<i64>; 2]>>,
 }
 
 fn kind(source: ExecutionSource) -> &'static str {
@@ -119,10 +113,27 @@ impl MetricsListener {
     /// A listener reading the time from `clock`.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
         MetricsListener {
-            clock,
+            clock: RwLock::new(clock),
             jobs: JobLabels::default(),
             series: RwLock::default(),
+            all_series: Mutex::default(),
             armed: Mutex::default(),
+        }
+    }
+
+    /// Reads the time from `clock` from now on.
+    pub(crate) fn set_clock(&self, clock: Arc<dyn Clock>) {
+        *self.clock.write() = clock;
+    }
+
+    /// Moves what the hooks counted since the last call into the recorder: fires, items, their
+    /// durations and lateness. [`Metrics::render`](super::Metrics::render) and every scrape of
+    /// [`Metrics::serve`](super::Metrics::serve) call it first; call it yourself before
+    /// rendering when using this listener with a recorder of your own.
+    pub fn publish(&self) {
+        let all = self.all_series.lock().clone();
+        for series in all {
+            series.tally.publish(&series.handles);
         }
     }
 
@@ -132,8 +143,14 @@ impl MetricsListener {
         }
         let label = self.jobs.label(job);
         let mut all = self.series.write();
-        let series =
-            all.entry(label.clone()).or_insert_with(|| Arc::new(JobSeries::new(label))).clone();
+        let series = all
+            .entry(label.clone())
+            .or_insert_with(|| {
+                let series = Arc::new(JobSeries::new(label));
+                self.all_series.lock().push(series.clone());
+                series
+            })
+            .clone();
         // Jobs beyond the bound share the `_other` series, found under their own name next time.
         all.entry(job.to_owned()).or_insert_with(|| series.clone());
         series
@@ -184,7 +201,7 @@ impl MetricsListener {
             SchedulerEvent::Sharded { job, .. } => {
                 let label = self.jobs.label(job);
                 counter!("shardcron_reshards_total", "job" => label.clone()).increment(1);
-                let now = self.clock.now_ms();
+                let now = self.clock.read().now_ms();
                 let due =
                     self.armed.lock().get(job).and_then(|last| {
                         last.iter().flatten().copied().filter(|&at| at <= now).max()
@@ -233,30 +250,39 @@ impl MetricsListener {
 
 impl JobSeries {
     fn fire_began(&self, fire: &FireInfo) {
-        self.fires(fire.source).increment(1);
-        if fire.source == ExecutionSource::Misfire {
-            self.misfire_catchups.increment(1);
-        }
+        let index = ExecutionSource::ALL.iter().position(|s| *s == fire.source).unwrap_or(0);
+        self.tally.add(|counts| {
+            counts.fires[index] += 1;
+            if fire.source == ExecutionSource::Misfire {
+                counts.misfire_catchups += 1;
+            }
+        });
     }
 
     fn item_started(&self, fire: &FireInfo, started_ms: i64) {
-        self.started.increment(1);
-        if fire.source == ExecutionSource::Normal {
-            self.lateness.record(seconds(started_ms - epoch_ms(fire.fire_time)));
-        }
+        let late_ms =
+            (fire.source == ExecutionSource::Normal).then(|| started_ms - epoch_ms(fire.fire_time));
+        self.tally.add(|counts| {
+            counts.started += 1;
+            if let Some(late_ms) = late_ms {
+                counts.lateness.record(late_ms);
+            }
+        });
     }
 
     fn item_finished(&self, outcome: &ItemOutcome, timing: Option<ItemTiming>) {
-        match outcome {
-            ItemOutcome::Completed => self.succeeded.increment(1),
-            ItemOutcome::Failed(_) => self.failed.increment(1),
-            ItemOutcome::Cancelled => self.cancelled.increment(1),
-            // A kind of end added later counts as a failure.
-            _ => self.failed.increment(1),
-        }
-        if let Some(timing) = timing {
-            self.duration.record(seconds(timing.finished_ms - timing.started_ms));
-        }
+        self.tally.add(|counts| {
+            match outcome {
+                ItemOutcome::Completed => counts.succeeded += 1,
+                ItemOutcome::Failed(_) => counts.failed += 1,
+                ItemOutcome::Cancelled => counts.cancelled += 1,
+                // A kind of end added later counts as a failure.
+                _ => counts.failed += 1,
+            }
+            if let Some(timing) = timing {
+                counts.duration.record(timing.finished_ms - timing.started_ms);
+            }
+        });
     }
 }
 

@@ -4,9 +4,10 @@
 //! [`Metrics::serve`] installs the process's recorder and serves `GET /metrics` on an address;
 //! [`Metrics::install`] installs it without a listener (render with [`Metrics::render`]). The
 //! series come from three places: the [`listener`](Metrics::listener) (fires and items, as the
-//! executor runs them), the [`event_sink`](Metrics::event_sink) (skips, failovers, reshards,
-//! elections, sessions) and the [`registry`](Metrics::registry) wrapper (registry operations
-//! and errors). [`ObserveExt::metrics`](crate::ObserveExt::metrics) wires the first two.
+//! executor runs them: counted per job and published into the recorder at each render, so that
+//! a hook on the fire path is a few additions; see `tally.rs`), the
+//! [`event_sink`](Metrics::event_sink) (skips, failovers, reshards, elections, sessions) and
+//! the [`registry`](Metrics::registry) wrapper (registry operations and errors). [`ObserveExt::metrics`](crate::ObserveExt::metrics) wires the first two.
 //!
 //! Labels are bounded: `job` (at most [`MAX_JOB_LABELS`] distinct jobs, the rest as
 //! `job="_other"`), `kind`, `reason`, `outcome`, `op`, `state`; never an item or a fire time.
@@ -37,6 +38,7 @@
 
 mod listener;
 mod registry;
+mod tally;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -59,12 +61,12 @@ pub const SECONDS_BUCKETS: [f64; 16] = [
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MetricsError {
-    /// The exporter could not start (e.g. the address is taken).
+    /// The listener could not start (e.g. the address is taken).
     #[error("metrics on {addr}: {source}; pick a free address (e.g. --metrics 127.0.0.1:9464)")]
     Listen {
         addr: SocketAddr,
         #[source]
-        source: metrics_exporter_prometheus::BuildError,
+        source: std::io::Error,
     },
     /// The exporter could not be built.
     #[error("metrics: {0}")]
@@ -100,6 +102,19 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
+/// The content type of Prometheus's text format.
+const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Drains the recorder's histograms into their buckets every `every`, forever.
+async fn upkeep_every(handle: PrometheusHandle, every: std::time::Duration) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        handle.run_upkeep();
+    }
+}
+
 fn builder() -> Result<PrometheusBuilder, MetricsError> {
     PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &SECONDS_BUCKETS)
@@ -114,28 +129,35 @@ impl Metrics {
     /// lowest scheduling priority, not on the application's runtime: rendering a scrape of
     /// every job's series must not take a core from a burst of fires.
     pub fn serve(addr: SocketAddr) -> Result<Metrics, MetricsError> {
+        // Bound now, so that a taken address is an error of this call.
+        let listen = |source| MetricsError::Listen { addr, source };
+        let socket = std::net::TcpListener::bind(addr).map_err(listen)?;
+        socket.set_nonblocking(true).map_err(listen)?;
         let runtime =
             crate::background::runtime().map_err(|source| MetricsError::Thread { source })?;
-        // Built in the thread's runtime: the exporter spawns its upkeep there, and its socket
-        // (bound here, so that a taken address is an error now) is driven by it.
-        let (recorder, exporter) = {
+        let socket = {
             let _entered = runtime.enter();
-            builder()?
-                .upkeep_timeout(Self::UPKEEP_EVERY)
-                .with_http_listener(addr)
-                .build()
-                .map_err(|source| MetricsError::Listen { addr, source })?
+            tokio::net::TcpListener::from_std(socket).map_err(listen)?
         };
-        let handle = recorder.handle();
-        metrics::set_global_recorder(recorder).map_err(|_| MetricsError::AlreadyInstalled)?;
+        let metrics = Self::install_recorder(Some(addr))?;
+        let served = metrics.clone();
+        let app = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let metrics = served.clone();
+                async move { ([(axum::http::header::CONTENT_TYPE, TEXT_FORMAT)], metrics.render()) }
+            }),
+        );
+        let upkeep = metrics.handle.clone();
         let serving = async move {
-            if let Err(error) = exporter.await {
-                tracing::error!(error = ?error, "the /metrics listener stopped");
+            tokio::spawn(upkeep_every(upkeep, Self::UPKEEP_EVERY));
+            if let Err(error) = axum::serve(socket, app).await {
+                tracing::error!(%error, "the /metrics listener stopped");
             }
         };
         crate::background::spawn("shardcron-metrics", runtime, serving)
             .map_err(|source| MetricsError::Thread { source })?;
-        Ok(Self::installed(handle, Some(addr)))
+        Ok(metrics)
     }
 
     /// Installs the recorder without a listener: [`render`](Self::render) gives the text a
@@ -148,36 +170,28 @@ impl Metrics {
     pub fn install() -> Result<Metrics, MetricsError> {
         let runtime =
             crate::background::runtime().map_err(|source| MetricsError::Thread { source })?;
-        let recorder = builder()?.build_recorder();
-        let handle = recorder.handle();
-        metrics::set_global_recorder(recorder).map_err(|_| MetricsError::AlreadyInstalled)?;
-        let upkeep = handle.clone();
-        let draining = async move {
-            let mut every = tokio::time::interval(Self::UPKEEP_EVERY);
-            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                every.tick().await;
-                upkeep.run_upkeep();
-            }
-        };
+        let metrics = Self::install_recorder(None)?;
+        let draining = upkeep_every(metrics.handle.clone(), Self::UPKEEP_EVERY);
         crate::background::spawn("shardcron-metrics", runtime, draining)
             .map_err(|source| MetricsError::Thread { source })?;
-        Ok(Self::installed(handle, None))
+        Ok(metrics)
     }
 
     /// How often the recorder's histograms are drained (the exporter's default).
     pub const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
-    fn installed(handle: PrometheusHandle, addr: Option<SocketAddr>) -> Metrics {
+    fn install_recorder(addr: Option<SocketAddr>) -> Result<Metrics, MetricsError> {
+        let recorder = builder()?.build_recorder();
+        let handle = recorder.handle();
+        metrics::set_global_recorder(recorder).map_err(|_| MetricsError::AlreadyInstalled)?;
         describe();
-        Metrics { handle, listener: Arc::new(MetricsListener::default()), addr }
+        Ok(Metrics { handle, listener: Arc::new(MetricsListener::default()), addr })
     }
 
     /// Reads the time from `clock` (the scheduler's, e.g. a virtual one in tests) instead of
-    /// the system clock. Call it before handing out [`listener`](Self::listener) and
-    /// [`event_sink`](Self::event_sink): they share the listener this replaces.
-    pub fn with_clock(mut self, clock: Arc<dyn shardcron_core::handles::Clock>) -> Metrics {
-        self.listener = Arc::new(MetricsListener::with_clock(clock));
+    /// the system clock: for this handle, its clones, and the listener and sink they hand out.
+    pub fn with_clock(self, clock: Arc<dyn shardcron_core::handles::Clock>) -> Metrics {
+        self.listener.set_clock(clock);
         self
     }
 
@@ -186,8 +200,10 @@ impl Metrics {
         self.addr
     }
 
-    /// The current values in Prometheus's text format.
+    /// The current values in Prometheus's text format (what the hooks counted since the last
+    /// render published first: see [`MetricsListener::publish`]).
     pub fn render(&self) -> String {
+        self.listener.publish();
         self.handle.render()
     }
 

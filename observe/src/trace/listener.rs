@@ -4,9 +4,10 @@
 //!
 //! The hooks run on the fire path, once per fire and once per item of every job, in bursts: an
 //! entry costs no allocation in the usual case. The scheduler asks for one listener per job
-//! ([`JobListener::for_job`]), which keeps the job's and the instance's names as shared strings;
-//! a fire's few items are carried inline; the task id, which repeats all of these, is built by
-//! the writer.
+//! ([`JobListener::for_job`]), which keeps the job's and the instance's names, shared by its
+//! entries (one reference count per job: no counter every job's entries would touch); a fire's
+//! few items are carried inline; the task id, which repeats all of these, is built by the
+//! writer.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -49,11 +50,17 @@ pub(crate) enum TraceEvent {
 /// What the rows say of a fire (its task id is made of these), copied without allocating.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Fire {
-    pub job: Arc<str>,
-    pub instance: Arc<str>,
+    pub names: Arc<Names>,
     pub fire_ms: i64,
     pub source: ExecutionSource,
     pub items: Items,
+}
+
+/// The names of a fire's job and instance.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Names {
+    pub job: String,
+    pub instance: String,
 }
 
 /// How many items a fire carries without an allocation.
@@ -167,7 +174,7 @@ impl TraceListener {
 
     /// The listener of `job`'s fires.
     fn job(&self, job: &str) -> JobTrace {
-        JobTrace { queue: self.queue.clone(), job: Arc::from(job), instance: OnceLock::new() }
+        JobTrace { queue: self.queue.clone(), job: job.to_owned(), names: OnceLock::new() }
     }
 }
 
@@ -210,9 +217,10 @@ impl Queue {
 /// job's name and its instance's id made shared strings once, not copied at every entry.
 struct JobTrace {
     queue: Arc<Queue>,
-    job: Arc<str>,
-    /// The instance id of the first fire (every fire of a scheduler has the same).
-    instance: OnceLock<Arc<str>>,
+    job: String,
+    /// The job's name and the instance id of its first fire (every fire of an executor has the
+    /// same: it belongs to one scheduler).
+    names: OnceLock<Arc<Names>>,
 }
 
 impl JobTrace {
@@ -220,11 +228,12 @@ impl JobTrace {
     /// `for_job`, and an executor belongs to one scheduler): its job's and instance's names are
     /// this listener's, not compared at every entry.
     fn fire(&self, fire: &FireInfo) -> Fire {
-        let instance = self.instance.get_or_init(|| Arc::from(fire.instance.as_str()));
-        debug_assert_eq!((&*self.job, &**instance), (&*fire.job_name, &*fire.instance));
+        let names = self.names.get_or_init(|| {
+            Arc::new(Names { job: self.job.clone(), instance: fire.instance.clone() })
+        });
+        debug_assert_eq!((&names.job, &names.instance), (&fire.job_name, &fire.instance));
         Fire {
-            job: self.job.clone(),
-            instance: instance.clone(),
+            names: names.clone(),
             fire_ms: epoch_ms(fire.fire_time),
             source: fire.source,
             items: Items::of(&fire.items),

@@ -6,7 +6,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use shardcron_core::__private::time::from_epoch_ms;
 use shardcron_core::job::{ExecutionSource, TaskId};
 
-use super::listener::{Fire, ItemResult, Items, TraceEvent};
+use super::listener::{Fire, ItemResult, Items, Names, TraceEvent};
 use super::record::{
     execution_source, ip_of, timestamp, truncate, ExecutionRecord, StatusRecord, TraceRecord,
     MAX_FAILURE_CAUSE_CHARS,
@@ -26,7 +26,7 @@ impl RowMaker {
             match event {
                 TraceEvent::FireBegan { fire, at_ms } => {
                     let text = FireText::of(fire);
-                    let begin = format!("Job '{}' execute begin.", fire.job);
+                    let begin = format!("Job '{}' execute begin.", fire.names.job);
                     rows.push(text.status(fire, "TASK_STAGING", begin, *at_ms));
                     rows.push(text.status(fire, "TASK_RUNNING", String::new(), *at_ms));
                 }
@@ -45,9 +45,9 @@ impl RowMaker {
                     rows.push(FireText::of(fire).status(fire, state, message, *at_ms));
                 }
                 TraceEvent::FireSkipped { job, instance, fire_ms, reason, at_ms } => {
+                    let names = Names { job: job.clone(), instance: instance.to_string() };
                     let fire = Fire {
-                        job: job.as_str().into(),
-                        instance: instance.clone(),
+                        names: names.into(),
                         fire_ms: *fire_ms,
                         source: ExecutionSource::Normal,
                         items: Items::of(&[]),
@@ -89,10 +89,10 @@ impl RowMaker {
         let task_id = task_id(fire);
         ExecutionRecord {
             id: row_id(&task_id, item, fire.fire_ms),
-            job_name: truncate(&fire.job, 100),
+            job_name: truncate(&fire.names.job, 100),
             task_id: truncate(&task_id, 255),
             hostname: truncate(&self.hostname, 255),
-            ip: truncate(ip_of(&fire.instance), 50),
+            ip: truncate(ip_of(&fire.names.instance), 50),
             sharding_item: i32::try_from(item).unwrap_or(i32::MAX),
             execution_source: execution_source(fire.source),
             failure_cause: None,
@@ -117,10 +117,10 @@ fn task_id(fire: &Fire) -> String {
     items.sort_unstable();
     items.dedup();
     TaskId {
-        job_name: fire.job.to_string(),
+        job_name: fire.names.job.clone(),
         items,
         source: fire.source,
-        instance: fire.instance.to_string(),
+        instance: fire.names.instance.clone(),
         fire_time: from_epoch_ms(fire.fire_ms),
     }
     .to_string()
@@ -131,8 +131,8 @@ impl FireText {
         let items: Vec<String> = fire.items.as_slice().iter().map(u32::to_string).collect();
         let task_id = task_id(fire);
         FireText {
-            job_name: truncate(&fire.job, 100),
-            slave_id: truncate(ip_of(&fire.instance), 50),
+            job_name: truncate(&fire.names.job, 100),
+            slave_id: truncate(ip_of(&fire.names.instance), 50),
             items: truncate(&items.join(","), 100),
             task_id,
         }
@@ -185,8 +185,7 @@ mod tests {
         assert_eq!(row_id(t, 0, 1), row_id(t, 0, 1));
         assert_ne!(row_id(t, 0, 1), row_id(t, 1, 1));
         let fire = Fire {
-            job: "orders".into(),
-            instance: "10.0.0.1@-@42".into(),
+            names: Names { job: "orders".into(), instance: "10.0.0.1@-@42".into() }.into(),
             fire_ms: 1_700_000_000_000,
             source: ExecutionSource::Normal,
             items: Items::of(&[0, 1]),
