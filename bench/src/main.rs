@@ -200,7 +200,7 @@ fn precision_section(command: &Command, quick: bool) -> Result<report::Section, 
     let schedulers: Vec<String> =
         args.schedulers.unwrap_or_else(|| default.iter().map(|s| (*s).to_owned()).collect());
     let names: Vec<&str> = schedulers.iter().map(String::as_str).collect();
-    precision::run(&jobs, seconds, &names)
+    precision::run(&jobs, seconds, &names, quick)
 }
 
 fn not_yet(id: &str) -> report::Section {
