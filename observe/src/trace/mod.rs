@@ -4,9 +4,9 @@
 //! - [`Trace`] records: start it with a [`TraceConfig`], give its [`listener`](Trace::listener)
 //!   to the scheduler (or use [`ObserveExt::trace`](crate::ObserveExt::trace)). Rows go through a
 //!   bounded queue to one background writer, on a thread of its own at the lowest scheduling
-//!   priority (it writes with the cores a burst of fires leaves idle); when the queue is full (database slow or down) rows
-//!   are dropped and counted ([`TraceStats::dropped`], `shardcron_trace_dropped_total`, a warning
-//!   in the log): a fire never waits for the database. The writer connects, creates or migrates
+//!   priority (it writes with the cores a burst of fires leaves idle); when the queue is full
+//!   (database slow or down) rows are dropped and counted ([`TraceStats::dropped`],
+//!   `shardcron_trace_dropped_total`, a warning in the log): a fire never waits for the database. The writer connects, creates or migrates
 //!   the schema, reconnects after failures and removes rows older than the retention by itself.
 //! - [`TraceReader`] searches: ElasticJob-UI's execution and status searches and autocomplete,
 //!   for a console.

@@ -34,7 +34,7 @@ pub(crate) struct Writer {
     pub clock: Arc<dyn Clock>,
     /// Set to true to stop: what is queued is written once more, then the task ends.
     pub stop: watch::Receiver<bool>,
-    /// The open store, shared with the [`Trace`](super::Trace) handle (readiness, searches).
+    /// The open store, shared with the [`Trace`](super::Trace) handle (readiness).
     pub store: Arc<Mutex<Option<Store>>>,
     /// The last connection or write error, for [`Trace::ready`](super::Trace::ready).
     pub last_error: Arc<Mutex<Option<String>>>,
