@@ -485,14 +485,28 @@ fn repeated(repeats: &[PrecisionResult]) -> String {
     };
     let p50 = |r: &PrecisionResult| Some(r.lateness.p50 as f64 / 1000.0);
     let p99 = |r: &PrecisionResult| Some(r.lateness.p99 as f64 / 1000.0);
+    // Whether observability moved `figure` beyond the runs' spread: the ranges do not overlap.
+    let verdict = |name: &str, figure: &dyn Fn(&PrecisionResult) -> Option<f64>| {
+        let (Some(a), Some(b)) = (spread(&plain, figure), spread(&observed, figure)) else {
+            return String::new();
+        };
+        let beyond = b.1 > a.2 || b.2 < a.1;
+        format!(
+            "the {name}'s difference ({:+.1} ms) is {} the spread of the runs",
+            b.0 - a.0,
+            if beyond { "beyond" } else { "within" }
+        )
+    };
     format!(
         "\nOne pair of runs differs by about as much as observability costs, so the pair at \
          1,000 fires/s was run {} more times, one after the other; medians (and ranges), \
-         without → with: {}; {}; CPU per fire on the runtime's threads {}.\n",
+         without → with: {}; {}; CPU per fire on the runtime's threads {}. So {}, {}.\n",
         plain.len().min(observed.len()),
         line("lateness p50", "ms", &p50),
         line("p99", "ms", &p99),
         line("", "µs", &runtime_cpu_per_fire).trim_start(),
+        verdict("p50", &p50),
+        verdict("p99", &p99),
     )
 }
 
