@@ -47,6 +47,7 @@ pub mod instance;
 pub mod job;
 // The layout and the protocol reach other crates only through `__private`: unstable internals,
 // documented for the people who work on them where it helps, not item by item as API.
+mod inline_name;
 #[allow(missing_docs)]
 mod layout;
 mod path_map;

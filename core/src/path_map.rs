@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 
+use crate::inline_name::Name;
 use crate::registry::{path, Node};
 
 /// `/a/b/c` → (`a`, `/b/c`); `/a` → (`a`, ``); `/` → (``, ``). A byte loop: `str::find`
@@ -66,47 +67,6 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 /// A fast hasher with fixed keys for the tops (job names, hashed on every lookup); determinism
 /// needs fixed keys, and no map here is iterated in its own order.
 type Hasher = BuildHasherDefault<rustc_hash::FxHasher>;
-
-/// A segment's name: in place when short (nearly all are: `sharding`, `0`, `instance`, an
-/// instance id), else on the heap. A name on the heap took a 32-byte block of its own for a few
-/// bytes, some 15 times per job.
-#[derive(Debug, Clone)]
-enum Name {
-    Short { len: u8, bytes: [u8; SHORT] },
-    Long(Box<str>),
-}
-
-/// The longest name kept in place: what fits beside the length in the 24 bytes the enum takes
-/// anyway.
-const SHORT: usize = 22;
-
-impl Name {
-    fn new(name: &str) -> Name {
-        match u8::try_from(name.len()) {
-            Ok(len) if name.len() <= SHORT => {
-                let mut bytes = [0; SHORT];
-                bytes[..name.len()].copy_from_slice(name.as_bytes());
-                Name::Short { len, bytes }
-            }
-            _ => Name::Long(name.into()),
-        }
-    }
-
-    fn as_bytes(&self) -> &[u8] {
-        match self {
-            Name::Short { len, bytes } => &bytes[..usize::from(*len)],
-            Name::Long(name) => name.as_bytes(),
-        }
-    }
-
-    fn as_str(&self) -> &str {
-        match self {
-            // Made from a `&str` in `new`: always UTF-8.
-            Name::Short { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
-            Name::Long(name) => name,
-        }
-    }
-}
 
 /// A child segment: its name, the name's hash (compared first: most children of a node differ
 /// in it, and comparing two numbers is cheaper than comparing two names), and the segment.

@@ -3,6 +3,9 @@
 //! here may change or go in any release, without notice; applications must not use it.
 
 /// The registry node layout of a job (`docs/registry-layout.md`), typed.
+/// A short name kept in place (the in-memory registry's tree uses it too).
+pub use crate::inline_name::Name as InlineName;
+
 pub mod layout {
     pub use crate::layout::*;
 }

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::num::NonZeroU64;
 
+use shardcron_core::__private::InlineName as Name;
 use shardcron_core::registry::{path, Node, Version};
 
 /// A session's id, as reported in `SessionEvent::Connected`.
@@ -75,46 +76,6 @@ impl Entry {
 /// against a target of 10 KiB per job in `docs/targets.md`).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Children(Vec<Name>);
-
-/// A child's name: in place when short (nearly all are: `sharding`, `0`, `instance`, a job's
-/// name), else on the heap. A heap block of its own for a few bytes cost some 40 bytes of
-/// memory per node, with the allocator's own.
-#[derive(Debug, Clone)]
-enum Name {
-    Short { len: u8, bytes: [u8; SHORT] },
-    Long(Box<str>),
-}
-
-/// The longest name kept in place: what fits beside its length in the 24 bytes the enum takes.
-const SHORT: usize = 22;
-
-impl Name {
-    fn new(name: &str) -> Name {
-        match u8::try_from(name.len()) {
-            Ok(len) if name.len() <= SHORT => {
-                let mut bytes = [0; SHORT];
-                bytes[..name.len()].copy_from_slice(name.as_bytes());
-                Name::Short { len, bytes }
-            }
-            _ => Name::Long(name.into()),
-        }
-    }
-
-    fn as_bytes(&self) -> &[u8] {
-        match self {
-            Name::Short { len, bytes } => &bytes[..usize::from(*len)],
-            Name::Long(name) => name.as_bytes(),
-        }
-    }
-
-    fn as_str(&self) -> &str {
-        match self {
-            // Made from a `&str` in `new`: always UTF-8.
-            Name::Short { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
-            Name::Long(name) => name,
-        }
-    }
-}
 
 impl Children {
     pub fn insert(&mut self, name: &str) {
