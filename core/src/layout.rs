@@ -19,7 +19,14 @@
 //!       /guarantee/{started,completed}/{n}
 //!       /shardcron/ledger/{instance} P  the last scheduled fire the instance started
 //!       /shardcron/assigned          P  from which fire on the assignment applies
+//!       /shardcron/necessary         P  when the pending reshard was asked for
+//!       /shardcron/misfire/{n}       P  the fire item n's misfire owes
+//!       /shardcron/failover/{n}      P  item n's queued failover: fire, rank, kind, owner
 //! ```
+//!
+//! ElasticJob keeps `misfire`, `necessary` and the failover queue's entries empty (only their
+//! existence counts); what shardcron needs to know about each is in its detail node under
+//! `shardcron/` ([`Detailed`]).
 //!
 //! Every path is built here ([`JobPaths`]) and every watched path is classified here
 //! ([`JobNode::parse`]): no module formats or string-matches registry paths by itself.
@@ -84,6 +91,10 @@ impl JobPaths {
     pub fn election_latch(&self) -> String {
         self.join(&["leader/election/latch"])
     }
+    /// The directory of the reshard flags.
+    pub fn leader_sharding(&self) -> String {
+        self.join(&["leader/sharding"])
+    }
     pub fn sharding_necessary(&self) -> String {
         self.join(&["leader/sharding/necessary"])
     }
@@ -115,6 +126,26 @@ impl JobPaths {
     /// under that assignment, the ones before under the one it replaced.
     pub fn assigned(&self) -> String {
         self.join(&["shardcron/assigned"])
+    }
+    /// Where the detail of a node ElasticJob keeps empty lives.
+    pub fn detail(&self, of: Detailed) -> String {
+        match of {
+            Detailed::Misfire(n) => self.join(&["shardcron/misfire", Digits::of(n).as_str()]),
+            Detailed::Flag => self.join(&["shardcron/necessary"]),
+            Detailed::Entry(n) => self.join(&["shardcron/failover", Digits::of(n).as_str()]),
+        }
+    }
+    /// The node whose detail `of` is, as ElasticJob writes it (empty).
+    pub fn detailed(&self, of: Detailed) -> String {
+        match of {
+            Detailed::Misfire(n) => self.item_node(n, ItemNode::Misfire),
+            Detailed::Flag => self.sharding_necessary(),
+            Detailed::Entry(n) => self.failover_item(n),
+        }
+    }
+    /// The directories the per-item detail nodes are created in.
+    pub fn detail_dirs(&self) -> [String; 2] {
+        [self.join(&["shardcron/misfire"]), self.join(&["shardcron/failover"])]
     }
     pub fn guarantee(&self, stage: GuaranteeStage, item: u32) -> String {
         self.join(&["guarantee", stage.name(), Digits::of(item).as_str()])
@@ -206,6 +237,46 @@ impl GuaranteeStage {
     }
 }
 
+/// A node that ElasticJob keeps empty, whose existence is all its tools read, and whose
+/// detail shardcron keeps in a node of its own (`shardcron/...`), written in the same
+/// transactions: the fire a misfire owes, when a reshard was asked for, and a queued
+/// failover's fire, rank, kind and departed owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Detailed {
+    /// `sharding/{n}/misfire`, detailed in `shardcron/misfire/{n}`.
+    Misfire(u32),
+    /// `leader/sharding/necessary`, detailed in `shardcron/necessary` (a node that stays:
+    /// empty while no flag is raised).
+    Flag,
+    /// `leader/failover/items/{n}`, detailed in `shardcron/failover/{n}`.
+    Entry(u32),
+}
+
+impl Detailed {
+    /// The detailed node a registry path is (ElasticJob's empty node, not the detail), if it is
+    /// one. Cheap on the paths it is not (every op of every transaction is asked).
+    pub fn of_path(path: &str) -> Option<Detailed> {
+        if !(path.ends_with("/misfire") || path.ends_with("/necessary") || path.contains("/leader/failover/items/")) {
+            return None;
+        }
+        match JobNode::parse(path)?.1 {
+            JobNode::Item(n, ItemNode::Misfire) => Some(Detailed::Misfire(n)),
+            JobNode::ShardingNecessary => Some(Detailed::Flag),
+            JobNode::FailoverItem(n) => Some(Detailed::Entry(n)),
+            _ => None,
+        }
+    }
+
+    /// The classified node whose detail this is.
+    pub fn node(self) -> JobNode {
+        match self {
+            Detailed::Misfire(n) => JobNode::Item(n, ItemNode::Misfire),
+            Detailed::Flag => JobNode::ShardingNecessary,
+            Detailed::Entry(n) => JobNode::FailoverItem(n),
+        }
+    }
+}
+
 /// A classified node of a job's subtree.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum JobNode {
@@ -224,12 +295,25 @@ pub enum JobNode {
     Ledger(String),
     /// `shardcron/assigned`: the record of the last reshards.
     Assigned,
+    /// The detail node of an ElasticJob node kept empty (`shardcron/necessary`,
+    /// `shardcron/misfire/{n}`, `shardcron/failover/{n}`).
+    Detail(Detailed),
     /// A directory node (`instances`, `sharding/3`, `leader/...`) or a node shardcron does not
     /// use; carried so that callers can ignore it explicitly.
     Other,
 }
 
 impl JobNode {
+    /// The node ElasticJob keeps empty this is, whose detail shardcron keeps elsewhere.
+    pub fn detailed(&self) -> Option<Detailed> {
+        match self {
+            JobNode::Item(n, ItemNode::Misfire) => Some(Detailed::Misfire(*n)),
+            JobNode::ShardingNecessary => Some(Detailed::Flag),
+            JobNode::FailoverItem(n) => Some(Detailed::Entry(*n)),
+            _ => None,
+        }
+    }
+
     /// Splits a registry path into its job name and the classified node; `None` for the root.
     pub fn parse(path: &str) -> Option<(&str, JobNode)> {
         let rest = path.strip_prefix('/')?;
@@ -269,6 +353,13 @@ impl JobNode {
             ["trigger", id] => JobNode::Trigger((*id).to_owned()),
             ["shardcron", "ledger", id] => JobNode::Ledger((*id).to_owned()),
             ["shardcron", "assigned"] => JobNode::Assigned,
+            ["shardcron", "necessary"] => JobNode::Detail(Detailed::Flag),
+            ["shardcron", "misfire", n] => {
+                item(n).map_or(JobNode::Other, |n| JobNode::Detail(Detailed::Misfire(n)))
+            }
+            ["shardcron", "failover", n] => {
+                item(n).map_or(JobNode::Other, |n| JobNode::Detail(Detailed::Entry(n)))
+            }
             ["guarantee", stage, n] => {
                 let stage = match *stage {
                     "started" => Some(GuaranteeStage::Started),
@@ -306,6 +397,9 @@ mod tests {
             (p.trigger("i1"), JobNode::Trigger("i1".into())),
             (p.ledger("i1"), JobNode::Ledger("i1".into())),
             (p.assigned(), JobNode::Assigned),
+            (p.detail(Detailed::Flag), JobNode::Detail(Detailed::Flag)),
+            (p.detail(Detailed::Misfire(4)), JobNode::Detail(Detailed::Misfire(4))),
+            (p.detail(Detailed::Entry(12)), JobNode::Detail(Detailed::Entry(12))),
             (
                 p.guarantee(GuaranteeStage::Completed, 2),
                 JobNode::Guarantee(GuaranteeStage::Completed, 2),
@@ -317,6 +411,11 @@ mod tests {
         }
         assert_eq!(p.instance("x"), "/billing/instances/x");
         assert_eq!(p.item_node(1, ItemNode::Instance), "/billing/sharding/1/instance");
+        for of in [Detailed::Flag, Detailed::Misfire(0), Detailed::Entry(31)] {
+            assert_eq!(Detailed::of_path(&p.detailed(of)), Some(of));
+            assert_eq!(Detailed::of_path(&p.detail(of)), None);
+        }
+        assert_eq!(Detailed::of_path("/billing/sharding/1/running"), None);
         for n in [0, 7, 10, 99, 100, 65_535, u32::MAX] {
             assert_eq!(p.item(n), format!("/billing/sharding/{n}"));
             assert_eq!(p.failover_item(n), format!("/billing/leader/failover/items/{n}"));

@@ -10,9 +10,10 @@
 //! transaction each, whatever the number of items; the instance's [`Ledger`] changes in the
 //! same transactions.
 
-use crate::layout::{ItemNode, JobPaths};
+use crate::layout::{Detailed, ItemNode, JobPaths};
 use crate::registry::{CreateMode, RegistryError, TxnOp, TxnResult, Version};
 
+use super::detail;
 use super::records::{parse_time, Garbage, Ledger};
 use super::view::View;
 
@@ -85,11 +86,13 @@ pub fn start(
             }
         }
         for &n in start.items {
-            let path = paths.item_node(n, ItemNode::Misfire);
-            let Some(marker) = view.get(&path) else { continue };
+            let Some((marker, owed)) = detail::read(view, paths, Detailed::Misfire(n)) else {
+                continue;
+            };
             let names_this_fire =
-                parse_time(&path, &marker.data, "a misfire marker").ok() == Some(start.fire_ms);
+                parse_time("", owed, "a misfire marker").ok() == Some(start.fire_ms);
             if start.catch_up || names_this_fire {
+                let path = paths.item_node(n, ItemNode::Misfire);
                 ops.push(TxnOp::delete(path, Some(marker.version)));
                 settled.push(n);
             }
@@ -278,12 +281,11 @@ pub fn misfired(view: &View, paths: &JobPaths, items: &[u32]) -> Vec<(u32, Owed)
     items
         .iter()
         .filter_map(|&n| {
-            let path = paths.item_node(n, ItemNode::Misfire);
-            let node = view.get(&path)?;
-            let owed = if node.data.iter().all(u8::is_ascii_whitespace) {
+            let (_, data) = detail::read(view, paths, Detailed::Misfire(n))?;
+            let owed = if data.iter().all(u8::is_ascii_whitespace) {
                 Ok(None)
             } else {
-                parse_time(&path, &node.data, "a misfire marker").map(Some)
+                parse_time(&paths.detail(Detailed::Misfire(n)), data, "a misfire marker").map(Some)
             };
             Some((n, owed))
         })

@@ -22,7 +22,7 @@
 //!   [`crate::registry`]'s sessions), or it left gracefully after they returned.
 
 use crate::cron::CronSchedule;
-use crate::layout::{ItemNode, JobPaths};
+use crate::layout::{Detailed, ItemNode, JobPaths};
 use crate::registry::{CreateMode, RegistryError, TxnOp};
 use crate::sharding::Assignment;
 
@@ -149,9 +149,8 @@ pub fn missed_since(
         // A misfire marker owes the item a catch-up already (one answers every fire missed),
         // unless it names a later fire, whose own run settles it (see `owed_on_reshard`).
         .filter(|&n| {
-            let path = paths.item_node(n, ItemNode::Misfire);
-            view.get(&path).is_none_or(|m| {
-                super::records::parse_time(&path, &m.data, "a misfire marker")
+            super::detail::read(view, paths, Detailed::Misfire(n)).is_none_or(|(_, owed)| {
+                super::records::parse_time("", owed, "a misfire marker")
                     .is_ok_and(|owed| owed > fire_ms)
             })
         })
@@ -179,7 +178,7 @@ pub fn owed_on_reshard(
     now_ms: i64,
 ) -> OwedOnReshard {
     let mut owed = OwedOnReshard::default();
-    let raised = view.text(&paths.sharding_necessary()).and_then(|t| t.trim().parse::<i64>().ok());
+    let raised = super::detail::flag_time(view, paths).flatten();
     let record = read_assigned(view, paths);
     let (Some(raised), Some(record)) = (raised, record) else { return owed };
     let since = record.raised_ms;
@@ -213,10 +212,12 @@ pub fn owed_on_reshard(
         // fire's own run, which would take this older debt with it. Such a marker is moved
         // back to this fire (the later one still runs, or is caught up by it).
         let misfire = paths.item_node(item, ItemNode::Misfire);
-        let later_mark = view.get(&misfire).and_then(|m| {
-            let owed = super::records::parse_time(&misfire, &m.data, "a misfire marker").ok();
-            owed.filter(|&owed| owed > fire_ms).map(|_| m.version)
-        });
+        let later_mark = super::detail::read(view, paths, Detailed::Misfire(item)).and_then(
+            |(m, owed)| {
+                let owed = super::records::parse_time("", owed, "a misfire marker").ok();
+                owed.filter(|&owed| owed > fire_ms).map(|_| m.version)
+            },
+        );
         let marked = [ItemNode::Disabled, ItemNode::Running]
             .into_iter()
             .any(|leaf| view.exists(&paths.item_node(item, leaf)))
@@ -264,10 +265,7 @@ pub fn record_assigned(
     unknown_raise_ms: i64,
     caught_up: std::collections::BTreeMap<u32, i64>,
 ) -> TxnOp {
-    let raised_ms = view
-        .text(&paths.sharding_necessary())
-        .and_then(|t| t.trim().parse::<i64>().ok())
-        .unwrap_or(unknown_raise_ms);
+    let raised_ms = super::detail::flag_time(view, paths).flatten().unwrap_or(unknown_raise_ms);
     let owners = assignment
         .iter()
         .flat_map(|(id, items)| items.iter().map(move |&n| (n, id.to_owned())))
@@ -385,9 +383,8 @@ pub fn queue(
         // miss or interruption): that entry's taker runs the earlier fire, and this one is
         // owed as a misfire, caught up by the item's owner after it (creating a second entry
         // failed the whole transaction, and every other orphan in it was lost).
-        let existing = view
-            .get(&paths.failover_item(orphan.item))
-            .map(|node| (node.version, FailoverEntry::parse("", &node.data).ok()));
+        let existing = super::detail::read(view, paths, Detailed::Entry(orphan.item))
+            .map(|(node, data)| (node.version, FailoverEntry::parse("", data).ok()));
         // Queued for this very instance already (by the survivors, or an earlier try).
         let own_entry = existing.as_ref().and_then(|(_, e)| e.as_ref()).filter(|e| e.dead == dead);
         if let Some(entry) = own_entry {
@@ -494,9 +491,10 @@ pub fn queued(view: &View, paths: &JobPaths) -> (Entries, Vec<(u32, Garbage)>) {
     let mut garbage = Vec::new();
     for name in view.children(&paths.failover_items()) {
         let Ok(item) = name.parse::<u32>() else { continue };
-        let path = paths.failover_item(item);
-        let Some(node) = view.get(&path) else { continue };
-        match FailoverEntry::parse(&path, &node.data) {
+        let Some((_, data)) = super::detail::read(view, paths, Detailed::Entry(item)) else {
+            continue;
+        };
+        match FailoverEntry::parse(&paths.detail(Detailed::Entry(item)), data) {
             Ok(entry) => entries.push((item, entry)),
             Err(g) => garbage.push((item, g)),
         }

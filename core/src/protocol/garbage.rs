@@ -32,9 +32,16 @@ pub fn names_live(view: &View, paths: &JobPaths, data: &[u8]) -> bool {
 /// when it reads (or is absent, or is a node whose data the protocol never reads: directories,
 /// `disabled`, `failover` markers, triggers, distribute-once records, the config, which the job
 /// judges itself).
+///
+/// Of the nodes ElasticJob keeps empty (`misfire`, the flag, queue entries) only the detail
+/// shardcron keeps beside each is read (see [`super::detail`]): the garbage is there, whatever
+/// the node itself holds.
 pub fn unreadable(view: &View, paths: &JobPaths, node: &JobNode) -> Option<Garbage> {
     let path = path_of(paths, node)?;
-    let data = &view.get(&path)?.data;
+    let data = match node.detailed() {
+        Some(of) => super::detail::read(view, paths, of)?.1,
+        None => &view.get(&path)?.data,
+    };
     let result = match node {
         JobNode::Config => Ok(()),
         JobNode::Instance(id) => InstanceRecord::parse(&path, data).and_then(|record| {
@@ -66,8 +73,12 @@ pub fn unreadable(view: &View, paths: &JobPaths, node: &JobNode) -> Option<Garba
     result.err()
 }
 
-/// The path of a node whose data the protocol reads.
+/// The path of a node whose data the protocol reads (for a node ElasticJob keeps empty, its
+/// detail's).
 pub fn path_of(paths: &JobPaths, node: &JobNode) -> Option<String> {
+    if let Some(of) = node.detailed() {
+        return Some(paths.detail(of));
+    }
     Some(match node {
         JobNode::Config => paths.config(),
         JobNode::Instance(id) => paths.instance(id),

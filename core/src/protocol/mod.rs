@@ -17,6 +17,7 @@
 //! - [`garbage`]: which nodes hold what the cluster cannot act on (garbage, gone owners).
 //! - [`job`]: one job on one instance as a state machine over all of the above.
 
+pub mod detail;
 pub mod election;
 pub mod execution;
 pub mod failover;

@@ -11,7 +11,7 @@ use super::records::{
 };
 use super::view::View;
 use crate::config::{store, KnownTypes};
-use crate::layout::{ItemNode, JobPaths};
+use crate::layout::{Detailed, ItemNode, JobPaths};
 
 fn config() -> ProptestConfig {
     ProptestConfig { cases: 512, ..ProptestConfig::default() }
@@ -114,6 +114,9 @@ proptest! {
             paths.failover_item(n),
             paths.ledger("10.0.0.1@-@1"),
             paths.assigned(),
+            paths.detail(Detailed::Misfire(n)),
+            paths.detail(Detailed::Flag),
+            paths.detail(Detailed::Entry(n)),
         ];
         for path in &nodes {
             view.wrote(path, &data, 0, false);

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use crate::instance::ip_of;
-use crate::layout::{ItemNode, JobPaths};
+use crate::layout::{Detailed, ItemNode, JobPaths};
 use crate::registry::{CreateMode, RegistryError, TxnOp};
 use crate::sharding::{sort_for_sharding, Assignment, ShardingError, ShardingStrategies};
 
@@ -41,11 +41,10 @@ pub fn pending_for(view: &View, paths: &JobPaths, fire_ms: i64) -> bool {
     if view.exists(&paths.sharding_processing()) {
         return true;
     }
-    let path = paths.sharding_necessary();
-    view.get(&path).is_some_and(|flag| {
+    super::detail::flag_time(view, paths).is_some_and(|raised| {
         // Garbage (reported by the leader) holds the fire, like a flag without a time. The
         // record is read only with a flag up: this runs at every fire.
-        parse_flag(&path, &flag.data).ok().flatten().is_none_or(|raised| {
+        raised.is_none_or(|raised| {
             raised < fire_ms
                 && crate::protocol::failover::assigned_since(view, paths).is_none_or(|a| raised > a)
         })
@@ -56,9 +55,7 @@ pub fn pending_for(view: &View, paths: &JobPaths, fire_ms: i64) -> bool {
 /// (see [`pending_for`]): the leader makes it at that fire, nobody waits for it.
 pub fn stale_for(view: &View, paths: &JobPaths, fire_ms: i64) -> bool {
     !pending_for(view, paths, fire_ms)
-        && view.get(&paths.sharding_necessary()).is_some_and(|flag| {
-            flag.text().trim().parse::<i64>().is_ok_and(|raised| raised < fire_ms)
-        })
+        && super::detail::flag_time(view, paths).flatten().is_some_and(|raised| raised < fire_ms)
 }
 
 /// Whether any item of the job is running on a live instance. A marker left by an instance
@@ -246,17 +243,17 @@ pub fn plan(
 /// leader runs it under the new one.
 pub fn raise(view: &View, paths: &JobPaths, now_ms: i64) -> Vec<TxnOp> {
     let path = paths.sharding_necessary();
-    match view.get(&path) {
-        Some(flag) => {
-            let data = raised_time(view, paths, &flag.data, now_ms).to_string();
+    match super::detail::read(view, paths, Detailed::Flag) {
+        Some((flag, detail)) => {
+            let data = raised_time(view, paths, detail, now_ms).to_string();
             vec![TxnOp::set(path, data, Some(flag.version))]
         }
         None => vec![TxnOp::create(path, now_ms.to_string(), CreateMode::Persistent)],
     }
 }
 
-/// [`raise`] against a flag read from the registry at `version` with `data` (after the view
-/// proved behind).
+/// [`raise`] against a flag read from the registry at `version` whose detail holds `data`
+/// (after the view proved behind).
 pub fn raise_over(
     view: &View,
     paths: &JobPaths,
@@ -283,6 +280,5 @@ pub fn raised_time(view: &View, paths: &JobPaths, data: &[u8], now_ms: i64) -> i
 
 /// The raise time of the pending flag, if one is raised (`None` for an unreadable time).
 pub fn flag_time(view: &View, paths: &JobPaths) -> Option<Option<i64>> {
-    let path = paths.sharding_necessary();
-    view.get(&path).map(|flag| parse_flag(&path, &flag.data).ok().flatten())
+    super::detail::flag_time(view, paths)
 }

@@ -5,7 +5,7 @@ use super::{BidStep, Ctx, FlagStep, JobProtocol, Next, Pending, Reply, Request, 
 use crate::config::{store, ConfigError};
 use crate::cron::CronSchedule;
 use crate::events::{FireKind, SchedulerEvent, SkipReason};
-use crate::layout::{ItemNode, JobNode};
+use crate::layout::{Detailed, ItemNode, JobNode};
 use crate::protocol::execution::ledger_of;
 use crate::protocol::records::Ledger;
 use crate::protocol::{election, execution, failover, sharding};
@@ -118,6 +118,12 @@ impl JobProtocol {
         if self.stop.is_some() {
             return;
         }
+        // A detail changes with its node (one transaction), or alone by someone else's hand
+        // (garbage): either way what the node stands for may have changed.
+        let node = match node {
+            JobNode::Detail(of) => of.node(),
+            node => node,
+        };
         if matches!(node, JobNode::Instance(_)) {
             self.membership_changed = true;
         }
@@ -283,6 +289,7 @@ impl JobProtocol {
                 self.leader_seen = None;
                 self.registration.lost();
                 self.outstanding = None;
+                self.split = None;
                 self.then = None;
                 // Once per lost session (`Lost` then `Expired`): a resync between the two is
                 // the one after the gap.
@@ -426,19 +433,16 @@ impl JobProtocol {
     pub(super) fn raise_request(&self, ctx: &Ctx<'_>) -> (Option<i64>, Request) {
         let path = self.paths.sharding_necessary();
         let now = self.flag_time(ctx);
-        match ctx.view.get(&path) {
-            Some(flag) => (
-                (sharding::raised_time(ctx.view, &self.paths, &flag.data, now) == now)
-                    .then_some(now),
+        match crate::protocol::detail::read(ctx.view, &self.paths, Detailed::Flag) {
+            Some((_, detail)) => (
+                (sharding::raised_time(ctx.view, &self.paths, detail, now) == now).then_some(now),
                 Request::Txn(sharding::raise(ctx.view, &self.paths, now)),
             ),
+            // Registration ensured `leader/sharding` (the flag's detail is written beside it, in
+            // one transaction).
             None => (
                 Some(now),
-                Request::Create {
-                    path,
-                    data: now.to_string().into_bytes(),
-                    mode: CreateMode::Persistent,
-                },
+                Request::Txn(vec![TxnOp::create(path, now.to_string(), CreateMode::Persistent)]),
             ),
         }
     }
@@ -545,23 +549,25 @@ impl JobProtocol {
                     self.then = Some(read());
                 }
             }
-            (FlagStep::Read, Ok(Reply::Node(node))) => {
-                let (stamped, ops) = match node {
-                    Some(flag) => (
-                        (sharding::raised_time(ctx.view, &self.paths, &flag.data, now) == now)
-                            .then_some(now),
-                        sharding::raise_over(ctx.view, &self.paths, &flag.data, flag.version, now),
-                    ),
-                    None => (
-                        Some(now),
-                        vec![TxnOp::create(
-                            self.paths.sharding_necessary(),
-                            now.to_string(),
-                            CreateMode::Persistent,
-                        )],
-                    ),
-                };
+            // The flag is there: read its detail, written with it (read after it, so no older
+            // than the flag's version, which the raise is fenced on).
+            (FlagStep::Read, Ok(Reply::Node(Some(flag)))) => {
+                let step = FlagStep::ReadDetail { version: flag.version };
+                let request = Request::Get(self.paths.detail(Detailed::Flag));
+                self.then = Some((Pending::RaiseFlag(step), request));
+            }
+            (FlagStep::ReadDetail { version }, Ok(Reply::Node(detail))) => {
+                let data = detail.map(|d| d.data).unwrap_or_default();
+                let stamped =
+                    (sharding::raised_time(ctx.view, &self.paths, &data, now) == now).then_some(now);
+                let ops = sharding::raise_over(ctx.view, &self.paths, &data, version, now);
                 let step = FlagStep::OverRead { stamped };
+                self.then = Some((Pending::RaiseFlag(step), Request::Txn(ops)));
+            }
+            (FlagStep::Read, Ok(Reply::Node(None))) => {
+                let path = self.paths.sharding_necessary();
+                let ops = vec![TxnOp::create(path, now.to_string(), CreateMode::Persistent)];
+                let step = FlagStep::OverRead { stamped: Some(now) };
                 self.then = Some((Pending::RaiseFlag(step), Request::Txn(ops)));
             }
             (_, Ok(_)) => {}

@@ -161,6 +161,8 @@ enum FlagStep {
     FromView { stamped: Option<i64> },
     /// The view proved behind: read the flag.
     Read,
+    /// The flag is there at `version`: read its detail (its raise time).
+    ReadDetail { version: u64 },
     /// A versioned write over what the read returned (the same).
     OverRead { stamped: Option<i64> },
     /// The raise committed later than the time it wrote: the time moved to the commit's.
@@ -202,6 +204,9 @@ pub struct JobProtocol {
     actions: Vec<Action>,
     next_id: u64,
     outstanding: Option<(OpId, Pending)>,
+    /// How the outstanding transaction was split to write detailed nodes beside ElasticJob's
+    /// empty ones (`protocol::detail`): its reply is mapped back before it is read.
+    split: Option<crate::protocol::detail::Split>,
     /// A request failed since the last input: what it was for is retried on the next input,
     /// not at once (a registry that fails would otherwise be asked again in a loop).
     errored: bool,
@@ -323,6 +328,7 @@ impl JobProtocol {
             actions: Vec::new(),
             next_id: 0,
             outstanding: None,
+            split: None,
             errored: false,
             connected: true,
             registration: Registration::default(),
@@ -445,6 +451,16 @@ impl JobProtocol {
                     let op = OpId(self.next_id);
                     self.next_id += 1;
                     self.outstanding = Some((op, pending));
+                    let ensured = |path: &str| self.registration.ensured(path);
+                    let split =
+                        crate::protocol::detail::split(ctx.view, &self.paths, &request, &ensured);
+                    let request = match split {
+                        Some((request, split)) => {
+                            self.split = Some(split);
+                            request
+                        }
+                        None => request,
+                    };
                     self.actions.push(Action::Request { op, request });
                 }
                 Next::Again => continue,
@@ -538,6 +554,16 @@ impl JobProtocol {
             self.outstanding = Some((expected, pending));
             return;
         }
+        let result = match self.split.take() {
+            Some(split) => {
+                if let Some(detail) = split.failed_detail(&result) {
+                    // Registration's word that it exists is out of date.
+                    self.registration.forget(detail);
+                }
+                split.reply(result)
+            }
+            None => result,
+        };
         match pending {
             Pending::Register(step) => self.on_register_reply(step, result, ctx),
             Pending::RaiseFlag(step) => self.on_flag_reply(step, result, ctx),

@@ -178,10 +178,10 @@ impl JobProtocol {
                 return Next::Request(Pending::Register(Step::Leftovers), Request::Txn(ops));
             }
         }
+        if let Some(next) = self.ensure_directories(ctx) {
+            return next;
+        }
         if self.failover_enabled() {
-            if let Some(next) = self.ensure_directories(ctx) {
-                return next;
-            }
             // Items a lost session left running are orphans once their code returned (the
             // cancellation asked it to): queue them only then, or a taker would run them
             // alongside.
@@ -511,8 +511,19 @@ impl JobProtocol {
         Some(Next::Request(Pending::Register(Step::Directory(k)), Request::Ensure(dir)))
     }
 
-    pub(super) fn directories(&self) -> [String; 2] {
-        [self.paths.ledgers(), self.paths.failover_items()]
+    /// What registration ensures exists: the directories of the detail nodes, the flag's
+    /// detail (see `protocol::detail`) and the flag's directory, and with failover on, the ledgers' and the queue's
+    /// directories.
+    pub(super) fn directories(&self) -> Vec<String> {
+        let mut dirs = Vec::with_capacity(6);
+        dirs.extend(self.paths.detail_dirs());
+        dirs.push(self.paths.detail(crate::layout::Detailed::Flag));
+        // The flag is raised in a transaction with its detail, which creates no parents.
+        dirs.push(self.paths.leader_sharding());
+        if self.failover_enabled() {
+            dirs.extend([self.paths.ledgers(), self.paths.failover_items()]);
+        }
+        dirs
     }
 
     /// A write of the instance node lost a race: try the other way, a bounded number of times.

@@ -298,7 +298,14 @@ impl Harness {
                 let version = args.num("v")?;
                 let pos = args.positional(1, 2)?;
                 let data = pos.get(1).cloned().unwrap_or_default();
-                self.setup_put(&abs(&pos[0]), data.as_bytes(), owner, version)?;
+                let path = abs(&pos[0]);
+                match detail_of(&path) {
+                    Some(detail) => {
+                        self.setup_put(&path, b"", owner, version)?;
+                        self.setup_put(&detail, data.as_bytes(), None, None)?;
+                    }
+                    None => self.setup_put(&path, data.as_bytes(), owner, version)?,
+                }
             }
             "peer" => {
                 self.before_start(&name)?;
@@ -384,9 +391,19 @@ impl Harness {
                 let pos = args.positional(1, 2)?;
                 let data = pos.get(1).cloned().unwrap_or_default();
                 let mut events = Vec::new();
+                let path = abs(&pos[0]);
+                let (data, detail) = match detail_of(&path) {
+                    Some(detail) => (String::new(), Some((detail, data))),
+                    None => (data, None),
+                };
                 self.registry
-                    .put(&abs(&pos[0]), data.as_bytes(), owner, version, &mut events)
+                    .put(&path, data.as_bytes(), owner, version, &mut events)
                     .map_err(|e| e.to_string())?;
+                if let Some((detail, data)) = detail {
+                    self.registry
+                        .put(&detail, data.as_bytes(), None, None, &mut events)
+                        .map_err(|e| e.to_string())?;
+                }
                 self.external(events, hold, out)?;
             }
             "delete" => {
@@ -873,4 +890,12 @@ fn configure(config: &mut JobConfig, args: &mut Args) -> Result<(), String> {
         config.static_sharding = on;
     }
     Ok(())
+}
+
+/// The detail node of `path`, if it is a node ElasticJob keeps empty: `node` and `write` put
+/// DATA there (and the node empty), as shardcron writes them.
+fn detail_of(path: &str) -> Option<String> {
+    let of = crate::layout::Detailed::of_path(path)?;
+    let (job, _) = crate::layout::JobNode::parse(path)?;
+    Some(crate::layout::JobPaths::new(job).detail(of))
 }

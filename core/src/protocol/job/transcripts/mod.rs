@@ -42,7 +42,9 @@
 //!   [once-listeners]`;
 //! - `node PATH [DATA] [v=N] [eph=OWNER]` (parents made; `eph=me` is this session),
 //!   `peer ID [disabled]` (its server and instance nodes), `assign N=ID ...` (owner nodes),
-//!   `leader ID|me`.
+//!   `leader ID|me`. A node ElasticJob keeps empty (`sharding/N/misfire`,
+//!   `leader/sharding/necessary`, `leader/failover/items/N`) is written empty with DATA in its
+//!   detail node under `shardcron/`, as shardcron writes it (by `node` and `write` alike).
 //!
 //! Inputs (each prints the actions, the requests with their replies, the watch deliveries):
 //! - `time T` (no input), `start`, `fire [T]` (the armed fire by default; time moves to it),
