@@ -153,18 +153,30 @@ fn is_running_node(path: &str) -> bool {
     path.ends_with("/running") && path.contains("/sharding/")
 }
 
+/// A misfire marker, or its detail (the fire it owes).
 fn is_misfire_node(path: &str) -> bool {
-    path.ends_with("/misfire") && path.contains("/sharding/")
+    (path.ends_with("/misfire") && path.contains("/sharding/"))
+        || path.rsplit('/').nth(1) == Some("misfire") && path.contains("/shardcron/")
 }
 
 fn is_instance_node(path: &str) -> bool {
     path.rsplit('/').nth(1) == Some("instances")
 }
 
-/// A failover queue entry for a fire its instance missed (`{fire} {rank} missed {id}`).
-fn is_missed_entry(path: &str, data: &[u8]) -> bool {
-    path.contains("/leader/failover/items/")
-        && std::str::from_utf8(data).is_ok_and(|t| t.split(' ').nth(2) == Some("missed"))
+/// The item of a failover queue entry's detail for a fire its instance missed
+/// (`shardcron/failover/{n}` holding `{fire} {rank} missed {id}`).
+fn missed_entry(path: &str, data: &[u8]) -> Option<String> {
+    let (dir, item) = path.rsplit_once('/')?;
+    (dir.ends_with("/shardcron/failover")
+        && std::str::from_utf8(data).is_ok_and(|t| t.split(' ').nth(2) == Some("missed")))
+    .then(|| item.to_owned())
+}
+
+/// A failover queue entry (`leader/failover/items/{n}`) of one of `items`.
+fn is_entry_of(path: &str, items: &[String]) -> bool {
+    path.rsplit_once('/').is_some_and(|(dir, item)| {
+        dir.ends_with("/leader/failover/items") && items.iter().any(|i| i == item)
+    })
 }
 
 /// A registry wrapper with a bug.
@@ -223,6 +235,14 @@ impl CoordinatorRegistry for Buggy {
 
     async fn transaction(&self, ops: Vec<TxnOp>) -> Result<Vec<TxnResult>> {
         let reshard = ops.iter().any(|op| op.path().ends_with("/leader/sharding/necessary"));
+        // The entries queued for missed fires: their detail says so, the entry is empty.
+        let missed: Vec<String> = ops
+            .iter()
+            .filter_map(|op| match op {
+                TxnOp::Create { path, data, .. } => missed_entry(path, data),
+                _ => None,
+            })
+            .collect();
         let ops: Vec<TxnOp> = ops
             .into_iter()
             .filter_map(|op| match (self.bug, op) {
@@ -253,7 +273,7 @@ impl CoordinatorRegistry for Buggy {
                     None
                 }
                 (Variant::DropMissedFires, TxnOp::Create { path, data, .. })
-                    if is_missed_entry(&path, &data) =>
+                    if missed_entry(&path, &data).is_some() || is_entry_of(&path, &missed) =>
                 {
                     None
                 }

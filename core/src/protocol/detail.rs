@@ -85,25 +85,33 @@ pub fn split(
             continue;
         };
         let detail = paths.detail(of);
-        let exists = view.exists(&detail) || ensured(&detail);
+        // The detail's own writes are fenced on the version the view shows: garbage written
+        // into it unseen fails the transaction (and is reported on the view that shows it)
+        // rather than being erased unread. Registration's word that it exists carries none.
+        let seen = view.get(&detail).map(|d| Some(d.version));
+        let seen = seen.or_else(|| ensured(&detail).then_some(None));
+        // The caller wrote the detail itself (from a read of the registry).
+        let explicit = ops.iter().any(|op| op.path() == detail);
         let (main, extra) = match op.clone() {
-            TxnOp::Create { path, data, mode } => (
-                TxnOp::Create { path, data: Vec::new(), mode },
-                Some(upsert(&detail, data, exists)),
-            ),
+            TxnOp::Create { path, data, mode } => {
+                (TxnOp::Create { path, data: Vec::new(), mode }, Some(upsert(&detail, data, seen)))
+            }
             TxnOp::Set { path, data, version } => {
-                (TxnOp::Set { path, data: Vec::new(), version }, Some(upsert(&detail, data, exists)))
+                (TxnOp::Set { path, data: Vec::new(), version }, Some(upsert(&detail, data, seen)))
             }
             TxnOp::Delete { path, version } => {
-                let extra = exists.then(|| match of {
+                let extra = seen.map(|version| match of {
                     // The flag's detail stays, emptied: it is ensured once per registration.
-                    Detailed::Flag => TxnOp::set(detail.clone(), Vec::new(), None),
-                    Detailed::Misfire(_) | Detailed::Entry(_) => TxnOp::delete(detail.clone(), None),
+                    Detailed::Flag => TxnOp::set(detail.clone(), Vec::new(), version),
+                    Detailed::Misfire(_) | Detailed::Entry(_) => {
+                        TxnOp::delete(detail.clone(), version)
+                    }
                 });
                 (TxnOp::Delete { path, version }, extra)
             }
             check @ TxnOp::Check { .. } => (check, None),
         };
+        let extra = extra.filter(|_| !explicit);
         sent_ops.push(main);
         out.origin.push(i);
         out.details.push(None);
@@ -116,12 +124,12 @@ pub fn split(
     Some((Request::Txn(sent_ops), out))
 }
 
-/// Writes `data` into a detail node: over it when it exists, else a new one.
-fn upsert(detail: &str, data: Vec<u8>, exists: bool) -> TxnOp {
-    if exists {
-        TxnOp::set(detail, data, None)
-    } else {
-        TxnOp::create(detail, data, CreateMode::Persistent)
+/// Writes `data` into a detail node: over it when it exists (`seen`, at the version seen, if
+/// one was), else a new one.
+fn upsert(detail: &str, data: Vec<u8>, seen: Option<Option<u64>>) -> TxnOp {
+    match seen {
+        Some(version) => TxnOp::set(detail, data, version),
+        None => TxnOp::create(detail, data, CreateMode::Persistent),
     }
 }
 
@@ -190,7 +198,7 @@ mod tests {
                 TxnOp::create(paths.item_node(1, ItemNode::Misfire), "", CreateMode::Persistent),
                 TxnOp::create(paths.detail(Detailed::Misfire(1)), "9000", CreateMode::Persistent),
                 TxnOp::delete(paths.item_node(2, ItemNode::Misfire), Some(0)),
-                TxnOp::delete(paths.detail(Detailed::Misfire(2)), None),
+                TxnOp::delete(paths.detail(Detailed::Misfire(2)), Some(0)),
                 TxnOp::set(paths.sharding_necessary(), "", Some(4)),
                 TxnOp::set(paths.detail(Detailed::Flag), "5000", None),
             ]

@@ -254,15 +254,27 @@ pub fn raise(view: &View, paths: &JobPaths, now_ms: i64) -> Vec<TxnOp> {
 
 /// [`raise`] against a flag read from the registry at `version` whose detail holds `data`
 /// (after the view proved behind).
+///
+/// The detail is written here, fenced on the version read (`detail_version`, `None` when the
+/// read found none): the view may be behind on it, so the write beside the flag that
+/// `protocol::detail` would add, fenced on the view's version, would fail for that alone.
 pub fn raise_over(
     view: &View,
     paths: &JobPaths,
     data: &[u8],
     version: u64,
+    detail_version: Option<u64>,
     now_ms: i64,
 ) -> Vec<TxnOp> {
     let data = raised_time(view, paths, data, now_ms).to_string();
-    vec![TxnOp::set(paths.sharding_necessary(), data, Some(version))]
+    let detail = paths.detail(Detailed::Flag);
+    vec![
+        TxnOp::set(paths.sharding_necessary(), Vec::new(), Some(version)),
+        match detail_version {
+            Some(v) => TxnOp::set(detail, data, Some(v)),
+            None => TxnOp::create(detail, data, CreateMode::Persistent),
+        },
+    ]
 }
 
 /// The raise time `necessary` should hold after a raise at `now_ms`: the earliest of the two,
