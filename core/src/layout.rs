@@ -256,7 +256,10 @@ impl Detailed {
     /// The detailed node a registry path is (ElasticJob's empty node, not the detail), if it is
     /// one. Cheap on the paths it is not (every op of every transaction is asked).
     pub fn of_path(path: &str) -> Option<Detailed> {
-        if !(path.ends_with("/misfire") || path.ends_with("/necessary") || path.contains("/leader/failover/items/")) {
+        if !(path.ends_with("/misfire")
+            || path.ends_with("/necessary")
+            || path.contains("/leader/failover/items/"))
+        {
             return None;
         }
         match JobNode::parse(path)?.1 {

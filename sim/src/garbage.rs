@@ -59,6 +59,16 @@ impl Target {
         }
     }
 
+    /// Where shardcron keeps the detail of a node ElasticJob keeps empty.
+    pub fn detail_path(self) -> Option<String> {
+        match self {
+            Target::Misfire(n) => Some(format!("shardcron/misfire/{n}")),
+            Target::Flag => Some("shardcron/necessary".into()),
+            Target::FailoverEntry(n) => Some(format!("shardcron/failover/{n}")),
+            _ => None,
+        }
+    }
+
     /// The nodes a running cluster needs, which the operator fault may delete.
     fn deletable(self) -> bool {
         matches!(
@@ -122,9 +132,22 @@ pub struct Corruption {
 }
 
 impl Corruption {
-    /// The node's path in the namespace (`/{job}/...`), as the instances name it.
+    /// The node's path in the namespace (`/{job}/...`), as the instances name it. Garbage in
+    /// a node ElasticJob keeps empty (a misfire marker, the flag, a queue entry) goes into its
+    /// detail, the node shardcron reads (whatever the empty node holds, nobody reads); a
+    /// deletion deletes the node itself.
     pub fn path(&self) -> String {
-        format!("/{}/{}", self.job, self.target.path())
+        match (self.junk, self.target.detail_path()) {
+            (Some(_), Some(detail)) => format!("/{}/{detail}", self.job),
+            _ => format!("/{}/{}", self.job, self.target.path()),
+        }
+    }
+
+    /// The node whose existence gives the garbage a reader: the detailed node, for garbage in
+    /// a detail (a detail without its node is read by nobody).
+    pub fn read_if(&self) -> Option<String> {
+        self.target.detail_path().filter(|_| self.junk.is_some())?;
+        Some(format!("/{}/{}", self.job, self.target.path()))
     }
 
     /// Draws a corruption of `job` (of `count` items, on a cluster of `instances`).

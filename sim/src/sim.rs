@@ -475,9 +475,16 @@ impl World {
         let c = c.clone();
         tokio::spawn(async move {
             let path = c.path();
-            let done = match c.junk {
-                Some(junk) => world.operator.set(&path, &junk.bytes(), None).await.map(drop),
-                None => world.operator.delete(&path, None).await,
+            let done = match (c.junk, c.read_if()) {
+                // A detail whose node is gone is read by nobody: no garbage to write there.
+                (Some(_), Some(node)) if !world.operator.exists(&node).await.unwrap_or(false) => {
+                    Err(shardcron_core::registry::RegistryError::NoNode {
+                        op: shardcron_core::registry::Op::Set,
+                        path: node,
+                    })
+                }
+                (Some(junk), _) => world.operator.set(&path, &junk.bytes(), None).await.map(drop),
+                (None, _) => world.operator.delete(&path, None).await,
             };
             let fault = Fault::Corrupt(c);
             match done {

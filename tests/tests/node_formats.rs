@@ -186,7 +186,6 @@ async fn pending_failovers_name_the_crashed_owner() {
 
 /// `sharding/{n}/misfire`: empty; only its existence counts.
 #[tokio::test(start_paused = true)]
-#[ignore = "node format: shardcron still writes the owed fire time"]
 async fn misfire_flags_are_empty() {
     let r = record_scenario().await;
     for w in r.of(|n| matches!(n, JobNode::Item(_, ItemNode::Misfire))) {
@@ -196,7 +195,6 @@ async fn misfire_flags_are_empty() {
 
 /// `leader/sharding/necessary`: empty; only its existence counts.
 #[tokio::test(start_paused = true)]
-#[ignore = "node format: shardcron still writes the time the flag was raised"]
 async fn the_reshard_flag_is_empty() {
     let r = record_scenario().await;
     for w in r.of(|n| *n == JobNode::ShardingNecessary) {
@@ -206,7 +204,6 @@ async fn the_reshard_flag_is_empty() {
 
 /// `leader/failover/items/{n}`: empty; only its existence counts.
 #[tokio::test(start_paused = true)]
-#[ignore = "node format: shardcron still writes `{fire} {rank} {interrupted|missed} {instance}` into queue entries"]
 async fn queued_failover_items_are_empty() {
     let r = record_scenario().await;
     for w in r.of(|n| matches!(n, JobNode::FailoverItem(_))) {

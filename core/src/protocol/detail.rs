@@ -188,8 +188,7 @@ mod tests {
             TxnOp::set(paths.sharding_necessary(), "5000", Some(4)),
         ];
         let ensured = |p: &str| p == paths.detail(Detailed::Flag);
-        let (sent, split) =
-            split(&view, &paths, &Request::Txn(ops), &ensured).expect("split");
+        let (sent, split) = split(&view, &paths, &Request::Txn(ops), &ensured).expect("split");
         let Request::Txn(sent) = sent else { panic!("a transaction") };
         assert_eq!(
             sent,
@@ -238,7 +237,8 @@ mod tests {
     #[test]
     fn transactions_without_detailed_nodes_are_sent_as_they_are() {
         let paths = JobPaths::new("j");
-        let ops = vec![TxnOp::create(paths.item_node(0, ItemNode::Running), "i", CreateMode::Ephemeral)];
+        let ops =
+            vec![TxnOp::create(paths.item_node(0, ItemNode::Running), "i", CreateMode::Ephemeral)];
         assert_eq!(split(&View::default(), &paths, &Request::Txn(ops), &|_| false), None);
         let get = Request::Get(paths.sharding_necessary());
         assert_eq!(split(&View::default(), &paths, &get, &|_| false), None);
@@ -249,7 +249,10 @@ mod tests {
         let paths = JobPaths::new("j");
         let mut view = View::default();
         assert_eq!(read(&view, &paths, Detailed::Flag), None);
-        view.apply(&WatchEvent::Created { path: paths.detail(Detailed::Flag), node: node("12", 0) });
+        view.apply(&WatchEvent::Created {
+            path: paths.detail(Detailed::Flag),
+            node: node("12", 0),
+        });
         assert_eq!(read(&view, &paths, Detailed::Flag), None, "a detail without its node");
         view.apply(&WatchEvent::Created { path: paths.sharding_necessary(), node: node("", 3) });
         let (flag, detail) = read(&view, &paths, Detailed::Flag).expect("raised");

@@ -212,12 +212,11 @@ pub fn owed_on_reshard(
         // fire's own run, which would take this older debt with it. Such a marker is moved
         // back to this fire (the later one still runs, or is caught up by it).
         let misfire = paths.item_node(item, ItemNode::Misfire);
-        let later_mark = super::detail::read(view, paths, Detailed::Misfire(item)).and_then(
-            |(m, owed)| {
+        let later_mark =
+            super::detail::read(view, paths, Detailed::Misfire(item)).and_then(|(m, owed)| {
                 let owed = super::records::parse_time("", owed, "a misfire marker").ok();
                 owed.filter(|&owed| owed > fire_ms).map(|_| m.version)
-            },
-        );
+            });
         let marked = [ItemNode::Disabled, ItemNode::Running]
             .into_iter()
             .any(|leaf| view.exists(&paths.item_node(item, leaf)))

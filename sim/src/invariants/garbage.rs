@@ -18,7 +18,7 @@
 //!   nodes, the markers, the leader node, the flag, the failover queue, the ledgers and the
 //!   assignment record; invariant 4 checks that the assignment is the strategy's there.
 
-use shardcron_core::__private::layout::{ItemNode, JobNode};
+use shardcron_core::__private::layout::{Detailed, ItemNode, JobNode, JobPaths};
 use shardcron_core::__private::protocol::records::{
     parse_flag, parse_instance_id, parse_time, Assigned, FailoverEntry, InstanceRecord, Ledger,
     ServerStatus,
@@ -246,6 +246,7 @@ pub(super) fn check(
     for job in tl.configs.keys().filter(|j| !tl.gone_at_end(j)) {
         let count = tl.config_at(job, cp.at).map_or(0, |s| s.count);
         let prefix = format!("/{job}/");
+        let paths = JobPaths::new(job);
         for (path, (text, _)) in cp.nodes.range(prefix.clone()..) {
             if !path.starts_with(&prefix) {
                 break;
@@ -270,14 +271,17 @@ pub(super) fn check(
                 JobNode::Item(n, ItemNode::Running) if *n < count => {
                     parse_instance_id(path, data, "a running marker").err().map(|g| g.reason)
                 }
-                JobNode::Item(n, ItemNode::Misfire) if *n < count && !text.trim().is_empty() => {
+                // What ElasticJob keeps empty is read by nobody: its detail is (while the
+                // node exists; a detail without its node means nothing).
+                JobNode::Detail(of) if !cp.nodes.contains_key(&paths.detailed(*of)) => None,
+                JobNode::Detail(Detailed::Misfire(n)) if *n < count && !text.trim().is_empty() => {
                     parse_time(path, data, "a misfire marker").err().map(|g| g.reason)
                 }
                 JobNode::LeaderInstance => {
                     parse_instance_id(path, data, "the leader node").err().map(|g| g.reason)
                 }
-                JobNode::ShardingNecessary => parse_flag(path, data).err().map(|g| g.reason),
-                JobNode::FailoverItem(_) => {
+                JobNode::Detail(Detailed::Flag) => parse_flag(path, data).err().map(|g| g.reason),
+                JobNode::Detail(Detailed::Entry(_)) => {
                     FailoverEntry::parse(path, data).err().map(|g| g.reason)
                 }
                 JobNode::Ledger(_) => Ledger::parse(path, data).err().map(|g| g.reason),

@@ -559,10 +559,16 @@ impl JobProtocol {
             (FlagStep::ReadDetail { version }, Ok(Reply::Node(detail))) => {
                 let detail_version = detail.as_ref().map(|d| d.version);
                 let data = detail.map(|d| d.data).unwrap_or_default();
-                let stamped =
-                    (sharding::raised_time(ctx.view, &self.paths, &data, now) == now).then_some(now);
-                let ops =
-                    sharding::raise_over(ctx.view, &self.paths, &data, version, detail_version, now);
+                let stamped = (sharding::raised_time(ctx.view, &self.paths, &data, now) == now)
+                    .then_some(now);
+                let ops = sharding::raise_over(
+                    ctx.view,
+                    &self.paths,
+                    &data,
+                    version,
+                    detail_version,
+                    now,
+                );
                 let step = FlagStep::OverRead { stamped };
                 self.then = Some((Pending::RaiseFlag(step), Request::Txn(ops)));
             }
