@@ -156,17 +156,17 @@ fn a_clock_skew_skipped_in_silence_is_caught() {
 #[test]
 fn a_fire_that_waited_for_a_reshard_and_went_unrecorded_is_caught() {
     // The boundary of "a fire due while a reshard was asked for answers to the assignment it
-    // makes": the leader i1 crashes at 14 s (its session ends at 24 s), i3 stops at 14.2 s and
+    // makes": the leader i3 crashes at 14 s (its session ends at 24 s), i1 stops at 14.2 s and
     // a follower asks for a reshard that only the next leader makes. The fires in between wait
     // for it, each overtaken by the next: i2, their owner in the assignment that reshard makes,
     // records them late. Muted, those fires went unrecorded (the crashed leader, their owner
     // before, lost nothing: they were not its any more).
     let job = JobSpec::new("j0", "0/3 * * * * ?", 6).item_ms(500);
     let scenario = Scenario::new("reshard-held-up-by-a-leader-crash")
-        .at(14_000, Fault::Crash(1))
-        .at(14_200, Fault::Stop(3))
-        .at(40_000, Fault::Restart(1))
-        .at(41_000, Fault::Restart(3));
+        .at(14_000, Fault::Crash(3))
+        .at(14_200, Fault::Stop(1))
+        .at(40_000, Fault::Restart(3))
+        .at(41_000, Fault::Restart(1));
     caught_under_faults(
         vec![job.clone()],
         scenario.clone(),
@@ -174,9 +174,9 @@ fn a_fire_that_waited_for_a_reshard_and_went_unrecorded_is_caught() {
         Invariant::Fires,
     );
     let broken = under_faults(vec![job], scenario, Some(Variant::MuteLateSkips));
-    // Item 4 was the crashed leader's: the fire is judged i2's, not a loss of the crash.
+    // Item 0 was the crashed leader's: the fire is judged i2's, not a loss of the crash.
     let unrecorded =
-        |m: &str| m.contains("j0#4 neither ran nor was recorded") && m.contains("i1/i2 was up");
+        |m: &str| m.contains("j0#0 neither ran nor was recorded") && m.contains("i3/i2 was up");
     assert!(
         broken.violations.iter().any(|v| unrecorded(&v.message)),
         "the fires i2 should have recorded late are reported as its own:\n{}",
@@ -272,3 +272,5 @@ fn ignoring_garbage_is_caught() {
     }
     assert!(text.contains("config-rejected j0"), "the config garbage is unreported");
 }
+
+
