@@ -272,5 +272,3 @@ fn ignoring_garbage_is_caught() {
     }
     assert!(text.contains("config-rejected j0"), "the config garbage is unreported");
 }
-
-

@@ -8,6 +8,9 @@
 //! `leader/failover/items/*`. Persistent intent is not a leak: `leader/sharding/necessary`
 //! (the next cluster must reshard anyway, and every starting instance sets it), `misfire`
 //! markers (a catch-up owed across restarts), `disabled` markers, servers, assignments, config.
+//! The detail of a misfire marker or a queue entry (`shardcron/misfire/*`,
+//! `shardcron/failover/*`) leaks when its node is gone: the two are written and removed
+//! together (the flag's detail stays by design, emptied).
 
 use super::{context, index_at, Checkpoint, Invariant, Violation};
 use crate::trace::{Entry, Phase};
@@ -31,7 +34,9 @@ pub(super) fn check(entries: &[Entry], checkpoints: &[Checkpoint], out: &mut Vec
     let leaked: Vec<String> = cp
         .nodes
         .iter()
-        .filter(|(path, (_, ephemeral))| *ephemeral || leak(path))
+        .filter(|(path, (_, ephemeral))| {
+            *ephemeral || leak(path) || orphan_detail(path, |p| cp.nodes.contains_key(p))
+        })
         .map(|(path, (text, _))| format!("{path} ({text})"))
         .collect();
     if !leaked.is_empty() {
@@ -54,4 +59,31 @@ fn leak(path: &str) -> bool {
             | [_, "leader", "sharding", "processing"]
             | [_, "leader", "failover", "items", _]
     )
+}
+
+/// A detail node whose node is gone (`exists` tells which nodes the registry holds).
+fn orphan_detail(path: &str, exists: impl Fn(&str) -> bool) -> bool {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let node = match parts.as_slice() {
+        [job, "shardcron", "misfire", n] => format!("/{job}/sharding/{n}/misfire"),
+        [job, "shardcron", "failover", n] => format!("/{job}/leader/failover/items/{n}"),
+        _ => return false,
+    };
+    !exists(&node)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::orphan_detail;
+
+    #[test]
+    fn a_detail_leaks_once_its_node_is_gone() {
+        let nodes = ["/j/sharding/1/misfire", "/j/leader/failover/items/2"];
+        let exists = |p: &str| nodes.contains(&p);
+        assert!(!orphan_detail("/j/shardcron/misfire/1", exists));
+        assert!(orphan_detail("/j/shardcron/misfire/2", exists));
+        assert!(!orphan_detail("/j/shardcron/failover/2", exists));
+        assert!(orphan_detail("/j/shardcron/failover/1", exists));
+        assert!(!orphan_detail("/j/shardcron/necessary", exists), "the flag's detail stays");
+    }
 }
