@@ -74,6 +74,9 @@ pub fn split(
     if !ops.iter().any(|op| detailed(op).is_some()) {
         return None;
     }
+    // Details the caller wrote itself (from a read of the registry): left as they are.
+    let explicit: Vec<&str> =
+        ops.iter().map(TxnOp::path).filter(|p| p.contains("/shardcron/")).collect();
     let mut out = Split { origin: Vec::new(), sent: Vec::new(), details: Vec::new() };
     let mut sent_ops = Vec::with_capacity(ops.len() * 2);
     for (i, op) in ops.iter().enumerate() {
@@ -90,8 +93,6 @@ pub fn split(
         // rather than being erased unread. Registration's word that it exists carries none.
         let seen = view.get(&detail).map(|d| Some(d.version));
         let seen = seen.or_else(|| ensured(&detail).then_some(None));
-        // The caller wrote the detail itself (from a read of the registry).
-        let explicit = ops.iter().any(|op| op.path() == detail);
         let (main, extra) = match op.clone() {
             TxnOp::Create { path, data, mode } => {
                 (TxnOp::Create { path, data: Vec::new(), mode }, Some(upsert(&detail, data, seen)))
@@ -111,7 +112,7 @@ pub fn split(
             }
             check @ TxnOp::Check { .. } => (check, None),
         };
-        let extra = extra.filter(|_| !explicit);
+        let extra = extra.filter(|_| !explicit.contains(&detail.as_str()));
         sent_ops.push(main);
         out.origin.push(i);
         out.details.push(None);
