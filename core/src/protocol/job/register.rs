@@ -512,8 +512,8 @@ impl JobProtocol {
     }
 
     /// What registration ensures exists: the directories of the detail nodes, the flag's
-    /// detail (see `protocol::detail`) and the flag's directory, and with failover on, the ledgers' and the queue's
-    /// directories.
+    /// detail (see `protocol::detail`) and the flag's directory, and with failover on, the
+    /// ledgers' and the queue's directories.
     pub(super) fn directories(&self) -> Vec<String> {
         let mut dirs = Vec::with_capacity(6);
         dirs.extend(self.paths.detail_dirs());
