@@ -4,10 +4,10 @@
 //! for, and so wait for it and answer to the assignment it makes. This is the registry's truth,
 //! not what the instances say they did: a flag an operator wrote counts the same.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::StreamExt;
-use shardcron_core::registry::{CoordinatorRegistry, WatchEvent};
+use shardcron_core::registry::{CoordinatorRegistry, Node, WatchEvent};
 use shardcron_registry_mem::MemRegistry;
 
 use crate::trace::{Note, Trace};
@@ -29,67 +29,67 @@ pub(crate) async fn record(client: MemRegistry, trace: Trace) {
             return;
         }
     };
-    // Per job: whether the flag exists, and what its detail holds (the raise time, which
-    // shardcron keeps beside ElasticJob's empty flag); and the flags as last noted, to note
-    // changes only.
-    let mut raised: BTreeMap<String, bool> = BTreeMap::new();
-    let mut details: BTreeMap<String, String> = BTreeMap::new();
+    // The flags and their details as the registry holds them, and the flags as last noted,
+    // to note changes only.
+    let mut flags = Flags::default();
     let mut seen: BTreeMap<String, Option<String>> = BTreeMap::new();
     while let Some(event) = stream.next().await {
         let mut touched: Vec<String> = Vec::new();
         match event {
             WatchEvent::Resync { nodes } => {
-                touched.extend(raised.keys().chain(details.keys()).cloned());
-                raised.clear();
-                details.clear();
-                for (path, node) in &nodes {
-                    match job_of(path) {
-                        Some((job, Part::Flag)) => {
-                            raised.insert(job.clone(), true);
-                            touched.push(job);
-                        }
-                        Some((job, Part::Detail)) => {
-                            details.insert(job.clone(), node.text().into_owned());
-                            touched.push(job);
-                        }
-                        None => {}
-                    }
-                }
+                touched.extend(flags.raised.iter().chain(flags.details.keys()).cloned());
+                flags = Flags::default();
+                touched.extend(nodes.iter().filter_map(|(path, node)| flags.put(path, node)));
             }
             WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
-                match job_of(&path) {
-                    Some((job, Part::Flag)) => {
-                        raised.insert(job.clone(), true);
-                        touched.push(job);
-                    }
-                    Some((job, Part::Detail)) => {
-                        details.insert(job.clone(), node.text().into_owned());
-                        touched.push(job);
-                    }
-                    None => {}
-                }
+                touched.extend(flags.put(&path, &node));
             }
-            WatchEvent::Deleted { path } => match job_of(&path) {
-                Some((job, Part::Flag)) => {
-                    raised.remove(&job);
-                    touched.push(job);
-                }
-                Some((job, Part::Detail)) => {
-                    details.remove(&job);
-                    touched.push(job);
-                }
-                None => {}
-            },
+            WatchEvent::Deleted { path } => touched.extend(flags.remove(&path)),
         }
         touched.sort();
         touched.dedup();
         for job in touched {
-            let data = raised.get(&job).map(|_| details.get(&job).cloned().unwrap_or_default());
+            let data = flags.noted(&job);
             if seen.get(&job) != Some(&data) {
                 seen.insert(job.clone(), data.clone());
                 trace.note(0, Note::Flag { job, data });
             }
         }
+    }
+}
+
+/// Per job: whether the flag exists, and what its detail holds (the raise time, which
+/// shardcron keeps beside ElasticJob's empty flag).
+#[derive(Default)]
+struct Flags {
+    raised: BTreeSet<String>,
+    details: BTreeMap<String, String>,
+}
+
+impl Flags {
+    /// Takes a node that now holds `node`; the job whose flag it is, if it is one.
+    fn put(&mut self, path: &str, node: &Node) -> Option<String> {
+        let (job, part) = job_of(path)?;
+        match part {
+            Part::Flag => self.raised.insert(job.clone()),
+            Part::Detail => self.details.insert(job.clone(), node.text().into_owned()).is_none(),
+        };
+        Some(job)
+    }
+
+    /// Takes a node deleted; the job whose flag it was, if it was one.
+    fn remove(&mut self, path: &str) -> Option<String> {
+        let (job, part) = job_of(path)?;
+        match part {
+            Part::Flag => self.raised.remove(&job),
+            Part::Detail => self.details.remove(&job).is_some(),
+        };
+        Some(job)
+    }
+
+    /// The flag of `job` as noted: raised with its detail's data, or gone.
+    fn noted(&self, job: &str) -> Option<String> {
+        self.raised.contains(job).then(|| self.details.get(job).cloned().unwrap_or_default())
     }
 }
 
