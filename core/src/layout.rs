@@ -262,12 +262,7 @@ impl Detailed {
         {
             return None;
         }
-        match JobNode::parse(path)?.1 {
-            JobNode::Item(n, ItemNode::Misfire) => Some(Detailed::Misfire(n)),
-            JobNode::ShardingNecessary => Some(Detailed::Flag),
-            JobNode::FailoverItem(n) => Some(Detailed::Entry(n)),
-            _ => None,
-        }
+        JobNode::parse(path)?.1.detailed()
     }
 
     /// The classified node whose detail this is.
