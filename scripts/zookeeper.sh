@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A throw-away ZooKeeper server for the tests: loopback only, a free port, a temp data dir, a
 # short tick (200 ms: sessions may be as short as 400 ms, so expiry tests are quick), a raised
-# jute.maxbuffer (the registry contract allows 1 MiB of data per node), no admin server.
+# jute.maxbuffer (the registry contract allows 1 MiB of data per node), no admin server; the
+# four-letter commands ruok and srvr (health, counts) and wchp (the watches by path, which the
+# watch tests read to see what a client left on the server).
 #
 #   scripts/zookeeper.sh start   [STATE_DIR]   start, wait until it answers, print SHARDCRON_ZK=...
 #   scripts/zookeeper.sh stop    [STATE_DIR]   stop it and remove its data and state
@@ -55,7 +57,7 @@ launch() {
     # setsid: its own process group, untouched by the caller's job control; exec keeps the pid.
     exec setsid "$java" -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
       -Djute.maxbuffer="$maxbuffer" -Dzookeeper.admin.enableServer=false \
-      -Dzookeeper.4lw.commands.whitelist=ruok,srvr \
+      -Dzookeeper.4lw.commands.whitelist=ruok,srvr,wchp \
       -cp "$classpath" org.apache.zookeeper.server.ZooKeeperServerMain "$state/zoo.cfg" \
       >>"$state/server.log" 2>&1 </dev/null
   ) &
@@ -108,7 +110,7 @@ clientPortAddress=127.0.0.1
 maxSessionTimeout=$max_session
 maxClientCnxns=0
 admin.enableServer=false
-4lw.commands.whitelist=ruok,srvr
+4lw.commands.whitelist=ruok,srvr,wchp
 EOF
     if launch "$port"; then
       echo "$port" >"$state/port"

@@ -1,5 +1,6 @@
 //! [`EtcdRegistry`]: the [`CoordinatorRegistry`] on etcd, and how each operation maps onto it.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -16,8 +17,8 @@ use shardcron_core::registry::lease::LeaseClock;
 use shardcron_core::registry::recipes::{SequentialLatch, SequentialMutex};
 use shardcron_core::registry::{
     path, Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op,
-    RegistryError, Result, SessionEvents, TxnOp, TxnResult, Version, WatchEvent, WatchStream,
-    MAX_DATA_SIZE,
+    RegistryError, Result, SessionEvents, TxnOp, TxnResult, Version, WatchEvent, WatchScope,
+    WatchStream, MAX_DATA_SIZE,
 };
 use tokio::sync::{mpsc, watch};
 
@@ -26,7 +27,7 @@ use crate::keys::{decode_value, KeySpace};
 use crate::options::{ConfigError, EtcdOptions};
 use crate::session::{self, Session};
 use crate::txn::{self, Outcome, Step};
-use crate::watch::{snapshot, WatchTask};
+use crate::watch::{self as scope_watch, WatchTask};
 
 /// gRPC messages the client accepts: a snapshot page or a watch response may hold many nodes of
 /// up to 1 MiB each, far above tonic's 4 MiB default.
@@ -517,26 +518,39 @@ impl CoordinatorRegistry for EtcdRegistry {
         .await
     }
 
-    async fn watch(&self, path: &str) -> Result<WatchStream> {
-        path::validate(path)?;
+    async fn watch_scope(&self, scope: WatchScope) -> Result<WatchStream> {
+        scope.validate()?;
         let inner = &self.inner;
-        let (rev, nodes) =
-            self.guarded(Op::Watch, path, snapshot(&inner.kv, &inner.keys, path)).await?;
+        let ranges = scope_watch::ranges(&inner.keys, &scope);
+        let label = scope.subtrees().iter().chain(scope.nodes()).next().map_or(path::ROOT, |p| p);
+        let (stream, rev, nodes, early) = if ranges.is_empty() {
+            self.guarded(Op::Watch, label, async { Ok(()) }).await?;
+            (None, 0, BTreeMap::new(), Vec::new())
+        } else {
+            let opened = self
+                .guarded(
+                    Op::Watch,
+                    label,
+                    scope_watch::open(&inner.watch, &inner.kv, &inner.keys, &ranges),
+                )
+                .await?;
+            (Some(opened.stream), opened.rev, opened.nodes, opened.early)
+        };
         let (tx, rx) = mpsc::unbounded_channel();
         // Cannot fail: the receiver is right here.
         let _ = tx.send(WatchEvent::Resync { nodes });
-        let task = WatchTask {
-            kv: inner.kv.clone(),
-            watch: inner.watch.clone(),
-            keys: inner.keys.clone(),
-            path: path.to_owned(),
+        let task = WatchTask::new(
+            inner.kv.clone(),
+            inner.watch.clone(),
+            inner.keys.clone(),
+            ranges,
             tx,
-            session: inner.session.subscribe(),
-            shutdown: inner.shutdown.subscribe(),
-            next_rev: rev + 1,
-            timeout: inner.options.operation_timeout,
-        };
-        tokio::spawn(task.run());
+            inner.session.subscribe(),
+            inner.shutdown.subscribe(),
+            inner.options.operation_timeout,
+            rev,
+        );
+        tokio::spawn(task.run(stream, early));
         Ok(WatchStream::new(Receiver(rx)))
     }
 

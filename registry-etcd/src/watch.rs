@@ -1,53 +1,128 @@
-//! Subtree watches as etcd prefix watches that resume from the last seen revision.
+//! Scope watches: one etcd watch per entry of the scope, multiplexed on one gRPC watch stream.
 //!
-//! `watch(path)` reads the subtree (the node-key prefix, see [`crate::keys`]) at a revision `R`,
-//! hands the snapshot out as the opening `Resync`, and starts a task that watches the prefix from
-//! `R + 1`. Since etcd delivers every revision after `R` in order, the stream is exact: each
-//! change after the snapshot arrives once.
+//! A subtree entry is a prefix watch of its node keys (see [`crate::keys`]), a node entry a
+//! watch of its single key; entries another entry makes redundant are left out
+//! ([`WatchScope::minimal`]). So etcd sends the client only the changes the scope covers.
 //!
-//! When the etcd stream breaks (server restart, link loss) the task re-opens it from the
-//! revision after the last one it delivered, so nothing is lost or repeated. If etcd compacted
-//! that revision away in the meantime, the history is gone: the task reads a fresh snapshot and
-//! sends a `Resync` instead. It also resyncs after the client's session expired, as the contract
-//! asks (no event is lost then either, but subscribers use the resync to rebuild what depended
-//! on the old session).
+//! **Opening: watch first, then read.** The watches are created at the store's current
+//! revision and the opening waits until etcd has confirmed every one of them; only then is the
+//! scope read, at one revision `R` (the first read fixes it, the others ask for it). Every change
+//! after `R` is delivered by a watch that existed before the read, and the events up to `R`,
+//! which the snapshot already shows, are dropped. Watches created at the current revision start
+//! *synced* in etcd: the server sends their events revision by revision on the one stream, so
+//! events of different entries arrive in revision order.
+//!
+//! **Order across entries.** Each delivered event's revision is checked against the highest one
+//! delivered so far. An event older than that (possible when etcd holds back one watch of a
+//! stream whose buffer was full, or after a re-open where one watch had to catch up) would come
+//! out of the registry's order: the task resyncs instead. Events of one revision (one
+//! transaction) are delivered together, entry by entry.
+//!
+//! **Resuming.** When the etcd stream breaks (server restart, link loss), a scope of one entry
+//! opens it again with its watch starting right after the last revision it had delivered (or
+//! that a progress notification said it had caught up with), so nothing is lost or repeated. A
+//! scope of several entries opens its watches afresh and resyncs: watches started at a past
+//! revision are caught up by etcd each on its own, so their events could interleave out of the
+//! registry's order. If etcd compacted
+//! that revision away meanwhile, the history is gone: the task opens the watches and reads the
+//! scope again, and sends a `Resync`. It also resyncs after the client's session expired, as the
+//! contract asks.
+//!
+//! **Ending.** The task ends with the subscriber's stream or the client; dropping the etcd
+//! stream cancels its watches on the server.
 
 use std::collections::BTreeMap;
 
-use etcd_client::{EventType, GetOptions, KvClient, WatchClient, WatchOptions};
-use shardcron_core::registry::{Node, Op, RegistryError, SessionEvent, WatchEvent};
+use etcd_client::{
+    EventType, GetOptions, KvClient, WatchClient, WatchOptions, WatchResponse,
+    WatchStream as EtcdStream,
+};
+use futures::future::try_join_all;
+use shardcron_core::registry::{
+    path, Node, Op, RegistryError, SessionEvent, WatchEvent, WatchScope,
+};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
 
-use crate::error::{self, map};
+use crate::error::{self, map, BACKEND};
 use crate::keys::{decode_value, KeySpace};
 use crate::session::RETRY_PAUSE;
 
-/// Keys per page when reading a snapshot (values are up to 1 MiB each).
+/// Keys per page when reading a subtree (values are up to 1 MiB each).
 const PAGE: i64 = 128;
 
-/// Reads the subtree at `path` as client paths and nodes; returns it with its revision.
-pub(crate) async fn snapshot(
+/// One watched key range: the node keys of a subtree, or the key of one node.
+#[derive(Debug, Clone)]
+pub(crate) struct Range {
+    /// The entry as the client named it, for messages.
+    pub path: String,
+    key: Vec<u8>,
+    /// The end of a subtree's prefix range; `None` for a single key.
+    end: Option<Vec<u8>>,
+}
+
+impl Range {
+    /// Options for this range's watch, with id `id` on its stream, from `start` (0: now).
+    fn watch_options(&self, id: i64, start: i64) -> WatchOptions {
+        // Progress notifications move a quiet watch's revision on, so that a re-open after a
+        // long quiet spell does not ask for history compacted meanwhile.
+        let mut options = WatchOptions::new().with_watch_id(id).with_progress_notify();
+        if let Some(end) = &self.end {
+            options = options.with_range(end.clone());
+        }
+        if start > 0 {
+            options = options.with_start_revision(start);
+        }
+        options
+    }
+}
+
+/// The key ranges of `scope`: one per entry of its minimal form. The root has no key (it always
+/// exists and never changes), so a node entry for it needs no watch.
+pub(crate) fn ranges(keys: &KeySpace, scope: &WatchScope) -> Vec<Range> {
+    let minimal = scope.minimal();
+    let subtrees = minimal.subtrees().iter().map(|p| {
+        let key = keys.subtree(p);
+        Range { path: p.clone(), end: Some(prefix_end(&key)), key }
+    });
+    let nodes = minimal.nodes().iter().filter(|p| p.as_str() != path::ROOT).map(|p| Range {
+        path: p.clone(),
+        key: keys.node(p),
+        end: None,
+    });
+    subtrees.chain(nodes).collect()
+}
+
+/// The watch id of `ranges[index]` on its stream (etcd takes 0 as "choose one").
+fn watch_id(index: usize) -> i64 {
+    i64::try_from(index).map_or(i64::MAX, |i| i.saturating_add(1))
+}
+
+/// Reads one range at revision `rev` (0: the current one); returns the revision read at.
+async fn read_range(
     kv: &KvClient,
     keys: &KeySpace,
-    path: &str,
-) -> Result<(i64, BTreeMap<String, Node>), RegistryError> {
-    let prefix = keys.subtree(path);
-    let end = prefix_end(&prefix);
-    let mut nodes = BTreeMap::new();
-    let mut rev = 0;
-    let mut from = prefix.clone();
+    range: &Range,
+    mut rev: i64,
+) -> Result<(i64, Vec<(String, Node)>), RegistryError> {
+    let mut nodes = Vec::new();
+    let mut from = range.key.clone();
     loop {
         let mut client = kv.clone();
-        let options = GetOptions::new().with_range(end.clone()).with_limit(PAGE).with_revision(rev);
-        let resp =
-            client.get(from.clone(), Some(options)).await.map_err(|e| map(e, Op::Watch, path))?;
+        let mut options = GetOptions::new().with_revision(rev);
+        if let Some(end) = &range.end {
+            options = options.with_range(end.clone()).with_limit(PAGE);
+        }
+        let resp = client
+            .get(from.clone(), Some(options))
+            .await
+            .map_err(|e| map(e, Op::Watch, &range.path))?;
         if rev == 0 {
             rev = resp.header().map_or(0, |h| h.revision());
         }
         for kv in resp.kvs() {
-            if let Some((p, node)) = node_of(keys, kv.key(), kv.value(), kv.lease()) {
-                nodes.insert(p, node);
+            if let Some(entry) = node_of(keys, kv.key(), kv.value(), kv.lease()) {
+                nodes.push(entry);
             }
         }
         match resp.kvs().last() {
@@ -58,6 +133,23 @@ pub(crate) async fn snapshot(
             _ => return Ok((rev, nodes)),
         }
     }
+}
+
+/// Reads every range at one revision: the first read fixes it, the others ask for it and go
+/// out together. Returns the revision and the nodes by client path.
+pub(crate) async fn snapshot(
+    kv: &KvClient,
+    keys: &KeySpace,
+    ranges: &[Range],
+) -> Result<(i64, BTreeMap<String, Node>), RegistryError> {
+    let Some((first, rest)) = ranges.split_first() else { return Ok((0, BTreeMap::new())) };
+    let (rev, found) = read_range(kv, keys, first, 0).await?;
+    let mut nodes: BTreeMap<String, Node> = found.into_iter().collect();
+    let others = try_join_all(rest.iter().map(|r| read_range(kv, keys, r, rev))).await?;
+    for (_, found) in others {
+        nodes.extend(found);
+    }
+    Ok((rev, nodes))
 }
 
 /// A stored key and value as a client path and node; `None` (logged) for anything not ours.
@@ -87,73 +179,247 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0]
 }
 
+/// Opens one etcd stream with a watch per range, each from `start(index)` (0: now).
+async fn open_stream(
+    watch: &WatchClient,
+    ranges: &[Range],
+    start: impl Fn(usize) -> i64,
+) -> Result<EtcdStream, RegistryError> {
+    let Some(first) = ranges.first() else {
+        return Err(RegistryError::Backend {
+            backend: BACKEND,
+            op: Op::Watch,
+            path: path::ROOT.to_owned(),
+            message: "a watch stream needs at least one range".into(),
+            retryable: false,
+            source: None,
+        });
+    };
+    let mut client = watch.clone();
+    let mut stream = client
+        .watch(first.key.clone(), Some(first.watch_options(watch_id(0), start(0))))
+        .await
+        .map_err(|e| map(e, Op::Watch, &first.path))?;
+    for (index, range) in ranges.iter().enumerate().skip(1) {
+        stream
+            .watch(range.key.clone(), Some(range.watch_options(watch_id(index), start(index))))
+            .await
+            .map_err(|e| map(e, Op::Watch, &range.path))?;
+    }
+    Ok(stream)
+}
+
+/// A scope's watches, confirmed by etcd, and the scope read after them.
+pub(crate) struct Opened {
+    pub stream: EtcdStream,
+    /// The revision the scope was read at.
+    pub rev: i64,
+    pub nodes: BTreeMap<String, Node>,
+    /// Responses that arrived while the watches were being confirmed, in order.
+    pub early: Vec<WatchResponse>,
+}
+
+/// Creates the watches of `ranges` at the current revision, waits until etcd has confirmed
+/// each, then reads the scope (see the module documentation).
+pub(crate) async fn open(
+    watch: &WatchClient,
+    kv: &KvClient,
+    keys: &KeySpace,
+    ranges: &[Range],
+) -> Result<Opened, RegistryError> {
+    let mut stream = open_stream(watch, ranges, |_| 0).await?;
+    let label = ranges.first().map_or(path::ROOT, |r| r.path.as_str());
+    let mut confirmed = 0;
+    let mut early = Vec::new();
+    while confirmed < ranges.len() {
+        let resp = match stream.message().await {
+            Ok(Some(resp)) => resp,
+            Ok(None) => {
+                return Err(RegistryError::ConnectionLoss { op: Op::Watch, path: label.into() })
+            }
+            Err(e) => return Err(map(e, Op::Watch, label)),
+        };
+        if resp.canceled() {
+            let index = usize::try_from(resp.watch_id() - 1).unwrap_or(usize::MAX);
+            let at = ranges.get(index).map_or(label, |r| r.path.as_str());
+            return Err(RegistryError::Backend {
+                backend: BACKEND,
+                op: Op::Watch,
+                path: at.to_owned(),
+                message: format!("etcd refused the watch: {}", resp.cancel_reason()),
+                retryable: true,
+                source: None,
+            });
+        }
+        if resp.created() {
+            confirmed += 1;
+        } else {
+            early.push(resp);
+        }
+    }
+    let (rev, nodes) = snapshot(kv, keys, ranges).await?;
+    Ok(Opened { stream, rev, nodes, early })
+}
+
 /// What the watch task works with.
 pub(crate) struct WatchTask {
     pub kv: KvClient,
     pub watch: WatchClient,
     pub keys: KeySpace,
-    pub path: String,
+    pub ranges: Vec<Range>,
     pub tx: UnboundedSender<WatchEvent>,
     pub session: UnboundedReceiver<SessionEvent>,
     pub shutdown: watch::Receiver<bool>,
-    /// The first revision not yet delivered.
-    pub next_rev: i64,
-    /// How long a snapshot read or the opening of a stream may take before it is tried
-    /// again (the client's operation timeout): a call stuck on a connection that died
-    /// silently would otherwise leave the subscribers' view behind for good.
+    /// How long opening the watches and reading the scope may take before it is tried again
+    /// (the client's operation timeout): a call stuck on a connection that died silently would
+    /// otherwise leave the subscriber's view behind for good.
     pub timeout: std::time::Duration,
+    /// Per range: the last revision whose changes it has delivered, or that the subscriber's
+    /// snapshot shows, or that a progress notification said it had caught up with.
+    through: Vec<i64>,
+    /// The highest revision delivered to the subscriber (or read by its snapshot).
+    delivered: i64,
 }
 
 /// Why one etcd watch stream ended.
 enum Break {
-    /// Re-open from `next_rev` (stream broken or cancelled).
+    /// Re-open from each range's revision (stream broken or cancelled).
     Reopen,
-    /// History lost or the session expired: send a fresh snapshot first.
+    /// History lost, events out of order, or the session expired: read the scope again.
     Resync,
     /// The subscriber or the client is gone.
     Stop,
 }
 
 impl WatchTask {
-    pub async fn run(mut self) {
-        let mut resync = false;
+    /// A task for `ranges` whose subscriber was sent the snapshot read at `rev`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        kv: KvClient,
+        watch: WatchClient,
+        keys: KeySpace,
+        ranges: Vec<Range>,
+        tx: UnboundedSender<WatchEvent>,
+        session: UnboundedReceiver<SessionEvent>,
+        shutdown: watch::Receiver<bool>,
+        timeout: std::time::Duration,
+        rev: i64,
+    ) -> Self {
+        let through = vec![rev; ranges.len()];
+        WatchTask {
+            kv,
+            watch,
+            keys,
+            ranges,
+            tx,
+            session,
+            shutdown,
+            timeout,
+            through,
+            delivered: rev,
+        }
+    }
+
+    /// Follows `stream` (with the responses that came before it was handed over), re-opening
+    /// and resyncing as needed until the subscriber or the client is gone.
+    pub async fn run(mut self, stream: Option<EtcdStream>, early: Vec<WatchResponse>) {
+        let Some(stream) = stream else { return self.quiet().await };
+        let mut next = self.follow(stream, early).await;
         loop {
-            if resync {
-                let read = snapshot(&self.kv, &self.keys, &self.path);
-                let read = tokio::time::timeout(self.timeout, read).await.unwrap_or_else(|_| {
-                    Err(RegistryError::Timeout {
-                        op: Op::Watch,
-                        path: self.path.clone(),
-                        after: self.timeout,
-                    })
-                });
-                match read {
-                    Ok((rev, nodes)) => {
-                        if self.tx.send(WatchEvent::Resync { nodes }).is_err() {
-                            return;
-                        }
-                        self.next_rev = rev + 1;
-                        resync = false;
-                    }
-                    Err(e) => {
-                        tracing::debug!(path = %self.path, error = %e, "etcd watch: resync failed; retrying");
-                        if self.pause().await {
-                            return;
-                        }
-                        continue;
-                    }
-                }
-            }
-            match self.stream().await {
+            next = match next {
                 Break::Stop => return,
-                Break::Resync => resync = true,
+                // A watch re-opened at a past revision starts unsynced in etcd, which catches it
+                // up on its own schedule: with several entries, a later change of one entry
+                // could come before an earlier one of another. So a scope of several entries
+                // opens afresh and resyncs; one entry resumes where it was.
+                Break::Reopen if self.ranges.len() > 1 => match self.resync().await {
+                    Some((stream, early)) => self.follow(stream, early).await,
+                    None => return,
+                },
                 Break::Reopen => {
                     if self.pause().await {
                         return;
                     }
+                    let through = self.through.clone();
+                    let reopen = open_stream(&self.watch, &self.ranges, |i| through[i] + 1);
+                    match tokio::time::timeout(self.timeout, reopen).await {
+                        Ok(Ok(stream)) => self.follow(stream, Vec::new()).await,
+                        Ok(Err(e)) => {
+                            tracing::debug!(scope = %self.label(), error = %e, "etcd watch: cannot re-open; retrying");
+                            Break::Reopen
+                        }
+                        Err(_) => {
+                            tracing::warn!(scope = %self.label(), after = ?self.timeout, "etcd watch: no answer to re-opening the stream; retrying");
+                            Break::Reopen
+                        }
+                    }
+                }
+                Break::Resync => match self.resync().await {
+                    Some((stream, early)) => self.follow(stream, early).await,
+                    None => return,
+                },
+            };
+        }
+    }
+
+    /// An empty scope: nothing to watch; a resync (empty) after an expiry, as for any scope.
+    async fn quiet(mut self) {
+        loop {
+            tokio::select! {
+                biased;
+                changed = self.shutdown.changed() => {
+                    if changed.is_err() || *self.shutdown.borrow() {
+                        return;
+                    }
+                }
+                () = self.tx.closed() => return,
+                ev = self.session.recv() => match ev {
+                    Some(SessionEvent::Expired) => {
+                        if self.tx.send(WatchEvent::Resync { nodes: BTreeMap::new() }).is_err() {
+                            return;
+                        }
+                    }
+                    Some(SessionEvent::Closed) | None => return,
+                    Some(_) => {}
+                },
+            }
+        }
+    }
+
+    /// Opens the watches and reads the scope again, sends the `Resync`; retries until it works.
+    /// `None` when the task should end.
+    async fn resync(&mut self) -> Option<(EtcdStream, Vec<WatchResponse>)> {
+        loop {
+            let attempt = open(&self.watch, &self.kv, &self.keys, &self.ranges);
+            let result = tokio::time::timeout(self.timeout, attempt).await.unwrap_or_else(|_| {
+                Err(RegistryError::Timeout {
+                    op: Op::Watch,
+                    path: self.label().to_owned(),
+                    after: self.timeout,
+                })
+            });
+            match result {
+                Ok(opened) => {
+                    if self.tx.send(WatchEvent::Resync { nodes: opened.nodes }).is_err() {
+                        return None;
+                    }
+                    self.through.iter_mut().for_each(|t| *t = opened.rev);
+                    self.delivered = opened.rev;
+                    return Some((opened.stream, opened.early));
+                }
+                Err(e) => {
+                    tracing::debug!(scope = %self.label(), error = %e, "etcd watch: resync failed; retrying");
+                    if self.pause().await {
+                        return None;
+                    }
                 }
             }
         }
+    }
+
+    /// The first entry's path, naming the scope in messages.
+    fn label(&self) -> &str {
+        self.ranges.first().map_or(path::ROOT, |r| r.path.as_str())
     }
 
     /// Waits a little before retrying; true if the task should end instead.
@@ -166,33 +432,13 @@ impl WatchTask {
         }
     }
 
-    /// Runs one etcd watch stream from `next_rev` until it breaks.
-    async fn stream(&mut self) -> Break {
-        let prefix = self.keys.subtree(&self.path);
-        // Progress notifications move `next_rev` on while the subtree is quiet, so that a
-        // re-open after a long quiet spell does not ask for history compacted meanwhile.
-        let options = WatchOptions::new()
-            .with_prefix()
-            .with_progress_notify()
-            .with_start_revision(self.next_rev);
-        let mut client = self.watch.clone();
-        let opened = tokio::select! {
-            biased;
-            _ = self.shutdown.changed() => return Break::Stop,
-            () = self.tx.closed() => return Break::Stop,
-            opened = tokio::time::timeout(self.timeout, client.watch(prefix, Some(options))) => opened,
-        };
-        let mut stream = match opened {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(e)) => {
-                tracing::debug!(path = %self.path, error = %e, "etcd watch: cannot open; retrying");
-                return Break::Reopen;
+    /// Runs one etcd watch stream until it breaks.
+    async fn follow(&mut self, mut stream: EtcdStream, early: Vec<WatchResponse>) -> Break {
+        for resp in early {
+            if let Some(next) = self.on_response(resp) {
+                return next;
             }
-            Err(_) => {
-                tracing::warn!(path = %self.path, after = ?self.timeout, "etcd watch: no answer to opening the stream; retrying");
-                return Break::Reopen;
-            }
-        };
+        }
         loop {
             let message = tokio::select! {
                 biased;
@@ -213,75 +459,127 @@ impl WatchTask {
                 Ok(None) => return Break::Reopen,
                 Err(e) if error::is_compacted(&e) => return Break::Resync,
                 Err(e) => {
-                    tracing::debug!(path = %self.path, error = %e, "etcd watch stream broke; resuming");
+                    tracing::debug!(scope = %self.label(), error = %e, "etcd watch stream broke; resuming");
                     return Break::Reopen;
                 }
             };
-            if resp.compact_revision() > 0 {
-                tracing::info!(
-                    path = %self.path,
-                    wanted = self.next_rev,
-                    compacted = resp.compact_revision(),
-                    "etcd watch: history compacted; resyncing"
-                );
-                return Break::Resync;
-            }
-            if resp.canceled() {
-                tracing::debug!(path = %self.path, reason = resp.cancel_reason(), "etcd watch cancelled; re-opening");
-                return Break::Reopen;
-            }
-            let mut last = None;
-            for event in resp.events() {
-                let Some(kv) = event.kv() else { continue };
-                last = Some(kv.mod_revision());
-                let out = match event.event_type() {
-                    EventType::Delete => match self.keys.path_of(kv.key()) {
-                        Some(path) => WatchEvent::Deleted { path },
-                        None => continue,
-                    },
-                    EventType::Put => {
-                        let Some((path, node)) =
-                            node_of(&self.keys, kv.key(), kv.value(), kv.lease())
-                        else {
-                            continue;
-                        };
-                        // etcd counts puts since the key's creation: 1 means this put created it.
-                        if kv.version() == 1 {
-                            WatchEvent::Created { path, node }
-                        } else {
-                            WatchEvent::Changed { path, node }
-                        }
-                    }
-                };
-                if self.tx.send(out).is_err() {
-                    return Break::Stop;
-                }
-            }
-            // A response holds whole revisions (no fragmenting requested), so resuming after the
-            // last one delivered neither loses nor repeats an event.
-            if let Some(rev) = last {
-                self.next_rev = rev + 1;
-            } else if !resp.created() {
-                // A progress notification: etcd sends those only to watchers that have caught
-                // up, so everything up to the header's revision has been delivered. (The header
-                // of the `created` answer is the store's revision, which a watcher starting in
-                // the past has not caught up with yet.)
-                if let Some(rev) = resp.header().map(|h| h.revision()) {
-                    self.next_rev = self.next_rev.max(rev + 1);
-                }
+            if let Some(next) = self.on_response(resp) {
+                return next;
             }
         }
+    }
+
+    /// Delivers what one response holds; `Some` when the stream must end.
+    fn on_response(&mut self, resp: WatchResponse) -> Option<Break> {
+        if resp.compact_revision() > 0 {
+            tracing::info!(
+                scope = %self.label(),
+                compacted = resp.compact_revision(),
+                "etcd watch: history compacted; resyncing"
+            );
+            return Some(Break::Resync);
+        }
+        if resp.canceled() {
+            tracing::debug!(scope = %self.label(), reason = resp.cancel_reason(), "etcd watch cancelled; re-opening");
+            return Some(Break::Reopen);
+        }
+        let index = usize::try_from(resp.watch_id() - 1).ok().filter(|i| *i < self.ranges.len())?;
+        let mut last = None;
+        for event in resp.events() {
+            let Some(kv) = event.kv() else { continue };
+            let rev = kv.mod_revision();
+            last = Some(rev);
+            // In the snapshot, or delivered before a re-open.
+            if rev <= self.through[index] {
+                continue;
+            }
+            if rev < self.delivered {
+                tracing::debug!(
+                    scope = %self.label(),
+                    entry = %self.ranges[index].path,
+                    rev,
+                    delivered = self.delivered,
+                    "etcd watch: an entry's event came after a later one of another entry; resyncing"
+                );
+                return Some(Break::Resync);
+            }
+            let out = match event.event_type() {
+                EventType::Delete => match self.keys.path_of(kv.key()) {
+                    Some(path) => WatchEvent::Deleted { path },
+                    None => continue,
+                },
+                EventType::Put => {
+                    let Some((path, node)) = node_of(&self.keys, kv.key(), kv.value(), kv.lease())
+                    else {
+                        continue;
+                    };
+                    // etcd counts puts since the key's creation: 1 means this put created it.
+                    if kv.version() == 1 {
+                        WatchEvent::Created { path, node }
+                    } else {
+                        WatchEvent::Changed { path, node }
+                    }
+                }
+            };
+            if self.tx.send(out).is_err() {
+                return Some(Break::Stop);
+            }
+            self.delivered = rev;
+        }
+        // A response holds whole revisions (no fragmenting requested), so resuming after the
+        // last one delivered neither loses nor repeats an event.
+        if let Some(rev) = last {
+            self.through[index] = self.through[index].max(rev);
+        } else if !resp.created() {
+            // A progress notification: etcd sends those only to watches that have caught up,
+            // so everything up to the header's revision has been delivered. (The header of the
+            // `created` answer is the store's revision, which a watch starting in the past has
+            // not caught up with yet.)
+            if let Some(rev) = resp.header().map(|h| h.revision()) {
+                self.through[index] = self.through[index].max(rev);
+            }
+        }
+        None
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::prefix_end;
+    use super::*;
 
     #[test]
     fn prefix_ends() {
         assert_eq!(prefix_end(b"/a/"), b"/a0".to_vec());
         assert_eq!(prefix_end(&[b'a', 0xff]), b"b".to_vec());
         assert_eq!(prefix_end(&[0xff]), vec![0]);
+    }
+
+    #[test]
+    fn ranges_follow_the_minimal_scope() {
+        let keys = KeySpace::new(Some("ns")).unwrap();
+        let scope = WatchScope::subtree("/a")
+            .with_node("/a/b")
+            .with_node("/c")
+            .with_node("/")
+            .with_subtree("/a/d");
+        let ranges = ranges(&keys, &scope);
+        let shown: Vec<(String, String, Option<String>)> = ranges
+            .iter()
+            .map(|r| {
+                (
+                    r.path.clone(),
+                    String::from_utf8_lossy(&r.key).into_owned(),
+                    r.end.as_ref().map(|e| String::from_utf8_lossy(e).into_owned()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                ("/a".into(), "/ns/n/a/".into(), Some("/ns/n/a0".into())),
+                ("/c".into(), "/ns/n/c/".into(), None),
+            ]
+        );
+        assert_eq!(watch_id(0), 1);
     }
 }

@@ -14,7 +14,8 @@ use async_trait::async_trait;
 use shardcron_core::registry::recipes::{SequentialLatch, SequentialMutex};
 use shardcron_core::registry::{
     path, Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op,
-    RegistryError, Result, SessionEvents, TxnOp, TxnResult, Version, WatchStream, MAX_DATA_SIZE,
+    RegistryError, Result, SessionEvents, TxnOp, TxnResult, Version, WatchScope, WatchStream,
+    MAX_DATA_SIZE,
 };
 
 use crate::faults::retarget;
@@ -327,9 +328,10 @@ impl CoordinatorRegistry for MemRegistry {
         self.call(Op::Transaction, path, |s, cx| s.transaction(cx, &ops)).await
     }
 
-    async fn watch(&self, path: &str) -> Result<WatchStream> {
-        path::validate(path)?;
-        self.call(Op::Watch, path, |s, cx| s.watch(cx, path)).await
+    async fn watch_scope(&self, scope: WatchScope) -> Result<WatchStream> {
+        scope.validate()?;
+        let at = crate::ops::first_path(&scope);
+        self.call(Op::Watch, at, |s, cx| s.watch(cx, &scope)).await
     }
 
     fn session_events(&self) -> SessionEvents {

@@ -72,7 +72,8 @@
 //! - `tree.rs`: nodes, sequence counters, and batches that roll back unless committed.
 //! - `session.rs`: the client/session state machine (connected, cut, lost, frozen, expired,
 //!   closed) and its deadlines.
-//! - `watch.rs`: subscriptions, snapshots, delivery and held events.
+//! - `watch.rs`: subscriptions to a scope (filtered on the server side), snapshots, delivery
+//!   and held events.
 //! - `faults.rs`: the fault hooks on [`MemServer`] and [`SessionInfo`].
 //! - `namespace.rs`: mapping client paths into a namespace.
 

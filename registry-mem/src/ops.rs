@@ -5,7 +5,7 @@
 //! client's view: errors carry the op and the path exactly as the client gave it.
 
 use shardcron_core::registry::{
-    CreateMode, Node, Op, RegistryError, Result, TxnOp, TxnResult, Version, WatchStream,
+    CreateMode, Node, Op, RegistryError, Result, TxnOp, TxnResult, Version, WatchScope, WatchStream,
 };
 
 use crate::client::ClientId;
@@ -111,13 +111,13 @@ impl State {
         Ok(results)
     }
 
-    pub fn watch(&mut self, cx: &Ctx<'_>, path: &str) -> Result<WatchStream> {
-        let root = cx.ns.to_server(path);
-        let client = self
-            .clients
-            .get_mut(&cx.client)
-            .ok_or_else(|| RegistryError::Closed { op: Op::Watch, path: path.to_owned() })?;
-        Ok(client.watches.subscribe(&self.tree, &client.ns, root))
+    pub fn watch(&mut self, cx: &Ctx<'_>, scope: &WatchScope) -> Result<WatchStream> {
+        let server_scope = scope.map_paths(|p| cx.ns.to_server(p));
+        let client = self.clients.get_mut(&cx.client).ok_or_else(|| RegistryError::Closed {
+            op: Op::Watch,
+            path: first_path(scope).to_owned(),
+        })?;
+        Ok(client.watches.subscribe(&self.tree, &client.ns, server_scope))
     }
 }
 
@@ -143,4 +143,9 @@ fn apply_txn_op(batch: &mut Batch<'_>, cx: &Ctx<'_>, op: &TxnOp) -> Result<TxnRe
             .map(|()| TxnResult::Deleted)
             .map_err(|f| fault(f, Op::Delete, path)),
     }
+}
+
+/// The path errors about a watch of `scope` name: its first entry (`/` for an empty scope).
+pub(crate) fn first_path(scope: &WatchScope) -> &str {
+    scope.subtrees().iter().chain(scope.nodes()).next().map_or("/", String::as_str)
 }

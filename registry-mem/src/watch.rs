@@ -1,7 +1,9 @@
-//! Watch subscriptions: the subtree snapshot a stream opens with, and the delivery of changes.
+//! Watch subscriptions: the snapshot of its scope a stream opens with, and the delivery of
+//! changes.
 //!
 //! Delivery happens under the server lock, right where a change is applied, into unbounded
-//! channels. That is what gives every stream the server's order and loses nothing: there is no
+//! channels, and only of the changes a subscription's scope covers: the server filters, as a
+//! real server's watches do, so a change outside every scope costs its clients nothing. That is what gives every stream the server's order and loses nothing: there is no
 //! moment at which a change is applied but not yet queued for every subscriber. While a client
 //! is cut off its events are held back (queued in the subscription) and released on heal; once
 //! a gap is certain (its session expired) the held events are dropped and a resync is due.
@@ -11,7 +13,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures::Stream;
-use shardcron_core::registry::{path, Node, WatchEvent, WatchStream};
+use shardcron_core::registry::{Node, WatchEvent, WatchScope, WatchStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::namespace::Namespace;
@@ -28,16 +30,25 @@ impl<T> Stream for Channel<T> {
     }
 }
 
-/// The subtree at server path `root` as client `ns` sees it, in path order.
-pub(crate) fn snapshot(tree: &Tree, ns: &Namespace, root: &str) -> BTreeMap<String, Node> {
-    tree.subtree(root).into_iter().map(|(p, e)| (ns.to_client(p), e.node())).collect()
+/// The nodes `scope` (server paths) covers as client `ns` sees them, in path order, each once.
+pub(crate) fn snapshot(tree: &Tree, ns: &Namespace, scope: &WatchScope) -> BTreeMap<String, Node> {
+    let mut nodes = BTreeMap::new();
+    for root in scope.subtrees() {
+        nodes.extend(tree.subtree(root).into_iter().map(|(p, e)| (ns.to_client(p), e.node())));
+    }
+    for at in scope.nodes() {
+        if let Some(entry) = tree.get(at) {
+            nodes.insert(ns.to_client(at), entry.node());
+        }
+    }
+    nodes
 }
 
 /// One subscription.
 #[derive(Debug)]
 struct Watch {
-    /// The watched subtree, as a server path.
-    root: String,
+    /// What the subscription covers, in server paths.
+    scope: WatchScope,
     tx: UnboundedSender<WatchEvent>,
     /// Events held back while the client is cut off, in server order.
     held: VecDeque<WatchEvent>,
@@ -69,22 +80,22 @@ pub(crate) struct Watches {
 }
 
 impl Watches {
-    /// Opens a subscription to server subtree `root`; the stream starts with its snapshot.
-    pub fn subscribe(&mut self, tree: &Tree, ns: &Namespace, root: String) -> WatchStream {
+    /// Opens a subscription to `scope` (server paths); the stream starts with its snapshot.
+    pub fn subscribe(&mut self, tree: &Tree, ns: &Namespace, scope: WatchScope) -> WatchStream {
         let (tx, rx) = unbounded_channel();
         // Cannot fail: the receiver is right here.
-        let _ = tx.send(WatchEvent::Resync { nodes: snapshot(tree, ns, &root) });
+        let _ = tx.send(WatchEvent::Resync { nodes: snapshot(tree, ns, &scope) });
         self.next_id += 1;
-        self.subs.insert(self.next_id, Watch { root, tx, held: VecDeque::new(), stale: false });
+        self.subs.insert(self.next_id, Watch { scope, tx, held: VecDeque::new(), stale: false });
         WatchStream::new(Channel(rx))
     }
 
-    /// Offers applied changes to every subscription whose subtree they touch.
+    /// Offers applied changes to every subscription whose scope covers them.
     pub fn publish(&mut self, ns: &Namespace, changes: &[Change], link_up: bool) {
         self.subs.retain(|_, watch| {
             let mut alive = true;
             for change in changes {
-                if !path::is_within(change.path(), &watch.root) {
+                if !watch.scope.covers(change.path()) {
                     continue;
                 }
                 let client_path = ns.to_client(change.path());
@@ -131,7 +142,7 @@ impl Watches {
         self.subs.retain(|_, watch| {
             watch.stale = false;
             watch.held.clear();
-            let event = WatchEvent::Resync { nodes: snapshot(tree, ns, &watch.root) };
+            let event = WatchEvent::Resync { nodes: snapshot(tree, ns, &watch.scope) };
             watch.tx.send(event).is_ok()
         });
     }
@@ -141,8 +152,9 @@ impl Watches {
         self.subs.clear();
     }
 
-    /// How many subscriptions are open.
+    /// How many subscriptions are open: their streams are still held (a dropped one is
+    /// forgotten at the next change, and no longer counted from the moment it is dropped).
     pub fn len(&self) -> usize {
-        self.subs.len()
+        self.subs.values().filter(|w| !w.tx.is_closed()).count()
     }
 }

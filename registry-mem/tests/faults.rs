@@ -10,7 +10,7 @@ use futures::{FutureExt, StreamExt};
 use shardcron_core::handles::{Clock, Handles};
 use shardcron_core::registry::{
     CoordinatorRegistry, CreateMode, Op, RegistryError, SessionEvent, SessionEvents, TxnOp,
-    WatchEvent, WatchStream,
+    WatchEvent, WatchScope, WatchStream,
 };
 use shardcron_registry_mem::{ConnectOptions, MemRegistry, MemServer};
 
@@ -620,6 +620,22 @@ async fn sessions_and_operation_counts() {
     assert!(info[0].connected && info[0].session.is_some());
     assert!(!info[1].connected && info[1].watches == 1);
     assert!(info[0].session != info[1].session);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_scope_watch_is_released() {
+    let s = Setup::new();
+    let a = s.client();
+    let watches = |s: &Setup| s.server.sessions()[0].watches;
+    let narrow = a.watch_scope(WatchScope::node("/n").with_subtree("/t")).await.unwrap();
+    let wide = a.watch("/").await.unwrap();
+    assert_eq!(watches(&s), 2);
+    drop(wide);
+    assert_eq!(watches(&s), 1, "released when dropped, before any change");
+    a.create("/x", b"", CreateMode::Persistent).await.unwrap();
+    assert_eq!(watches(&s), 1);
+    drop(narrow);
+    assert_eq!(watches(&s), 0);
 }
 
 #[tokio::test(start_paused = true)]

@@ -11,7 +11,7 @@ use shardcron_core::registry::lease::LeaseClock;
 use shardcron_core::registry::recipes::{SequentialLatch, SequentialMutex};
 use shardcron_core::registry::{
     path, Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op,
-    RegistryError, Result, SessionEvents, TxnOp, TxnResult, Version, WatchStream,
+    RegistryError, Result, SessionEvents, TxnOp, TxnResult, Version, WatchScope, WatchStream,
 };
 use tokio::sync::watch;
 use zookeeper_client as zk;
@@ -403,10 +403,11 @@ impl CoordinatorRegistry for ZkRegistry {
         Ok(results)
     }
 
-    async fn watch(&self, at: &str) -> Result<WatchStream> {
-        path::validate(at)?;
-        let s = self.session(Op::Watch, at)?;
-        crate::watch::subscribe(self, &self.shared, s, at).await
+    async fn watch_scope(&self, scope: WatchScope) -> Result<WatchStream> {
+        scope.validate()?;
+        // Fails fast while the link is down, as every operation does.
+        self.session(Op::Watch, crate::watch::label(&scope))?;
+        crate::watch::subscribe(&self.shared, scope).await
     }
 
     fn session_events(&self) -> SessionEvents {

@@ -21,8 +21,9 @@
 //!   the timeout less the lease margin (counted from its send) the client reports `Lost`,
 //!   before the server can expire the session, and never uses that session again (it closes
 //!   it once the server is reachable: `Expired`, then a new session).
-//! - **Watches** are persistent recursive watches, one per subtree and client (subscriptions
-//!   within a covered subtree join it), turned into the contract's events by reading a node
+//! - **Watches** are persistent watches, one per entry of what the client's subscriptions
+//!   cover (recursive for a subtree, plain for a single node; a subscription the client's
+//!   watches cover already joins them), turned into the contract's events by reading a node
 //!   after its events, except for the client's own writes; see "Watches" below.
 //! - **Latches and mutexes**: the shared recipes over ephemeral-sequential nodes
 //!   ([`shardcron_core::registry::recipes`]).
@@ -59,14 +60,25 @@
 //!
 //! ## Watches
 //!
+//! A [`WatchScope`](shardcron_core::registry::WatchScope) is watched on the server entry by
+//! entry: a persistent recursive watch per subtree, a plain persistent watch per single node.
+//! ZooKeeper then sends the client nothing about a node no subscription of it covers, and the
+//! client reads nothing it was not asked for: a scheduler that watches its jobs' configuration,
+//! assignments and members hears nothing of another instance's per-fire writes (its running
+//! markers, its ledger). A node entry's watch also brings ZooKeeper's notice that the node's
+//! children changed (a notification, not a request); it is dropped unread. Dropping a stream
+//! removes the watches no other stream of the client needs.
+//!
 //! ZooKeeper's watch events carry no data. A watch reads a node after its events (one read per
 //! path for the events waiting, all in one round trip; none for a node deleted before anyone
 //! was told of it; none for the client's own writes, whose answers say what they left) and
-//! keeps, per node, the zxids of the incarnation and the change it has shown. Subscriptions of
-//! one client within the subtree of another share its ZooKeeper watch and its reads. Hence:
+//! keeps, per node, the zxids of the incarnation and the change it has shown. All
+//! subscriptions of one client share its watches and their reads. Hence:
 //!
 //! - Per node, events arrive in the registry's order, versions only grow, and no change is
-//!   reported twice. Across nodes, events follow the order ZooKeeper sent them.
+//!   reported twice. Across nodes of one subtree entry, events follow the order ZooKeeper sent
+//!   them; across entries, by the zxid of the state each shows (ZooKeeper 3.8's notifications
+//!   do not say how the events of two watches interleaved).
 //! - The data of an event is the node as read, which can be newer than the change that caused
 //!   the event: when *another* client changes a node twice in quick succession, the subscriber
 //!   may see one `Changed` with the second value. The view built with
@@ -109,8 +121,9 @@
 //! - `client.rs`: [`ZkRegistry`] and the node operations.
 //! - `options.rs`: [`ZkOptions`], [`RetryPolicy`], [`Digest`], the `zk://` URL parser.
 //! - `session.rs`: opening sessions, the session-event stream, replacing an expired session.
-//! - `watch/`: subtree watches: the feeds (read-after-event view, resyncs) and what the
-//!   client's feeds and writes share (subscriptions, barriers, write tickets).
+//! - `watch/`: scope watches: the client's feed (its watches as subscribers come and go,
+//!   resyncs), what it does with events (read after event, own writes, order), its watchers,
+//!   and what the feed and the client's writes share (subscriptions, barriers, write tickets).
 //! - `txn.rs`: transactions as `multi`.
 //! - `acl.rs`: the ACLs of created nodes.
 //! - `node.rs`: conversions between ZooKeeper's nodes, versions and modes and the contract's.

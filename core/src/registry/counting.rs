@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 
 use super::{
     Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op, Result,
-    SessionEvents, TxnOp, TxnResult, Version, WatchStream,
+    SessionEvents, TxnOp, TxnResult, Version, WatchScope, WatchStream,
 };
 
 /// Forwards every call to `inner` and counts it by [`Op`]. A latch or a lock counts as one
@@ -87,9 +87,9 @@ impl CoordinatorRegistry for CountingRegistry {
         self.count(Op::Transaction);
         self.inner.transaction(ops).await
     }
-    async fn watch(&self, path: &str) -> Result<WatchStream> {
+    async fn watch_scope(&self, scope: WatchScope) -> Result<WatchStream> {
         self.count(Op::Watch);
-        self.inner.watch(path).await
+        self.inner.watch_scope(scope).await
     }
     fn session_events(&self) -> SessionEvents {
         self.inner.session_events()

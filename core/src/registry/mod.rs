@@ -57,13 +57,30 @@
 //! also come without `Lost` when a session ends while the client is in contact (closed by an
 //! operator, a fault hook of a test).
 //!
-//! **Watches.** [`CoordinatorRegistry::watch`] subscribes to a subtree (the node and everything
-//! below it). The stream opens with a [`WatchEvent::Resync`] snapshot, then delivers every change
-//! in the order the registry applied it, never dropping one while the session lives. After a gap
-//! (expiry, or a reconnect across which a backend may have lost events) it sends a new `Resync`
-//! instead of staying silent. A subscriber that applies events with [`WatchEvent::apply_to`] always
-//! holds the registry's state as of the last event. Watches survive session changes and end when
-//! the client is closed.
+//! **Watches.** [`CoordinatorRegistry::watch_scope`] subscribes to a [`WatchScope`]: whole
+//! subtrees (a node and everything below it) and single nodes (the node's existence and data,
+//! not its children); [`CoordinatorRegistry::watch`] is the scope of one subtree. No path of the
+//! scope needs to exist; an invalid one fails with [`RegistryError::InvalidPath`] before any
+//! I/O; an empty scope is allowed (an empty `Resync`, then nothing). The stream:
+//!
+//! - opens with a [`WatchEvent::Resync`] holding every existing node the scope covers, sorted
+//!   by path, each once;
+//! - then delivers every change of a covered node in the order the registry applied it, never
+//!   dropping one while the session lives, and each once even when several entries cover the
+//!   node (a node entry inside a subtree entry). The changes one transaction makes happened
+//!   together: within an entry they come in the order of the transaction's ops, across entries
+//!   in any order;
+//! - reports nothing of a node the scope does not cover (a child created under a node entry
+//!   included), and such a change costs the watching client no request: backends watch the
+//!   scope's entries on the server instead of filtering a wider watch;
+//! - after a gap (expiry, or a reconnect across which a backend may have lost events) sends a
+//!   new `Resync` of the whole scope instead of staying silent.
+//!
+//! A subscriber that applies events with [`WatchEvent::apply_to`] always holds the registry's
+//! state of the covered nodes as of the last event. Watches survive session changes and end
+//! when the client is closed. Dropping a stream releases what the watch held on the server (the
+//! server-side watches no other stream of the client still needs), so a scope can be narrowed
+//! by opening the narrower watch and then dropping the wider one.
 //!
 //! **Transactions.** [`CoordinatorRegistry::transaction`] applies a list of [`TxnOp`]s all or
 //! nothing. On failure nothing is applied, and the error is [`RegistryError::Transaction`] with the
@@ -97,7 +114,7 @@ pub use error::{BackendCause, Op, RegistryError, Result};
 pub use ext::RegistryExt;
 pub use types::{
     Capability, CreateMode, Node, SessionEvent, SessionEvents, TxnOp, TxnResult, Version,
-    WatchEvent, WatchStream, MAX_DATA_SIZE,
+    WatchEvent, WatchScope, WatchStream, MAX_DATA_SIZE,
 };
 
 /// A hierarchical coordination store with sessions, watches, transactions and latches.
@@ -144,8 +161,17 @@ pub trait CoordinatorRegistry: Send + Sync + fmt::Debug + 'static {
     /// Applies `ops` atomically; see the module documentation.
     async fn transaction(&self, ops: Vec<TxnOp>) -> Result<Vec<TxnResult>>;
 
-    /// Subscribes to the subtree at `path` (which need not exist yet).
-    async fn watch(&self, path: &str) -> Result<WatchStream>;
+    /// Subscribes to the nodes `scope` covers (whose paths need not exist yet); see the module
+    /// documentation, "Watches".
+    ///
+    /// Errors: `InvalidPath` (any entry), connection errors.
+    async fn watch_scope(&self, scope: WatchScope) -> Result<WatchStream>;
+
+    /// Subscribes to the subtree at `path` (which need not exist yet): the scope
+    /// [`WatchScope::subtree`].
+    async fn watch(&self, path: &str) -> Result<WatchStream> {
+        self.watch_scope(WatchScope::subtree(path)).await
+    }
 
     /// A new stream of this client's session events, opening with the current state.
     fn session_events(&self) -> SessionEvents;

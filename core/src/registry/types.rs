@@ -8,6 +8,8 @@ use std::task::{Context, Poll};
 
 use futures::Stream;
 
+use super::path::ROOT;
+
 /// A node's data version: 0 when created, +1 on every successful `set`.
 pub type Version = u64;
 
@@ -157,17 +159,182 @@ pub enum TxnResult {
     Deleted,
 }
 
-/// A change in a watched subtree. Paths are absolute within the client's namespace.
+/// What one watch covers: whole subtrees, and single nodes.
+///
+/// A *subtree* entry covers its root and every node below it, at any depth. A *node* entry
+/// covers that one node: its creation, its data and its deletion, but not its children (a child
+/// created under it is reported only when another entry covers the child). Neither needs to
+/// exist when the watch opens. Entries may overlap (a node also inside a subtree, a subtree
+/// inside another); a change is reported once however many entries cover it. An empty scope
+/// covers nothing: its watch opens with an empty `Resync` and stays silent.
+///
+/// The entries are kept sorted and without duplicates, so two scopes built from the same
+/// entries in any order are equal.
+///
+/// ```
+/// use shardcron_core::registry::WatchScope;
+///
+/// let scope = WatchScope::subtree("/job/config")
+///     .with_subtree("/job/instances")
+///     .with_node("/job/sharding/0/instance");
+/// assert!(scope.covers("/job/config"));
+/// assert!(scope.covers("/job/instances/10.0.0.7@-@42"));
+/// assert!(scope.covers("/job/sharding/0/instance"));
+/// assert!(!scope.covers("/job/sharding/0/running"));
+/// assert!(!scope.covers("/job/configs"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WatchScope {
+    /// Roots of the covered subtrees, sorted, without duplicates.
+    subtrees: Vec<String>,
+    /// The covered single nodes, sorted, without duplicates.
+    nodes: Vec<String>,
+}
+
+impl WatchScope {
+    /// A scope covering nothing yet; add entries with [`with_subtree`](Self::with_subtree)
+    /// and [`with_node`](Self::with_node).
+    pub fn new() -> Self {
+        WatchScope::default()
+    }
+
+    /// The subtree at `root`: the node and everything below it (what
+    /// [`super::CoordinatorRegistry::watch`] covers).
+    pub fn subtree(root: impl Into<String>) -> Self {
+        WatchScope::new().with_subtree(root)
+    }
+
+    /// The single node at `path`, without its children.
+    pub fn node(path: impl Into<String>) -> Self {
+        WatchScope::new().with_node(path)
+    }
+
+    /// This scope and the subtree at `root`.
+    pub fn with_subtree(mut self, root: impl Into<String>) -> Self {
+        insert_sorted(&mut self.subtrees, root.into());
+        self
+    }
+
+    /// This scope and the single node at `path`.
+    pub fn with_node(mut self, path: impl Into<String>) -> Self {
+        insert_sorted(&mut self.nodes, path.into());
+        self
+    }
+
+    /// The roots of the subtree entries, sorted.
+    pub fn subtrees(&self) -> &[String] {
+        &self.subtrees
+    }
+
+    /// The single-node entries, sorted.
+    pub fn nodes(&self) -> &[String] {
+        &self.nodes
+    }
+
+    /// Whether the scope has no entry (covers nothing).
+    pub fn is_empty(&self) -> bool {
+        self.subtrees.is_empty() && self.nodes.is_empty()
+    }
+
+    /// Whether a change of the node at `path` is reported: `path` is the root of a subtree
+    /// entry or lies below one, or is a node entry.
+    pub fn covers(&self, path: &str) -> bool {
+        self.nodes.binary_search_by(|n| n.as_str().cmp(path)).is_ok() || self.in_subtree(path)
+    }
+
+    /// Whether `path` is a subtree root or lies below one: one lookup per ancestor of `path`,
+    /// so the cost grows with the depth of the path, not with the number of entries.
+    fn in_subtree(&self, path: &str) -> bool {
+        if self.subtrees.is_empty() {
+            return false;
+        }
+        let has = |root: &str| self.subtrees.binary_search_by(|s| s.as_str().cmp(root)).is_ok();
+        has(ROOT) || has(path) || path.match_indices('/').skip(1).any(|(i, _)| has(&path[..i]))
+    }
+
+    /// Whether everything `other` covers, this scope covers too.
+    pub fn includes(&self, other: &WatchScope) -> bool {
+        other.subtrees.iter().all(|root| self.in_subtree(root))
+            && other.nodes.iter().all(|node| self.covers(node))
+    }
+
+    /// The same coverage with no entry another one makes redundant: subtrees inside another
+    /// subtree and nodes inside a subtree are left out (a node entry that is also a subtree
+    /// root is covered by the subtree). What a backend registers server-side.
+    pub fn minimal(&self) -> WatchScope {
+        let subtrees: Vec<String> = self
+            .subtrees
+            .iter()
+            .filter(|root| {
+                !self
+                    .subtrees
+                    .iter()
+                    .any(|other| other != *root && super::path::is_within(root, other))
+            })
+            .cloned()
+            .collect();
+        let outer = WatchScope { subtrees, nodes: Vec::new() };
+        let nodes = self.nodes.iter().filter(|n| !outer.in_subtree(n)).cloned().collect();
+        WatchScope { nodes, ..outer }
+    }
+
+    /// Everything either scope covers.
+    pub fn union(&self, other: &WatchScope) -> WatchScope {
+        let mut out = self.clone();
+        for root in &other.subtrees {
+            insert_sorted(&mut out.subtrees, root.clone());
+        }
+        for node in &other.nodes {
+            insert_sorted(&mut out.nodes, node.clone());
+        }
+        out
+    }
+
+    /// Checks every entry with [`super::path::validate`]; the error names the first invalid
+    /// one. Backends call it before any I/O.
+    pub fn validate(&self) -> Result<(), super::RegistryError> {
+        self.subtrees.iter().chain(&self.nodes).try_for_each(|p| super::path::validate(p))
+    }
+
+    /// The scope with `f` applied to every path (e.g. a backend adding its namespace prefix).
+    pub fn map_paths(&self, mut f: impl FnMut(&str) -> String) -> WatchScope {
+        let mut out = WatchScope::new();
+        for root in &self.subtrees {
+            insert_sorted(&mut out.subtrees, f(root));
+        }
+        for node in &self.nodes {
+            insert_sorted(&mut out.nodes, f(node));
+        }
+        out
+    }
+}
+
+impl fmt::Display for WatchScope {
+    /// `subtrees [/a, /b] nodes [/c]`, for messages and logs.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "subtrees [{}] nodes [{}]", self.subtrees.join(", "), self.nodes.join(", "))
+    }
+}
+
+fn insert_sorted(list: &mut Vec<String>, entry: String) {
+    if let Err(at) = list.binary_search(&entry) {
+        list.insert(at, entry);
+    }
+}
+
+/// A change of a node a watch covers (see [`WatchScope`]). Paths are absolute within the
+/// client's namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WatchEvent {
-    /// The whole subtree as it is now, replacing whatever the subscriber knew. Always the first
-    /// event of a stream, and sent again after any gap (session expiry, a reconnect that may have
-    /// lost events). Sorted by path; empty when the watched node does not exist.
+    /// Every node the watch covers, as it is now, replacing whatever the subscriber knew.
+    /// Always the first event of a stream, and sent again after any gap (session expiry, a
+    /// reconnect that may have lost events). Sorted by path, each node once; empty when no
+    /// covered node exists.
     Resync {
-        /// Every node of the subtree, by path.
+        /// Every covered node, by path.
         nodes: BTreeMap<String, Node>,
     },
-    /// A node appeared in the subtree.
+    /// A covered node appeared.
     Created {
         /// Its path.
         path: String,
@@ -181,7 +348,7 @@ pub enum WatchEvent {
         /// The node after the write.
         node: Node,
     },
-    /// A node of the subtree was deleted (by a client, or by the end of its session).
+    /// A covered node was deleted (by a client, or by the end of its session).
     Deleted {
         /// Its path.
         path: String,
@@ -199,7 +366,7 @@ impl WatchEvent {
         }
     }
 
-    /// Applies the event to a view of the subtree. Events are applied as upserts and removals, so
+    /// Applies the event to a view of the covered nodes. Events are applied as upserts and removals, so
     /// an event the view already reflects (which some backends may repeat right after a resync)
     /// leaves the view as it is.
     pub fn apply_to(&self, view: &mut BTreeMap<String, Node>) {
@@ -328,5 +495,73 @@ impl Capability {
             acl: false,
             txn_batch_ops: Self::DEFAULT_TXN_BATCH_OPS,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WatchScope;
+
+    #[test]
+    fn scope_covers_subtrees_and_single_nodes() {
+        let scope = WatchScope::subtree("/a").with_node("/b/c");
+        for covered in ["/a", "/a/x", "/a/x/y", "/b/c"] {
+            assert!(scope.covers(covered), "{covered}");
+        }
+        for outside in ["/", "/ab", "/b", "/b/c/d", "/b/cd", "/c"] {
+            assert!(!scope.covers(outside), "{outside}");
+        }
+        assert!(WatchScope::subtree("/").covers("/"));
+        assert!(WatchScope::subtree("/").covers("/any/thing"));
+        assert!(!WatchScope::new().covers("/"));
+        assert!(WatchScope::new().is_empty());
+    }
+
+    #[test]
+    fn scope_entries_are_sorted_and_unique() {
+        let one = WatchScope::node("/b").with_subtree("/z").with_node("/a").with_node("/b");
+        let two = WatchScope::subtree("/z").with_node("/a").with_node("/b");
+        assert_eq!(one, two);
+        assert_eq!(one.nodes(), ["/a", "/b"]);
+        assert_eq!(one.subtrees(), ["/z"]);
+        assert_eq!(one.to_string(), "subtrees [/z] nodes [/a, /b]");
+    }
+
+    #[test]
+    fn minimal_scope_keeps_the_coverage() {
+        let scope = WatchScope::subtree("/a")
+            .with_subtree("/a/b")
+            .with_subtree("/c")
+            .with_node("/a/x")
+            .with_node("/c")
+            .with_node("/d")
+            .with_node("/d/e");
+        let minimal = scope.minimal();
+        assert_eq!(minimal.subtrees(), ["/a", "/c"]);
+        assert_eq!(minimal.nodes(), ["/d", "/d/e"]);
+        assert!(minimal.includes(&scope) && scope.includes(&minimal));
+        assert_eq!(WatchScope::subtree("/").with_node("/x").minimal(), WatchScope::subtree("/"));
+    }
+
+    #[test]
+    fn inclusion_and_union() {
+        let wide = WatchScope::subtree("/job");
+        let narrow = WatchScope::subtree("/job/config").with_node("/job/leader");
+        assert!(wide.includes(&narrow));
+        assert!(!narrow.includes(&wide));
+        // Node entries never include a subtree, even one with no node below yet.
+        assert!(!WatchScope::node("/x").includes(&WatchScope::subtree("/x")));
+        assert!(WatchScope::subtree("/x").includes(&WatchScope::node("/x")));
+        let both = narrow.union(&WatchScope::node("/other"));
+        assert_eq!(both.nodes(), ["/job/leader", "/other"]);
+        assert!(both.includes(&narrow));
+        assert!(WatchScope::new().includes(&WatchScope::new()));
+    }
+
+    #[test]
+    fn invalid_entries_are_named() {
+        let err = WatchScope::subtree("/ok").with_node("/bad/").validate().unwrap_err();
+        assert!(err.to_string().contains("/bad/"), "{err}");
+        assert!(WatchScope::subtree("/").with_node("/a").validate().is_ok());
     }
 }

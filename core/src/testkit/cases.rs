@@ -13,7 +13,7 @@ use super::Backend;
 use crate::registry::ext::await_leadership;
 use crate::registry::{
     CreateMode, Leadership, Node, RegistryError, RegistryExt, SessionEvent, TxnOp, TxnResult,
-    WatchEvent, MAX_DATA_SIZE,
+    WatchEvent, WatchScope, MAX_DATA_SIZE,
 };
 
 // ---------------------------------------------------------------- nodes and versions
@@ -1073,6 +1073,257 @@ pub async fn watch_many_subscribers(b: &dyn Backend) {
     }
 }
 
+// ---------------------------------------------------------------- watch scopes
+
+pub async fn watch_scope_node_entry(b: &dyn Backend) {
+    let c = fresh(b, "watch_scope_node_entry").await;
+    let r = &c.registry;
+    let scope = WatchScope::node("/w/n");
+    let (mut stream, snapshot) = watch_scope_with_snapshot(r.as_ref(), &scope).await;
+    assert!(snapshot.is_empty(), "the node does not exist yet: {snapshot:?}");
+    // The parent /w is created too, uncovered.
+    r.create("/w/n", b"a", CreateMode::Persistent).await.unwrap();
+    assert_eq!(next_summaries(&mut stream, 1).await, vec!["created /w/n a v0"]);
+    // Children and siblings are not the node.
+    r.create("/w/n/child", b"c", CreateMode::Persistent).await.unwrap();
+    r.set("/w/n/child", b"c2", None).await.unwrap();
+    r.create("/w/m", b"", CreateMode::Persistent).await.unwrap();
+    r.set("/w", b"parent", None).await.unwrap();
+    r.set("/w/n", b"b", None).await.unwrap();
+    assert_eq!(
+        next_summaries(&mut stream, 1).await,
+        vec!["changed /w/n b v1"],
+        "the next event after changes of its children, sibling and parent is the node's own"
+    );
+    r.delete("/w/n/child", None).await.unwrap();
+    r.delete("/w/n", None).await.unwrap();
+    r.create("/w/n", b"again", CreateMode::Ephemeral).await.unwrap();
+    assert_eq!(next_summaries(&mut stream, 2).await, vec!["deleted /w/n", "created /w/n again v0"]);
+    assert_quiet(&mut stream, "after the node's last change").await;
+
+    // A node entry's snapshot holds the node, not its children.
+    r.create("/w/p/kid", b"k", CreateMode::Persistent).await.unwrap();
+    let (_again, snapshot) = watch_scope_with_snapshot(r.as_ref(), &WatchScope::node("/w/p")).await;
+    assert_eq!(snapshot.keys().collect::<Vec<_>>(), vec!["/w/p"]);
+}
+
+pub async fn watch_scope_mixed_entries(b: &dyn Backend) {
+    let c = fresh(b, "watch_scope_mixed_entries").await;
+    let r = &c.registry;
+    for (p, d) in [
+        ("/a/x", "1"),
+        ("/b/c/y", "2"),
+        ("/b/z", "3"),
+        ("/d", "4"),
+        ("/d/kid", "5"),
+        ("/e/f", "6"),
+        ("/e/g", "7"),
+    ] {
+        r.create(p, d.as_bytes(), CreateMode::Persistent).await.unwrap();
+    }
+    let scope = WatchScope::subtree("/a").with_subtree("/b/c").with_node("/d").with_node("/e/f");
+    let (mut stream, snapshot) = watch_scope_with_snapshot(r.as_ref(), &scope).await;
+    assert_eq!(
+        snapshot.keys().map(String::as_str).collect::<Vec<_>>(),
+        vec!["/a", "/a/x", "/b/c", "/b/c/y", "/d", "/e/f"],
+        "the opening resync holds exactly the covered nodes, sorted"
+    );
+    assert_eq!(snapshot, read_scope(r.as_ref(), &scope).await);
+    r.set("/b/z", b"out", None).await.unwrap();
+    r.set("/e/f", b"6b", None).await.unwrap();
+    r.create("/a/x/deep", b"in", CreateMode::Persistent).await.unwrap();
+    r.set("/e/g", b"out", None).await.unwrap();
+    r.create("/d/kid2", b"out", CreateMode::Persistent).await.unwrap();
+    r.delete("/b/c/y", None).await.unwrap();
+    r.set("/d", b"4b", None).await.unwrap();
+    r.create("/b/cc", b"out", CreateMode::Persistent).await.unwrap();
+    r.transaction(vec![
+        TxnOp::set("/a/x", b"1b".to_vec(), None),
+        TxnOp::set("/b/z", b"out".to_vec(), None),
+        TxnOp::delete("/e/f", None),
+    ])
+    .await
+    .unwrap();
+    let mut got = next_summaries(&mut stream, 6).await;
+    // The last two came from one transaction: in any order across entries.
+    got[4..].sort();
+    assert_eq!(
+        got,
+        vec![
+            "changed /e/f 6b v1",
+            "created /a/x/deep in v0",
+            "deleted /b/c/y",
+            "changed /d 4b v1",
+            "changed /a/x 1b v1",
+            "deleted /e/f",
+        ]
+    );
+    assert_quiet(&mut stream, "only covered nodes").await;
+}
+
+pub async fn watch_scope_overlap_reported_once(b: &dyn Backend) {
+    let c = fresh(b, "watch_scope_overlap_reported_once").await;
+    let r = &c.registry;
+    // A node inside a subtree, a subtree inside another, a node that is also a subtree root.
+    let scope = WatchScope::subtree("/o")
+        .with_node("/o/x")
+        .with_subtree("/o/y")
+        .with_node("/o/y")
+        .with_node("/o/y/z");
+    let (mut stream, snapshot) = watch_scope_with_snapshot(r.as_ref(), &scope).await;
+    assert!(snapshot.is_empty(), "{snapshot:?}");
+    r.create("/o/x", b"1", CreateMode::Persistent).await.unwrap();
+    r.set("/o/x", b"2", None).await.unwrap();
+    r.create("/o/y/z", b"3", CreateMode::Persistent).await.unwrap();
+    r.delete("/o/y/z", None).await.unwrap();
+    assert_eq!(
+        next_summaries(&mut stream, 6).await,
+        vec![
+            "created /o  v0",
+            "created /o/x 1 v0",
+            "changed /o/x 2 v1",
+            "created /o/y  v0",
+            "created /o/y/z 3 v0",
+            "deleted /o/y/z",
+        ],
+        "each change once"
+    );
+    assert_quiet(&mut stream, "after the changes, each reported once").await;
+    let (_again, snapshot) = watch_scope_with_snapshot(r.as_ref(), &scope).await;
+    assert_eq!(snapshot.keys().collect::<Vec<_>>(), vec!["/o", "/o/x", "/o/y"]);
+}
+
+pub async fn watch_scope_outside_reaches_nothing(b: &dyn Backend) {
+    let ns = "watch_scope_outside_reaches_nothing";
+    let watcher = fresh(b, ns).await;
+    let writer = another(b, ns).await;
+    let w = &writer.registry;
+    w.create("/job/sharding/0/instance", b"me", CreateMode::Persistent).await.unwrap();
+    w.create("/job/config", b"c", CreateMode::Persistent).await.unwrap();
+    let scope = WatchScope::subtree("/job/config").with_node("/job/sharding/0/instance");
+    let (mut stream, _) = watch_scope_with_snapshot(watcher.registry.as_ref(), &scope).await;
+    // A fire's markers and ledger, as another instance writes them: outside the scope.
+    for round in 0..5 {
+        w.create("/job/sharding/0/running", b"", CreateMode::Ephemeral).await.unwrap();
+        w.create(&format!("/job/ledger/i{round}"), b"{}", CreateMode::Persistent).await.unwrap();
+        w.delete("/job/sharding/0/running", None).await.unwrap();
+    }
+    w.set("/job/sharding/0/instance", b"other", None).await.unwrap();
+    let ev = next_event(&mut stream).await;
+    assert_eq!(
+        summary(&ev),
+        "changed /job/sharding/0/instance other v1",
+        "the first event after changes outside the scope is the next covered change"
+    );
+    assert_quiet(&mut stream, "after the covered change").await;
+}
+
+pub async fn watch_scope_resyncs_after_expiry(b: &dyn Backend) {
+    let ns = "watch_scope_resyncs_after_expiry";
+    let watcher = fresh(b, ns).await;
+    let writer = another(b, ns).await;
+    let w = &writer.registry;
+    for p in ["/r/n/kid", "/r/s/a", "/r/other"] {
+        w.create(p, b"1", CreateMode::Persistent).await.unwrap();
+    }
+    let scope = WatchScope::node("/r/n").with_subtree("/r/s");
+    let mut session = watcher.registry.session_events();
+    let (mut stream, _) = watch_scope_with_snapshot(watcher.registry.as_ref(), &scope).await;
+    watcher.control.expire().await;
+    await_new_session(&mut session).await;
+    w.set("/r/n", b"2", None).await.unwrap();
+    w.create("/r/s/b", b"", CreateMode::Persistent).await.unwrap();
+    w.create("/r/n/kid2", b"", CreateMode::Persistent).await.unwrap();
+    w.set("/r/other", b"2", None).await.unwrap();
+    let mut view: BTreeMap<String, Node> = BTreeMap::new();
+    let mut resynced = false;
+    while !(resynced
+        && view.contains_key("/r/s/b")
+        && view.get("/r/n").is_some_and(|n| n.data == b"2"))
+    {
+        let ev = next_event(&mut stream).await;
+        if let WatchEvent::Resync { nodes } = &ev {
+            resynced = true;
+            assert!(
+                nodes.keys().all(|p| scope.covers(p)),
+                "the resync holds only covered nodes: {:?}",
+                nodes.keys().collect::<Vec<_>>()
+            );
+        } else if let Some(p) = ev.path() {
+            assert!(scope.covers(p), "an event outside the scope: {ev:?}");
+        }
+        if resynced {
+            ev.apply_to(&mut view);
+        }
+    }
+    assert_eq!(view, read_scope(watcher.registry.as_ref(), &scope).await);
+}
+
+pub async fn watch_scope_empty(b: &dyn Backend) {
+    let c = fresh(b, "watch_scope_empty").await;
+    let r = &c.registry;
+    r.create("/x", b"", CreateMode::Persistent).await.unwrap();
+    let (mut stream, snapshot) = watch_scope_with_snapshot(r.as_ref(), &WatchScope::new()).await;
+    assert!(snapshot.is_empty(), "{snapshot:?}");
+    r.create("/x/y", b"", CreateMode::Persistent).await.unwrap();
+    r.set("/x", b"1", None).await.unwrap();
+    assert_quiet(&mut stream, "an empty scope").await;
+}
+
+pub async fn watch_scope_invalid_paths(b: &dyn Backend) {
+    let c = fresh(b, "watch_scope_invalid_paths").await;
+    let r = &c.registry;
+    let bad = [
+        WatchScope::subtree("/ok").with_node("relative"),
+        WatchScope::node("/ok").with_subtree("/trailing/"),
+        WatchScope::subtree("/a//b"),
+        WatchScope::node(""),
+    ];
+    for scope in bad {
+        match r.watch_scope(scope.clone()).await {
+            Err(RegistryError::InvalidPath { .. }) => {}
+            Err(other) => panic!("{scope}: {other}"),
+            Ok(_) => panic!("{scope}: accepted"),
+        }
+    }
+}
+
+pub async fn watch_scope_streams_of_one_client(b: &dyn Backend) {
+    let c = fresh(b, "watch_scope_streams_of_one_client").await;
+    let r = &c.registry;
+    let (mut node, _) = watch_scope_with_snapshot(r.as_ref(), &WatchScope::node("/t/n")).await;
+    let (mut wide, _) = watch_scope_with_snapshot(r.as_ref(), &WatchScope::subtree("/t")).await;
+    r.create("/t/n", b"1", CreateMode::Persistent).await.unwrap();
+    assert_eq!(next_summaries(&mut node, 1).await, vec!["created /t/n 1 v0"]);
+    assert_eq!(next_summaries(&mut wide, 2).await, vec!["created /t  v0", "created /t/n 1 v0"]);
+    // Dropping the wider stream leaves the node entry of the other as it was.
+    drop(wide);
+    r.create("/t/n/kid", b"", CreateMode::Persistent).await.unwrap();
+    r.create("/t/m", b"", CreateMode::Persistent).await.unwrap();
+    r.set("/t/n", b"2", None).await.unwrap();
+    assert_eq!(next_summaries(&mut node, 1).await, vec!["changed /t/n 2 v1"]);
+    // A subtree rooted at the node entry's path, on another stream.
+    let (mut below, snapshot) =
+        watch_scope_with_snapshot(r.as_ref(), &WatchScope::subtree("/t/n")).await;
+    assert_eq!(snapshot.keys().collect::<Vec<_>>(), vec!["/t/n", "/t/n/kid"]);
+    r.set("/t/n/kid", b"k", None).await.unwrap();
+    r.set("/t/n", b"3", None).await.unwrap();
+    assert_eq!(
+        next_summaries(&mut below, 2).await,
+        vec!["changed /t/n/kid k v1", "changed /t/n 3 v2"]
+    );
+    assert_eq!(next_summaries(&mut node, 1).await, vec!["changed /t/n 3 v2"]);
+    drop(below);
+    r.create("/t/n/kid2", b"", CreateMode::Persistent).await.unwrap();
+    r.set("/t/n", b"4", None).await.unwrap();
+    assert_eq!(
+        next_summaries(&mut node, 1).await,
+        vec!["changed /t/n 4 v3"],
+        "after the subtree stream is gone, the node stream still sees its node and nothing else"
+    );
+    assert_quiet(&mut node, "the node's children").await;
+}
+
 // ---------------------------------------------------------------- latches
 
 pub async fn latch_exclusive_among_five(b: &dyn Backend) {
@@ -1253,7 +1504,10 @@ macro_rules! registry_behaviour_suite {
             concurrent_compare_and_set watch_opens_with_snapshot watch_missing_path
             watch_reports_changes_in_order watch_subtree_scoping watch_complete_under_concurrent_writers
             watch_sees_other_sessions_ephemerals_vanish watch_resyncs_after_expiry watch_ends_on_close
-            watch_many_subscribers latch_exclusive_among_five latch_handover_on_leave
+            watch_many_subscribers watch_scope_node_entry watch_scope_mixed_entries
+            watch_scope_overlap_reported_once watch_scope_outside_reaches_nothing
+            watch_scope_resyncs_after_expiry watch_scope_empty watch_scope_invalid_paths
+            watch_scope_streams_of_one_client latch_exclusive_among_five latch_handover_on_leave
             latch_handover_on_expiry latch_rejoins_after_expiry latch_rejects_bad_participant
             mutex_excludes mutex_timeout_leaves_no_waiter mutex_freed_by_holder_expiry
             registry_time_is_sane

@@ -8,7 +8,8 @@ use futures::StreamExt;
 
 use super::{Backend, TestClient};
 use crate::registry::{
-    CoordinatorRegistry, Node, RegistryExt, SessionEvent, SessionEvents, WatchEvent, WatchStream,
+    CoordinatorRegistry, Node, RegistryExt, SessionEvent, SessionEvents, WatchEvent, WatchScope,
+    WatchStream,
 };
 
 /// How long a case waits for something that must happen. Generous for real servers; free under
@@ -58,6 +59,45 @@ pub async fn watch_with_snapshot(
         WatchEvent::Resync { nodes } => (stream, nodes),
         other => panic!("a watch must open with a resync, got {other:?}"),
     }
+}
+
+/// Opens a watch of `scope` and returns it with its opening snapshot.
+pub async fn watch_scope_with_snapshot(
+    registry: &dyn CoordinatorRegistry,
+    scope: &WatchScope,
+) -> (WatchStream, BTreeMap<String, Node>) {
+    let mut stream =
+        registry.watch_scope(scope.clone()).await.unwrap_or_else(|e| panic!("watch {scope}: {e}"));
+    match next_event(&mut stream).await {
+        WatchEvent::Resync { nodes } => (stream, nodes),
+        other => panic!("a watch must open with a resync, got {other:?}"),
+    }
+}
+
+/// An event as one line (`created /a x v0`, `changed ...`, `deleted /a`, `resync [/a, /b]`),
+/// for comparing sequences of events in one assertion.
+pub fn summary(event: &WatchEvent) -> String {
+    match event {
+        WatchEvent::Created { path, node } => {
+            format!("created {path} {} v{}", node.text(), node.version)
+        }
+        WatchEvent::Changed { path, node } => {
+            format!("changed {path} {} v{}", node.text(), node.version)
+        }
+        WatchEvent::Deleted { path } => format!("deleted {path}"),
+        WatchEvent::Resync { nodes } => {
+            format!("resync [{}]", nodes.keys().cloned().collect::<Vec<_>>().join(", "))
+        }
+    }
+}
+
+/// The next `n` events, summarised.
+pub async fn next_summaries(stream: &mut WatchStream, n: usize) -> Vec<String> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(summary(&next_event(stream).await));
+    }
+    out
 }
 
 /// Asserts that no watch event arrives within [`QUIET`].
@@ -120,6 +160,23 @@ pub async fn read_tree(registry: &dyn CoordinatorRegistry, root: &str) -> BTreeM
         };
         out.insert(p.clone(), node);
         todo.extend(registry.child_paths(&p).await.unwrap_or_else(|e| panic!("children {p}: {e}")));
+    }
+    out
+}
+
+/// Reads every node `scope` covers with plain reads (for comparing with a watch's view).
+pub async fn read_scope(
+    registry: &dyn CoordinatorRegistry,
+    scope: &WatchScope,
+) -> BTreeMap<String, Node> {
+    let mut out = BTreeMap::new();
+    for root in scope.subtrees() {
+        out.extend(read_tree(registry, root).await);
+    }
+    for at in scope.nodes() {
+        if let Some(node) = registry.get(at).await.unwrap_or_else(|e| panic!("get {at}: {e}")) {
+            out.insert(at.clone(), node);
+        }
     }
     out
 }

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use metrics::{counter, histogram, Counter, Histogram};
 use shardcron_core::registry::{
     Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op, Result,
-    SessionEvents, TxnOp, TxnResult, Version, WatchStream,
+    SessionEvents, TxnOp, TxnResult, Version, WatchScope, WatchStream,
 };
 
 /// Forwards every call to `inner`, counting it (`shardcron_registry_operations_total{op}`),
@@ -136,8 +136,8 @@ impl CoordinatorRegistry for MeteredRegistry {
     async fn transaction(&self, ops: Vec<TxnOp>) -> Result<Vec<TxnResult>> {
         self.timed(Op::Transaction, self.inner.transaction(ops)).await
     }
-    async fn watch(&self, path: &str) -> Result<WatchStream> {
-        self.timed(Op::Watch, self.inner.watch(path)).await
+    async fn watch_scope(&self, scope: WatchScope) -> Result<WatchStream> {
+        self.timed(Op::Watch, self.inner.watch_scope(scope)).await
     }
     fn session_events(&self) -> SessionEvents {
         self.inner.session_events()

@@ -1,9 +1,10 @@
-//! What the watch feeds of one client share with each other and with its writes.
+//! What the watch feed of one client shares with the client's subscriptions and writes.
 //!
-//! - **Feeds.** Every live feed, with its root, so that a new subscription joins a feed whose
-//!   root covers it instead of registering a watch and reading every node a second time.
+//! - **The feed.** One task per client follows every ZooKeeper watch the client's
+//!   subscriptions need (see [`super`]); it is started by the first subscription and lives
+//!   until the client closes. While it watches nothing, writes do not wait for it.
 //! - **Barriers.** A write that has no [`WriteTicket`] (a sequential create, a recursive
-//!   delete) asks every feed to catch up with what it has received before the write returns.
+//!   delete) asks the feed to catch up with what it has received before the write returns.
 //! - **Write tickets.** A write of this client opens a ticket naming the paths it writes
 //!   *before* it is sent. ZooKeeper sends a session the events of its write before the answer,
 //!   so while the ticket is open a feed holds back the events of those paths; when the write
@@ -13,12 +14,12 @@
 //!   or is dropped closes its ticket without facts, and the held events are read as usual.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use shardcron_core::registry::{path, WatchEvent};
+use shardcron_core::registry::{Result, WatchEvent, WatchScope};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 use zookeeper_client as zk;
@@ -33,17 +34,17 @@ pub(crate) enum Signal {
     /// A write let go of its paths without facts for this feed (it did not commit, or the feed
     /// started after the facts went out): the events it held back are free to be read.
     Released,
-    /// A new subscriber; answer once its opening snapshot is sent.
-    Join(Subscriber, oneshot::Sender<()>),
+    /// A new subscriber; answer once its opening snapshot is sent, or with why it cannot be.
+    Join(Subscriber, oneshot::Sender<Result<()>>),
     /// Subscriber `id` dropped its stream.
     Left(u64),
 }
 
-/// One stream of a feed: the events within `root`.
+/// One stream of the feed: the events `scope` covers.
 #[derive(Debug)]
 pub(crate) struct Subscriber {
     pub id: u64,
-    pub root: String,
+    pub scope: WatchScope,
     pub out: UnboundedSender<WatchEvent>,
 }
 
@@ -58,7 +59,7 @@ pub(crate) struct Fact {
 }
 
 impl Fact {
-    /// `state` from a create or set answer; `None` (no fact: the feeds read the node) when the
+    /// `state` from a create or set answer; `None` (no fact: the feed reads the node) when the
     /// server answered with no usable stat (ZOOKEEPER-4026, ZOOKEEPER-4667).
     pub fn written(path: &str, events: usize, data: &[u8], stat: zk::Stat) -> Option<Fact> {
         (!stat.is_invalid()).then(|| Fact {
@@ -73,16 +74,13 @@ impl Fact {
     }
 }
 
-#[derive(Debug)]
-struct FeedLink {
-    root: String,
-    link: UnboundedSender<Signal>,
-}
-
-/// The client's feeds and open write tickets.
+/// The client's feed and open write tickets.
 #[derive(Debug, Default)]
 pub(crate) struct WatchHub {
-    feeds: parking_lot::Mutex<Vec<FeedLink>>,
+    /// The link to the feed task, once started.
+    feed: parking_lot::Mutex<Option<UnboundedSender<Signal>>>,
+    /// The feed holds ZooKeeper watches (so writes must let it catch up).
+    active: AtomicBool,
     /// Open tickets and the paths each one writes.
     open: parking_lot::Mutex<BTreeMap<u64, Vec<String>>>,
     ids: AtomicU64,
@@ -94,29 +92,33 @@ impl WatchHub {
         self.ids.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub fn add_feed(&self, root: &str, link: UnboundedSender<Signal>) {
-        self.feeds.lock().push(FeedLink { root: root.to_owned(), link });
+    /// The link to the client's feed, starting it (with `start`) if it is not running.
+    pub fn feed(&self, start: impl FnOnce() -> UnboundedSender<Signal>) -> UnboundedSender<Signal> {
+        let mut feed = self.feed.lock();
+        match feed.as_ref() {
+            Some(link) if !link.is_closed() => link.clone(),
+            _ => {
+                let link = start();
+                *feed = Some(link.clone());
+                link
+            }
+        }
     }
 
-    /// The link of a live feed whose root covers `root`.
-    pub fn feed_for(&self, root: &str) -> Option<UnboundedSender<Signal>> {
-        let mut feeds = self.feeds.lock();
-        feeds.retain(|f| !f.link.is_closed());
-        feeds.iter().find(|f| path::is_within(root, &f.root)).map(|f| f.link.clone())
+    /// The feed says whether it holds ZooKeeper watches.
+    pub fn set_active(&self, active: bool) {
+        self.active.store(active, Ordering::SeqCst);
     }
 
-    /// Forgets a feed that refused a subscriber (it is ending).
-    pub fn forget(&self, link: &UnboundedSender<Signal>) {
-        self.feeds.lock().retain(|f| !f.link.same_channel(link));
-    }
-
+    /// The feed, when writes must let it catch up: it runs and holds watches.
     fn links(&self) -> Vec<UnboundedSender<Signal>> {
-        let mut feeds = self.feeds.lock();
-        feeds.retain(|f| !f.link.is_closed());
-        feeds.iter().map(|f| f.link.clone()).collect()
+        if !self.active.load(Ordering::SeqCst) {
+            return Vec::new();
+        }
+        self.feed.lock().iter().filter(|l| !l.is_closed()).cloned().collect()
     }
 
-    /// Waits until every feed of this client has emitted the events it has received so far, at
+    /// Waits until the feed of this client has emitted the events it has received so far, at
     /// most `limit` (a feed that cannot catch up in time still emits its events later; the
     /// write that waits here has succeeded either way).
     pub async fn barrier(&self, limit: Duration) {
@@ -131,7 +133,7 @@ impl WatchHub {
         wait(acks, limit).await;
     }
 
-    /// Opens a ticket for a write of `paths`, to be sent next. Without feeds there is nothing
+    /// Opens a ticket for a write of `paths`, to be sent next. Without watches there is nothing
     /// to hold back, and the ticket is a plain barrier.
     pub fn begin(&self, paths: Vec<String>) -> WriteTicket<'_> {
         if paths.is_empty() || self.links().is_empty() {
@@ -174,7 +176,7 @@ pub(crate) struct WriteTicket<'a> {
 }
 
 impl WriteTicket<'_> {
-    /// The write committed and left `facts`: lets every feed catch up (using the facts instead
+    /// The write committed and left `facts`: lets the feed catch up (using the facts instead
     /// of reads where it can), at most `limit`, then closes the ticket.
     pub async fn settle(mut self, facts: Vec<Fact>, limit: Duration) {
         let Some(id) = self.id else {

@@ -1,30 +1,43 @@
-//! Subtree watches on ZooKeeper's persistent recursive watches (server 3.6+).
+//! Scope watches on ZooKeeper's persistent watches (server 3.6+).
 //!
-//! A **feed** is one task that owns a `PersistentWatcher` on a subtree and the view it has shown
-//! its subscribers. Every subscription of a client whose root lies within a live feed's root
-//! joins that feed ([`hub::WatchHub`]): it gets the feed's view of its subtree as the opening
-//! `Resync`, then the feed's events within it. So a scheduler's watch of `/`, the watch that
-//! adopts jobs, and the watches of the leader latches below cost one ZooKeeper watch and one
-//! read per change, not one per subscription.
+//! **One feed per client.** The client's watches are held by one task, the feed
+//! ([`feed`]), that owns a `PersistentWatcher` per entry of the union of its subscribers'
+//! scopes, in minimal form ([`WatchScope::minimal`]): a *persistent recursive* watch per
+//! subtree, a plain *persistent* watch per single node. So ZooKeeper sends the client the
+//! events of what some subscriber covers and nothing else (a node entry's watch also brings
+//! ZooKeeper's notice that its children changed, which the feed drops unread). ZooKeeper keeps
+//! one watch mode per session and path (the last one registered); the minimal form never needs
+//! two, and when a change of the subscribers turns a path's watch from one mode into the other,
+//! the new one is registered before the old watcher is dropped.
 //!
-//! ZooKeeper's events carry a path and a kind but no data, so a feed reads a node after its
-//! events, but only where it must ([`feed`]):
+//! A subscription whose scope the watches cover already joins from the feed's view: its
+//! opening `Resync` costs no request. One that needs more has the feed register the missing
+//! watches and read what they add (a node entry's data; a subtree's nodes, level by level),
+//! then replace any watch the new one makes redundant. When a subscriber leaves, the watches
+//! shrink to what the others need: a narrower watch taking over part of a wider one is
+//! registered first, then the wider one is dropped, which makes the client remove it on the
+//! server. So a scheduler's watch of `/` and the watches of its leader latches below still cost
+//! one ZooKeeper watch and one read per change, and narrow scopes cost only their entries.
 //!
-//! - The events waiting in the watcher are taken together; per path, one read shows the node
+//! ZooKeeper's events carry a path and a kind but no data, so the feed reads a node after its
+//! events, but only where it must ([`events`]), and only for paths the watches cover:
+//!
+//! - The events waiting in the watchers are taken together; per path, one read shows the node
 //!   as it is *now*, later than all of them, and the reads go out together (one round trip).
 //! - A path whose last waiting event is a deletion, of a node the view does not show, needs no
 //!   read: the subscribers never saw the node, and a re-creation has its own event. Nor does a
 //!   deletion that came after what the view shows of the node (below).
 //! - **Own writes are exact, and not read.** ZooKeeper sends a session the events a write
-//!   caused before the write's answer, and the client queues them for the watcher before it
+//!   caused before the write's answer, and the client queues them for the watchers before it
 //!   completes the write. A write of this client opens a ticket on the paths it writes before
-//!   it is sent; the feeds hold back events of those paths until the write answers, then use
+//!   it is sent; the feed holds back events of those paths until the write answers, then uses
 //!   what the write left (the data sent, the stat in the answer) instead of reading, when the
 //!   held events of a path are exactly the write's own (a count: ZooKeeper sends one event per
-//!   create, set and delete). The write returns only after every feed has emitted them, so a
+//!   create, set and delete). The write returns only after the feed has emitted them, so a
 //!   view fed by the watch shows a write when the write returns (read-your-writes, which
 //!   ElasticJob lacked: #2194). Writes without a ticket (sequential creates, recursive deletes)
-//!   wait for the feeds the same way, and their events are read.
+//!   wait for the feed the same way, and their events are read. While the feed holds no watch,
+//!   writes do not wait for it.
 //! - A read shows the node as it is now, which may be later than the event. The view keeps each
 //!   node's `czxid` (which incarnation) and `mzxid` (which change), so a read that shows nothing
 //!   new is dropped, and a node seen deleted and re-created comes out as `Deleted` then
@@ -33,21 +46,28 @@
 //!   `Capability::exact_watch == false`).
 //! - A deletion of a node the view shows needs no read when its event came after the answer the
 //!   view learnt the node from (ZooKeeper sends a session an event before any answer showing its
-//!   change, so an event taken from the watcher after an answer arrived was caused by a later
+//!   change, so an event taken from the watchers after an answer arrived was caused by a later
 //!   change: it deleted what the view shows, or a later incarnation). Otherwise (the first
 //!   deletion after a snapshot, or one that may have come before a read that got ahead of it)
 //!   the read confirms it, so a late `NodeDeleted` never removes a node the view shows
 //!   re-created.
+//! - **Order across watches.** Each watcher's events come in ZooKeeper's order, but the client
+//!   library gives each watcher its own channel, and ZooKeeper 3.8's notifications carry no
+//!   zxid: how the events of two watchers interleaved is lost. The feed orders the outcomes of
+//!   a run by the zxid of the state each shows (bounded within each watcher so that its own
+//!   order holds); with one watch (a scope of one subtree) the order is ZooKeeper's, as before.
 //!
 //! **Gaps become resyncs.** Persistent watches lose the events of a connection loss
 //! (ZOOKEEPER-4698), `zookeeper-client` 0.11.2 does not register them again after a reconnect,
 //! and an expired session loses its watches. So after the link comes back the feed registers
-//! its watch again, re-reads the subtree and sends a `Resync`; after an expiry it subscribes
-//! again on the new session and does the same. A read that fails for another reason (a timeout)
-//! also ends in a resync, retried with backoff.
+//! every watch again, re-reads what they cover and sends each subscriber a `Resync` of its
+//! scope; after an expiry it does the same on the new session. A read that fails for another
+//! reason (a timeout) also ends in a resync, retried with backoff.
 
+mod events;
 mod feed;
 pub(crate) mod hub;
+mod watchers;
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -56,15 +76,15 @@ use std::task::{Context, Poll};
 
 use futures::future::join_all;
 use futures::Stream;
-use shardcron_core::registry::{path, Node, Op, Result, WatchEvent, WatchStream};
+use shardcron_core::registry::{
+    path, Node, Op, RegistryError, Result, WatchEvent, WatchScope, WatchStream,
+};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
 use zookeeper_client as zk;
 
-use crate::client::{Shared, ZkRegistry};
-use crate::error::At;
+use crate::client::Shared;
 use crate::node;
-use crate::session::Session;
 use hub::{Signal, Subscriber};
 
 /// What the subscribers were told about one node, and which ZooKeeper change that was.
@@ -75,7 +95,7 @@ struct Seen {
     czxid: i64,
     /// The zxid of the last change shown.
     mzxid: i64,
-    /// How many events the feed had taken from its watcher when it last learnt this state (a
+    /// How many events the feed had taken from its watchers when it last learnt this state (a
     /// read's answer, a write's answer): every later event came after that answer. `None` for
     /// a snapshot's nodes, which the feed cannot place among its events.
     known_at: Option<u64>,
@@ -87,55 +107,46 @@ impl Seen {
     }
 }
 
-/// Subscribes to the subtree at `root`: joins a feed of this client that covers it, or starts
-/// one (registers the persistent watch and reads the opening snapshot; errors of these first
-/// steps go to the caller).
-pub(crate) async fn subscribe(
-    registry: &ZkRegistry,
-    shared: &Arc<Shared>,
-    session: Arc<Session>,
-    root: &str,
-) -> Result<WatchStream> {
-    let hub = &shared.watches;
-    let limit = shared.operation_timeout();
-    while let Some(link) = hub.feed_for(root) {
-        let id = hub.next_id();
-        let (out, rx) = unbounded_channel();
-        let (ready, joined) = oneshot::channel();
-        let subscriber = Subscriber { id, root: root.to_owned(), out };
-        if link.send(Signal::Join(subscriber, ready)).is_ok() {
-            match tokio::time::timeout(limit, joined).await {
-                Ok(Ok(())) => return Ok(stream(rx, link, id)),
-                // The feed ended with the request unanswered.
-                Ok(Err(_)) => {}
-                Err(_) => return Err(crate::error::timeout(Op::Watch, root, limit)),
-            }
-        }
-        hub.forget(&link);
-    }
-    start_feed(registry, shared, session, root).await
+/// The path errors about a watch of `scope` name: its first entry (`/` for an empty scope).
+pub(crate) fn label(scope: &WatchScope) -> &str {
+    scope.subtrees().iter().chain(scope.nodes()).next().map_or(path::ROOT, String::as_str)
 }
 
-/// Starts a feed on `root` with one subscriber.
-async fn start_feed(
-    registry: &ZkRegistry,
-    shared: &Arc<Shared>,
-    session: Arc<Session>,
-    root: &str,
-) -> Result<WatchStream> {
-    let at = At::new(Op::Watch, root);
-    let watcher =
-        registry.bounded(at, session.ns.watch(root, zk::AddWatchMode::PersistentRecursive)).await?;
-    let nodes = registry.bounded(at, snapshot(&session.ns, root)).await?;
-    let id = shared.watches.next_id();
-    let (out, rx) = unbounded_channel();
-    let (link, signals) = unbounded_channel();
-    let subscriber = Subscriber { id, root: root.to_owned(), out };
-    let mut feed = feed::Feed::new(shared, root, subscriber, signals);
-    feed.install(nodes);
-    shared.watches.add_feed(root, link.clone());
-    tokio::spawn(feed.run(Some((session, watcher))));
-    Ok(stream(rx, link, id))
+/// Subscribes to `scope` through the client's feed, starting the feed if needed. The feed
+/// answers once the subscriber's opening snapshot is sent, or with the error of registering
+/// the watches or reading the snapshot.
+pub(crate) async fn subscribe(shared: &Arc<Shared>, scope: WatchScope) -> Result<WatchStream> {
+    let limit = shared.operation_timeout();
+    let at = label(&scope).to_owned();
+    // A feed ends only when the client closes; a second try covers a link taken just then.
+    for _ in 0..2 {
+        if shared.is_closed() {
+            break;
+        }
+        let link = shared.watches.feed(|| {
+            let (link, signals) = unbounded_channel();
+            tokio::spawn(feed::Feed::new(shared, signals).run());
+            link
+        });
+        let id = shared.watches.next_id();
+        let (out, rx) = unbounded_channel();
+        let (reply, replied) = oneshot::channel();
+        let subscriber = Subscriber { id, scope: scope.clone(), out };
+        if link.send(Signal::Join(subscriber, reply)).is_err() {
+            continue;
+        }
+        match tokio::time::timeout(limit, replied).await {
+            Ok(Ok(Ok(()))) => return Ok(stream(rx, link, id)),
+            Ok(Ok(Err(e))) => return Err(e),
+            // The feed ended with the request unanswered.
+            Ok(Err(_)) => {}
+            Err(_) => {
+                let _ = link.send(Signal::Left(id));
+                return Err(crate::error::timeout(Op::Watch, &at, limit));
+            }
+        }
+    }
+    Err(RegistryError::Closed { op: Op::Watch, path: at })
 }
 
 /// A subscriber's stream; dropping it tells the feed.
@@ -166,28 +177,42 @@ fn stream(
     WatchStream::new(Subscription { events, link, id })
 }
 
-/// Reads the subtree at `root`, level by level; each level's reads go out together.
+/// Reads what `scope` covers: a node entry's data alone; a subtree level by level (data and
+/// children). Each level's reads, the node entries' among the first, go out together.
 async fn snapshot(
     client: &zk::Client,
-    root: &str,
+    scope: &WatchScope,
 ) -> std::result::Result<BTreeMap<String, Seen>, zk::Error> {
+    let minimal = scope.minimal();
     let mut nodes = BTreeMap::new();
-    let mut level = vec![root.to_owned()];
+    // Each path with whether its children are read too.
+    let mut level: Vec<(String, bool)> = minimal
+        .subtrees()
+        .iter()
+        .map(|p| (p.clone(), true))
+        .chain(minimal.nodes().iter().map(|p| (p.clone(), false)))
+        .collect();
     while !level.is_empty() {
-        let reads = join_all(level.iter().map(|p| {
-            // Both requests are sent here, before anything is awaited.
+        let reads = join_all(level.iter().map(|(p, below)| {
+            // The requests are sent here, before anything is awaited.
             let data = client.get_data(p);
-            let children = client.list_children(p);
-            async move { (data.await, children.await) }
+            let children = below.then(|| client.list_children(p));
+            async move {
+                let children = match children {
+                    Some(children) => Some(children.await),
+                    None => None,
+                };
+                (data.await, children)
+            }
         }))
         .await;
         let mut next = Vec::new();
-        for (p, (data, children)) in level.iter().zip(reads) {
+        for ((p, _), (data, children)) in level.iter().zip(reads) {
             match data {
                 Ok((data, stat)) => {
                     nodes.insert(p.clone(), Seen::new(p, data, &stat, None));
                 }
-                // Deleted between the parent's listing and this read.
+                // Deleted between the parent's listing and this read, or not there at all.
                 Err(zk::Error::NoNode) => continue,
                 Err(zk::Error::NoAuth) => {
                     tracing::warn!(path = %p, "watch: node unreadable with these credentials; left out");
@@ -196,9 +221,9 @@ async fn snapshot(
                 Err(e) => return Err(e),
             }
             match children {
-                Ok(names) => next.extend(names.iter().map(|c| path::join(p, c))),
-                Err(zk::Error::NoNode) | Err(zk::Error::NoAuth) => {}
-                Err(e) => return Err(e),
+                Some(Ok(names)) => next.extend(names.iter().map(|c| (path::join(p, c), true))),
+                Some(Err(zk::Error::NoNode)) | Some(Err(zk::Error::NoAuth)) | None => {}
+                Some(Err(e)) => return Err(e),
             }
         }
         level = next;
