@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use shardcron_core::registry::{
     Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Result,
-    SessionEvents, TxnOp, TxnResult, Version, WatchEvent, WatchStream,
+    SessionEvents, TxnOp, TxnResult, Version, WatchEvent, WatchScope, WatchStream,
 };
 use shardcron_core::runtime::{EventSink, SchedulerEvent, SkipReason};
 
@@ -286,8 +286,8 @@ impl CoordinatorRegistry for Buggy {
         self.inner.transaction(ops).await
     }
 
-    async fn watch(&self, path: &str) -> Result<WatchStream> {
-        let stream = self.inner.watch(path).await?;
+    async fn watch_scope(&self, scope: WatchScope) -> Result<WatchStream> {
+        let stream = self.inner.watch_scope(scope).await?;
         match self.bug {
             Variant::DropWatchEvent => {
                 let me = self.me.clone();

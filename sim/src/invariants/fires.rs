@@ -584,11 +584,17 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             ));
             continue;
         }
-        // The job was removed before the re-run was due (a claimer may be busy, or cut off,
-        // for up to the liveness bound): nothing is owed any more (GUARANTEES.md, section 2).
-        let removed_before_due = tl.removed_by(job, *crash_at, noticed + FAILOVER_SLACK_MS - 1);
+        // The job was removed, or a count change removed the item, before the re-run was due
+        // (a claimer may be busy, or cut off, for up to the liveness bound): the item no
+        // longer exists, nothing is owed any more (GUARANTEES.md, section 2).
+        let removed_before_due = tl.removed_by(job, *crash_at, noticed + FAILOVER_SLACK_MS - 1)
+            || tl.configs.get(job).is_some_and(|configs| {
+                configs.iter().any(|(t, c)| {
+                    *t > *crash_at && *t < noticed + FAILOVER_SLACK_MS && c.count <= *item
+                })
+            });
         if counted == 0 && removed_before_due {
-            acc.add(format!("interrupted: owner {how}, job removed before the re-run was due"));
+            acc.add(format!("interrupted: owner {how}, item removed before the re-run was due"));
             continue;
         }
         // Failover turned off before the re-run was due: the leader clears the queue, claimed

@@ -355,14 +355,24 @@ impl Timeline {
         if cut_at_end {
             return true;
         }
-        let latency = self
-            .slow
-            .get(&who)
-            .and_then(|l| l.iter().rev().find(|(from, _)| *from <= end))
-            .map_or(0, |x| x.1);
-        // A round trip or two of the link, and a little for the runtime.
-        let window = latency.saturating_mul(3).saturating_add(100);
-        let within = |t: i64| t >= end && t <= end.saturating_add(window);
+        // The finish may wait behind a request sent before the run ended, while the link was
+        // slower than at the end (one client's requests apply in order): a round trip or two
+        // of each latency in effect until the end, from when it ended (or the run did), and a
+        // little for the runtime.
+        let settings = self.slow.get(&who).map_or(&[][..], Vec::as_slice);
+        let until = settings
+            .iter()
+            .enumerate()
+            .filter(|(_, (from, _))| *from <= end)
+            .map(|(i, &(_, latency))| {
+                let effect_ends = settings.get(i + 1).map_or(end, |next| next.0.min(end));
+                effect_ends.saturating_add(latency.saturating_mul(3))
+            })
+            .filter(|&until| until >= end)
+            .max()
+            .unwrap_or(end)
+            .saturating_add(100);
+        let within = |t: i64| t >= end && t <= until;
         let crashed = self.crashes.iter().any(|&(t, w)| w == who && within(t));
         let cut = self.down.get(&who).is_some_and(|spans| {
             spans.iter().any(|(from, _, why)| within(*from) && why.contains("cut off"))

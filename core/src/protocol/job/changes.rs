@@ -461,12 +461,18 @@ impl JobProtocol {
 
     /// Before a raise: a clock last found off is compared again (it may have been set right
     /// since, and the offset measured then would stamp the raise that far off the other way;
-    /// by this clock no comparison can tell how old it is, as the clock jumped).
-    pub(super) fn flag_clock_unchecked(&self) -> Option<Next> {
+    /// by this clock no comparison can tell how old it is, as the clock jumped). With clock
+    /// checks on (`maxTimeDiffSeconds`), so is a clock found good only before now: a jump
+    /// since (set back 8 s unseen) would stamp the raise before fires the others ran under
+    /// the old assignment, and the reshard would have them run again (chaos seed
+    /// 3,896,835,122). Raises are rare: one more request each.
+    pub(super) fn flag_clock_unchecked(&self, ctx: &Ctx<'_>) -> Option<Next> {
+        let checks_on = self.config.max_time_diff().is_some();
+        let compare = || Some(Next::Request(Pending::FlagClock, Request::RegistryTime));
         match self.clock_checked {
-            Some((_, false)) if !self.flag_clock_fresh => {
-                Some(Next::Request(Pending::FlagClock, Request::RegistryTime))
-            }
+            Some((_, false)) if !self.flag_clock_fresh => compare(),
+            Some((at, true)) if checks_on && at != ctx.now_ms => compare(),
+            None if checks_on => compare(),
             _ => None,
         }
     }

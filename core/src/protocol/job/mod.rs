@@ -44,7 +44,7 @@ use crate::config::{JobConfig, KnownTypes};
 use crate::cron::CronSchedule;
 use crate::events::{FireKind, SchedulerEvent, SkipReason};
 use crate::layout::JobPaths;
-use crate::registry::RegistryError;
+use crate::registry::{RegistryError, TxnOp};
 use crate::sharding::ShardingStrategies;
 
 use super::election;
@@ -292,6 +292,9 @@ pub struct JobProtocol {
     /// Garbage last reported per path (the node's version and value), so that each change of
     /// a node is reported once.
     reported: BTreeMap<String, (Option<u64>, String)>,
+    /// The paths of `reported` the outstanding request writes (noted only while garbage is
+    /// reported: the fire path allocates nothing for it).
+    writing: Vec<String>,
     /// Repairs of garbage (or of deleted nodes) this instance owes.
     repairs: BTreeSet<repair::Repair>,
     /// Items whose marker our finish could not remove (it had changed): removed after all if
@@ -373,6 +376,7 @@ impl JobProtocol {
             flag_attempts: 0,
             last_error: None,
             reported: BTreeMap::new(),
+            writing: Vec::new(),
             repairs: BTreeSet::new(),
             lost_markers: BTreeSet::new(),
             audit_owed: false,
@@ -461,6 +465,7 @@ impl JobProtocol {
                         }
                         None => request,
                     };
+                    self.note_writes(&request);
                     self.actions.push(Action::Request { op, request });
                 }
                 Next::Again => continue,
@@ -474,6 +479,25 @@ impl JobProtocol {
             self.armed_wait = deadline;
             self.actions.push(Action::ArmWait(deadline));
         }
+    }
+
+    /// Notes which reported paths `request` writes (see `writing`).
+    fn note_writes(&mut self, request: &Request) {
+        if self.reported.is_empty() {
+            return;
+        }
+        let written: Vec<&str> = match request {
+            Request::Txn(ops) => ops.iter().map(TxnOp::path).collect(),
+            Request::Create { path, .. } => vec![path.as_str()],
+            Request::Ensure(_) | Request::Get(_) | Request::Children(_) | Request::RegistryTime => {
+                Vec::new()
+            }
+        };
+        self.writing = written
+            .into_iter()
+            .filter(|path| self.reported.contains_key(*path))
+            .map(str::to_owned)
+            .collect();
     }
 
     /// The next thing to do, by the priorities of the module documentation.
@@ -513,7 +537,7 @@ impl JobProtocol {
             self.flag_clock_fresh = false;
         }
         if self.flag_owed {
-            if let Some(next) = self.flag_clock_unchecked() {
+            if let Some(next) = self.flag_clock_unchecked(ctx) {
                 return next;
             }
             // A raise writes over the flag: garbage in it is reported now or never.
@@ -543,6 +567,12 @@ impl JobProtocol {
         if self.in_flight.is_none() && self.fire.is_none() && self.due.is_empty() {
             return self.idle_next(ctx);
         }
+        let fire_waits = self.fire.as_ref().is_some_and(|f| f.deadline().is_some());
+        if self.in_flight.is_none() && fire_waits && self.refusal(ctx).is_none() {
+            if let Some(next) = self.failover_next(ctx) {
+                return next;
+            }
+        }
         Next::Idle
     }
 
@@ -554,6 +584,17 @@ impl JobProtocol {
             self.outstanding = Some((expected, pending));
             return;
         }
+        if result.is_ok() {
+            // What we wrote replaced any garbage there (a repair, a claim, a start): a later
+            // garbage is a new change, to be reported even if it equals the one reported before
+            // (the same junk at the same version of the next incarnation: garbage seed
+            // 1,517,309,833 went unreported after a claim). A node gone is forgotten by
+            // `look_at`.
+            for path in &self.writing {
+                self.reported.remove(path);
+            }
+        }
+        self.writing.clear();
         let result = match self.split.take() {
             Some(split) => {
                 if let Some(detail) = split.failed_detail(&result) {

@@ -108,6 +108,7 @@ impl Registration {
         self.leftovers_raced_at = None;
         self.leftovers_attempts = 0;
         self.ensured.clear();
+        self.began_ms = None;
     }
 
     /// Whether registration created or found `path` (which the view may not show yet).
@@ -140,6 +141,9 @@ impl JobProtocol {
         }
         if self.registration.first && self.registration.started_before.is_none() {
             self.registration.started_before = Some(self.ledger_last_fire(ctx));
+            self.registration.began_ms = Some(ctx.now_ms);
+        }
+        if self.registration.began_ms.is_none() {
             self.registration.began_ms = Some(ctx.now_ms);
         }
         let server = self.paths.server(&self.ip);
@@ -255,6 +259,7 @@ impl JobProtocol {
         self.registration.state = State::Done;
         self.registration.first = false;
         self.members = view.children(&self.paths.instances()).into_iter().collect();
+        self.unhandled_departures(ctx);
         self.membership_changed = true;
         self.flag_owed |= !self.static_assignment(ctx);
         // A bid at every registration, whatever the view shows: the view may not show yet
@@ -264,6 +269,25 @@ impl JobProtocol {
         self.arm_after(resume, ctx);
         self.arm_reconcile(ctx);
         Next::Again
+    }
+
+    /// Departures nobody handled: instances whose ledger is left while their instance node is
+    /// gone. Handling a departure queues what it left and removes its ledger (a graceful stop
+    /// removes its own), so these went while no survivor was up to see them go (all were
+    /// restarting, say): each instance that registers handles them as if it had seen them go,
+    /// or their items would wait for good (chaos seed 3,896,834,009). A lost race with another
+    /// survivor costs one failed transaction.
+    fn unhandled_departures(&mut self, ctx: &Ctx<'_>) {
+        if !self.failover_enabled() {
+            return;
+        }
+        let left: Vec<String> = ctx
+            .view
+            .children(&self.paths.ledgers())
+            .into_iter()
+            .filter(|id| *id != self.me && !self.members.contains(id))
+            .collect();
+        self.departed.extend(left);
     }
 
     /// For a process's first registration: up to when its leftovers queue the fires it missed
@@ -276,15 +300,22 @@ impl JobProtocol {
     /// the leftovers'.
     fn resume(&self, ctx: &Ctx<'_>) -> (i64, i64) {
         let now = (ctx.now_ms, ctx.now_ms);
+        let latest_after =
+            |after: i64| self.schedule.as_ref().and_then(|s| s.last_in(after, ctx.now_ms));
         if !self.registration.first {
-            return now;
+            // Back in a new session: a reshard made since this registration began that gives
+            // us items (the one our node asked for) counted on us for the fires after it, due
+            // while we were not registered yet; the latest is ours (chaos seed 1,181,518,338,
+            // a slow link: it was run by nobody, and recorded by nobody).
+            return match self.reshard_since_registering(ctx).filter(|&r| r < ctx.now_ms) {
+                Some(made) => latest_after(made).map_or(now, |fire| (fire - 1, fire - 1)),
+                None => now,
+            };
         }
         let started = match self.registration.started_before {
             Some(before) => before,
             None => self.ledger_last_fire(ctx),
         };
-        let latest_after =
-            |after: i64| self.schedule.as_ref().and_then(|s| s.last_in(after, ctx.now_ms));
         // A flag raised this very millisecond (or later, by a clock ahead) holds no fire due
         // by now: those answer to the assignment made before it, below. (It once returned
         // at once, and a restart in the millisecond of a fire left that fire unrun when a
@@ -307,11 +338,22 @@ impl JobProtocol {
         let since = match started {
             Some(started) => failover::assigned_since(ctx.view, &self.paths)
                 .filter(|&r| r >= started && r < ctx.now_ms),
-            None => self.new_instance_reshard(ctx).filter(|&r| r < ctx.now_ms),
+            None => self.reshard_since_registering(ctx).filter(|&r| r < ctx.now_ms),
         };
         match since.and_then(latest_after) {
             Some(fire) => (fire - 1, fire - 1),
-            None => now,
+            // After a restart, a fire due in this very millisecond is the fire path's, as it
+            // is every other instance's that is up now. Counted among the misses, it would be
+            // owed to the catch-up of an earlier fire that a misfire marker already owes, and
+            // that catch-up may start in this same millisecond, before the fire it should
+            // answer (chaos seed 506,685,038). (A new instance owns no items yet.)
+            None => match started {
+                Some(started) => {
+                    let before_now = (ctx.now_ms - 1).max(started);
+                    (before_now, before_now)
+                }
+                None => now,
+            },
         }
     }
 
@@ -321,7 +363,7 @@ impl JobProtocol {
     /// is recorded as late).
     pub(super) fn late_reshard(&mut self, ctx: &Ctx<'_>) {
         let Some(from) = self.resume_window else { return };
-        let Some(made) = self.new_instance_reshard(ctx) else { return };
+        let Some(made) = self.reshard_since_registering(ctx) else { return };
         if made >= from {
             return;
         }
@@ -335,12 +377,13 @@ impl JobProtocol {
         }
     }
 
-    /// For an instance without a ledger (new, or restarted without one): from when on the
-    /// recorded reshard's assignment is ours to answer, if it gives us items. The fires since
-    /// its flag's raise waited for it, but only those since we began registering: a restart
-    /// without a ledger may have run earlier ones before it went down (an old record names
-    /// it too).
-    fn new_instance_reshard(&self, ctx: &Ctx<'_>) -> Option<i64> {
+    /// For an instance without a ledger (new, or restarted without one), or back in a new
+    /// session: from when on the recorded reshard's assignment is ours to answer, if it gives
+    /// us items. The fires since its flag's raise waited for it, but only those since this
+    /// registration began: a restart without a ledger may have run earlier ones before it
+    /// went down (an old record names it too), and a session ran its own fires until it was
+    /// lost.
+    fn reshard_since_registering(&self, ctx: &Ctx<'_>) -> Option<i64> {
         let began = self.registration.began_ms?;
         let record = failover::read_assigned(ctx.view, &self.paths)?;
         let ours = record.owners.values().any(|owner| *owner == self.me);
@@ -404,11 +447,14 @@ impl JobProtocol {
             })
             .map(|item| Orphan {
                 item,
+                // Unrecorded (started while failover was off, or garbage): the latest fire
+                // before this registration, which the earlier process started; the fire due
+                // in this very millisecond is the fire path's (`resume`).
                 fire_ms: ledger
                     .running
                     .get(&item)
                     .copied()
-                    .unwrap_or_else(|| self.latest_fire_by(ctx.now_ms)),
+                    .unwrap_or_else(|| self.latest_fire_by(ctx.now_ms - 1)),
                 rank: 0,
                 why: Orphaned::Interrupted,
             })

@@ -478,11 +478,9 @@ impl JobProtocol {
 
     pub(super) fn on_repair_reply(&mut self, repair: Repair, result: Result<Reply, RegistryError>) {
         match result {
+            // Repaired: what the node holds next is a new change, whatever its version (every
+            // successful write forgets the garbage reported where it wrote: `note_writes`).
             Ok(Reply::Txn(results)) => {
-                // Repaired: what the node holds next is a new change, whatever its version.
-                if let Some(path) = self.repaired_path(repair) {
-                    self.reported.remove(&path);
-                }
                 if repair == Repair::Leader {
                     self.was_leader = true;
                 }
@@ -506,21 +504,6 @@ impl JobProtocol {
                 self.failed(&e);
             }
         }
-    }
-
-    /// The node a repair writes.
-    fn repaired_path(&self, repair: Repair) -> Option<String> {
-        Some(match repair {
-            Repair::Config => self.paths.config(),
-            Repair::Instance => self.paths.instance(&self.me),
-            Repair::Server => self.paths.server(&self.ip),
-            Repair::Leader => self.paths.leader_instance(),
-            Repair::Marker(n) => self.paths.item_node(n, ItemNode::Running),
-            Repair::Entry(n) => self.paths.failover_item(n),
-            Repair::Flag => self.paths.sharding_necessary(),
-            Repair::Ledger => self.paths.ledger(&self.me),
-            Repair::Assigned => self.paths.assigned(),
-        })
     }
 
     /// Reports garbage in the reshard flag before a raise writes over it.

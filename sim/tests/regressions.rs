@@ -1,0 +1,40 @@
+//! Seeds that once failed on fresh random ranges, each fixed in the core (or, for the last, in
+//! the checker's reading of GUARANTEES.md), run again with the
+//! shape `explore` gives them by default (3 instances × 2 jobs, 120 s, a 10 s session). A
+//! failing one here is a regression: replay it with the command the assertion prints.
+
+use shardcron_sim::explore::ExploreOptions;
+use shardcron_sim::FaultProfile;
+
+/// Seed, profile, and what was wrong.
+const FIXED: &[(u64, FaultProfile, &str)] = &[
+    (506_685_038, FaultProfile::Chaos, "a restart in the millisecond of a fire"),
+    (871_645_902, FaultProfile::Failover, "a restart in the millisecond of a reshard"),
+    (3_896_835_122, FaultProfile::Chaos, "a reshard flag stamped by a clock set back unseen"),
+    (485_715_790, FaultProfile::Chaos, "a reshard flag stamped by a clock set back unseen"),
+    (3_896_834_009, FaultProfile::Chaos, "a departure nobody was up to see"),
+    (3_303_087_331, FaultProfile::Chaos, "claimed re-runs unrun after failover was turned off"),
+    (2_272_662_923, FaultProfile::Chaos, "an unrecorded interrupted run given a restart's fire"),
+    (1_517_309_833, FaultProfile::Garbage, "garbage in a claimed-over marker left unreported"),
+    (1_181_518_338, FaultProfile::Chaos, "a re-registration's fire under the reshard it asked for"),
+    (1_100_306_365, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),
+    (1_409_142_145, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),
+    (1_786_886_286, FaultProfile::Chaos, "a finish queued behind a slow request, then a crash"),
+];
+
+#[test]
+fn fixed_seeds_hold_every_invariant() {
+    for &(seed, profile, what) in FIXED {
+        let options = ExploreOptions { profile, ..ExploreOptions::default() };
+        let Some(builder) = options.builder(seed) else { panic!("no simulation for seed {seed}") };
+        let report = builder.build().run();
+        assert!(
+            report.ok(),
+            "seed {seed} ({what}) fails again (replay: shardcron-sim replay --seed {seed} \
+             --profile {}):\n{}",
+            format!("{profile:?}").to_lowercase(),
+            report.violations_text()
+        );
+        assert!(report.item_runs() > 0, "seed {seed}: nothing ran");
+    }
+}
