@@ -62,6 +62,13 @@ source target/zookeeper/env           # SHARDCRON_ZK
 source target/postgres/env            # SHARDCRON_POSTGRES, SHARDCRON_POSTGRES_SCRIPT
 export SHARDCRON_REQUIRE_SERVERS=1
 
+# Disk: a CI machine may have only a few GiB free. A run builds the workspace once and never
+# rebuilds it in place, so incremental caches only take space (they double target/), and full
+# debug info is the bulk of every test binary; line tables keep file:line in backtraces.
+export CARGO_INCREMENTAL=0
+export CARGO_PROFILE_DEV_DEBUG=line-tables-only
+export CARGO_PROFILE_TEST_DEBUG=line-tables-only
+
 log "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -80,6 +87,8 @@ cargo run -q -p shardcron-sim -- check-determinism --random --seeds 20
 log "simulator example: an ElasticJob deployment with a custom strategy and user invariants, 200 seeds"
 cargo run -q -p shardcron-sim --example deployment
 
+disk_report() { log "disk: target/ holds $(du -sh target | cut -f1), $(df -h . | awk 'NR==2 {print $4}') free"; }
+disk_report
 log "cargo package: every published crate packages, and builds alone from its package"
 # One invocation: cargo packages the crates, then builds each from its .crate file in dependency
 # order against the others' packages (none is on crates.io yet), so a file left out of a
@@ -90,8 +99,12 @@ log "cargo package: every published crate packages, and builds alone from its pa
 # last step: the workspace's own crates, whose build records go too, rebuild next time), and
 # target/package after (it holds a copy of every crate).
 rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/shardcron*
+# The test, example and tool binaries are done with; the packages' builds need their room.
+find target/debug/deps target/debug/examples -maxdepth 1 -type f -perm -u+x ! -name '*.*' -delete 2>/dev/null || true
+rm -rf target/doc
 rm -rf target/debug/.fingerprint/shardcron*
 cargo package --allow-dirty -p shardcron-core -p shardcron-registry-mem \
     -p shardcron-registry-zk -p shardcron-registry-etcd -p shardcron-observe -p shardcron \
     -p shardcron-sim -p shardcron-console -p shardcron-cli
 rm -rf target/package
+disk_report
