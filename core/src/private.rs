@@ -31,7 +31,13 @@ pub mod time {
     }
 }
 
-use crate::runtime::{EventSink, SchedulerBuilder};
+use crate::runtime::{EventSink, Scheduler, SchedulerBuilder};
+
+/// How many reads the scheduler's jobs made of nodes outside what its watch covered since the
+/// last call, with the first paths read (issue #15): the simulator counts any as a failure.
+pub fn stray_reads(scheduler: &Scheduler) -> (u64, Vec<String>) {
+    scheduler.stray_reads()
+}
 
 /// A synchronous event sink called on the emitting task itself, before the event goes anywhere
 /// else: for the simulator's checker, which must see every event at the virtual instant it

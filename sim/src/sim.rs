@@ -510,6 +510,9 @@ impl World {
             s.client = None;
             s.scheduler.take()
         };
+        if let Some(scheduler) = &scheduler {
+            self.note_strays(inst.index, scheduler);
+        }
         let tasks = inst.spawner.kill();
         drop(scheduler);
         self.trace.note(inst.index, Note::Crashed { tasks });
@@ -563,6 +566,7 @@ impl World {
             }
             // A stopped instance's session ends with it (shutdown leaves the registry open).
             let _ = scheduler.registry().close().await;
+            self.note_strays(inst.index, &scheduler);
         }
         {
             let mut s = inst.state.lock();
@@ -634,6 +638,14 @@ impl World {
     /// Where instance `instance`'s job code runs.
     fn env(&self, instance: usize) -> JobEnv {
         JobEnv { instance, seed: self.seed, state: self.state.clone() }
+    }
+
+    /// Notes the reads the instance's jobs made outside its watch's scope (a failure).
+    fn note_strays(&self, who: usize, scheduler: &shardcron_core::runtime::Scheduler) {
+        let (count, paths) = shardcron_core::__private::stray_reads(scheduler);
+        if count > 0 {
+            self.trace.note(who, Note::StrayReads { count, paths });
+        }
     }
 
     fn start_failed(&self, inst: &Instance, error: String) {

@@ -105,6 +105,12 @@ pub enum Note {
     Checkpoint {
         nodes: usize,
     },
+    /// The instance's jobs read nodes outside what its watch covered (its view did not keep
+    /// them up to date): how many reads, and the first paths read.
+    StrayReads {
+        count: u64,
+        paths: Vec<String>,
+    },
 }
 
 /// The phases of a run.
@@ -518,6 +524,9 @@ impl fmt::Display for Note {
             Note::Stopping => write!(f, "stopping"),
             Note::Stopped => write!(f, "down"),
             Note::Crashed { tasks } => write!(f, "crashed ({tasks} tasks killed)"),
+            Note::StrayReads { count, paths } => {
+                write!(f, "{count} reads outside the watched scope: {}", paths.join(", "))
+            }
             Note::SessionOpened { session } => write!(f, "session-open {session}"),
             Note::SessionEnded { session } => write!(f, "session-end {session}"),
             Note::Phase(p) => write!(f, "phase {p:?}"),

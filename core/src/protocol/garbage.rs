@@ -104,7 +104,10 @@ pub fn read_nodes(view: &View, paths: &JobPaths) -> Vec<JobNode> {
     nodes.extend(view.children(&paths.servers()).into_iter().map(JobNode::Server));
     for n in view.children(&paths.sharding()).iter().filter_map(numbered) {
         for leaf in [ItemNode::Instance, ItemNode::Running, ItemNode::Misfire] {
-            if view.exists(&paths.item_node(n, leaf)) {
+            // A narrow scope covers the markers of this instance's items only: an audit
+            // looks at what the view covers (a leader's is of the whole subtree).
+            let path = paths.item_node(n, leaf);
+            if view.covers(&path) && view.exists(&path) {
                 nodes.push(JobNode::Item(n, leaf));
             }
         }

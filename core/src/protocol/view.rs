@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use crate::path_map::PathMap;
-use crate::registry::{path, Node, TxnOp, TxnResult, Version, WatchEvent};
+use crate::registry::{path, Node, TxnOp, TxnResult, Version, WatchEvent, WatchScope};
 
 /// What this process last wrote to a path, until the watch catches up.
 #[derive(Debug, Clone)]
@@ -27,7 +27,25 @@ pub struct View {
     pending: BTreeMap<String, Pending>,
     /// Bumped on every change; decisions that lost a race compare it.
     revision: u64,
+    /// What the watch feeding the view covers; `None`: everything (a view fed by a watch of
+    /// the whole namespace, as the protocol's transcripts feed it).
+    scope: Option<WatchScope>,
+    /// Bumped whenever `scope` changes, so that a job can tell a scope it checked is still
+    /// the one in force without comparing scopes.
+    scope_generation: u64,
+    /// Reads of paths outside `scope` (see [`View::take_strays`]).
+    strays: Strays,
 }
+
+/// Reads outside the scope, recorded by `&self` readers (the runners read under a shared
+/// lock): the first few paths, and how many there were.
+#[derive(Debug, Default)]
+struct Strays {
+    seen: parking_lot::Mutex<(u64, Vec<String>)>,
+}
+
+/// How many stray paths are kept (the count goes on).
+const STRAYS_KEPT: usize = 16;
 
 impl View {
     /// Applies a watch event, and tells whether what [`View::get`] shows for its path changed:
@@ -115,7 +133,7 @@ impl View {
                     self.wrote(path, data, 0, mode.is_ephemeral());
                 }
                 (TxnOp::Set { path, data, .. }, TxnResult::Set { version }) => {
-                    let ephemeral = self.get(path).is_some_and(|n| n.ephemeral);
+                    let ephemeral = self.peek(path).is_some_and(|n| n.ephemeral);
                     self.wrote(path, data, *version, ephemeral);
                 }
                 (TxnOp::Delete { path, .. }, TxnResult::Deleted) => self.deleted(path),
@@ -156,6 +174,13 @@ impl View {
 
     /// The node at `path` as this process knows it.
     pub fn get(&self, path: &str) -> Option<&Node> {
+        self.note_read(path);
+        self.peek(path)
+    }
+
+    /// [`View::get`] without the scope check: for what asks what to watch (which may read a
+    /// node before the watch covers it, to ask for it), never for a decision.
+    pub fn peek(&self, path: &str) -> Option<&Node> {
         match self.pending.get(path) {
             Some(Pending::Present(node)) => Some(node),
             Some(Pending::Absent) => None,
@@ -184,6 +209,12 @@ impl View {
 
     /// Whether `parent` has any child, without listing them.
     pub fn has_children(&self, parent: &str) -> bool {
+        self.note_read(parent);
+        self.peek_has_children(parent)
+    }
+
+    /// [`View::has_children`] without the scope check (see [`View::peek`]).
+    pub fn peek_has_children(&self, parent: &str) -> bool {
         let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };
         let mut deleted = false;
         for (_, pending) in self.pending_below(&prefix) {
@@ -201,6 +232,7 @@ impl View {
 
     /// The names of the direct children of `parent`, sorted.
     pub fn children(&self, parent: &str) -> Vec<String> {
+        self.note_read(parent);
         let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };
         let mut names: Vec<String>;
         if self.pending_below(&prefix).next().is_none() {
@@ -233,6 +265,80 @@ impl View {
     /// Changes so far; grows with every event and every recorded write.
     pub fn revision(&self) -> u64 {
         self.revision
+    }
+
+    /// What the watch feeding the view covers (`None`: everything).
+    pub fn scope(&self) -> Option<&WatchScope> {
+        self.scope.as_ref()
+    }
+
+    /// Bumped whenever the scope changes.
+    pub fn scope_generation(&self) -> u64 {
+        self.scope_generation
+    }
+
+    /// Whether the watch covers `path`. A listing of a node's children counts as covered
+    /// when the node itself is: the protocol lists directories whose covered children are
+    /// all it needs (`sharding`'s items below the count, say).
+    pub fn covers(&self, path: &str) -> bool {
+        self.scope.as_ref().is_none_or(|scope| scope.covers(path))
+    }
+
+    /// Whether the watch covers everything `wanted` covers.
+    pub fn includes(&self, wanted: &WatchScope) -> bool {
+        self.scope.as_ref().is_none_or(|scope| scope.includes(wanted))
+    }
+
+    fn note_read(&self, path: &str) {
+        if self.covers(path) {
+            return;
+        }
+        if std::env::var_os("SHARDCRON_DEBUG_STRAYS").is_some() {
+            eprintln!("STRAY {path}\n{}", std::backtrace::Backtrace::force_capture());
+        }
+        let mut seen = self.strays.seen.lock();
+        seen.0 += 1;
+        if seen.1.len() < STRAYS_KEPT && !seen.1.iter().any(|p| p == path) {
+            seen.1.push(path.to_owned());
+        }
+    }
+
+    /// How many reads fell outside the scope since the last call, and the first few paths
+    /// read. A read outside the scope sees a node the watch does not keep up to date: a
+    /// protocol that needed it should have asked for a wider scope first.
+    pub fn take_strays(&self) -> (u64, Vec<String>) {
+        std::mem::take(&mut *self.strays.seen.lock())
+    }
+
+    /// Takes the first snapshot of a new watch of `scope`, which replaces the one feeding the
+    /// view: the nodes outside it leave the view, the snapshot's replace the rest. Unlike a
+    /// resync after a gap, this process's pending writes are settled node by node against
+    /// the snapshot (which may predate a write that already returned: the new watch then
+    /// delivers the write's event, which settles it); those outside the scope are dropped,
+    /// since no event will ever confirm them.
+    pub fn swap(&mut self, nodes: BTreeMap<String, Node>, scope: WatchScope) {
+        let pending = std::mem::take(&mut self.pending);
+        self.pending = pending
+            .into_iter()
+            .filter(|(path, mine)| {
+                scope.covers(path)
+                    && match (mine, nodes.get(path)) {
+                        (Pending::Present(mine), Some(node)) => {
+                            !(node.version > mine.version
+                                || (node.version == mine.version && node.data == mine.data))
+                        }
+                        (Pending::Present(_), None) => true,
+                        // A snapshot that still shows the node predates our delete (or shows
+                        // a later incarnation, which its next event will show anyway).
+                        (Pending::Absent, Some(_)) => true,
+                        (Pending::Absent, None) => false,
+                    }
+            })
+            .collect();
+        self.view.replace(nodes);
+        self.scope = Some(scope);
+        self.scope_generation += 1;
+        self.revision += 1;
     }
 }
 

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use super::events::SchedulerEvent;
 use super::mailbox;
 use super::runner::JobEvent;
+use super::scope::{Opened, Watching};
 use super::timer::{TimerHeap, TimerKey, TimerKind};
 use super::{Command, JobId, Shared};
 use crate::layout::{ItemNode, JobNode};
@@ -31,6 +32,8 @@ pub(crate) struct Driver {
     pub shared: Arc<Shared>,
     pub commands: mpsc::UnboundedReceiver<Command>,
     pub watch: WatchStream,
+    /// The jobs' scopes, and the swap of `watch` under way.
+    pub watching: Watching,
     pub session: SessionEvents,
     /// The jobs by name, for the watch's events.
     pub names: BTreeMap<String, JobId>,
@@ -65,6 +68,11 @@ impl Driver {
                     Some(command) => self.on_command(command),
                     None => return,
                 },
+                opened = self.watching.opened.recv() => {
+                    if let Some(opened) = opened {
+                        self.on_opened(opened);
+                    }
+                }
                 event = self.session.next() => match event {
                     Some(event) => self.on_session(event),
                     None => return,
@@ -97,7 +105,13 @@ impl Driver {
                     self.timers.arm((job, kind), at_ms);
                 }
             }
+            Command::Scope { job, scope } => {
+                if self.jobs.contains_key(&job) {
+                    self.watching.set(&self.shared, job, Some(scope));
+                }
+            }
             Command::Forget { job } => {
+                self.watching.set(&self.shared, job, None);
                 self.timers.disarm_job(job);
                 if let Some((name, _)) = self.jobs.remove(&job) {
                     // A job added again under the same name has a new id: keep its route.
@@ -117,6 +131,18 @@ impl Driver {
         self.shared.events.emit(SchedulerEvent::Session(event));
         for (_, mailbox) in self.jobs.values() {
             let _ = mailbox.send(JobEvent::Session(event));
+        }
+    }
+
+    /// A swap's watch is open: its snapshot replaces the view, it replaces the old watch, and
+    /// every job looks again, as after a resync.
+    fn on_opened(&mut self, opened: Opened) {
+        let Opened { scope, stream, nodes } = opened;
+        self.shared.cache.update(|c| c.swap(nodes, scope.clone()));
+        self.watch = stream;
+        self.watching.opened(&self.shared, scope);
+        for (_, mailbox) in self.jobs.values() {
+            let _ = mailbox.send(JobEvent::Resynced);
         }
     }
 

@@ -55,6 +55,7 @@ mod events;
 mod lifetime;
 mod mailbox;
 mod runner;
+mod scope;
 mod stop_signals;
 pub(crate) mod timer;
 
@@ -80,7 +81,7 @@ use crate::error::{Error, Result};
 use crate::guarantee::DistributeOnceListener;
 use crate::handles::Handles;
 use crate::job::{ErrorHandlers, Extensions, Job, JobListener};
-use crate::registry::{CoordinatorRegistry, WatchEvent};
+use crate::registry::{CoordinatorRegistry, WatchEvent, WatchScope};
 use crate::sharding::ShardingStrategies;
 use batch::{Activity, TxnBatcher};
 use cache::SharedCache;
@@ -181,6 +182,8 @@ pub(crate) struct JobId(u64);
 pub(crate) enum Command {
     Register { job: String, id: JobId, mailbox: mailbox::Sender<JobEvent> },
     Arm { job: JobId, kind: timer::TimerKind, at_ms: Option<i64> },
+    /// The job needs the watch to cover this (see `scope`).
+    Scope { job: JobId, scope: crate::registry::WatchScope },
     Forget { job: JobId },
     Shutdown { reply: oneshot::Sender<()> },
 }
@@ -331,12 +334,15 @@ impl SchedulerBuilder {
         let stop = CancellationToken::new();
         handles.spawner = Arc::new(StoppableSpawner { inner: handles.spawner, stop: stop.clone() });
         let instance = InstanceId::new(&self.ip, self.pid, self.suffix.as_deref())?;
-        let mut watch = self.registry.watch("/").await?;
+        // The process watches what its jobs need (`scope`): nothing before the first job.
+        let mut watch = self.registry.watch_scope(WatchScope::new()).await?;
         let session = self.registry.session_events();
         let cache = SharedCache::default();
         // Fires read the cache: it must hold the registry's state before any job starts.
         match watch.next().await {
-            Some(first @ WatchEvent::Resync { .. }) => cache.update(|c| c.apply(&first)),
+            Some(WatchEvent::Resync { nodes }) => {
+                cache.update(|c| c.swap(nodes, WatchScope::new()));
+            }
             _ => {
                 return Err(Error::Registry(crate::registry::RegistryError::Closed {
                     op: crate::registry::Op::Watch,
@@ -389,6 +395,7 @@ impl SchedulerBuilder {
             shared: shared.clone(),
             commands,
             watch,
+            watching: scope::Watching::new(WatchScope::new()),
             session,
             names: BTreeMap::new(),
             jobs: BTreeMap::new(),
@@ -469,6 +476,11 @@ impl Scheduler {
     /// was dropped. Each call is a new subscriber.
     pub fn events(&self) -> EventStream {
         self.shared.events.subscribe()
+    }
+
+    /// See [`crate::__private::stray_reads`].
+    pub(crate) fn stray_reads(&self) -> (u64, Vec<String>) {
+        self.shared.cache.read().take_strays()
     }
 
     /// The names of the jobs scheduled here.

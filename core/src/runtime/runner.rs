@@ -22,7 +22,7 @@ use crate::error::Result;
 use crate::job::{ExecutionSource, Executor, FireInfo, FireRequest, Job, ShardingContext};
 use crate::layout::{GuaranteeStage, JobNode};
 use crate::protocol::job::{
-    self, Action, Ctx, Input, JobProtocol, Launch, LaunchId, Reply, Request,
+    self, Action, Ctx, Input, JobProtocol, JobScope, Launch, LaunchId, Reply, Request,
 };
 use crate::registry::{RegistryError, RegistryExt, SessionEvent};
 
@@ -71,6 +71,8 @@ pub(crate) struct JobRunner {
     launches: BTreeMap<LaunchId, CancellationToken>,
     /// Who asked for the stop, told once the job has stopped.
     stop_replies: Vec<oneshot::Sender<()>>,
+    /// The scope last asked of the driver.
+    scope: Option<JobScope>,
 }
 
 impl std::fmt::Debug for JobRunner {
@@ -117,11 +119,19 @@ impl JobRunner {
             me,
             launches: BTreeMap::new(),
             stop_replies: Vec::new(),
+            scope: None,
         });
         // The registration is work in hand like a message's handling.
         runner.shared.activity.begin(1);
         runner.feed(Input::Start).await;
         runner.shared.activity.end(1);
+        // It reads the job's whole subtree: it waits for the driver to watch it.
+        while !runner.protocol.registered() && runner.protocol.awaiting_scope() {
+            let Some(event) = runner.mailbox.recv().await else { break };
+            let input = runner.input_of(event);
+            Box::pin(runner.feed(input)).await;
+            runner.mailbox.handled();
+        }
         if !runner.protocol.registered() {
             // Leave no instance node behind for a job this scheduler will not run: the leader
             // would give it items that nobody runs. Best effort: the error that matters is the
@@ -147,7 +157,23 @@ impl JobRunner {
     /// Processes events until the job stops.
     pub async fn run(mut self: Box<Self>) {
         while let Some(event) = self.mailbox.recv().await {
-            let input = match event {
+            let input = self.input_of(event);
+            // Boxed: the handling of an event is a large future, and unboxed it would be part
+            // of every idle runner's (< 10 KiB per job). One allocation per event.
+            Box::pin(self.feed(input)).await;
+            self.mailbox.handled();
+            if self.protocol.stopped() {
+                break;
+            }
+        }
+        for reply in self.stop_replies.drain(..) {
+            let _ = reply.send(());
+        }
+    }
+
+    /// The protocol's input for an event of the mailbox.
+    fn input_of(&mut self, event: JobEvent) -> Input {
+        match event {
                 JobEvent::Fire { fire_ms } => Input::FireDue { fire_ms },
                 JobEvent::Reconcile => Input::ReconcileDue,
                 JobEvent::Wait => Input::WaitDue,
@@ -163,17 +189,6 @@ impl JobRunner {
                     self.stop_replies.extend(reply);
                     Input::Stop { reason }
                 }
-            };
-            // Boxed: the handling of an event is a large future, and unboxed it would be part
-            // of every idle runner's (< 10 KiB per job). One allocation per event.
-            Box::pin(self.feed(input)).await;
-            self.mailbox.handled();
-            if self.protocol.stopped() {
-                break;
-            }
-        }
-        for reply in self.stop_replies.drain(..) {
-            let _ = reply.send(());
         }
     }
 
@@ -215,6 +230,14 @@ impl JobRunner {
             tracing::trace!(target: "shardcron_core::protocol", now_ms, instance = self.protocol.instance(), job = self.protocol.job(), "in {input:?}");
         }
         let actions = self.protocol.step(input, &ctx);
+        // What the job needs watched may have changed with this step: the driver swaps the
+        // watch when the union of its jobs' scopes changes.
+        let scope = self.protocol.scope(&view);
+        if self.scope.as_ref() != Some(&scope) {
+            let watch = self.protocol.watch_scope(&scope);
+            self.shared.command(Command::Scope { job: self.id, scope: watch });
+            self.scope = Some(scope);
+        }
         if trace {
             for action in &actions {
                 tracing::trace!(target: "shardcron_core::protocol", now_ms, instance = self.protocol.instance(), job = self.protocol.job(), "do {action:?}");

@@ -22,6 +22,7 @@ mod garbage;
 mod leader;
 mod leaks;
 mod liveness;
+mod scope;
 mod timeline;
 
 use std::collections::BTreeMap;
@@ -54,13 +55,16 @@ pub enum Invariant {
     Liveness,
     /// 6: garbage in the registry not reported, or not repaired.
     Garbage,
+    /// A job read a node its instance's watch did not cover (issue #15): it decided on data
+    /// the view did not keep up to date.
+    Scope,
     /// A property of the user's own (`UserInvariant`); the message starts with its name. Not
     /// in [`ALL`](Self::ALL), which lists the built-in ones.
     User,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 7] = [
+    pub const ALL: [Invariant; 8] = [
         Invariant::Exclusive,
         Invariant::Fires,
         Invariant::Leader,
@@ -68,6 +72,7 @@ impl Invariant {
         Invariant::Leaks,
         Invariant::Liveness,
         Invariant::Garbage,
+        Invariant::Scope,
     ];
 
     pub fn name(self) -> &'static str {
@@ -79,6 +84,7 @@ impl Invariant {
             Invariant::Leaks => "5-leaks",
             Invariant::Liveness => "liveness",
             Invariant::Garbage => "6-garbage",
+            Invariant::Scope => "scope",
             Invariant::User => "user",
         }
     }
@@ -162,6 +168,7 @@ pub fn check_with_strategies(
     leaks::check(entries, checkpoints, &mut out);
     liveness::check(entries, &timeline, checkpoints, &mut out);
     garbage::check(entries, &timeline, checkpoints, &mut out);
+    scope::check(entries, &mut out);
     out.sort_by(|a, b| a.at.cmp(&b.at).then(a.invariant.cmp(&b.invariant)));
     (out, accounting)
 }

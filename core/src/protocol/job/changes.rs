@@ -390,6 +390,7 @@ impl JobProtocol {
                 self.bid_blocked = None;
                 // What garbage the job's nodes hold is the new leader's to report and repair.
                 self.audit_owed = true;
+                self.audit_wide = true;
                 // With failover off, what failover left (queued entries, ledgers) is stale: the
                 // leader clears it when failover is turned off, but that leader may have been
                 // gone then.

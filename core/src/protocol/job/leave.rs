@@ -47,6 +47,11 @@ pub(super) enum Step {
 }
 
 impl StopState {
+    /// Removing this instance's nodes (which reads the job's whole subtree).
+    pub(super) fn is_leaving(&self) -> bool {
+        matches!(self.phase, Phase::Leaving { .. })
+    }
+
     pub fn done(&self) -> bool {
         self.phase == Phase::Done
     }
@@ -135,6 +140,10 @@ impl JobProtocol {
         if self.connected && !self.errored {
             if !self.finishing.is_empty() {
                 return self.finish_next(ctx);
+            }
+            // Which markers still name us is read on the job's whole subtree (`scope`).
+            if !self.scope_ready(ctx.view) {
+                return Next::Idle;
             }
             let view = ctx.view;
             let answered =

@@ -31,6 +31,7 @@ mod once;
 mod orphans;
 mod register;
 mod repair;
+mod scope;
 mod servers;
 #[cfg(test)]
 mod transcripts;
@@ -39,6 +40,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 pub(crate) use io::fire_of;
 pub use io::{Action, Input, Launch, LaunchId, OpId, Reply, Request};
+pub use scope::{narrow_scope, JobScope};
 
 use crate::config::{JobConfig, KnownTypes};
 use crate::cron::CronSchedule;
@@ -302,6 +304,17 @@ pub struct JobProtocol {
     lost_markers: BTreeSet<u32>,
     /// Every node is to be looked at for garbage (the view was replaced, leadership won).
     audit_owed: bool,
+    /// The audit owed is a new leader's (or a registration's): of every node of the job, so
+    /// the leader waits for the job's whole subtree first. An audit after a resync looks at
+    /// what the view covers.
+    audit_wide: bool,
+    /// The scope last found covered by the view (`scope`).
+    granted: scope::Granted,
+    /// The last look found the view not covering the scope the job needs.
+    scope_wait: bool,
+    /// Changes came while the view did not cover the job's scope: everything is looked at
+    /// again once it does.
+    resync_deferred: bool,
     /// The live instance the leader node last named: when garbage replaces our own id there,
     /// the node is still ours (an ephemeral of our session), and we rewrite it.
     leader_seen: Option<String>,
@@ -380,6 +393,10 @@ impl JobProtocol {
             repairs: BTreeSet::new(),
             lost_markers: BTreeSet::new(),
             audit_owed: false,
+            audit_wide: false,
+            granted: scope::Granted::default(),
+            scope_wait: false,
+            resync_deferred: false,
             leader_seen: None,
             config_version: None,
             launches: 0,
@@ -411,6 +428,11 @@ impl JobProtocol {
         self.last_error.take()
     }
 
+    /// Whether the job waits for the runtime to watch the scope it needs ([`Self::scope`]).
+    pub fn awaiting_scope(&self) -> bool {
+        self.scope_wait && self.outstanding.is_none()
+    }
+
     /// Whether the job has stopped on this instance.
     pub fn stopped(&self) -> bool {
         self.stop.as_ref().is_some_and(StopState::done)
@@ -429,8 +451,8 @@ impl JobProtocol {
                 self.armed_wait = None;
                 self.servers_audit_owed = true;
             }
-            Input::Changed(node) => self.on_change(node, ctx),
-            Input::Resynced => self.on_resync(ctx),
+            Input::Changed(node) => self.on_change_in_scope(node, ctx),
+            Input::Resynced => self.on_resync_in_scope(ctx),
             Input::Session(event) => self.on_session(event, ctx),
             Input::Reply { op, result } => self.on_reply(op, result, ctx),
             Input::Done { launch, report } => self.on_done(launch, *report, ctx),
@@ -517,11 +539,20 @@ impl JobProtocol {
             // did not run.
             return Next::Idle;
         }
+        self.scope_wait = !self.scope_ready(ctx.view);
+        if self.scope_wait {
+            // The runtime widens the watch; its snapshot comes as a resync.
+            return Next::Idle;
+        }
+        if std::mem::take(&mut self.resync_deferred) {
+            self.on_resync(ctx);
+        }
         if !self.registration.done() {
             return self.register_next(ctx);
         }
         if std::mem::take(&mut self.audit_owed) {
             self.audit(ctx);
+            self.audit_wide = false;
         }
         // Before finishing: a marker rewritten after garbage is what the finish is fenced on.
         if let Some(next) = self.repair_next(ctx) {
@@ -532,6 +563,11 @@ impl JobProtocol {
         }
         if std::mem::take(&mut self.membership_changed) {
             self.notice_membership(ctx);
+            // A departure seen is handled on the job's whole subtree.
+            self.scope_wait = !self.scope_ready(ctx.view);
+            if self.scope_wait {
+                return Next::Idle;
+            }
         }
         if !self.flag_owed {
             self.flag_clock_fresh = false;

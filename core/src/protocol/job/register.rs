@@ -266,6 +266,7 @@ impl JobProtocol {
         // that the leader's node went with its session.
         self.bid_owed = true;
         self.audit_owed = true;
+        self.audit_wide = true;
         self.arm_after(resume, ctx);
         self.arm_reconcile(ctx);
         Next::Again

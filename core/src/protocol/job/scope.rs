@@ -1,0 +1,205 @@
+//! What a job needs its instance to watch (issue #15): the protocol declares it, the runtime
+//! watches it.
+//!
+//! A job's steady state needs none of the other instances' per-fire writes (their `running`
+//! markers and ledgers), so it watches a *narrow* scope: the config, servers, instances, the
+//! `leader` subtree (election, reshard flag, failover queue), shardcron's details of those, the
+//! per-item nodes every instance reads (`sharding/{n}/{instance,disabled,failover,failovering,
+//! misfire}`, below the item count), the `running` markers of the items this instance owns or
+//! holds (it must see garbage written into them), its own ledger and trigger, and the
+//! distribute-once records when listeners are registered.
+//!
+//! It watches the job's whole subtree (*wide*) only while something reads the others'
+//! markers or ledgers: its registration (leftovers of an earlier session), the leader with a
+//! reshard flag raised (`any_running`, `owed_on_reshard`), a departure to handle, a failover
+//! entry queued (claims read the orphaned marker), failover turned off (queues and ledgers are
+//! cleared), a new leader's garbage audit. Each trigger is itself in the narrow scope: the flag
+//! and the queue in `leader`, departures in `instances`.
+//!
+//! While the scope it needs is not what the view covers yet, the job waits (`scope_ready`):
+//! the runtime swaps its watch and delivers the new scope's snapshot as a resync, as after a
+//! reconnect. The view records reads outside the scope it covers, so a missing widening shows
+//! up (in the simulator, as a failure) instead of a decision on stale data.
+
+use super::{Ctx, JobProtocol};
+use crate::layout::{GuaranteeStage, ItemNode, JobNode, JobPaths};
+use crate::protocol::garbage;
+use crate::protocol::view::View;
+use crate::registry::WatchScope;
+
+/// The scope a job needs, in the terms it decides it in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobScope {
+    /// The job's whole subtree.
+    Wide,
+    /// The narrow scope of a job of `total` items, with the `running` markers of these items
+    /// (ascending).
+    Narrow { total: u32, markers: Vec<u32> },
+}
+
+impl JobScope {
+    /// Whether a view granted `self` covers what `other` needs.
+    fn includes(&self, other: &JobScope) -> bool {
+        match (self, other) {
+            (JobScope::Wide, _) => true,
+            (JobScope::Narrow { .. }, JobScope::Wide) => false,
+            (
+                JobScope::Narrow { total: all, markers: mine },
+                JobScope::Narrow { total, markers },
+            ) => all >= total && markers.iter().all(|n| mine.binary_search(n).is_ok()),
+        }
+    }
+}
+
+/// The scope last found covered by the view, with the view's scope generation then.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Granted(Option<(u64, JobScope)>);
+
+/// The per-item nodes every instance reads.
+const ITEM_NODES: [ItemNode; 5] = [
+    ItemNode::Instance,
+    ItemNode::Disabled,
+    ItemNode::Failover,
+    ItemNode::Failovering,
+    ItemNode::Misfire,
+];
+
+impl JobProtocol {
+    /// The scope this job needs now, from its state and the view. Reads the view without the
+    /// scope check (`View::peek`): it may look at a node before the watch covers it, to ask
+    /// for it.
+    pub fn scope(&self, view: &View) -> JobScope {
+        let leaving = self.stop.as_ref().is_some_and(|stop| stop.is_leaving());
+        if leaving || (self.stop.is_none() && self.needs_wide(view)) {
+            return JobScope::Wide;
+        }
+        let mut markers: Vec<u32> = (0..self.total())
+            .filter(|&n| {
+                view.peek(&self.paths.item_node(n, ItemNode::Instance))
+                    .is_some_and(|owner| owner.text().trim() == self.me)
+            })
+            .collect();
+        markers.extend(self.held_items());
+        markers.extend(self.lost_markers.iter().copied());
+        markers.extend(self.stray_failover.iter().copied());
+        markers.sort_unstable();
+        markers.dedup();
+        JobScope::Narrow { total: self.total(), markers }
+    }
+
+    /// Whether anything this job owes reads the other instances' markers or ledgers.
+    fn needs_wide(&self, view: &View) -> bool {
+        let leader = view
+            .peek(&self.paths.leader_instance())
+            .is_some_and(|node| node.text().trim() == self.me);
+        let flag = view.peek(&self.paths.sharding_necessary()).is_some()
+            || view.peek(&self.paths.sharding_processing()).is_some();
+        !self.registration.done()
+            || (leader && flag)
+            || (leader && self.audit_owed && self.audit_wide)
+            || !self.departed.is_empty()
+            || view.peek_has_children(&self.paths.failover_items())
+            || self.clear_queue_owed
+            || self.own_markers_owed
+    }
+
+    /// The registry scope of `scope`, for the runtime's watch.
+    pub fn watch_scope(&self, scope: &JobScope) -> WatchScope {
+        match scope {
+            JobScope::Wide => WatchScope::subtree(self.paths.root()),
+            JobScope::Narrow { total, markers } => {
+                narrow_scope(&self.paths, &self.me, *total, markers, self.settings.once_listeners)
+            }
+        }
+    }
+
+    /// Whether the view covers the scope the job needs now; when not, the job waits for the
+    /// runtime to widen its watch (the new scope's snapshot comes as a resync).
+    pub(super) fn scope_ready(&mut self, view: &View) -> bool {
+        let Some(_) = view.scope() else { return true };
+        let wanted = self.scope(view);
+        let generation = view.scope_generation();
+        if let Some((seen, granted)) = &self.granted.0 {
+            if *seen == generation && granted.includes(&wanted) {
+                return true;
+            }
+        }
+        let ready = view.includes(&self.watch_scope(&wanted));
+        if ready {
+            self.granted.0 = Some((generation, wanted));
+        }
+        ready
+    }
+}
+
+impl JobProtocol {
+    /// A change the watch delivered: acted on once the view covers the job's scope (until
+    /// then the job looks at everything again when it does), and only while the node is in
+    /// the scope (a node that left it with a narrowing may be gone from the view).
+    pub(super) fn on_change_in_scope(&mut self, node: JobNode, ctx: &Ctx<'_>) {
+        if !self.scope_ready(ctx.view) {
+            self.resync_deferred = true;
+            return;
+        }
+        if garbage::path_of(&self.paths, &node).is_some_and(|path| !ctx.view.covers(&path)) {
+            return;
+        }
+        self.on_change(node, ctx);
+    }
+
+    /// The view was replaced: looked at once it covers the job's scope.
+    pub(super) fn on_resync_in_scope(&mut self, ctx: &Ctx<'_>) {
+        if self.scope_ready(ctx.view) {
+            self.resync_deferred = false;
+            self.on_resync(ctx);
+        } else {
+            self.resync_deferred = true;
+        }
+    }
+}
+
+/// The narrow scope of the job at `paths` for instance `me` (see the module documentation).
+pub fn narrow_scope(
+    paths: &JobPaths,
+    me: &str,
+    total: u32,
+    markers: &[u32],
+    once_listeners: bool,
+) -> WatchScope {
+    let root = paths.root();
+    let mut scope = WatchScope::new()
+        .with_node(root)
+        .with_subtree(paths.config())
+        .with_subtree(paths.servers())
+        .with_subtree(paths.instances())
+        .with_subtree(format!("{root}/leader"))
+        .with_node(format!("{root}/shardcron"))
+        .with_subtree(paths.detail_dirs()[0].clone())
+        .with_subtree(paths.detail_dirs()[1].clone())
+        .with_subtree(paths.detail(crate::layout::Detailed::Flag))
+        .with_subtree(paths.assigned())
+        .with_node(paths.ledgers())
+        .with_node(paths.ledger(me))
+        .with_node(paths.triggers())
+        .with_node(paths.trigger(me))
+        .with_node(paths.sharding());
+    if once_listeners {
+        for stage in [GuaranteeStage::Started, GuaranteeStage::Completed] {
+            scope = scope.with_subtree(paths.guarantee_stage(stage));
+        }
+        scope = scope.with_node(format!("{root}/guarantee"));
+    }
+    for n in 0..total {
+        scope = scope.with_node(paths.item(n));
+        for leaf in ITEM_NODES {
+            scope = scope.with_node(paths.item_node(n, leaf));
+        }
+    }
+    for &n in markers {
+        scope = scope
+            .with_node(paths.item(n))
+            .with_node(paths.item_node(n, ItemNode::Running))
+            .with_node(paths.item_node(n, ItemNode::Failover));
+    }
+    scope
+}
