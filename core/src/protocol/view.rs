@@ -293,9 +293,6 @@ impl View {
         if self.covers(path) {
             return;
         }
-        if std::env::var_os("SHARDCRON_DEBUG_STRAYS").is_some() {
-            eprintln!("STRAY {path}\n{}", std::backtrace::Backtrace::force_capture());
-        }
         let mut seen = self.strays.seen.lock();
         seen.0 += 1;
         if seen.1.len() < STRAYS_KEPT && !seen.1.iter().any(|p| p == path) {

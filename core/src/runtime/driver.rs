@@ -141,6 +141,18 @@ impl Driver {
         self.shared.cache.update(|c| c.swap(nodes, scope.clone()));
         self.watch = stream;
         self.watching.opened(&self.shared, scope);
+        // The old watch may have shown changes made after the snapshot was taken, which the
+        // snapshot just took back: the new watch has them ready, and no job reads the view
+        // before they are applied again.
+        let mut ready = Vec::new();
+        while let Some(Some(event)) =
+            tokio::task::unconstrained(self.watch.next()).now_or_never()
+        {
+            ready.push(event);
+        }
+        if !ready.is_empty() {
+            self.on_watch(ready);
+        }
         for (_, mailbox) in self.jobs.values() {
             let _ = mailbox.send(JobEvent::Resynced);
         }

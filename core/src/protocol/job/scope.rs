@@ -141,7 +141,18 @@ impl JobProtocol {
             self.resync_deferred = true;
             return;
         }
-        if garbage::path_of(&self.paths, &node).is_some_and(|path| !ctx.view.covers(&path)) {
+        let detailed = match &node {
+            JobNode::Detail(of) => Some(*of),
+            node => node.detailed(),
+        };
+        let covered = match detailed {
+            // Read together: ElasticJob's node and shardcron's detail of it.
+            Some(of) => {
+                ctx.view.covers(&self.paths.detailed(of)) && ctx.view.covers(&self.paths.detail(of))
+            }
+            None => garbage::path_of(&self.paths, &node).is_none_or(|path| ctx.view.covers(&path)),
+        };
+        if !covered {
             return;
         }
         self.on_change(node, ctx);
