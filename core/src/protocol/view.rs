@@ -434,6 +434,33 @@ mod tests {
     }
 
     #[test]
+    fn a_swap_keeps_only_the_new_scope_and_settles_own_writes_node_by_node() {
+        let mut c = View::default();
+        c.apply(&WatchEvent::Created { path: "/j/a".into(), node: node("a", 0) });
+        c.apply(&WatchEvent::Created { path: "/j/b".into(), node: node("b", 0) });
+        // Ours, committed after the new watch's snapshot was taken: its event is to come.
+        c.wrote("/j/a", b"mine", 1, false);
+        // Ours, already in the snapshot.
+        c.wrote("/j/c", b"c", 0, false);
+        // Ours, outside the new scope: no event will ever confirm it.
+        c.wrote("/k/x", b"x", 0, false);
+        let snapshot: BTreeMap<String, Node> =
+            [("/j/a".to_owned(), node("a", 0)), ("/j/c".to_owned(), node("c", 0))].into();
+        c.swap(snapshot, WatchScope::subtree("/j").with_node("/k"));
+        assert_eq!(c.text("/j/a").as_deref(), Some("mine"), "a write the snapshot predates");
+        assert!(!c.exists("/j/b"), "the snapshot's word");
+        assert_eq!(c.text("/j/c").as_deref(), Some("c"));
+        assert_eq!(c.take_strays().0, 0);
+        assert!(!c.exists("/k/x"), "outside the scope: gone with it");
+        let (count, paths) = c.take_strays();
+        assert_eq!((count, paths), (1, vec!["/k/x".to_owned()]), "and the read is recorded");
+        c.apply(&WatchEvent::Changed { path: "/j/a".into(), node: node("mine", 1) });
+        assert_eq!(c.text("/j/a").as_deref(), Some("mine"));
+        assert!(c.children("/k").is_empty());
+        assert_eq!(c.take_strays().0, 0, "a node entry's listing counts as covered");
+    }
+
+    #[test]
     fn resync_replaces_everything() {
         let mut c = View::default();
         c.wrote("/j/x", b"mine", 0, false);

@@ -21,6 +21,8 @@
 //! reconnect. The view records reads outside the scope it covers, so a missing widening shows
 //! up (in the simulator, as a failure) instead of a decision on stale data.
 
+use std::fmt::Write as _;
+
 use super::{Ctx, JobProtocol};
 use crate::layout::{GuaranteeStage, ItemNode, JobNode, JobPaths};
 use crate::protocol::garbage;
@@ -73,10 +75,15 @@ impl JobProtocol {
         if leaving || (self.stop.is_none() && self.needs_wide(view)) {
             return JobScope::Wide;
         }
+        // Every step asks: one path buffer for the owner nodes, not one allocation per item.
+        let mut path = self.paths.sharding();
+        path.push('/');
+        let base = path.len();
         let mut markers: Vec<u32> = (0..self.total())
             .filter(|&n| {
-                view.peek(&self.paths.item_node(n, ItemNode::Instance))
-                    .is_some_and(|owner| owner.text().trim() == self.me)
+                path.truncate(base);
+                let _ = write!(path, "{n}/instance");
+                view.peek(&path).is_some_and(|owner| owner.text().trim() == self.me)
             })
             .collect();
         markers.extend(self.held_items());
@@ -213,4 +220,55 @@ pub fn narrow_scope(
             .with_node(paths.item_node(n, ItemNode::Failover));
     }
     scope
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_narrow_scope_leaves_out_the_others_per_fire_writes() {
+        let paths = JobPaths::new("j");
+        let scope = narrow_scope(&paths, "me", 3, &[1], false);
+        for covered in [
+            "/j/config",
+            "/j/instances/other",
+            "/j/servers/10.0.0.1",
+            "/j/leader/sharding/necessary",
+            "/j/leader/failover/items/2",
+            "/j/shardcron/necessary",
+            "/j/shardcron/misfire/2",
+            "/j/shardcron/failover/0",
+            "/j/shardcron/assigned",
+            "/j/shardcron/ledger/me",
+            "/j/trigger/me",
+            "/j/sharding/2/misfire",
+            "/j/sharding/0/instance",
+            "/j/sharding/1/running",
+        ] {
+            assert!(scope.covers(covered), "{covered}");
+        }
+        for outside in [
+            "/j/sharding/0/running",
+            "/j/sharding/3/instance",
+            "/j/shardcron/ledger/other",
+            "/j/trigger/other",
+            "/j/guarantee/started/0",
+            "/k/config",
+        ] {
+            assert!(!scope.covers(outside), "{outside}");
+        }
+        assert!(WatchScope::subtree("/j").includes(&scope));
+        assert!(narrow_scope(&paths, "me", 3, &[], true).covers("/j/guarantee/started/0"));
+    }
+
+    #[test]
+    fn a_granted_scope_covers_what_it_includes() {
+        let narrow = |total, markers: &[u32]| JobScope::Narrow { total, markers: markers.to_vec() };
+        assert!(JobScope::Wide.includes(&narrow(3, &[0, 1])));
+        assert!(!narrow(3, &[0, 1]).includes(&JobScope::Wide));
+        assert!(narrow(3, &[0, 1]).includes(&narrow(3, &[1])));
+        assert!(!narrow(3, &[1]).includes(&narrow(3, &[0, 1])));
+        assert!(!narrow(2, &[1]).includes(&narrow(3, &[1])), "more items, more owner nodes");
+    }
 }
