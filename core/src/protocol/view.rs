@@ -6,7 +6,7 @@
 //! here a successful write is recorded at once as *pending*, and reads see it until the watch
 //! delivers the change (or a later one) for the same path.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
 
 use crate::path_map::PathMap;
@@ -30,6 +30,8 @@ pub struct View {
     /// What the watch feeding the view covers; `None`: everything (a view fed by a watch of
     /// the whole namespace, as the protocol's transcripts feed it).
     scope: Option<WatchScope>,
+    /// `scope`'s entries hashed: every read is checked against it.
+    index: ScopeIndex,
     /// Bumped whenever `scope` changes, so that a job can tell a scope it checked is still
     /// the one in force without comparing scopes.
     scope_generation: u64,
@@ -42,6 +44,42 @@ pub struct View {
 #[derive(Debug, Default)]
 struct Strays {
     seen: parking_lot::Mutex<(u64, Vec<String>)>,
+}
+
+/// A scope's entries in hash sets: whether a path is covered is a lookup of the path and of
+/// each of its ancestors, whatever the number of entries (a process with many jobs watches
+/// thousands of single nodes).
+#[derive(Debug, Default)]
+struct ScopeIndex {
+    nodes: HashSet<Box<str>, FxBuild>,
+    subtrees: HashSet<Box<str>, FxBuild>,
+}
+
+type FxBuild = std::hash::BuildHasherDefault<rustc_hash::FxHasher>;
+
+impl ScopeIndex {
+    fn of(scope: &WatchScope) -> Self {
+        ScopeIndex {
+            nodes: scope.nodes().iter().map(|p| p.as_str().into()).collect(),
+            subtrees: scope.subtrees().iter().map(|p| p.as_str().into()).collect(),
+        }
+    }
+
+    fn covers(&self, path: &str) -> bool {
+        self.nodes.contains(path) || self.in_subtree(path)
+    }
+
+    /// Whether `path` is a subtree entry's root or lies below one.
+    fn in_subtree(&self, path: &str) -> bool {
+        if self.subtrees.contains(path) {
+            return true;
+        }
+        if self.subtrees.is_empty() {
+            return false;
+        }
+        self.subtrees.contains(path::ROOT)
+            || path.match_indices('/').skip(1).any(|(i, _)| self.subtrees.contains(&path[..i]))
+    }
 }
 
 /// How many stray paths are kept (the count goes on).
@@ -281,12 +319,14 @@ impl View {
     /// when the node itself is: the protocol lists directories whose covered children are
     /// all it needs (`sharding`'s items below the count, say).
     pub fn covers(&self, path: &str) -> bool {
-        self.scope.as_ref().is_none_or(|scope| scope.covers(path))
+        self.scope.is_none() || self.index.covers(path)
     }
 
     /// Whether the watch covers everything `wanted` covers.
     pub fn includes(&self, wanted: &WatchScope) -> bool {
-        self.scope.as_ref().is_none_or(|scope| scope.includes(wanted))
+        self.scope.is_none()
+            || (wanted.subtrees().iter().all(|root| self.index.in_subtree(root))
+                && wanted.nodes().iter().all(|node| self.index.covers(node)))
     }
 
     fn note_read(&self, path: &str) {
@@ -305,6 +345,39 @@ impl View {
     /// protocol that needed it should have asked for a wider scope first.
     pub fn take_strays(&self) -> (u64, Vec<String>) {
         std::mem::take(&mut *self.strays.seen.lock())
+    }
+
+    /// The paths covered both by the scope in force and by `scope` whose node `nodes` (a new
+    /// watch's snapshot of `scope`) shows otherwise than the watch in force did: what changed
+    /// between the last event taken from the old watch and the snapshot, which no event will
+    /// report. Sorted.
+    pub fn differences(&self, nodes: &BTreeMap<String, Node>, scope: &WatchScope) -> Vec<String> {
+        let Some(old) = &self.scope else { return Vec::new() };
+        let mut out: Vec<String> = nodes
+            .iter()
+            .filter(|(path, node)| {
+                self.index.covers(path) && self.view.get(path).is_none_or(|seen| seen != *node)
+            })
+            .map(|(path, _)| path.clone())
+            .collect();
+        let mut gone = |path: &str| {
+            if self.view.get(path).is_some() && !nodes.contains_key(path) && scope.covers(path) {
+                out.push(path.to_owned());
+            }
+        };
+        for node in old.nodes() {
+            gone(node);
+        }
+        let mut stack: Vec<String> = old.subtrees().to_vec();
+        while let Some(path) = stack.pop() {
+            gone(&path);
+            for (name, _) in self.view.children(&path) {
+                stack.push(path::join(&path, name));
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// Takes the first snapshot of a new watch of `scope`, which replaces the one feeding the
@@ -333,6 +406,7 @@ impl View {
             })
             .collect();
         self.view.replace(nodes);
+        self.index = ScopeIndex::of(&scope);
         self.scope = Some(scope);
         self.scope_generation += 1;
         self.revision += 1;

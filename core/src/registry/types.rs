@@ -290,6 +290,21 @@ impl WatchScope {
         out
     }
 
+    /// Everything any of `scopes` covers: [`union`](Self::union) of many at once, sorted
+    /// once rather than entry by entry.
+    pub fn union_of<'a>(scopes: impl IntoIterator<Item = &'a WatchScope>) -> WatchScope {
+        let mut out = WatchScope::new();
+        for scope in scopes {
+            out.subtrees.extend_from_slice(&scope.subtrees);
+            out.nodes.extend_from_slice(&scope.nodes);
+        }
+        out.subtrees.sort_unstable();
+        out.subtrees.dedup();
+        out.nodes.sort_unstable();
+        out.nodes.dedup();
+        out
+    }
+
     /// Checks every entry with [`super::path::validate`]; the error names the first invalid
     /// one. Backends call it before any I/O.
     pub fn validate(&self) -> Result<(), super::RegistryError> {
@@ -553,6 +568,7 @@ mod tests {
         assert!(!WatchScope::node("/x").includes(&WatchScope::subtree("/x")));
         assert!(WatchScope::subtree("/x").includes(&WatchScope::node("/x")));
         let both = narrow.union(&WatchScope::node("/other"));
+        assert_eq!(WatchScope::union_of([&narrow, &WatchScope::node("/other")]), both);
         assert_eq!(both.nodes(), ["/job/leader", "/other"]);
         assert!(both.includes(&narrow));
         assert!(WatchScope::new().includes(&WatchScope::new()));

@@ -134,27 +134,44 @@ impl Driver {
         }
     }
 
-    /// A swap's watch is open: its snapshot replaces the view, it replaces the old watch, and
-    /// every job looks again, as after a resync.
+    /// A swap's watch is open: its snapshot replaces the view, it replaces the old watch, the
+    /// jobs whose scope changed look again, as after a resync, and the others hear of what
+    /// the snapshot shows otherwise than the old watch did.
     fn on_opened(&mut self, opened: Opened) {
-        let Opened { scope, stream, nodes } = opened;
-        self.shared.cache.update(|c| c.swap(nodes, scope.clone()));
-        self.watch = stream;
-        self.watching.opened(&self.shared, scope);
-        // The old watch may have shown changes made after the snapshot was taken, which the
-        // snapshot just took back: the new watch has them ready, and no job reads the view
-        // before they are applied again.
+        let Opened { scope, asked, stream, nodes } = opened;
+        // What the old watch has ready happened before the snapshot, or is delivered again.
         let mut ready = Vec::new();
-        while let Some(Some(event)) =
-            tokio::task::unconstrained(self.watch.next()).now_or_never()
-        {
+        while let Some(Some(event)) = tokio::task::unconstrained(self.watch.next()).now_or_never() {
             ready.push(event);
         }
         if !ready.is_empty() {
             self.on_watch(ready);
         }
-        for (_, mailbox) in self.jobs.values() {
-            let _ = mailbox.send(JobEvent::Resynced);
+        let differences = self.shared.cache.read().differences(&nodes, &scope);
+        self.shared.cache.update(|c| c.swap(nodes, scope.clone()));
+        self.watch = stream;
+        let widened = self.watching.opened(&self.shared, scope, asked);
+        // The old watch may have shown changes made after the snapshot was taken, which the
+        // snapshot just took back: the new watch has them ready, and no job reads the view
+        // before they are applied again.
+        let mut ready = Vec::new();
+        while let Some(Some(event)) = tokio::task::unconstrained(self.watch.next()).now_or_never() {
+            ready.push(event);
+        }
+        for id in &widened {
+            if let Some((_, mailbox)) = self.jobs.get(id) {
+                let _ = mailbox.send(JobEvent::Resynced);
+            }
+        }
+        for path in differences {
+            if let Route::Job { id, node, .. } = self.route_path(&path) {
+                if let (false, Some((_, mailbox))) = (widened.contains(&id), self.jobs.get(&id)) {
+                    let _ = mailbox.send(JobEvent::Changed(node));
+                }
+            }
+        }
+        if !ready.is_empty() {
+            self.on_watch(ready);
         }
     }
 
@@ -190,7 +207,14 @@ impl Driver {
 
     /// Which job a watch event concerns, and as which of its nodes.
     fn route(&self, event: &WatchEvent) -> Route {
-        let Some(path) = event.path() else { return Route::Everyone };
+        match event.path() {
+            Some(path) => self.route_path(path),
+            None => Route::Everyone,
+        }
+    }
+
+    /// Which job a change of the node at `path` concerns.
+    fn route_path(&self, path: &str) -> Route {
         let Some((job, node)) = JobNode::parse(path) else { return Route::Nobody };
         if matches!(node, JobNode::Other | JobNode::Root) {
             return Route::Nobody;

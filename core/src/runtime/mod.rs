@@ -180,12 +180,27 @@ pub(crate) struct JobId(u64);
 /// Requests to the driver.
 #[derive(Debug)]
 pub(crate) enum Command {
-    Register { job: String, id: JobId, mailbox: mailbox::Sender<JobEvent> },
-    Arm { job: JobId, kind: timer::TimerKind, at_ms: Option<i64> },
+    Register {
+        job: String,
+        id: JobId,
+        mailbox: mailbox::Sender<JobEvent>,
+    },
+    Arm {
+        job: JobId,
+        kind: timer::TimerKind,
+        at_ms: Option<i64>,
+    },
     /// The job needs the watch to cover this (see `scope`).
-    Scope { job: JobId, scope: crate::registry::WatchScope },
-    Forget { job: JobId },
-    Shutdown { reply: oneshot::Sender<()> },
+    Scope {
+        job: JobId,
+        scope: crate::registry::WatchScope,
+    },
+    Forget {
+        job: JobId,
+    },
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
 }
 
 /// Configures and starts a [`Scheduler`].

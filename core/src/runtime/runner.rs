@@ -174,21 +174,21 @@ impl JobRunner {
     /// The protocol's input for an event of the mailbox.
     fn input_of(&mut self, event: JobEvent) -> Input {
         match event {
-                JobEvent::Fire { fire_ms } => Input::FireDue { fire_ms },
-                JobEvent::Reconcile => Input::ReconcileDue,
-                JobEvent::Wait => Input::WaitDue,
-                JobEvent::ClockBack => Input::ClockWentBack,
-                JobEvent::Changed(node) => Input::Changed(node),
-                JobEvent::Resynced => Input::Resynced,
-                JobEvent::Session(event) => Input::Session(event),
-                JobEvent::Done { launch, report } => {
-                    self.launches.remove(&launch);
-                    Input::Done { launch, report }
-                }
-                JobEvent::Stop { reason, reply } => {
-                    self.stop_replies.extend(reply);
-                    Input::Stop { reason }
-                }
+            JobEvent::Fire { fire_ms } => Input::FireDue { fire_ms },
+            JobEvent::Reconcile => Input::ReconcileDue,
+            JobEvent::Wait => Input::WaitDue,
+            JobEvent::ClockBack => Input::ClockWentBack,
+            JobEvent::Changed(node) => Input::Changed(node),
+            JobEvent::Resynced => Input::Resynced,
+            JobEvent::Session(event) => Input::Session(event),
+            JobEvent::Done { launch, report } => {
+                self.launches.remove(&launch);
+                Input::Done { launch, report }
+            }
+            JobEvent::Stop { reason, reply } => {
+                self.stop_replies.extend(reply);
+                Input::Stop { reason }
+            }
         }
     }
 
