@@ -161,10 +161,12 @@ pub fn assignment_is_strategy(
         })
     });
     // Items beyond the count keep their owner node, emptied by the reshard that dropped them.
+    // A narrow watch (issue #15) covers the owner nodes below the count only: the ones beyond
+    // are looked at by a leader watching the whole subtree (its audit, every reshard).
     let numbered = |name: &String| name.parse::<u32>().ok();
     let beyond_emptied = view.children(&paths.sharding()).iter().filter_map(numbered).all(|n| {
-        n < total
-            || view.get(&paths.item_node(n, ItemNode::Instance)).is_none_or(|o| o.data.is_empty())
+        let owner = paths.item_node(n, ItemNode::Instance);
+        n < total || !view.covers(&owner) || view.get(&owner).is_none_or(|o| o.data.is_empty())
     });
     same && beyond_emptied
 }
