@@ -445,10 +445,14 @@ fn render(results: &[Measured], missing: &[&str], window: u64, sizes: &[usize]) 
          revision first, then committed (two `Txn`). ZooKeeper's watch notifications carry no \
          data, so a session reads a node after its events (`registry-zk/src/watch/`), except \
          for its own writes, whose answers say what they left: what remains per fire is one \
-         `getData` per node another instance changed, on every session that watches it, i.e. \
-         the nodes of the other instances' fires × the instances (this grows with N until the \
-         scheduler stops watching other instances' per-fire markers). Keep-alives: ZooKeeper \
-         pings and the session probe, etcd `LeaseKeepAlive`.\n",
+         `getData` per node another instance changed, on every session that watches it. Each \
+         instance watches only what its jobs need (issue #15, `docs/architecture.md`): the \
+         other instances' running markers and ledgers, which every fire writes, are outside \
+         that scope in the steady state, so no instance reads them. Registering widens a job's \
+         watch to its whole subtree and narrows it again (two watch swaps per job and \
+         instance: on etcd each opens one watch and reads one range per entry of the \
+         process's scope). Keep-alives: ZooKeeper pings and the session probe, etcd \
+         `LeaseKeepAlive`.\n",
     );
     if results.iter().any(|(_, _, r)| r.is_ok()) {
         verdicts.push(Verdict::new(
@@ -488,10 +492,10 @@ fn render(results: &[Measured], missing: &[&str], window: u64, sizes: &[usize]) 
         verdicts.push(match (ok, *name) {
             (true, _) => v,
             (false, "ZooKeeper") => v.note(
-                "ZooKeeper's watch events carry no data: every instance reads each node another \
-                 instance's fire changed (its running markers and ledger), because every \
-                 instance watches the whole namespace; flat only once the scheduler stops \
-                 watching other instances' per-fire writes",
+                "ZooKeeper's watch events carry no data: an instance reads each node another \
+                 instance changed within what it watches; in the steady state that is no \
+                 other instance's per-fire write (issue #15), so a miss points at a job \
+                 watching its whole subtree (a reshard, a departure, a queued failover)",
             ),
             _ => v.note("see the section: a transaction the compares cannot state reads first"),
         });
