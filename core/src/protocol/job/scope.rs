@@ -206,8 +206,10 @@ pub fn narrow_scope(
     once_listeners: bool,
 ) -> WatchScope {
     let root = paths.root();
+    // Not the job's root itself: nothing reads it, and on ZooKeeper, which keeps one watch
+    // per path and client, a node watch on it would take the place of the whole subtree's
+    // recursive watch while both scopes are open (a swap from wide to narrow).
     let mut scope = WatchScope::new()
-        .with_node(root)
         .with_subtree(paths.config())
         .with_subtree(paths.servers())
         .with_subtree(paths.instances())
