@@ -21,6 +21,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (1_409_142_145, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),
     (1_786_886_286, FaultProfile::Chaos, "a finish queued behind a slow request, then a crash"),
     (1_739_174_919, FaultProfile::Failover, "a superseded fire counted by a departure and a restart"),
+    (1_177_896_391, FaultProfile::Chaos, "a cron change before a clock behind reached a fire"),
 ];
 
 #[test]

@@ -228,6 +228,9 @@ impl JobProtocol {
         let failover_off =
             self.failover_enabled() && !(config.failover && config.monitor_execution);
         let failover_on = !self.failover_enabled() && config.failover && config.monitor_execution;
+        if reschedule && self.registration.registered() {
+            self.skip_fires_the_registry_passed(ctx);
+        }
         self.config = config.clone();
         self.schedule = schedule;
         self.actions.push(super::Action::UseConfig(Box::new(config)));
@@ -258,6 +261,32 @@ impl JobProtocol {
             self.clear_queue_owed = false;
             self.ledger_mark_owed = true;
             self.failover_on_ms = ctx.now_ms - 1;
+        }
+    }
+
+    /// A clock known to run behind the registry's by more than `maxTimeDiffSeconds` comes to
+    /// each fire late, and skips it (`ClockSkew`) when it gets there. The fires of the old
+    /// cron that the registry's time has passed and this clock has not reached yet would
+    /// never come once the cron changes: their skips are recorded now, each named by the fire
+    /// this clock was waiting for, within the period the registry's clock gives it.
+    fn skip_fires_the_registry_passed(&mut self, ctx: &Ctx<'_>) {
+        let (Some((_, false)), Some(first), Some(schedule)) =
+            (self.clock_checked, self.armed_fire, self.schedule.as_ref())
+        else {
+            return;
+        };
+        if self.registry_offset_ms <= 0 {
+            return;
+        }
+        let registry_now = ctx.now_ms.saturating_add(self.registry_offset_ms);
+        let passed: Vec<i64> = std::iter::once(first)
+            .chain(schedule.iter_after(first))
+            .take_while(|&t| t <= registry_now)
+            .take(super::MAX_OVERDUE_SCAN)
+            .collect();
+        let diff_ms = -self.registry_offset_ms;
+        for fire_ms in passed {
+            self.skip(fire_ms, SkipReason::ClockSkew { diff_ms });
         }
     }
 
