@@ -20,8 +20,18 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (1_100_306_365, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),
     (1_409_142_145, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),
     (1_786_886_286, FaultProfile::Chaos, "a finish queued behind a slow request, then a crash"),
-    (1_739_174_919, FaultProfile::Failover, "a superseded fire counted by a departure and a restart"),
+    (
+        1_739_174_919,
+        FaultProfile::Failover,
+        "a superseded fire counted by a departure and a restart",
+    ),
     (1_177_896_391, FaultProfile::Chaos, "a cron change before a clock behind reached a fire"),
+    (1_035_540_847, FaultProfile::Chaos, "a catch-up waiting for a reshard, then the job removed"),
+    (
+        173_031_817,
+        FaultProfile::Chaos,
+        "a catch-up given to an owner cut off, then the job removed",
+    ),
 ];
 
 #[test]

@@ -376,6 +376,31 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         if removed {
             continue;
         }
+        // The skipped fire was due while a reshard was asked for, and still waited for it when
+        // the run ended: its catch-up answers to the assignment that reshard makes and waits
+        // for it too. The job's removal while it waited leaves nothing to catch up
+        // (GUARANTEES.md, section 2).
+        let skipped_fire = match &entries[idx].what {
+            What::Event { event: SchedulerEvent::Skipped { fire_ms, .. }, .. } => Some(*fire_ms),
+            _ => None,
+        };
+        let waited_until =
+            skipped_fire.and_then(|fire_ms| tl.waiting_for_reshard_until(&job, end, fire_ms));
+        if waited_until.is_some_and(|until| tl.removed_by(&job, skip_at, until)) {
+            continue;
+        }
+        // A reshard since the skip gave the item to another owner, down (crashed or cut off)
+        // by the time the catch-up was due: the catch-up is its, and after its departure its
+        // successor's, within the liveness bound of a failover (section 4). The job's removal
+        // before then leaves nothing to catch up (GUARANTEES.md, section 2).
+        let heir = facts.first_owner_after(&job, item, skip_at - 1).filter(|&o| o != who);
+        let heir_gone = heir.and_then(|o| tl.down_since(o, end)).map(|from| {
+            let shows = from.saturating_add(tl.session_ms);
+            shows.saturating_add(FAILOVER_SLACK_MS)
+        });
+        if heir_gone.is_some_and(|until| tl.removed_by(&job, skip_at, until)) {
+            continue;
+        }
         out.push(Violation {
             invariant: Invariant::Fires,
             at: end,

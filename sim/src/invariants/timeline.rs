@@ -227,6 +227,18 @@ impl Timeline {
         list.iter().find(|(t, data)| *t > at && data.is_none()).map(|(t, _)| *t)
     }
 
+    /// Until when a fire of `job` due at `fire_ms` (by the epoch) still waited at `at` for a
+    /// reshard asked for before it: when the flag went, or `i64::MAX` if it never did; `None`
+    /// if no reshard was pending for it at `at`.
+    pub fn waiting_for_reshard_until(&self, job: &str, at: i64, fire_ms: i64) -> Option<i64> {
+        let list = self.flags.get(job)?;
+        if !Self::pending_in(list, at, fire_ms) {
+            return None;
+        }
+        let gone = list.iter().find(|(t, data)| *t > at && data.is_none()).map(|(t, _)| *t);
+        Some(gone.unwrap_or(i64::MAX))
+    }
+
     /// Whether the flag notes `list` show a reshard pending for the fire due at `at`.
     fn pending_in(list: &[(i64, Option<String>)], at: i64, fire_ms: i64) -> bool {
         // The raise time the flag holds (`None` unreadable), and the one last answered.
@@ -307,6 +319,16 @@ impl Timeline {
             .filter(|(from, _, _)| after < *from && *from < before)
             .min_by_key(|(from, _, _)| *from)
             .map(|(from, _, why)| (*from, why.as_str()))
+    }
+
+    /// When the span in which `who` could not run items that covers `at` began, if one does.
+    pub fn down_since(&self, who: usize, at: i64) -> Option<i64> {
+        self.down
+            .get(&who)?
+            .iter()
+            .filter(|(from, to, _)| *from <= at && at <= *to)
+            .map(|(from, _, _)| *from)
+            .min()
     }
 
     /// The job's config in effect at `at`.
