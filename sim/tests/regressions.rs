@@ -1,7 +1,8 @@
-//! Seeds that once failed on fresh random ranges, each fixed in the core (or, for the last, in
-//! the checker's reading of GUARANTEES.md), run again with the
-//! shape `explore` gives them by default (3 instances × 2 jobs, 120 s, a 10 s session). A
-//! failing one here is a regression: replay it with the command the assertion prints.
+//! Seeds that once failed on fresh random ranges, each fixed in the core or in the checker's
+//! reading of GUARANTEES.md (the ones whose exemption a GUARANTEES.md line states), run again
+//! with the shape `explore` gives them by default (3 instances × 2 jobs, 120 s, a 10 s
+//! session). A failing one here is a regression: replay it with the command the assertion
+//! prints.
 
 use shardcron_sim::explore::ExploreOptions;
 use shardcron_sim::FaultProfile;
