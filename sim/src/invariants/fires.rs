@@ -376,17 +376,25 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         if removed {
             continue;
         }
-        // The skipped fire was due while a reshard was asked for, and still waited for it when
-        // the run ended: its catch-up answers to the assignment that reshard makes and waits
-        // for it too. The job's removal while it waited leaves nothing to catch up
+        // A reshard was pending when the run ended: the catch-up waits for it (as ElasticJob's
+        // does), then falls to the item's owner under the assignment it makes, who runs it
+        // after the run it started then, if any (the fire that waited). The job's removal, or
+        // a count change that removed the item, before then leaves nothing to catch up
         // (GUARANTEES.md, section 2).
-        let skipped_fire = match &entries[idx].what {
-            What::Event { event: SchedulerEvent::Skipped { fire_ms, .. }, .. } => Some(*fire_ms),
-            _ => None,
-        };
-        let waited_until =
-            skipped_fire.and_then(|fire_ms| tl.waiting_for_reshard_until(&job, end, fire_ms));
-        if waited_until.is_some_and(|until| tl.removed_by(&job, skip_at, until)) {
+        let caught_up_by = tl.reshard_pending_until(&job, end).map(|reshard| {
+            let owner = facts.owner_at(&job, item, reshard);
+            let busy_until = owner.and_then(|o| {
+                facts.ends.get(&(job.clone(), item, o))?.iter().copied().find(|&t| t >= reshard)
+            });
+            busy_until.unwrap_or(reshard).saturating_add(CHANGE_SLACK_MS)
+        });
+        let removed_while_waiting = caught_up_by.is_some_and(|until| {
+            tl.removed_by(&job, skip_at, until)
+                || tl.configs.get(&job).is_some_and(|configs| {
+                    configs.iter().any(|(t, c)| *t > skip_at && *t <= until && c.count <= item)
+                })
+        });
+        if removed_while_waiting {
             continue;
         }
         // A reshard since the skip gave the item to another owner, down (crashed or cut off)

@@ -227,12 +227,11 @@ impl Timeline {
         list.iter().find(|(t, data)| *t > at && data.is_none()).map(|(t, _)| *t)
     }
 
-    /// Until when a fire of `job` due at `fire_ms` (by the epoch) still waited at `at` for a
-    /// reshard asked for before it: when the flag went, or `i64::MAX` if it never did; `None`
-    /// if no reshard was pending for it at `at`.
-    pub fn waiting_for_reshard_until(&self, job: &str, at: i64, fire_ms: i64) -> Option<i64> {
+    /// Until when a reshard asked for before `at` was still pending then: when its flag went,
+    /// or `i64::MAX` if it never did; `None` if none was pending at `at`.
+    pub fn reshard_pending_until(&self, job: &str, at: i64) -> Option<i64> {
         let list = self.flags.get(job)?;
-        if !Self::pending_in(list, at, fire_ms) {
+        if !Self::pending_in(list, at, i64::MAX) {
             return None;
         }
         let gone = list.iter().find(|(t, data)| *t > at && data.is_none()).map(|(t, _)| *t);
