@@ -397,16 +397,20 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         if removed_while_waiting {
             continue;
         }
-        // A reshard since the skip gave the item to another owner, down (crashed or cut off)
-        // by the time the catch-up was due: the catch-up is its, and after its departure its
-        // successor's, within the liveness bound of a failover (section 4). The job's removal
-        // before then leaves nothing to catch up (GUARANTEES.md, section 2).
+        // The catch-up's owner went down (crashed or cut off) before it could start it: the
+        // skipper itself, before its next start could follow its run's end, or the owner a
+        // reshard since the skip gave the item to, already down by then. After its departure
+        // the catch-up is its successor's, within the liveness bound of a failover (section
+        // 4); the job's removal before then leaves nothing to catch up (GUARANTEES.md,
+        // section 2).
+        let skipper_down = tl.went_down(who, end, end + CHANGE_SLACK_MS).map(|(from, _)| from);
         let heir = facts.first_owner_after(&job, item, skip_at - 1).filter(|&o| o != who);
-        let heir_gone = heir.and_then(|o| tl.down_since(o, end)).map(|from| {
+        let heir_down = heir.and_then(|o| tl.down_since(o, end));
+        let successor_by = skipper_down.or(heir_down).map(|from| {
             let shows = from.saturating_add(tl.session_ms);
             shows.saturating_add(FAILOVER_SLACK_MS)
         });
-        if heir_gone.is_some_and(|until| tl.removed_by(&job, skip_at, until)) {
+        if successor_by.is_some_and(|until| tl.removed_by(&job, skip_at, until)) {
             continue;
         }
         out.push(Violation {
