@@ -790,6 +790,12 @@ impl Fire<'_> {
         if let Some(w) = awaited.filter(|w| !owners.contains(w)) {
             owners.push(w);
         }
+        // The owner the awaited reshard gave the item to was down for the fire and came back
+        // as a new instance (its departure handled meanwhile): a new instance answers only for
+        // fires from when it began registering (GUARANTEES.md, section 2). The fire is then
+        // answered as before any assignment: the instances that waited for the reshard
+        // recorded it, and any one's record speaks for it.
+        let awaited_new = awaited.is_some_and(|w| tl.back_anew_after(w, at));
         let skips = facts.skips.get(&(job.to_owned(), self.fire));
         // A skip covers the item if the skipper owned it for this fire, or owned it when it
         // recorded the skip (a fire handled late, after a reshard). The owner at the fire's
@@ -827,7 +833,13 @@ impl Fire<'_> {
                 }
                 // Nobody ever owned the item (the job's first reshard never came): each
                 // instance waited for it, and its record speaks for the whole fire.
-                _ => owners.contains(w) || heir == Some(*w) || owned_at_skip || unowned,
+                _ => {
+                    owners.contains(w)
+                        || heir == Some(*w)
+                        || owned_at_skip
+                        || unowned
+                        || awaited_new
+                }
             }
         };
         let skip = skips.and_then(|s| {

@@ -320,6 +320,17 @@ impl Timeline {
             .map(|(from, _, why)| (*from, why.as_str()))
     }
 
+    /// Whether `who` was down at `at` after a crash, and came back only once its session had
+    /// ended (its departure shown, so handled by the survivors, who remove its ledger): it
+    /// registered as a new instance after `at`.
+    pub fn back_anew_after(&self, who: usize, at: i64) -> bool {
+        self.down.get(&who).is_some_and(|spans| {
+            spans.iter().any(|(from, to, why)| {
+                *from <= at && at <= *to && why.contains("crashed") && *to > from + self.session_ms
+            })
+        })
+    }
+
     /// When the span in which `who` could not run items that covers `at` began, if one does.
     pub fn down_since(&self, who: usize, at: i64) -> Option<i64> {
         self.down
