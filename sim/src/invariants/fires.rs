@@ -878,9 +878,19 @@ impl Fire<'_> {
         // An owner whose clock runs behind the registry's by `s` comes to each fire `s` late:
         // a job removed before then was gone when its clock reached the fire (GUARANTEES.md,
         // section 2).
+        // One whose clock runs ahead by `s` records the fire of this period (by the registry's
+        // clock) when its clock reaches its first fire at or after `at + s`, `s` before that
+        // fire by the registry's: a job removed before then was gone when it got there.
+        let schedule = tl.config_at(job, at).and_then(|c| {
+            CronSchedule::parse(c.cron.as_deref()?, c.time_zone.as_deref().unwrap_or("")).ok()
+        });
         let reached_after_removal = owners.iter().any(|&w| {
             let skew = tl.skew_at(w, at);
-            skew < 0 && tl.removed_by(job, at, at - skew + 999)
+            if skew < 0 {
+                return tl.removed_by(job, at, at - skew + 999);
+            }
+            let met = schedule.as_ref().and_then(|s| s.next_after(self.fire + skew - 1));
+            skew > 0 && met.is_some_and(|own| tl.removed_by(job, at, own - EPOCH_MS - skew))
         });
         if reached_after_removal {
             acc.add("exempt: job removed before the owner's clock reached the fire");
