@@ -408,7 +408,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         let heir_down = heir.and_then(|o| tl.down_since(o, end));
         let successor_by = skipper_down.or(heir_down).map(|from| {
             let shows = from.saturating_add(tl.session_ms);
-            shows.saturating_add(FAILOVER_SLACK_MS)
+            shows.saturating_add(failover_slack_ms(tl, &job))
         });
         if successor_by.is_some_and(|until| tl.removed_by(&job, skip_at, until)) {
             continue;
@@ -594,7 +594,8 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         let noticed = shows;
         let first_start = takers.first().map(|&(i, _)| entries[i].at);
         // While no instance was up (all crashed or cut off), nobody could take it over.
-        let late = |t: i64| t > noticed + FAILOVER_SLACK_MS + tl.nobody_up_ms(noticed, t);
+        let slack = failover_slack_ms(tl, job);
+        let late = |t: i64| t > noticed + slack + tl.nobody_up_ms(noticed, t);
         if counted == 1 && first_start.is_some_and(late) {
             out.push(Violation {
                 invariant: Invariant::Fires,
@@ -611,7 +612,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // Garbage in what says which fire it was (GUARANTEES.md, section 6): the failover
         // runs the latest fire the survivors can tell.
         let blurred = counted == 0
-            && tl.garbage.blurs_fire(job, *crash_at - tl.session_ms, shows + FAILOVER_SLACK_MS)
+            && tl.garbage.blurs_fire(job, *crash_at - tl.session_ms, shows + slack)
             && facts.runs.get(&(job.clone(), *item)).is_some_and(|runs| {
                 runs.iter().any(|(t, _, kind)| *t >= *crash_at && *kind == FireKind::Failover)
             });
@@ -624,11 +625,11 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // The job was removed, or a count change removed the item, before the re-run was due
         // (a claimer may be busy, or cut off, for up to the liveness bound): the item no
         // longer exists, nothing is owed any more (GUARANTEES.md, section 2).
-        let removed_before_due = tl.removed_by(job, *crash_at, noticed + FAILOVER_SLACK_MS - 1)
+        let removed_before_due = tl.removed_by(job, *crash_at, noticed + slack - 1)
             || tl.configs.get(job).is_some_and(|configs| {
-                configs.iter().any(|(t, c)| {
-                    *t > *crash_at && *t < noticed + FAILOVER_SLACK_MS && c.count <= *item
-                })
+                configs
+                    .iter()
+                    .any(|(t, c)| *t > *crash_at && *t < noticed + slack && c.count <= *item)
             });
         if counted == 0 && removed_before_due {
             acc.add(format!("interrupted: owner {how}, item removed before the re-run was due"));
@@ -637,9 +638,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // Failover turned off before the re-run was due: the leader clears the queue, claimed
         // or not (GUARANTEES.md, section 2).
         let off_before_due = tl.configs.get(job).is_some_and(|configs| {
-            configs
-                .iter()
-                .any(|(t, c)| *t > *crash_at && *t < noticed + FAILOVER_SLACK_MS && !c.failover)
+            configs.iter().any(|(t, c)| *t > *crash_at && *t < noticed + slack && !c.failover)
         });
         if counted == 0 && off_before_due {
             acc.add(format!(
@@ -672,8 +671,20 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
 }
 
 /// How long after a departure shows an orphan may wait for its taker: a claimer runs its
-/// share once its own run ends (simulated items run at most a few seconds).
+/// share once its own run ends, and an entry left unclaimed for 5 s goes to any idle
+/// survivor; all of them may be busy with a run of the job's for as long as its items take.
+fn failover_slack_ms(tl: &Timeline, job: &str) -> i64 {
+    let longest = tl.configs.get(job).into_iter().flatten().map(|(_, c)| c.item_ms).max();
+    let longest = longest.map_or(0, |ms| i64::try_from(ms).unwrap_or(i64::MAX));
+    FAILOVER_SLACK_MS.max(longest.saturating_add(BEYOND_A_RUN_MS))
+}
+
+/// The slack for jobs whose items run a few seconds at most.
 const FAILOVER_SLACK_MS: i64 = 15_000;
+
+/// What comes on top of a run of the job's own: the claim, the 5 s an entry waits for its
+/// share's claimer, watch round trips.
+const BEYOND_A_RUN_MS: i64 = 10_000;
 
 /// One fire of one item.
 struct Fire<'a> {
