@@ -980,10 +980,16 @@ impl Fire<'_> {
             .filter(|(_, w, _)| owners.contains(w))
             .map(|(i, _, _)| entries[*i].at);
         let handled_at = started_at.chain(skipped_at).filter(|&t| t >= at).min();
-        if handled_at.is_some_and(|t| {
-            tl.config_at(job, t).is_some_and(|c| c.count <= item)
-                || tl.item_disabled_now(job, item, t)
-        }) {
+        // Or the reshard it waited for came once a count change had removed the item: the
+        // fire answers to that reshard's assignment, which has no such item.
+        let removed_by_reshard =
+            answered.is_some_and(|t| tl.config_at(job, t).is_some_and(|c| c.count <= item));
+        if removed_by_reshard
+            || handled_at.is_some_and(|t| {
+                tl.config_at(job, t).is_some_and(|c| c.count <= item)
+                    || tl.item_disabled_now(job, item, t)
+            })
+        {
             acc.add("exempt: item removed or disabled while the fire waited");
             return;
         }
