@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use shardcron_core::config::JobConfig;
 use shardcron_core::handles::{Clock, Handles};
-use shardcron_core::job::{ExecutionSource, JobListener};
+use shardcron_core::job::ExecutionSource;
 use shardcron_core::runtime::{SchedulerBuilder, SchedulerEvent, SkipReason};
 use shardcron_observe::trace::{ExecutionQuery, Paging, StatusQuery};
 use shardcron_observe::{ObserveExt, Trace, TraceConfig, TraceReader};

@@ -108,36 +108,6 @@ fn op_index(op: Op) -> usize {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_operation_has_its_own_name() {
-        let ops = [
-            (Op::Connect, "connect"),
-            (Op::Create, "create"),
-            (Op::Get, "get"),
-            (Op::Set, "set"),
-            (Op::Delete, "delete"),
-            (Op::Exists, "exists"),
-            (Op::Children, "children"),
-            (Op::DeleteRecursive, "delete_recursive"),
-            (Op::Transaction, "transaction"),
-            (Op::Check, "check"),
-            (Op::Watch, "watch"),
-            (Op::Latch, "latch"),
-            (Op::Lock, "lock"),
-            (Op::Time, "time"),
-            (Op::Close, "close"),
-        ];
-        for (op, name) in ops {
-            assert_eq!(OPS[op_index(op)], name);
-        }
-        assert_eq!(OPS[OPS.len() - 1], "other");
-    }
-}
-
 #[async_trait]
 impl CoordinatorRegistry for MeteredRegistry {
     fn capability(&self) -> Capability {
@@ -189,5 +159,35 @@ impl CoordinatorRegistry for MeteredRegistry {
     }
     async fn close(&self) -> Result<()> {
         self.timed(Op::Close, self.inner.close()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_operation_has_its_own_name() {
+        let ops = [
+            (Op::Connect, "connect"),
+            (Op::Create, "create"),
+            (Op::Get, "get"),
+            (Op::Set, "set"),
+            (Op::Delete, "delete"),
+            (Op::Exists, "exists"),
+            (Op::Children, "children"),
+            (Op::DeleteRecursive, "delete_recursive"),
+            (Op::Transaction, "transaction"),
+            (Op::Check, "check"),
+            (Op::Watch, "watch"),
+            (Op::Latch, "latch"),
+            (Op::Lock, "lock"),
+            (Op::Time, "time"),
+            (Op::Close, "close"),
+        ];
+        for (op, name) in ops {
+            assert_eq!(OPS[op_index(op)], name);
+        }
+        assert_eq!(OPS[OPS.len() - 1], "other");
     }
 }
