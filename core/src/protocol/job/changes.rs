@@ -59,6 +59,27 @@ impl JobProtocol {
         }
     }
 
+    /// A registration in a new session armed the fire path past `after`: the scheduled fires
+    /// up to it still queued (they fell due while it registered) are held back and recorded
+    /// `Late`, as [`Self::on_fire_due`] does with a timer of the lost session that rings late;
+    /// handled, they would run fires the survivors counted among the lost session's missed
+    /// fires.
+    pub(super) fn hold_back_due(&mut self, after: i64) {
+        let held: Vec<i64> = self
+            .due
+            .iter()
+            .filter(|(fire, kind, _)| *kind == FireKind::Scheduled && *fire <= after)
+            .map(|(fire, _, _)| *fire)
+            .collect();
+        if held.is_empty() {
+            return;
+        }
+        self.due.retain(|(fire, kind, _)| !(*kind == FireKind::Scheduled && *fire <= after));
+        for fire in held {
+            self.skip(fire, SkipReason::Late);
+        }
+    }
+
     /// Queues a fire to handle.
     pub(super) fn enqueue(&mut self, fire_ms: i64, kind: FireKind, only: Option<Vec<u32>>) {
         self.due.push_back((fire_ms, kind, only));

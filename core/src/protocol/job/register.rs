@@ -255,6 +255,7 @@ impl JobProtocol {
         }
         if !self.registration.first {
             self.registration.rearmed_after = Some(resume);
+            self.hold_back_due(resume);
         }
         self.registration.state = State::Done;
         self.registration.first = false;
