@@ -98,7 +98,7 @@ impl Builder {
 }
 
 /// A job drawn from the seed: a cron every 2 to 10 seconds, 1 to 8 items of 100 ms to 3 s
-/// (with the `lease` profile, of half to twice and a half the session timeout).
+/// (with the `lease` profile, of one to two and a half session timeouts).
 fn generate_job(rng: &mut ChaCha8Rng, j: usize, profile: FaultProfile, session_ms: u64) -> JobSpec {
     let secs = [2, 3, 4, 5, 5, 6, 10][rng.gen_range(0..7)];
     let count = rng.gen_range(1..=8);
