@@ -892,16 +892,18 @@ impl Fire<'_> {
         // One whose clock runs ahead by `s` records the fire of this period (by the registry's
         // clock) when its clock reaches its first fire at or after `at + s`, `s` before that
         // fire by the registry's: a job removed before then was gone when it got there.
-        let schedule = tl.config_at(job, at).and_then(|c| {
-            CronSchedule::parse(c.cron.as_deref()?, c.time_zone.as_deref().unwrap_or("")).ok()
-        });
-        let reached_after_removal = owners.iter().any(|&w| {
-            let skew = tl.skew_at(w, at);
-            if skew < 0 {
-                return tl.removed_by(job, at, at - skew + 999);
+        let reached_after_removal = owners.iter().any(|&w| match tl.skew_at(w, at) {
+            0 => false,
+            skew if skew < 0 => tl.removed_by(job, at, at - skew + 999),
+            skew => {
+                let met = tl.config_at(job, at).and_then(|c| {
+                    let tz = c.time_zone.as_deref().unwrap_or("");
+                    CronSchedule::parse(c.cron.as_deref()?, tz)
+                        .ok()?
+                        .next_after(self.fire + skew - 1)
+                });
+                met.is_some_and(|own| tl.removed_by(job, at, own - EPOCH_MS - skew))
             }
-            let met = schedule.as_ref().and_then(|s| s.next_after(self.fire + skew - 1));
-            skew > 0 && met.is_some_and(|own| tl.removed_by(job, at, own - EPOCH_MS - skew))
         });
         if reached_after_removal {
             acc.add("exempt: job removed before the owner's clock reached the fire");

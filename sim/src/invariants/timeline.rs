@@ -224,7 +224,7 @@ impl Timeline {
         if !Self::pending_in(list, at, fire_ms) {
             return None;
         }
-        list.iter().find(|(t, data)| *t > at && data.is_none()).map(|(t, _)| *t)
+        Self::gone_after(list, at)
     }
 
     /// Until when a reshard asked for before `at` was still pending then: when its flag went,
@@ -234,8 +234,12 @@ impl Timeline {
         if !Self::pending_in(list, at, i64::MAX) {
             return None;
         }
-        let gone = list.iter().find(|(t, data)| *t > at && data.is_none()).map(|(t, _)| *t);
-        Some(gone.unwrap_or(i64::MAX))
+        Some(Self::gone_after(list, at).unwrap_or(i64::MAX))
+    }
+
+    /// When the flag noted in `list` went next after `at`.
+    fn gone_after(list: &[(i64, Option<String>)], at: i64) -> Option<i64> {
+        list.iter().find(|(t, data)| *t > at && data.is_none()).map(|(t, _)| *t)
     }
 
     /// Whether the flag notes `list` show a reshard pending for the fire due at `at`.
