@@ -71,7 +71,8 @@ impl Builder {
     pub fn build(self) -> Sim {
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         let specs = if self.specs.is_empty() {
-            (0..self.jobs).map(|j| generate_job(&mut rng, j, self.profile)).collect()
+            let session_ms = u64::try_from(self.session_timeout.as_millis()).unwrap_or(10_000);
+            (0..self.jobs).map(|j| generate_job(&mut rng, j, self.profile, session_ms)).collect()
         } else {
             self.specs.clone()
         };
@@ -96,11 +97,16 @@ impl Builder {
     }
 }
 
-/// A job drawn from the seed: a cron every 2 to 10 seconds, 1 to 8 items of 100 ms to 3 s.
-fn generate_job(rng: &mut ChaCha8Rng, j: usize, profile: FaultProfile) -> JobSpec {
+/// A job drawn from the seed: a cron every 2 to 10 seconds, 1 to 8 items of 100 ms to 3 s
+/// (with the `lease` profile, of one to two and a half session timeouts).
+fn generate_job(rng: &mut ChaCha8Rng, j: usize, profile: FaultProfile, session_ms: u64) -> JobSpec {
     let secs = [2, 3, 4, 5, 5, 6, 10][rng.gen_range(0..7)];
     let count = rng.gen_range(1..=8);
     let item_ms = [100, 300, 500, 1_000, 1_500, 3_000][rng.gen_range(0..6)];
+    let item_ms = match profile {
+        FaultProfile::Lease => session_ms * [2, 3, 4, 5][rng.gen_range(0..4)] / 2,
+        _ => item_ms,
+    };
     let mut spec = JobSpec::new(format!("j{j}"), format!("0/{secs} * * * * ?"), count)
         .item_ms(item_ms)
         .failover(profile.failover_jobs());

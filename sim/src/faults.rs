@@ -99,15 +99,20 @@ pub enum FaultProfile {
     /// truncated YAML, binary, empty and huge values, ids of instances that are not alive) and
     /// nodes the cluster needs deleted, amid `Failover`'s faults (jobs with failover on).
     Garbage,
+    /// `Failover`'s faults with items that run longer than the session timeout: a crashed,
+    /// cut-off or paused owner is still running when a survivor may take its items over, so
+    /// only the local lease loss keeps an item from running twice at once.
+    Lease,
 }
 
 impl FaultProfile {
-    pub const ALL: [FaultProfile; 5] = [
+    pub const ALL: [FaultProfile; 6] = [
         FaultProfile::None,
         FaultProfile::Default,
         FaultProfile::Failover,
         FaultProfile::Chaos,
         FaultProfile::Garbage,
+        FaultProfile::Lease,
     ];
 
     pub fn name(self) -> &'static str {
@@ -117,12 +122,19 @@ impl FaultProfile {
             FaultProfile::Failover => "failover",
             FaultProfile::Chaos => "chaos",
             FaultProfile::Garbage => "garbage",
+            FaultProfile::Lease => "lease",
         }
     }
 
     /// Whether the generated jobs run with failover on.
     pub fn failover_jobs(self) -> bool {
-        matches!(self, FaultProfile::Failover | FaultProfile::Chaos | FaultProfile::Garbage)
+        matches!(
+            self,
+            FaultProfile::Failover
+                | FaultProfile::Chaos
+                | FaultProfile::Garbage
+                | FaultProfile::Lease
+        )
     }
 
     /// Generates the schedule of a run: faults and workload changes at virtual times in
@@ -154,6 +166,11 @@ impl FaultProfile {
                 let later = t + rng.gen_range(0..5_000);
                 FaultProfile::Failover.one(rng, ctx, later, steps);
             }
+            return;
+        }
+        if self == FaultProfile::Lease {
+            // The faults are `Failover`'s: its items are what differ.
+            FaultProfile::Failover.one(rng, ctx, t, steps);
             return;
         }
         let i = rng.gen_range(1..=ctx.instances);

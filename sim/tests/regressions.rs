@@ -1,7 +1,8 @@
-//! Seeds that once failed on fresh random ranges, each fixed in the core (or, for the last, in
-//! the checker's reading of GUARANTEES.md), run again with the
-//! shape `explore` gives them by default (3 instances × 2 jobs, 120 s, a 10 s session). A
-//! failing one here is a regression: replay it with the command the assertion prints.
+//! Seeds that once failed on fresh random ranges, each fixed in the core or in the checker's
+//! reading of GUARANTEES.md (the ones whose exemption a GUARANTEES.md line states), run again
+//! with the shape `explore` gives them by default (3 instances × 2 jobs, 120 s, a 10 s
+//! session). A failing one here is a regression: replay it with the command the assertion
+//! prints.
 
 use shardcron_sim::explore::ExploreOptions;
 use shardcron_sim::FaultProfile;
@@ -20,6 +21,18 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (1_100_306_365, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),
     (1_409_142_145, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),
     (1_786_886_286, FaultProfile::Chaos, "a finish queued behind a slow request, then a crash"),
+    (
+        1_739_174_919,
+        FaultProfile::Failover,
+        "a superseded fire counted by a departure and a restart",
+    ),
+    (1_177_896_391, FaultProfile::Chaos, "a cron change before a clock behind reached a fire"),
+    (1_035_540_847, FaultProfile::Chaos, "a catch-up waiting for a reshard, then the job removed"),
+    (
+        173_031_817,
+        FaultProfile::Chaos,
+        "a catch-up given to an owner cut off, then the job removed",
+    ),
 ];
 
 #[test]

@@ -72,13 +72,13 @@ impl MeteredRegistry {
     ) -> Result<T> {
         let started = Instant::now();
         let result = call.await;
-        let name = op_name(op);
-        if let Some((ops, duration)) = OPS.iter().position(|&o| o == name).map(|i| &self.series[i])
-        {
+        let index = op_index(op);
+        if let Some((ops, duration)) = self.series.get(index) {
             ops.increment(1);
             duration.record(started.elapsed().as_secs_f64());
         }
         if let Err(error) = &result {
+            let name = OPS.get(index).copied().unwrap_or("other");
             counter!("shardcron_registry_errors_total", "op" => name, "kind" => error.kind())
                 .increment(1);
         }
@@ -86,24 +86,25 @@ impl MeteredRegistry {
     }
 }
 
-fn op_name(op: Op) -> &'static str {
+/// `op`'s place in [`OPS`] (its name there).
+fn op_index(op: Op) -> usize {
     match op {
-        Op::Connect => "connect",
-        Op::Create => "create",
-        Op::Get => "get",
-        Op::Set => "set",
-        Op::Delete => "delete",
-        Op::Exists => "exists",
-        Op::Children => "children",
-        Op::DeleteRecursive => "delete_recursive",
-        Op::Transaction => "transaction",
-        Op::Check => "check",
-        Op::Watch => "watch",
-        Op::Latch => "latch",
-        Op::Lock => "lock",
-        Op::Time => "time",
-        Op::Close => "close",
-        _ => "other",
+        Op::Connect => 0,
+        Op::Create => 1,
+        Op::Get => 2,
+        Op::Set => 3,
+        Op::Delete => 4,
+        Op::Exists => 5,
+        Op::Children => 6,
+        Op::DeleteRecursive => 7,
+        Op::Transaction => 8,
+        Op::Check => 9,
+        Op::Watch => 10,
+        Op::Latch => 11,
+        Op::Lock => 12,
+        Op::Time => 13,
+        Op::Close => 14,
+        _ => 15,
     }
 }
 
@@ -158,5 +159,35 @@ impl CoordinatorRegistry for MeteredRegistry {
     }
     async fn close(&self) -> Result<()> {
         self.timed(Op::Close, self.inner.close()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_operation_has_its_own_name() {
+        let ops = [
+            (Op::Connect, "connect"),
+            (Op::Create, "create"),
+            (Op::Get, "get"),
+            (Op::Set, "set"),
+            (Op::Delete, "delete"),
+            (Op::Exists, "exists"),
+            (Op::Children, "children"),
+            (Op::DeleteRecursive, "delete_recursive"),
+            (Op::Transaction, "transaction"),
+            (Op::Check, "check"),
+            (Op::Watch, "watch"),
+            (Op::Latch, "latch"),
+            (Op::Lock, "lock"),
+            (Op::Time, "time"),
+            (Op::Close, "close"),
+        ];
+        for (op, name) in ops {
+            assert_eq!(OPS[op_index(op)], name);
+        }
+        assert_eq!(OPS[OPS.len() - 1], "other");
     }
 }

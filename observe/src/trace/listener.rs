@@ -8,11 +8,18 @@
 //! entries (one reference count per job: no counter every job's entries would touch); a fire's
 //! few items are carried inline; the task id, which repeats all of these, is built by the
 //! writer.
+//!
+//! A fire of one item (the usual fire: one item per instance) takes two entries, not four: its
+//! begin travels with its item's start (held by the job's listener between the two hooks,
+//! which follow each other at once) and its end with its item's end (the item's outcome is the
+//! fire's). Each entry on the shared queue costs a few atomic operations on cache lines that
+//! both workers of a burst write; the rows are the same.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use shardcron_core::__private::time::epoch_ms;
 use shardcron_core::handles::Clock;
 use shardcron_core::job::{
@@ -30,15 +37,18 @@ const DROP_WARNING_EVERY_MS: i64 = 10_000;
 pub(crate) enum TraceEvent {
     /// A fire's items are about to start (`TASK_STAGING`, `TASK_RUNNING`).
     FireBegan { fire: Fire, at_ms: i64 },
-    /// An item started.
-    ItemStarted { fire: Fire, item: u32, at_ms: i64 },
-    /// An item ended.
+    /// An item started; `began_ms` is its fire's begin when that was not sent by itself (a
+    /// one-item fire): the fire's `FireBegan` rows go first.
+    ItemStarted { fire: Fire, item: u32, at_ms: i64, began_ms: Option<i64> },
+    /// An item ended; `ends_fire` when it was its fire's only item, whose end is then the fire's
+    /// end too (the fire's `FireEnded` row follows, at `finished_ms`, from `result`).
     ItemFinished {
         fire: Fire,
         item: u32,
         started_ms: Option<i64>,
         finished_ms: i64,
         result: ItemResult,
+        ends_fire: bool,
     },
     /// All of a fire's items ended (`TASK_FINISHED`, `TASK_ERROR` or `TASK_KILLED`).
     FireEnded { fire: Fire, at_ms: i64, failures: Vec<(u32, String)>, cancelled: Vec<u32> },
@@ -105,7 +115,8 @@ pub(crate) enum ItemResult {
 }
 
 /// Counters shared by the listener, the writer and the [`Trace`](super::Trace) handle; they
-/// count queue entries (one per hook call).
+/// count queue entries (one per hook call, but none for the begin and the end of a fire of one
+/// item, which travel with its item's entries).
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub enqueued: AtomicU64,
@@ -172,9 +183,16 @@ impl TraceListener {
         }
     }
 
-    /// The listener of `job`'s fires.
-    fn job(&self, job: &str) -> JobTrace {
-        JobTrace { queue: self.queue.clone(), job: job.to_owned(), names: OnceLock::new() }
+    /// The listener of `job`'s fires; `holds` when it is the job's own (asked once, called for
+    /// every fire), which may hold a fire's begin for its item's start.
+    fn job(&self, job: &str, holds: bool) -> JobTrace {
+        JobTrace {
+            queue: self.queue.clone(),
+            job: job.to_owned(),
+            names: OnceLock::new(),
+            holds,
+            held: Mutex::new(None),
+        }
     }
 }
 
@@ -221,6 +239,32 @@ struct JobTrace {
     /// The job's name and the instance id of its first fire (every fire of an executor has the
     /// same: it belongs to one scheduler).
     names: OnceLock<Arc<Names>>,
+    /// Whether a one-item fire's begin waits in `held` for its item's start: only in the job's
+    /// own listener (the one [`JobListener::for_job`] gives), which sees both hooks.
+    holds: bool,
+    /// A one-item fire's begin, until its item starts (or ends without starting). Another fire
+    /// beginning meanwhile (fires of one job may overlap: a failover run beside a scheduled one)
+    /// sends it on its own first.
+    held: Mutex<Option<(Fire, i64)>>,
+}
+
+/// Whether `outcome` of the only item of `fire` is the whole fire's end, as the rows tell it:
+/// `FireEnded`'s state and message come from the item's outcome alone. An outcome of a kind
+/// added later ends the fire in `after_job_executed`, as before.
+fn ends_with_its_item(fire: &FireInfo, outcome: &ItemOutcome) -> bool {
+    fire.items.len() == 1
+        && matches!(
+            outcome,
+            ItemOutcome::Completed | ItemOutcome::Failed(_) | ItemOutcome::Cancelled
+        )
+}
+
+/// Whether `held` is the begin of `fire` (a fire of one job is its time, its source and its
+/// items).
+fn is_begin_of(held: &Fire, fire: &FireInfo) -> bool {
+    held.fire_ms == epoch_ms(fire.fire_time)
+        && held.source == fire.source
+        && held.items.as_slice() == fire.items.as_slice()
 }
 
 impl JobTrace {
@@ -267,15 +311,15 @@ fn skip_message(reason: &SkipReason) -> String {
 #[async_trait]
 impl JobListener for TraceListener {
     async fn before_job_executed(&self, fire: &FireInfo) {
-        self.job(&fire.job_name).before_job_executed(fire).await;
+        self.job(&fire.job_name, false).before_job_executed(fire).await;
     }
 
     async fn after_job_executed(&self, fire: &FireInfo, report: &FireReport) {
-        self.job(&fire.job_name).after_job_executed(fire, report).await;
+        self.job(&fire.job_name, false).after_job_executed(fire, report).await;
     }
 
     fn item_started(&self, fire: &FireInfo, ctx: &ShardingContext, started_ms: i64) {
-        self.job(&fire.job_name).item_started(fire, ctx, started_ms);
+        self.job(&fire.job_name, false).item_started(fire, ctx, started_ms);
     }
 
     fn item_finished(
@@ -285,11 +329,11 @@ impl JobListener for TraceListener {
         outcome: &ItemOutcome,
         timing: Option<ItemTiming>,
     ) {
-        self.job(&fire.job_name).item_finished(fire, end, outcome, timing);
+        self.job(&fire.job_name, false).item_finished(fire, end, outcome, timing);
     }
 
     fn for_job(&self, job: &str) -> Option<Arc<dyn JobListener>> {
-        Some(Arc::new(self.job(job)))
+        Some(Arc::new(self.job(job, true)))
     }
 }
 
@@ -297,10 +341,22 @@ impl JobListener for TraceListener {
 impl JobListener for JobTrace {
     async fn before_job_executed(&self, fire: &FireInfo) {
         let at_ms = self.queue.now_ms();
-        self.queue.enqueue(TraceEvent::FireBegan { fire: self.fire(fire), at_ms });
+        let fire = self.fire(fire);
+        if !self.holds || fire.items.as_slice().len() != 1 {
+            self.queue.enqueue(TraceEvent::FireBegan { fire, at_ms });
+            return;
+        }
+        let earlier = self.held.lock().replace((fire, at_ms));
+        if let Some((fire, at_ms)) = earlier {
+            self.queue.enqueue(TraceEvent::FireBegan { fire, at_ms });
+        }
     }
 
     async fn after_job_executed(&self, fire: &FireInfo, report: &FireReport) {
+        let only_item = report.items.iter().next().filter(|_| report.items.len() == 1);
+        if only_item.is_some_and(|(_, outcome)| ends_with_its_item(fire, outcome)) {
+            return; // Its item's end said it (`ItemFinished::ends_fire`).
+        }
         let failures = report
             .items
             .iter()
@@ -318,8 +374,22 @@ impl JobListener for JobTrace {
     }
 
     fn item_started(&self, fire: &FireInfo, ctx: &ShardingContext, started_ms: i64) {
-        let fire = self.fire(fire);
-        self.queue.enqueue(TraceEvent::ItemStarted { fire, item: ctx.item, at_ms: started_ms });
+        let held = if self.holds && fire.items.len() == 1 {
+            let mut held = self.held.lock();
+            held.take_if(|(held, _)| is_begin_of(held, fire))
+        } else {
+            None
+        };
+        let (fire, began_ms) = match held {
+            Some((fire, began_ms)) => (fire, Some(began_ms)),
+            None => (self.fire(fire), None),
+        };
+        self.queue.enqueue(TraceEvent::ItemStarted {
+            fire,
+            item: ctx.item,
+            at_ms: started_ms,
+            began_ms,
+        });
     }
 
     fn item_finished(
@@ -329,6 +399,13 @@ impl JobListener for JobTrace {
         outcome: &ItemOutcome,
         timing: Option<ItemTiming>,
     ) {
+        // An item that never started: its fire's begin may still be held.
+        if self.holds && timing.is_none() {
+            let held = self.held.lock().take_if(|(held, _)| is_begin_of(held, fire));
+            if let Some((fire, at_ms)) = held {
+                self.queue.enqueue(TraceEvent::FireBegan { fire, at_ms });
+            }
+        }
         let result = match (outcome, timing) {
             (ItemOutcome::Completed, _) => ItemResult::Succeeded,
             (ItemOutcome::Failed(failure), _) => ItemResult::Failed(failure.to_string()),
@@ -342,6 +419,7 @@ impl JobListener for JobTrace {
             started_ms: timing.map(|t| t.started_ms),
             finished_ms: timing.map_or_else(|| self.queue.now_ms(), |t| t.finished_ms),
             result,
+            ends_fire: ends_with_its_item(fire, outcome),
         });
     }
 }

@@ -90,13 +90,14 @@ pub enum TraceError {
 pub struct TraceConfig {
     /// A SQLite file path (or `sqlite:PATH`), or a `postgres://` URL.
     pub url: String,
-    /// Queue entries (one per item start, item end, fire start, fire end) that may wait for the
-    /// writer; beyond, new ones are dropped. Default 10,000.
+    /// Queue entries (one per item start, item end, fire start, fire end; a fire of one item
+    /// takes two: its begin and its end travel with its item's) that may wait for the writer;
+    /// beyond, new ones are dropped. Default 10,000.
     pub queue_capacity: usize,
     /// Queue entries written per transaction, at most. Default 10,000: a second's burst of
-    /// 1,000 one-item fires (4,000 entries) goes in one transaction, so that each page of the
-    /// indexes it touches (their rows are spread over every job) is written once, not once per
-    /// smaller batch.
+    /// 1,000 fires (2,000 entries if of one item each, 4,000 of two) goes in one transaction,
+    /// so that each page of the indexes it touches (their rows are spread over every job) is
+    /// written once, not once per smaller batch.
     pub batch_size: usize,
     /// After the first row of a batch, how long the writer waits for more before writing
     /// (unless the batch fills first). Default 200 ms: cron fires come in bursts on whole
@@ -147,7 +148,8 @@ impl TraceConfig {
 }
 
 /// Counts of a [`Trace`] since it started, in queue entries: one per item start, item end,
-/// fire start (two status rows) and fire end (one status row).
+/// fire start (two status rows) and fire end (one status row), except that a fire of one item
+/// sends its start and its end with its item's (two entries, the same rows).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TraceStats {
     /// Entries accepted into the queue.

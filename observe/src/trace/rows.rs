@@ -24,24 +24,9 @@ impl RowMaker {
         let mut rows = Vec::with_capacity(events.len() + events.len() / 2);
         for event in events {
             match event {
-                TraceEvent::FireBegan { fire, at_ms } => {
-                    let text = FireText::of(fire);
-                    let begin = format!("Job '{}' execute begin.", fire.names.job);
-                    rows.push(text.status(fire, "TASK_STAGING", begin, *at_ms));
-                    rows.push(text.status(fire, "TASK_RUNNING", String::new(), *at_ms));
-                }
+                TraceEvent::FireBegan { fire, at_ms } => began(&mut rows, fire, *at_ms),
                 TraceEvent::FireEnded { fire, at_ms, failures, cancelled } => {
-                    let (state, message) = if !failures.is_empty() {
-                        let lines: Vec<String> = failures
-                            .iter()
-                            .map(|(item, why)| format!("item {item}: {why}"))
-                            .collect();
-                        ("TASK_ERROR", lines.join("\n"))
-                    } else if !cancelled.is_empty() {
-                        ("TASK_KILLED", format!("items cancelled: {cancelled:?}"))
-                    } else {
-                        ("TASK_FINISHED", String::new())
-                    };
+                    let (state, message) = fire_end(failures, cancelled);
                     rows.push(FireText::of(fire).status(fire, state, message, *at_ms));
                 }
                 TraceEvent::FireSkipped { job, instance, fire_ms, reason, at_ms } => {
@@ -55,10 +40,20 @@ impl RowMaker {
                     let text = FireText::of(&fire);
                     rows.push(text.status(&fire, "TASK_FINISHED", reason.clone(), *at_ms));
                 }
-                TraceEvent::ItemStarted { fire, item, at_ms } => {
+                TraceEvent::ItemStarted { fire, item, at_ms, began_ms } => {
+                    if let Some(began_ms) = began_ms {
+                        began(&mut rows, fire, *began_ms);
+                    }
                     rows.push(TraceRecord::ExecutionStarted(self.execution(fire, *item, *at_ms)));
                 }
-                TraceEvent::ItemFinished { fire, item, started_ms, finished_ms, result } => {
+                TraceEvent::ItemFinished {
+                    fire,
+                    item,
+                    started_ms,
+                    finished_ms,
+                    result,
+                    ends_fire,
+                } => {
                     let mut row = self.execution(fire, *item, started_ms.unwrap_or(*finished_ms));
                     row.complete_time = Some(timestamp(*finished_ms));
                     match result {
@@ -78,6 +73,18 @@ impl RowMaker {
                         }
                     }
                     rows.push(TraceRecord::ExecutionFinished(row));
+                    if *ends_fire {
+                        // The fire's report would have said what its only item's result says.
+                        let (failures, cancelled) = match result {
+                            ItemResult::Succeeded => (vec![], vec![]),
+                            ItemResult::Failed(why) => (vec![(*item, why.clone())], vec![]),
+                            ItemResult::Cancelled | ItemResult::NeverStarted => {
+                                (vec![], vec![*item])
+                            }
+                        };
+                        let (state, message) = fire_end(&failures, &cancelled);
+                        rows.push(FireText::of(fire).status(fire, state, message, *finished_ms));
+                    }
                 }
             }
         }
@@ -100,6 +107,27 @@ impl RowMaker {
             start_time: timestamp(start_ms),
             complete_time: None,
         }
+    }
+}
+
+/// The status rows of `fire`'s begin at `at_ms`.
+fn began(rows: &mut Vec<TraceRecord>, fire: &Fire, at_ms: i64) {
+    let text = FireText::of(fire);
+    let begin = format!("Job '{}' execute begin.", fire.names.job);
+    rows.push(text.status(fire, "TASK_STAGING", begin, at_ms));
+    rows.push(text.status(fire, "TASK_RUNNING", String::new(), at_ms));
+}
+
+/// The state and the message of a fire's end from its failed and its cancelled items.
+fn fire_end(failures: &[(u32, String)], cancelled: &[u32]) -> (&'static str, String) {
+    if !failures.is_empty() {
+        let lines: Vec<String> =
+            failures.iter().map(|(item, why)| format!("item {item}: {why}")).collect();
+        ("TASK_ERROR", lines.join("\n"))
+    } else if !cancelled.is_empty() {
+        ("TASK_KILLED", format!("items cancelled: {cancelled:?}"))
+    } else {
+        ("TASK_FINISHED", String::new())
     }
 }
 
@@ -193,13 +221,19 @@ mod tests {
         assert_eq!(task_id(&fire), t, "the executor's task id, made again by the writer");
         let maker = RowMaker { hostname: "h".into() };
         let rows = maker.rows(&[
-            TraceEvent::ItemStarted { fire: fire.clone(), item: 1, at_ms: 1_700_000_000_005 },
+            TraceEvent::ItemStarted {
+                fire: fire.clone(),
+                item: 1,
+                at_ms: 1_700_000_000_005,
+                began_ms: None,
+            },
             TraceEvent::ItemFinished {
                 fire,
                 item: 1,
                 started_ms: Some(1_700_000_000_005),
                 finished_ms: 1_700_000_000_009,
                 result: ItemResult::Failed("boom".into()),
+                ends_fire: false,
             },
         ]);
         let (TraceRecord::ExecutionStarted(start), TraceRecord::ExecutionFinished(end)) =
@@ -213,6 +247,63 @@ mod tests {
         assert_eq!(end.execution_source, "NORMAL_TRIGGER");
         assert_eq!(end.failure_cause.as_deref(), Some("boom"));
         assert_eq!(end.start_time, start.start_time);
+    }
+
+    /// A one-item fire as four entries (its begin and its end on their own) and as the two the
+    /// listener sends for it: the same rows, for every way its item can end.
+    #[test]
+    fn a_one_item_fire_in_two_entries_gives_the_rows_of_four() {
+        let fire = Fire {
+            names: Names { job: "orders".into(), instance: "10.0.0.1@-@42".into() }.into(),
+            fire_ms: 1_700_000_000_000,
+            source: ExecutionSource::Normal,
+            items: Items::of(&[2]),
+        };
+        let maker = RowMaker { hostname: "h".into() };
+        let (began, started, finished) = (1_700_000_000_001, 1_700_000_000_002, 1_700_000_000_009);
+        let ends = [
+            (ItemResult::Succeeded, vec![], vec![]),
+            (ItemResult::Failed("disk full".into()), vec![(2, "disk full".to_owned())], vec![]),
+            (ItemResult::Cancelled, vec![], vec![2]),
+        ];
+        for (result, failures, cancelled) in ends {
+            let four = maker.rows(&[
+                TraceEvent::FireBegan { fire: fire.clone(), at_ms: began },
+                TraceEvent::ItemStarted {
+                    fire: fire.clone(),
+                    item: 2,
+                    at_ms: started,
+                    began_ms: None,
+                },
+                TraceEvent::ItemFinished {
+                    fire: fire.clone(),
+                    item: 2,
+                    started_ms: Some(started),
+                    finished_ms: finished,
+                    result: result.clone(),
+                    ends_fire: false,
+                },
+                TraceEvent::FireEnded { fire: fire.clone(), at_ms: finished, failures, cancelled },
+            ]);
+            let two = maker.rows(&[
+                TraceEvent::ItemStarted {
+                    fire: fire.clone(),
+                    item: 2,
+                    at_ms: started,
+                    began_ms: Some(began),
+                },
+                TraceEvent::ItemFinished {
+                    fire: fire.clone(),
+                    item: 2,
+                    started_ms: Some(started),
+                    finished_ms: finished,
+                    result,
+                    ends_fire: true,
+                },
+            ]);
+            assert_eq!(four.len(), 5, "{four:?}");
+            assert_eq!(two, four);
+        }
     }
 
     #[test]

@@ -376,6 +376,43 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         if removed {
             continue;
         }
+        // A reshard was pending when the run ended: the catch-up waits for it (as ElasticJob's
+        // does), then falls to the item's owner under the assignment it makes, who runs it
+        // after the run it started then, if any (the fire that waited). The job's removal, or
+        // a count change that removed the item, before then leaves nothing to catch up
+        // (GUARANTEES.md, section 2).
+        let caught_up_by = tl.reshard_pending_until(&job, end).map(|reshard| {
+            let owner = facts.owner_at(&job, item, reshard);
+            let busy_until = owner.and_then(|o| {
+                facts.ends.get(&(job.clone(), item, o))?.iter().copied().find(|&t| t >= reshard)
+            });
+            busy_until.unwrap_or(reshard).saturating_add(CHANGE_SLACK_MS)
+        });
+        let removed_while_waiting = caught_up_by.is_some_and(|until| {
+            tl.removed_by(&job, skip_at, until)
+                || tl.configs.get(&job).is_some_and(|configs| {
+                    configs.iter().any(|(t, c)| *t > skip_at && *t <= until && c.count <= item)
+                })
+        });
+        if removed_while_waiting {
+            continue;
+        }
+        // The catch-up's owner went down (crashed or cut off) before it could start it: the
+        // skipper itself, before its next start could follow its run's end, or the owner a
+        // reshard since the skip gave the item to, already down by then. After its departure
+        // the catch-up is its successor's, within the liveness bound of a failover (section
+        // 4); the job's removal before then leaves nothing to catch up (GUARANTEES.md,
+        // section 2).
+        let skipper_down = tl.went_down(who, end, end + CHANGE_SLACK_MS).map(|(from, _)| from);
+        let heir = facts.first_owner_after(&job, item, skip_at - 1).filter(|&o| o != who);
+        let heir_down = heir.and_then(|o| tl.down_since(o, end));
+        let successor_by = skipper_down.or(heir_down).map(|from| {
+            let shows = from.saturating_add(tl.session_ms);
+            shows.saturating_add(failover_slack_ms(tl, &job))
+        });
+        if successor_by.is_some_and(|until| tl.removed_by(&job, skip_at, until)) {
+            continue;
+        }
         out.push(Violation {
             invariant: Invariant::Fires,
             at: end,
@@ -557,7 +594,8 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         let noticed = shows;
         let first_start = takers.first().map(|&(i, _)| entries[i].at);
         // While no instance was up (all crashed or cut off), nobody could take it over.
-        let late = |t: i64| t > noticed + FAILOVER_SLACK_MS + tl.nobody_up_ms(noticed, t);
+        let slack = failover_slack_ms(tl, job);
+        let late = |t: i64| t > noticed + slack + tl.nobody_up_ms(noticed, t);
         if counted == 1 && first_start.is_some_and(late) {
             out.push(Violation {
                 invariant: Invariant::Fires,
@@ -574,7 +612,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // Garbage in what says which fire it was (GUARANTEES.md, section 6): the failover
         // runs the latest fire the survivors can tell.
         let blurred = counted == 0
-            && tl.garbage.blurs_fire(job, *crash_at - tl.session_ms, shows + FAILOVER_SLACK_MS)
+            && tl.garbage.blurs_fire(job, *crash_at - tl.session_ms, shows + slack)
             && facts.runs.get(&(job.clone(), *item)).is_some_and(|runs| {
                 runs.iter().any(|(t, _, kind)| *t >= *crash_at && *kind == FireKind::Failover)
             });
@@ -587,11 +625,11 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // The job was removed, or a count change removed the item, before the re-run was due
         // (a claimer may be busy, or cut off, for up to the liveness bound): the item no
         // longer exists, nothing is owed any more (GUARANTEES.md, section 2).
-        let removed_before_due = tl.removed_by(job, *crash_at, noticed + FAILOVER_SLACK_MS - 1)
+        let removed_before_due = tl.removed_by(job, *crash_at, noticed + slack - 1)
             || tl.configs.get(job).is_some_and(|configs| {
-                configs.iter().any(|(t, c)| {
-                    *t > *crash_at && *t < noticed + FAILOVER_SLACK_MS && c.count <= *item
-                })
+                configs
+                    .iter()
+                    .any(|(t, c)| *t > *crash_at && *t < noticed + slack && c.count <= *item)
             });
         if counted == 0 && removed_before_due {
             acc.add(format!("interrupted: owner {how}, item removed before the re-run was due"));
@@ -600,9 +638,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // Failover turned off before the re-run was due: the leader clears the queue, claimed
         // or not (GUARANTEES.md, section 2).
         let off_before_due = tl.configs.get(job).is_some_and(|configs| {
-            configs
-                .iter()
-                .any(|(t, c)| *t > *crash_at && *t < noticed + FAILOVER_SLACK_MS && !c.failover)
+            configs.iter().any(|(t, c)| *t > *crash_at && *t < noticed + slack && !c.failover)
         });
         if counted == 0 && off_before_due {
             acc.add(format!(
@@ -635,8 +671,20 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
 }
 
 /// How long after a departure shows an orphan may wait for its taker: a claimer runs its
-/// share once its own run ends (simulated items run at most a few seconds).
+/// share once its own run ends, and an entry left unclaimed for 5 s goes to any idle
+/// survivor; all of them may be busy with a run of the job's for as long as its items take.
+fn failover_slack_ms(tl: &Timeline, job: &str) -> i64 {
+    let longest = tl.configs.get(job).into_iter().flatten().map(|(_, c)| c.item_ms).max();
+    let longest = longest.map_or(0, |ms| i64::try_from(ms).unwrap_or(i64::MAX));
+    FAILOVER_SLACK_MS.max(longest.saturating_add(BEYOND_A_RUN_MS))
+}
+
+/// The slack for jobs whose items run a few seconds at most.
 const FAILOVER_SLACK_MS: i64 = 15_000;
+
+/// What comes on top of a run of the job's own: the claim, the 5 s an entry waits for its
+/// share's claimer, watch round trips.
+const BEYOND_A_RUN_MS: i64 = 10_000;
 
 /// One fire of one item.
 struct Fire<'a> {
@@ -753,6 +801,12 @@ impl Fire<'_> {
         if let Some(w) = awaited.filter(|w| !owners.contains(w)) {
             owners.push(w);
         }
+        // The owner the awaited reshard gave the item to was down for the fire and came back
+        // as a new instance (its departure handled meanwhile): a new instance answers only for
+        // fires from when it began registering (GUARANTEES.md, section 2). The fire is then
+        // answered as before any assignment: the instances that waited for the reshard
+        // recorded it, and any one's record speaks for it.
+        let awaited_new = awaited.is_some_and(|w| tl.back_anew_after(w, at));
         let skips = facts.skips.get(&(job.to_owned(), self.fire));
         // A skip covers the item if the skipper owned it for this fire, or owned it when it
         // recorded the skip (a fire handled late, after a reshard). The owner at the fire's
@@ -790,7 +844,13 @@ impl Fire<'_> {
                 }
                 // Nobody ever owned the item (the job's first reshard never came): each
                 // instance waited for it, and its record speaks for the whole fire.
-                _ => owners.contains(w) || heir == Some(*w) || owned_at_skip || unowned,
+                _ => {
+                    owners.contains(w)
+                        || heir == Some(*w)
+                        || owned_at_skip
+                        || unowned
+                        || awaited_new
+                }
             }
         };
         let skip = skips.and_then(|s| {
@@ -829,9 +889,21 @@ impl Fire<'_> {
         // An owner whose clock runs behind the registry's by `s` comes to each fire `s` late:
         // a job removed before then was gone when its clock reached the fire (GUARANTEES.md,
         // section 2).
-        let reached_after_removal = owners.iter().any(|&w| {
-            let skew = tl.skew_at(w, at);
-            skew < 0 && tl.removed_by(job, at, at - skew + 999)
+        // One whose clock runs ahead by `s` records the fire of this period (by the registry's
+        // clock) when its clock reaches its first fire at or after `at + s`, `s` before that
+        // fire by the registry's: a job removed before then was gone when it got there.
+        let reached_after_removal = owners.iter().any(|&w| match tl.skew_at(w, at) {
+            0 => false,
+            skew if skew < 0 => tl.removed_by(job, at, at - skew + 999),
+            skew => {
+                let met = tl.config_at(job, at).and_then(|c| {
+                    let tz = c.time_zone.as_deref().unwrap_or("");
+                    CronSchedule::parse(c.cron.as_deref()?, tz)
+                        .ok()?
+                        .next_after(self.fire + skew - 1)
+                });
+                met.is_some_and(|own| tl.removed_by(job, at, own - EPOCH_MS - skew))
+            }
         });
         if reached_after_removal {
             acc.add("exempt: job removed before the owner's clock reached the fire");
@@ -910,10 +982,16 @@ impl Fire<'_> {
             .filter(|(_, w, _)| owners.contains(w))
             .map(|(i, _, _)| entries[*i].at);
         let handled_at = started_at.chain(skipped_at).filter(|&t| t >= at).min();
-        if handled_at.is_some_and(|t| {
-            tl.config_at(job, t).is_some_and(|c| c.count <= item)
-                || tl.item_disabled_now(job, item, t)
-        }) {
+        // Or the reshard it waited for came once a count change had removed the item: the
+        // fire answers to that reshard's assignment, which has no such item.
+        let removed_by_reshard =
+            answered.is_some_and(|t| tl.config_at(job, t).is_some_and(|c| c.count <= item));
+        if removed_by_reshard
+            || handled_at.is_some_and(|t| {
+                tl.config_at(job, t).is_some_and(|c| c.count <= item)
+                    || tl.item_disabled_now(job, item, t)
+            })
+        {
             acc.add("exempt: item removed or disabled while the fire waited");
             return;
         }

@@ -224,6 +224,21 @@ impl Timeline {
         if !Self::pending_in(list, at, fire_ms) {
             return None;
         }
+        Self::gone_after(list, at)
+    }
+
+    /// Until when a reshard asked for before `at` was still pending then: when its flag went,
+    /// or `i64::MAX` if it never did; `None` if none was pending at `at`.
+    pub fn reshard_pending_until(&self, job: &str, at: i64) -> Option<i64> {
+        let list = self.flags.get(job)?;
+        if !Self::pending_in(list, at, i64::MAX) {
+            return None;
+        }
+        Some(Self::gone_after(list, at).unwrap_or(i64::MAX))
+    }
+
+    /// When the flag noted in `list` went next after `at`.
+    fn gone_after(list: &[(i64, Option<String>)], at: i64) -> Option<i64> {
         list.iter().find(|(t, data)| *t > at && data.is_none()).map(|(t, _)| *t)
     }
 
@@ -307,6 +322,27 @@ impl Timeline {
             .filter(|(from, _, _)| after < *from && *from < before)
             .min_by_key(|(from, _, _)| *from)
             .map(|(from, _, why)| (*from, why.as_str()))
+    }
+
+    /// Whether `who` was down at `at` after a crash, and came back only once its session had
+    /// ended (its departure shown, so handled by the survivors, who remove its ledger): it
+    /// registered as a new instance after `at`.
+    pub fn back_anew_after(&self, who: usize, at: i64) -> bool {
+        self.down.get(&who).is_some_and(|spans| {
+            spans.iter().any(|(from, to, why)| {
+                *from <= at && at <= *to && why.contains("crashed") && *to > from + self.session_ms
+            })
+        })
+    }
+
+    /// When the span in which `who` could not run items that covers `at` began, if one does.
+    pub fn down_since(&self, who: usize, at: i64) -> Option<i64> {
+        self.down
+            .get(&who)?
+            .iter()
+            .filter(|(from, to, _)| *from <= at && at <= *to)
+            .map(|(from, _, _)| *from)
+            .min()
     }
 
     /// The job's config in effect at `at`.

@@ -39,6 +39,8 @@ impl JobProtocol {
             return;
         }
         self.arm_after(fire_ms, ctx);
+        self.due_under = (!self.my_items(ctx).is_empty())
+            .then(|| (fire_ms, ctx.view.get(&self.paths.assigned()).map(|n| n.version)));
         self.enqueue(fire_ms, FireKind::Scheduled, None);
     }
 
@@ -54,6 +56,27 @@ impl JobProtocol {
         let sooner = self.schedule.as_ref().and_then(|s| s.next_after(after));
         if sooner.is_some_and(|next| next < armed) {
             self.arm_after(after, ctx);
+        }
+    }
+
+    /// A registration in a new session armed the fire path past `after`: the scheduled fires
+    /// up to it still queued (they fell due while it registered) are held back and recorded
+    /// `Late`, as [`Self::on_fire_due`] does with a timer of the lost session that rings late;
+    /// handled, they would run fires the survivors counted among the lost session's missed
+    /// fires.
+    pub(super) fn hold_back_due(&mut self, after: i64) {
+        let held: Vec<i64> = self
+            .due
+            .iter()
+            .filter(|(fire, kind, _)| *kind == FireKind::Scheduled && *fire <= after)
+            .map(|(fire, _, _)| *fire)
+            .collect();
+        if held.is_empty() {
+            return;
+        }
+        self.due.retain(|(fire, kind, _)| !(*kind == FireKind::Scheduled && *fire <= after));
+        for fire in held {
+            self.skip(fire, SkipReason::Late);
         }
     }
 
@@ -228,6 +251,9 @@ impl JobProtocol {
         let failover_off =
             self.failover_enabled() && !(config.failover && config.monitor_execution);
         let failover_on = !self.failover_enabled() && config.failover && config.monitor_execution;
+        if reschedule && self.registration.registered() {
+            self.skip_fires_the_registry_passed(ctx);
+        }
         self.config = config.clone();
         self.schedule = schedule;
         self.actions.push(super::Action::UseConfig(Box::new(config)));
@@ -258,6 +284,32 @@ impl JobProtocol {
             self.clear_queue_owed = false;
             self.ledger_mark_owed = true;
             self.failover_on_ms = ctx.now_ms - 1;
+        }
+    }
+
+    /// A clock known to run behind the registry's by more than `maxTimeDiffSeconds` comes to
+    /// each fire late, and skips it (`ClockSkew`) when it gets there. The fires of the old
+    /// cron that the registry's time has passed and this clock has not reached yet would
+    /// never come once the cron changes: their skips are recorded now, each named by the fire
+    /// this clock was waiting for, within the period the registry's clock gives it.
+    fn skip_fires_the_registry_passed(&mut self, ctx: &Ctx<'_>) {
+        let (Some((_, false)), Some(first), Some(schedule)) =
+            (self.clock_checked, self.armed_fire, self.schedule.as_ref())
+        else {
+            return;
+        };
+        if self.registry_offset_ms <= 0 {
+            return;
+        }
+        let registry_now = ctx.now_ms.saturating_add(self.registry_offset_ms);
+        let passed: Vec<i64> = std::iter::once(first)
+            .chain(schedule.iter_after(first))
+            .take_while(|&t| t <= registry_now)
+            .take(super::MAX_OVERDUE_SCAN)
+            .collect();
+        let diff_ms = -self.registry_offset_ms;
+        for fire_ms in passed {
+            self.skip(fire_ms, SkipReason::ClockSkew { diff_ms });
         }
     }
 

@@ -145,6 +145,11 @@ impl JobProtocol {
             if !self.scope_ready(ctx.view) {
                 return Next::Idle;
             }
+            // Garbage over the markers of our runs that ended: removed now, as the repair
+            // would; the ledger goes with us, and no later session could tell they were ours.
+            if let Some(next) = self.lost_marker_repair_next(ctx) {
+                return next;
+            }
             let view = ctx.view;
             let answered =
                 |me: &Self, step| me.stop.as_ref().is_some_and(|s| s.answered.contains(&step));

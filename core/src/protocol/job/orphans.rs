@@ -34,19 +34,12 @@ impl JobProtocol {
             ));
         }
         // Fires after the pending reshard's raise time run under the assignment it makes (they
-        // wait for it); the ones before were the dead instance's to run, and it missed them.
-        // So do the fires that wait for it are handled under the assignment it makes, except those
-        // a later fire superseded while they waited (recorded late by the instances that
-        // waited): the dead instance missed its own among those too.
+        // wait for it, GUARANTEES.md section 2); the ones before were the dead instance's to
+        // run, and it missed them. The fires a later one superseded while they waited are
+        // answered by their owner under that assignment too: it records them late, or, if it
+        // was down for them, counts them among its own missed fires when it comes back.
         let until = match sharding::flag_time(ctx.view, &self.paths) {
-            Some(Some(raised)) => {
-                let latest = self.latest_fire_by(ctx.now_ms);
-                if latest > raised {
-                    latest - 1
-                } else {
-                    raised.min(ctx.now_ms)
-                }
-            }
+            Some(Some(raised)) => raised.min(ctx.now_ms),
             _ => ctx.now_ms,
         };
         let missed = match (self.config.misfire, &self.schedule) {

@@ -316,6 +316,19 @@ impl JobProtocol {
         None
     }
 
+    /// The removal of a marker our finished run lost to garbage, each tried once (a leave
+    /// retries nothing: it has a deadline).
+    pub(super) fn lost_marker_repair_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
+        while let Some(&n) = self.lost_markers.first() {
+            let request = self.repair_request(Repair::Marker(n), ctx);
+            self.lost_markers.remove(&n);
+            if let Some(request) = request {
+                return Some(Next::Request(Pending::Repair(Repair::Marker(n)), request));
+            }
+        }
+        None
+    }
+
     fn repair_request(&self, repair: Repair, ctx: &Ctx<'_>) -> Option<Request> {
         let view = ctx.view;
         let set = |path: String, data: Vec<u8>, version| {
