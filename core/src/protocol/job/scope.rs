@@ -166,26 +166,6 @@ impl JobProtocol {
         self.on_change(node, ctx);
     }
 
-    /// A registration in a new session armed the fire path past `after`: the fires that fell
-    /// due while it waited (for the watch of the job's whole subtree, say) are held back as a
-    /// timer ringing after it is (`on_fire_due`): the survivors counted them among the lost
-    /// session's missed fires, and run them.
-    pub(super) fn hold_back_due(&mut self, after: i64) {
-        let held: Vec<i64> = self
-            .due
-            .iter()
-            .filter(|(fire, kind, _)| *kind == FireKind::Scheduled && *fire <= after)
-            .map(|(fire, _, _)| *fire)
-            .collect();
-        if held.is_empty() {
-            return;
-        }
-        self.due.retain(|(fire, kind, _)| !(*kind == FireKind::Scheduled && *fire <= after));
-        for fire in held {
-            self.skip(fire, crate::events::SkipReason::Late);
-        }
-    }
-
     /// The view was replaced: looked at once it covers the job's scope.
     pub(super) fn on_resync_in_scope(&mut self, ctx: &Ctx<'_>) {
         if self.scope_ready(ctx.view) {
