@@ -24,7 +24,6 @@
 use std::fmt::Write as _;
 
 use super::{Ctx, JobProtocol};
-use crate::events::FireKind;
 use crate::layout::{GuaranteeStage, ItemNode, JobNode, JobPaths};
 use crate::protocol::garbage;
 use crate::protocol::view::View;
