@@ -1324,6 +1324,95 @@ pub async fn watch_scope_streams_of_one_client(b: &dyn Backend) {
     assert_quiet(&mut node, "the node's children").await;
 }
 
+/// A scope swapped the way a scheduler narrows and widens its watch (open the new stream,
+/// then drop the old one) while another client writes what both cover: the new stream ends up
+/// showing the registry, whichever direction the swap went. On ZooKeeper a swap changes the
+/// client's server-side watches; the events that reached the client through a watch being
+/// replaced must not go with it.
+pub async fn watch_scope_swapped_under_writers(b: &dyn Backend) {
+    let ns = "watch_scope_swapped_under_writers";
+    let c = fresh(b, ns).await;
+    let r = c.registry.clone();
+    let writer = shared(&another(b, ns).await);
+    r.create("/s", b"", CreateMode::Persistent).await.unwrap();
+    const ROUNDS: usize = 4;
+    const NODES: usize = 60;
+    let wide = WatchScope::subtree("/s");
+    for round in 0..ROUNDS {
+        let paths: Vec<String> = (0..NODES).map(|i| format!("/s/r{round}-{i}")).collect();
+        let narrow = paths.iter().fold(WatchScope::new(), |s, p| s.with_node(p.clone()));
+        // Wide to narrow while the writer creates the nodes.
+        let (old, _) = watch_scope_with_snapshot(r.as_ref(), &wide).await;
+        let (mut new, mut view) = watch_scope_with_snapshot(r.as_ref(), &narrow).await;
+        let (started, write) = writes(&writer, &paths, round, true);
+        let _ = started.await;
+        drop(old);
+        write.await.unwrap();
+        settle(&mut new, &mut view, &read_scope(r.as_ref(), &narrow).await, "wide to narrow").await;
+        // Narrow to wide while the writer sets them.
+        let (started, write) = writes(&writer, &paths, round, false);
+        let _ = started.await;
+        let (mut widened, mut view) = watch_scope_with_snapshot(r.as_ref(), &wide).await;
+        drop(new);
+        write.await.unwrap();
+        settle(&mut widened, &mut view, &read_tree(r.as_ref(), "/s").await, "narrow to wide").await;
+    }
+}
+
+/// Writes every path (creates, or sets), one after the other, on a task; the receiver hears
+/// when a quarter of them are written.
+fn writes(
+    writer: &Arc<dyn crate::registry::CoordinatorRegistry>,
+    paths: &[String],
+    round: usize,
+    create: bool,
+) -> (tokio::sync::oneshot::Receiver<()>, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (writer, paths) = (writer.clone(), paths.to_vec());
+    let task = tokio::spawn(async move {
+        let mut tx = Some(tx);
+        for (i, p) in paths.iter().enumerate() {
+            let data = format!("{round}.{i}");
+            if create {
+                writer.create(p, data.as_bytes(), CreateMode::Persistent).await.unwrap();
+            } else {
+                writer.set(p, data.as_bytes(), None).await.unwrap();
+            }
+            if i == paths.len() / 4 {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+    });
+    (rx, task)
+}
+
+/// Applies `stream`'s events to `view` until it equals `expected`; fails, saying what differs,
+/// when no event comes for a while before it does.
+async fn settle(
+    stream: &mut crate::registry::WatchStream,
+    view: &mut BTreeMap<String, Node>,
+    expected: &BTreeMap<String, Node>,
+    what: &str,
+) {
+    while view != expected {
+        match tokio::time::timeout(Duration::from_secs(5), stream.next()).await {
+            Ok(Some(ev)) => ev.apply_to(view),
+            Ok(None) => panic!("{what}: the stream ended"),
+            Err(_) => {
+                let wrong: Vec<&String> = expected
+                    .iter()
+                    .filter(|(p, n)| view.get(*p) != Some(n))
+                    .map(|(p, _)| p)
+                    .chain(view.keys().filter(|p| !expected.contains_key(*p)))
+                    .collect();
+                panic!("{what}: the stream's view differs from the registry at {wrong:?}");
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------- latches
 
 pub async fn latch_exclusive_among_five(b: &dyn Backend) {
@@ -1507,7 +1596,8 @@ macro_rules! registry_behaviour_suite {
             watch_many_subscribers watch_scope_node_entry watch_scope_mixed_entries
             watch_scope_overlap_reported_once watch_scope_outside_reaches_nothing
             watch_scope_resyncs_after_expiry watch_scope_empty watch_scope_invalid_paths
-            watch_scope_streams_of_one_client latch_exclusive_among_five latch_handover_on_leave
+            watch_scope_streams_of_one_client watch_scope_swapped_under_writers
+            latch_exclusive_among_five latch_handover_on_leave
             latch_handover_on_expiry latch_rejoins_after_expiry latch_rejects_bad_participant
             mutex_excludes mutex_timeout_leaves_no_waiter mutex_freed_by_holder_expiry
             registry_time_is_sane

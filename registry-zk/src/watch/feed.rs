@@ -265,9 +265,7 @@ impl Feed {
         for (entry, watcher) in add.into_iter().zip(watchers) {
             self.watchers.insert(entry, watcher);
         }
-        for entry in &remove {
-            self.watchers.remove(entry);
-        }
+        self.retire(&remove);
         // What the old watches covered the view follows already, events included; the rest
         // comes from the reads.
         for (at, seen) in nodes {
@@ -282,6 +280,23 @@ impl Feed {
             self.subscribers.push(subscriber);
         }
         Ok(())
+    }
+
+    /// Drops the watchers of `entries`, once the watches replacing them are registered.
+    ///
+    /// The events they received before that registration answered reached the client through
+    /// them alone (ZooKeeper sends a session the events of a change before the answer to any
+    /// later request), and sit in their channels until taken: taken first, or they would go
+    /// with the watchers, and the view would keep those nodes as they were before (an owner
+    /// node, say, for good: the swaps of narrow and wide scopes lost exactly these).
+    fn retire(&mut self, entries: &[Entry]) {
+        if entries.is_empty() {
+            return;
+        }
+        self.take();
+        for entry in entries {
+            self.watchers.remove(entry);
+        }
     }
 
     /// A change of the watches failed half-way. A watch registered on a path another watch
@@ -320,9 +335,7 @@ impl Feed {
                 }
             }
         }
-        for entry in &remove {
-            self.watchers.remove(entry);
-        }
+        self.retire(&remove);
         self.watched = target;
         let watched = &self.watched;
         self.view.retain(|at, _| watched.covers(at));
