@@ -1370,7 +1370,8 @@ impl Observer {
                             }
                             present = now_present;
                         }
-                        WatchEvent::Changed { .. } => {}
+                        // The observer's scope never changes.
+                        WatchEvent::Changed { .. } | WatchEvent::Rescoped { .. } => {}
                     }
                 }
                 let _ = r.close().await;

@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use shardcron_core::registry::recipes::{SequentialLatch, SequentialMutex};
 use shardcron_core::registry::{
     path, Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op,
-    RegistryError, Result, SessionEvents, TxnOp, TxnResult, Version, WatchScope, WatchStream,
-    MAX_DATA_SIZE,
+    RegistryError, Result, SessionEvents, TxnOp, TxnResult, Version, WatchScope, WatchScoper,
+    WatchStream, MAX_DATA_SIZE,
 };
 
 use crate::faults::retarget;
@@ -238,6 +238,33 @@ impl MemRegistry {
     }
 }
 
+/// Changes the scope of one of a client's watches: an operation of the client like any other
+/// (latency, faults, a cut link), applied under the server lock.
+struct MemScoper {
+    /// Weak: a stream kept after its client was dropped does not keep the client alive.
+    client: std::sync::Weak<Handle>,
+    id: u64,
+}
+
+impl fmt::Debug for MemScoper {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemScoper").field("watch", &self.id).finish()
+    }
+}
+
+#[async_trait]
+impl WatchScoper for MemScoper {
+    async fn rescope(&self, scope: WatchScope) -> Result<()> {
+        scope.validate()?;
+        let at = crate::ops::first_path(&scope);
+        let Some(inner) = self.client.upgrade() else {
+            return Err(RegistryError::Closed { op: Op::Watch, path: at.to_owned() });
+        };
+        let client = MemRegistry { inner };
+        client.call(Op::Watch, at, |s, cx| s.rescope(cx, self.id, &scope)).await
+    }
+}
+
 /// Waits until a frozen client is thawed (or the server is gone).
 async fn wait_thawed(mut thawed: tokio::sync::watch::Receiver<bool>) {
     let _ = thawed.wait_for(|frozen| !*frozen).await;
@@ -331,7 +358,9 @@ impl CoordinatorRegistry for MemRegistry {
     async fn watch_scope(&self, scope: WatchScope) -> Result<WatchStream> {
         scope.validate()?;
         let at = crate::ops::first_path(&scope);
-        self.call(Op::Watch, at, |s, cx| s.watch(cx, &scope)).await
+        let (events, id) = self.call(Op::Watch, at, |s, cx| s.watch(cx, &scope)).await?;
+        let scoper = MemScoper { client: Arc::downgrade(&self.inner), id };
+        Ok(WatchStream::with_scoper(events, Some(Arc::new(scoper))))
     }
 
     fn session_events(&self) -> SessionEvents {

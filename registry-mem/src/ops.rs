@@ -5,7 +5,7 @@
 //! client's view: errors carry the op and the path exactly as the client gave it.
 
 use shardcron_core::registry::{
-    CreateMode, Node, Op, RegistryError, Result, TxnOp, TxnResult, Version, WatchScope, WatchStream,
+    CreateMode, Node, Op, RegistryError, Result, TxnOp, TxnResult, Version, WatchScope,
 };
 
 use crate::client::ClientId;
@@ -111,13 +111,31 @@ impl State {
         Ok(results)
     }
 
-    pub fn watch(&mut self, cx: &Ctx<'_>, scope: &WatchScope) -> Result<WatchStream> {
+    pub fn watch(
+        &mut self,
+        cx: &Ctx<'_>,
+        scope: &WatchScope,
+    ) -> Result<(crate::watch::Channel<shardcron_core::registry::WatchEvent>, u64)> {
         let server_scope = scope.map_paths(|p| cx.ns.to_server(p));
         let client = self.clients.get_mut(&cx.client).ok_or_else(|| RegistryError::Closed {
             op: Op::Watch,
             path: first_path(scope).to_owned(),
         })?;
         Ok(client.watches.subscribe(&self.tree, &client.ns, server_scope))
+    }
+
+    /// Changes the scope of the client's subscription `id` in place (see
+    /// [`crate::watch::Watches::rescope`]).
+    pub fn rescope(&mut self, cx: &Ctx<'_>, id: u64, scope: &WatchScope) -> Result<()> {
+        let server_scope = scope.map_paths(|p| cx.ns.to_server(p));
+        let closed = || RegistryError::Closed { op: Op::Watch, path: first_path(scope).to_owned() };
+        let client = self.clients.get_mut(&cx.client).ok_or_else(closed)?;
+        let up = client.link_up();
+        if client.watches.rescope(id, &self.tree, &client.ns, server_scope, up) {
+            Ok(())
+        } else {
+            Err(closed())
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures::Stream;
-use shardcron_core::registry::{Node, WatchEvent, WatchScope, WatchStream};
+use shardcron_core::registry::{Node, WatchEvent, WatchScope};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::namespace::Namespace;
@@ -81,13 +81,55 @@ pub(crate) struct Watches {
 
 impl Watches {
     /// Opens a subscription to `scope` (server paths); the stream starts with its snapshot.
-    pub fn subscribe(&mut self, tree: &Tree, ns: &Namespace, scope: WatchScope) -> WatchStream {
+    /// Returns the stream (its scoper still to be added) and the subscription's id.
+    pub fn subscribe(
+        &mut self,
+        tree: &Tree,
+        ns: &Namespace,
+        scope: WatchScope,
+    ) -> (Channel<WatchEvent>, u64) {
         let (tx, rx) = unbounded_channel();
         // Cannot fail: the receiver is right here.
         let _ = tx.send(WatchEvent::Resync { nodes: snapshot(tree, ns, &scope) });
         self.next_id += 1;
         self.subs.insert(self.next_id, Watch { scope, tx, held: VecDeque::new(), stale: false });
-        WatchStream::new(Channel(rx))
+        (Channel(rx), self.next_id)
+    }
+
+    /// Changes subscription `id`'s scope to `scope` (server paths) in place: its stream gets a
+    /// `Rescoped` event with what `scope` adds, read from the tree now (the server lock is
+    /// held: no change falls between). Held like any event while the link is down; dropped
+    /// when a resync is due, which then shows the new scope. False when the stream is gone.
+    pub fn rescope(
+        &mut self,
+        id: u64,
+        tree: &Tree,
+        ns: &Namespace,
+        scope: WatchScope,
+        link_up: bool,
+    ) -> bool {
+        let Some(watch) = self.subs.get_mut(&id) else { return false };
+        let old = std::mem::replace(&mut watch.scope, scope.clone());
+        // Only what the old scope did not cover is read: the cost of the change, not of the
+        // scope.
+        let mut fresh = WatchScope::new();
+        for root in
+            scope.subtrees().iter().filter(|root| !old.includes(&WatchScope::subtree(*root)))
+        {
+            fresh = fresh.with_subtree(root.clone());
+        }
+        for node in scope.nodes().iter().filter(|node| !old.covers(node)) {
+            fresh = fresh.with_node(node.clone());
+        }
+        let mut added = snapshot(tree, ns, &fresh);
+        added.retain(|path, _| !old.covers(&ns.to_server(path)));
+        let event = WatchEvent::Rescoped { scope: scope.map_paths(|p| ns.to_client(p)), added };
+        if watch.offer(event, link_up) {
+            true
+        } else {
+            self.subs.remove(&id);
+            false
+        }
     }
 
     /// Offers applied changes to every subscription whose scope covers them.

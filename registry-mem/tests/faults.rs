@@ -77,6 +77,9 @@ fn summary(ev: &WatchEvent) -> String {
             format!("changed {path} {} v{}", node.text(), node.version)
         }
         WatchEvent::Deleted { path } => format!("deleted {path}"),
+        WatchEvent::Rescoped { added, .. } => {
+            format!("rescoped {}", added.keys().cloned().collect::<Vec<_>>().join(","))
+        }
     }
 }
 

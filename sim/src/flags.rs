@@ -45,6 +45,8 @@ pub(crate) async fn record(client: MemRegistry, trace: Trace) {
                 touched.extend(flags.put(&path, &node));
             }
             WatchEvent::Deleted { path } => touched.extend(flags.remove(&path)),
+            // This watch's scope never changes.
+            WatchEvent::Rescoped { .. } => {}
         }
         touched.sort();
         touched.dedup();

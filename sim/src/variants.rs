@@ -288,49 +288,65 @@ impl CoordinatorRegistry for Buggy {
 
     async fn watch_scope(&self, scope: WatchScope) -> Result<WatchStream> {
         let stream = self.inner.watch_scope(scope).await?;
+        // The planted bugs change the events, not how the stream's scope is changed.
+        let scoper = stream.scoper();
         match self.bug {
             Variant::DropWatchEvent => {
                 let me = self.me.clone();
                 let mut dropped = false;
-                Ok(WatchStream::new(stream.filter(move |event| {
-                    let drop_it = !dropped
-                        && matches!(event, WatchEvent::Created { path, node }
+                Ok(WatchStream::with_scoper(
+                    stream.filter(move |event| {
+                        let drop_it = !dropped
+                            && matches!(event, WatchEvent::Created { path, node }
                             if is_owner_node(path) && node.data == me.as_bytes());
-                    dropped |= drop_it;
-                    std::future::ready(!drop_it)
-                })))
+                        dropped |= drop_it;
+                        std::future::ready(!drop_it)
+                    }),
+                    scoper,
+                ))
             }
             Variant::GreedyOwner => {
                 let me = self.me.clone().into_bytes();
-                Ok(WatchStream::new(stream.map(move |mut event| {
-                    match &mut event {
-                        WatchEvent::Created { path, node } | WatchEvent::Changed { path, node }
-                            if is_owner_node(path) =>
-                        {
-                            node.data = me.clone();
-                        }
-                        WatchEvent::Resync { nodes } => {
-                            for (path, node) in nodes.iter_mut() {
-                                if is_owner_node(path) {
-                                    node.data = me.clone();
+                Ok(WatchStream::with_scoper(
+                    stream.map(move |mut event| {
+                        match &mut event {
+                            WatchEvent::Created { path, node }
+                            | WatchEvent::Changed { path, node }
+                                if is_owner_node(path) =>
+                            {
+                                node.data = me.clone();
+                            }
+                            WatchEvent::Resync { nodes }
+                            | WatchEvent::Rescoped { added: nodes, .. } => {
+                                for (path, node) in nodes.iter_mut() {
+                                    if is_owner_node(path) {
+                                        node.data = me.clone();
+                                    }
                                 }
                             }
+                            _ => {}
                         }
-                        _ => {}
-                    }
-                    event
-                })))
+                        event
+                    }),
+                    scoper,
+                ))
             }
-            Variant::IgnoreGarbage => Ok(WatchStream::new(stream.filter(|event| {
-                let garbage = matches!(event, WatchEvent::Changed { node, .. }
+            Variant::IgnoreGarbage => Ok(WatchStream::with_scoper(
+                stream.filter(|event| {
+                    let garbage = matches!(event, WatchEvent::Changed { node, .. }
                     if crate::garbage::Junk::is_junk(&node.data));
-                std::future::ready(!garbage)
-            }))),
-            Variant::ForgetDeparture => Ok(WatchStream::new(stream.filter(|event| {
-                let departure =
-                    matches!(event, WatchEvent::Deleted { path } if is_instance_node(path));
-                std::future::ready(!departure)
-            }))),
+                    std::future::ready(!garbage)
+                }),
+                scoper,
+            )),
+            Variant::ForgetDeparture => Ok(WatchStream::with_scoper(
+                stream.filter(|event| {
+                    let departure =
+                        matches!(event, WatchEvent::Deleted { path } if is_instance_node(path));
+                    std::future::ready(!departure)
+                }),
+                scoper,
+            )),
             _ => Ok(stream),
         }
     }

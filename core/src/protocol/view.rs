@@ -100,10 +100,15 @@ impl View {
             WatchEvent::Deleted { path } => {
                 matches!(self.pending.get(path), Some(Pending::Absent))
             }
-            WatchEvent::Resync { .. } => false,
+            WatchEvent::Resync { .. } | WatchEvent::Rescoped { .. } => false,
         };
+        if let WatchEvent::Rescoped { scope, added } = event {
+            self.rescope(scope, added);
+            return true;
+        }
         self.settle_pending(&event);
         match event {
+            WatchEvent::Rescoped { .. } => {}
             WatchEvent::Resync { nodes } => self.view.replace(nodes),
             WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
                 self.view.insert(&path, node);
@@ -117,6 +122,9 @@ impl View {
     /// Applies a watch event.
     pub fn apply(&mut self, event: &WatchEvent) {
         match event {
+            WatchEvent::Rescoped { scope, added } => {
+                return self.rescope(scope.clone(), added.clone());
+            }
             WatchEvent::Resync { nodes } => self.view.replace(nodes.clone()),
             WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
                 self.view.insert(path, node.clone());
@@ -159,6 +167,8 @@ impl View {
                     self.pending.remove(path);
                 }
             }
+            // Settled by `rescope`, node by node.
+            WatchEvent::Rescoped { .. } => {}
         }
     }
 
@@ -380,6 +390,55 @@ impl View {
         out
     }
 
+    /// The watch's scope was changed in place to `scope` (its `Rescoped` event): the nodes the
+    /// old scope covered and `scope` does not leave the view, the ones it adds (`added`, as
+    /// the watch shows them at that point) come in, and everything both cover stays as it is,
+    /// kept up to date by the same watch. This process's pending writes outside `scope` are
+    /// dropped (no event will confirm them); those on added nodes are settled against `added`
+    /// as [`View::swap`] settles them against a snapshot.
+    pub fn rescope(&mut self, scope: WatchScope, added: BTreeMap<String, Node>) {
+        let index = ScopeIndex::of(&scope);
+        let mut dropped: Vec<String> = Vec::new();
+        let (old_nodes, old_subtrees): (Vec<String>, Vec<String>) = match &self.scope {
+            Some(old) => (old.nodes().to_vec(), old.subtrees().to_vec()),
+            None => (Vec::new(), vec![path::ROOT.to_owned()]),
+        };
+        dropped.extend(old_nodes.into_iter().filter(|node| !index.covers(node)));
+        let mut stack: Vec<String> =
+            old_subtrees.into_iter().filter(|root| !index.in_subtree(root)).collect();
+        while let Some(at) = stack.pop() {
+            for (name, _) in self.view.children(&at) {
+                stack.push(path::join(&at, name));
+            }
+            if !index.covers(&at) {
+                dropped.push(at);
+            }
+        }
+        for at in &dropped {
+            self.view.remove(at);
+        }
+        let pending = std::mem::take(&mut self.pending);
+        self.pending = pending
+            .into_iter()
+            .filter(|(at, mine)| {
+                if !index.covers(at) {
+                    return false;
+                }
+                if !added.contains_key(at) && self.index.covers(at) {
+                    return true;
+                }
+                settle_against(mine, added.get(at))
+            })
+            .collect();
+        for (at, node) in added {
+            self.view.insert(&at, node);
+        }
+        self.index = index;
+        self.scope = Some(scope);
+        self.scope_generation += 1;
+        self.revision += 1;
+    }
+
     /// Takes the first snapshot of a new watch of `scope`, which replaces the one feeding the
     /// view: the nodes outside it leave the view, the snapshot's replace the rest. Unlike a
     /// resync after a gap, this process's pending writes are settled node by node against
@@ -390,26 +449,28 @@ impl View {
         let pending = std::mem::take(&mut self.pending);
         self.pending = pending
             .into_iter()
-            .filter(|(path, mine)| {
-                scope.covers(path)
-                    && match (mine, nodes.get(path)) {
-                        (Pending::Present(mine), Some(node)) => {
-                            !(node.version > mine.version
-                                || (node.version == mine.version && node.data == mine.data))
-                        }
-                        (Pending::Present(_), None) => true,
-                        // A snapshot that still shows the node predates our delete (or shows
-                        // a later incarnation, which its next event will show anyway).
-                        (Pending::Absent, Some(_)) => true,
-                        (Pending::Absent, None) => false,
-                    }
-            })
+            .filter(|(path, mine)| scope.covers(path) && settle_against(mine, nodes.get(path)))
             .collect();
         self.view.replace(nodes);
         self.index = ScopeIndex::of(&scope);
         self.scope = Some(scope);
         self.scope_generation += 1;
         self.revision += 1;
+    }
+}
+
+/// Whether a pending write stays pending after a snapshot of its node shows `node`.
+fn settle_against(mine: &Pending, node: Option<&Node>) -> bool {
+    match (mine, node) {
+        (Pending::Present(mine), Some(node)) => {
+            !(node.version > mine.version
+                || (node.version == mine.version && node.data == mine.data))
+        }
+        (Pending::Present(_), None) => true,
+        // A snapshot that still shows the node predates our delete (or shows a later
+        // incarnation, which its next event will show anyway).
+        (Pending::Absent, Some(_)) => true,
+        (Pending::Absent, None) => false,
     }
 }
 

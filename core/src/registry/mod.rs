@@ -82,6 +82,17 @@
 //! server-side watches no other stream of the client still needs), so a scope can be narrowed
 //! by opening the narrower watch and then dropping the wider one.
 //!
+//! **Changing a watch's scope.** A stream's [`WatchScoper`] (from [`WatchStream::scoper`];
+//! every backend's streams have one) changes what it covers in place, without reopening it:
+//! [`WatchScoper::rescope`] puts one [`WatchEvent::Rescoped`] into the stream, in its order,
+//! carrying the new scope and the nodes it covers that the old one did not, as they are at that
+//! point of the stream; the changes before it are the old scope's, those after it the new one's,
+//! each once, none lost (a node both scopes cover keeps its events going, undisturbed). The
+//! backend registers and reads only what the change adds and releases what it drops, so a
+//! change costs what it changes, not the size of the scope. Changes of one stream apply in the
+//! order they were asked for; one that fails leaves the stream as it was (no `Rescoped`), and a
+//! `Resync` after a `Rescoped` is of the new scope.
+//!
 //! **Transactions.** [`CoordinatorRegistry::transaction`] applies a list of [`TxnOp`]s all or
 //! nothing. On failure nothing is applied, and the error is [`RegistryError::Transaction`] with the
 //! index of the first failing op and its cause. Creates in a transaction do not create parents.
@@ -114,7 +125,7 @@ pub use error::{BackendCause, Op, RegistryError, Result};
 pub use ext::RegistryExt;
 pub use types::{
     Capability, CreateMode, Node, SessionEvent, SessionEvents, TxnOp, TxnResult, Version,
-    WatchEvent, WatchScope, WatchStream, MAX_DATA_SIZE,
+    WatchEvent, WatchScope, WatchScoper, WatchStream, MAX_DATA_SIZE,
 };
 
 /// A hierarchical coordination store with sessions, watches, transactions and latches.

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::Stream;
@@ -368,13 +369,24 @@ pub enum WatchEvent {
         /// Its path.
         path: String,
     },
+    /// The stream's scope was changed in place ([`WatchScoper::rescope`]): the events before
+    /// this one are of the old scope, those after it of `scope`. `added` holds every existing
+    /// node `scope` covers that the old scope did not, as it is at this point of the stream;
+    /// the nodes the old scope covered and `scope` does not are no longer reported (drop
+    /// them). A later `Resync` is of `scope`.
+    Rescoped {
+        /// What the stream covers from now on.
+        scope: WatchScope,
+        /// The nodes the change brings into the stream, by path.
+        added: BTreeMap<String, Node>,
+    },
 }
 
 impl WatchEvent {
     /// The path of a single-node event; `None` for a resync.
     pub fn path(&self) -> Option<&str> {
         match self {
-            WatchEvent::Resync { .. } => None,
+            WatchEvent::Resync { .. } | WatchEvent::Rescoped { .. } => None,
             WatchEvent::Created { path, .. }
             | WatchEvent::Changed { path, .. }
             | WatchEvent::Deleted { path } => Some(path),
@@ -392,6 +404,10 @@ impl WatchEvent {
             }
             WatchEvent::Deleted { path } => {
                 view.remove(path);
+            }
+            WatchEvent::Rescoped { scope, added } => {
+                view.retain(|path, _| scope.covers(path));
+                view.extend(added.iter().map(|(p, n)| (p.clone(), n.clone())));
             }
         }
     }
@@ -427,21 +443,54 @@ pub enum SessionEvent {
     Closed,
 }
 
-/// A boxed stream of watch events; ends when the client is closed.
-pub struct WatchStream(Pin<Box<dyn Stream<Item = WatchEvent> + Send>>);
+/// A boxed stream of watch events; ends when the client is closed. A backend's stream carries
+/// the [`WatchScoper`] that changes its scope in place.
+pub struct WatchStream {
+    inner: Pin<Box<dyn Stream<Item = WatchEvent> + Send>>,
+    scoper: Option<Arc<dyn WatchScoper>>,
+}
 
 impl WatchStream {
-    /// Wraps a backend's stream.
+    /// Wraps a stream whose scope cannot be changed in place.
     pub fn new(inner: impl Stream<Item = WatchEvent> + Send + 'static) -> Self {
-        WatchStream(Box::pin(inner))
+        WatchStream { inner: Box::pin(inner), scoper: None }
+    }
+
+    /// Wraps a backend's stream with what changes its scope (a wrapper of another stream
+    /// passes that one's [`scoper`](Self::scoper) on).
+    pub fn with_scoper(
+        inner: impl Stream<Item = WatchEvent> + Send + 'static,
+        scoper: Option<Arc<dyn WatchScoper>>,
+    ) -> Self {
+        WatchStream { inner: Box::pin(inner), scoper }
+    }
+
+    /// What changes this stream's scope in place; `None` for a stream made with
+    /// [`new`](Self::new).
+    pub fn scoper(&self) -> Option<Arc<dyn WatchScoper>> {
+        self.scoper.clone()
     }
 }
 
 impl Stream for WatchStream {
     type Item = WatchEvent;
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<WatchEvent>> {
-        self.0.as_mut().poll_next(cx)
+        self.inner.as_mut().poll_next(cx)
     }
+}
+
+/// Changes the scope of one open watch stream in place; see the module documentation of
+/// [`crate::registry`], "Changing a watch's scope". Held apart from the stream, so that the
+/// stream's reader need not wait for the registry while a change is under way.
+#[async_trait::async_trait]
+pub trait WatchScoper: Send + Sync + fmt::Debug {
+    /// Makes the stream cover `scope` from now on, at the cost of what the change adds (and
+    /// removes) only. Returns once the stream carries the [`WatchEvent::Rescoped`] of the
+    /// change. On an error the stream keeps the scope it had, and carries no `Rescoped`.
+    ///
+    /// Errors: `InvalidPath` (any entry, before any I/O), `Closed` (the stream was dropped or
+    /// the client closed), connection errors, `Timeout`.
+    async fn rescope(&self, scope: WatchScope) -> Result<(), super::RegistryError>;
 }
 
 impl fmt::Debug for WatchStream {

@@ -117,7 +117,8 @@ pub(super) async fn run(scheduler: Scheduler, handlers: JobHandlers) {
                 }
                 continue;
             }
-            WatchEvent::Changed { .. } => continue,
+            // This watch's scope never changes.
+            WatchEvent::Changed { .. } | WatchEvent::Rescoped { .. } => continue,
         };
         for job in found {
             if !seen.insert(job.clone()) {

@@ -1,4 +1,4 @@
-//! The driver: one task per scheduler that owns the process's single subtree watch, its session
+//! The driver: one task per scheduler that owns the process's single scope watch, its session
 //! stream and its timer heap, feeds the cache, and routes events to the job runners. It performs
 //! no registry I/O itself, so nothing a job does can stall the others' timers.
 
@@ -16,7 +16,7 @@ use super::scope::{Opened, Watching};
 use super::timer::{TimerHeap, TimerKey, TimerKind};
 use super::{Command, JobId, Shared};
 use crate::layout::{ItemNode, JobNode};
-use crate::registry::{SessionEvent, SessionEvents, WatchEvent, WatchStream};
+use crate::registry::{SessionEvent, SessionEvents, WatchEvent, WatchScope, WatchStream};
 
 /// Where the driver sends a watch event.
 enum Route {
@@ -26,13 +26,15 @@ enum Route {
     Job { id: JobId, node: JobNode, marker: bool },
     /// No job: the root, a node no job reads, or a job this instance does not run.
     Nobody,
+    /// The watch's scope changed in place to `scope`, adding the nodes at `added`.
+    Rescoped { scope: WatchScope, added: Vec<String> },
 }
 
 pub(crate) struct Driver {
     pub shared: Arc<Shared>,
     pub commands: mpsc::UnboundedReceiver<Command>,
     pub watch: WatchStream,
-    /// The jobs' scopes, and the swap of `watch` under way.
+    /// The jobs' scopes, and the change of `watch`'s scope under way.
     pub watching: Watching,
     pub session: SessionEvents,
     /// The jobs by name, for the watch's events.
@@ -139,6 +141,7 @@ impl Driver {
     /// the snapshot shows otherwise than the old watch did.
     fn on_opened(&mut self, opened: Opened) {
         let Opened { scope, asked, stream, nodes } = opened;
+        let scoper = stream.scoper();
         // What the old watch has ready happened before the snapshot, or is delivered again.
         let mut ready = Vec::new();
         while let Some(Some(event)) = tokio::task::unconstrained(self.watch.next()).now_or_never() {
@@ -150,7 +153,7 @@ impl Driver {
         let differences = self.shared.cache.read().differences(&nodes, &scope);
         self.shared.cache.update(|c| c.swap(nodes, scope.clone()));
         self.watch = stream;
-        let widened = self.watching.opened(&self.shared, scope, asked);
+        let widened = self.watching.opened(&self.shared, scope, asked, scoper);
         // The old watch may have shown changes made after the snapshot was taken, which the
         // snapshot just took back: the new watch has them ready, and no job reads the view
         // before they are applied again.
@@ -201,12 +204,38 @@ impl Driver {
                     }
                 }
                 Route::Nobody => {}
+                Route::Rescoped { scope, added } => self.on_rescoped(&scope, added),
+            }
+        }
+    }
+
+    /// The view took the watch's new scope (in `on_watch`, in the stream's order): the jobs
+    /// whose scope the change was for look again, as after a resync; the others hear of the
+    /// nodes it added that are theirs (none, unless their scopes overlap another's).
+    fn on_rescoped(&mut self, scope: &WatchScope, added: Vec<String>) {
+        let widened = self.watching.rescoped(&self.shared, scope);
+        for id in &widened {
+            if let Some((_, mailbox)) = self.jobs.get(id) {
+                let _ = mailbox.send(JobEvent::Resynced);
+            }
+        }
+        for path in added {
+            if let Route::Job { id, node, .. } = self.route_path(&path) {
+                if let (false, Some((_, mailbox))) = (widened.contains(&id), self.jobs.get(&id)) {
+                    let _ = mailbox.send(JobEvent::Changed(node));
+                }
             }
         }
     }
 
     /// Which job a watch event concerns, and as which of its nodes.
     fn route(&self, event: &WatchEvent) -> Route {
+        if let WatchEvent::Rescoped { scope, added } = event {
+            return Route::Rescoped {
+                scope: scope.clone(),
+                added: added.keys().cloned().collect(),
+            };
+        }
         match event.path() {
             Some(path) => self.route_path(path),
             None => Route::Everyone,

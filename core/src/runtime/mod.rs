@@ -406,11 +406,12 @@ impl SchedulerBuilder {
             last_job: AtomicU64::new(0),
             commands: commands_tx,
         });
+        let scoper = watch.scoper();
         let driver = Driver {
             shared: shared.clone(),
             commands,
             watch,
-            watching: scope::Watching::new(WatchScope::new()),
+            watching: scope::Watching::new(WatchScope::new(), scoper),
             session,
             names: BTreeMap::new(),
             jobs: BTreeMap::new(),

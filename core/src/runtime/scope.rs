@@ -1,16 +1,21 @@
 //! Which part of the namespace the process watches (issue #15): the union of what its jobs
-//! need ([`crate::protocol::job::JobScope`]), swapped when the union changes.
+//! need ([`crate::protocol::job::JobScope`]), changed in place when the union changes.
 //!
-//! A swap opens the new watch on a task of its own (the driver never waits for the
-//! registry), takes its first snapshot, and hands both to the driver. The driver takes what
-//! the old watch has ready, replaces the view with the snapshot
-//! ([`crate::protocol::view::View::swap`]: nodes outside the new scope leave it), drops the old
-//! watch, and tells the jobs whose scope changed to look again (a resync); the others hear of
-//! each node the snapshot shows otherwise than the old watch did, as changes. What the old
-//! watch showed after the snapshot was taken the new watch delivers again, applied before any
-//! job looks. One swap is under way at a time; the scopes asked for meanwhile are taken
-//! together by the next. On ZooKeeper the client's one feed keeps the nodes both watches
-//! cover, so a swap reads only what the new scope adds.
+//! The process keeps one watch stream for its whole life. When the union changes, a task of
+//! its own (the driver never waits for the registry) asks the stream's
+//! [`WatchScoper`](crate::registry::WatchScoper) for the new scope; the backend registers and
+//! reads only what the change adds, and the stream then carries a `Rescoped` event, in its
+//! order, with the nodes added. The driver applies it to the view where it comes
+//! ([`crate::protocol::view::View::rescope`]: nodes outside the new scope leave, the added ones
+//! come in, the rest stays as the same watch keeps it), tells the jobs whose scope changed to
+//! look again (a resync), and the others of any added node of theirs. One change is under
+//! way at a time; the scopes asked for meanwhile are taken together by the next. A change that
+//! fails (the registry unreachable) is asked again until it works; the jobs that need it wait
+//! meanwhile.
+//!
+//! A stream without a scoper (a backend outside this repository) is swapped instead: a new
+//! watch of the whole union is opened, and its snapshot replaces the view
+//! ([`crate::protocol::view::View::swap`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,9 +24,9 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use super::{JobId, Shared};
-use crate::registry::{Node, RegistryError, WatchEvent, WatchScope, WatchStream};
+use crate::registry::{Node, RegistryError, WatchEvent, WatchScope, WatchScoper, WatchStream};
 
-/// A watch opened for a swap, with its first snapshot.
+/// A watch opened for a swap (streams without a scoper), with its first snapshot.
 pub(crate) struct Opened {
     pub scope: WatchScope,
     /// Each job's scope when the watch was asked for.
@@ -30,62 +35,92 @@ pub(crate) struct Opened {
     pub nodes: BTreeMap<String, Node>,
 }
 
-/// The jobs' scopes and the swap under way.
+/// The jobs' scopes and the change under way.
 pub(crate) struct Watching {
     /// What each job asked for last.
     scopes: BTreeMap<JobId, WatchScope>,
     /// What the current watch covers.
     current: WatchScope,
-    /// Each job's scope the current watch was opened for.
+    /// Each job's scope the current watch was set for.
     granted: BTreeMap<JobId, WatchScope>,
-    /// A swap is under way.
-    opening: bool,
+    /// The change under way: the scope asked for, and each job's scope then.
+    asked: Option<(WatchScope, BTreeMap<JobId, WatchScope>)>,
+    /// What changes the current stream's scope; `None`: swap streams instead.
+    scoper: Option<Arc<dyn WatchScoper>>,
     opened_tx: mpsc::UnboundedSender<Opened>,
     pub opened: mpsc::UnboundedReceiver<Opened>,
 }
 
-/// How long a failed open waits before it is tried again.
+/// How long a failed change waits before it is tried again.
 const RETRY_MS: i64 = 500;
 
 impl Watching {
-    /// Watching `current` (the scheduler's first watch), no job yet.
-    pub fn new(current: WatchScope) -> Self {
+    /// Watching `current` with the stream whose scoper is `scoper`, no job yet.
+    pub fn new(current: WatchScope, scoper: Option<Arc<dyn WatchScoper>>) -> Self {
         let (opened_tx, opened) = mpsc::unbounded_channel();
         Watching {
             scopes: BTreeMap::new(),
             current,
             granted: BTreeMap::new(),
-            opening: false,
+            asked: None,
+            scoper,
             opened_tx,
             opened,
         }
     }
 
-    /// Job `job` needs `scope` (`None`: nothing any more). Starts a swap when the union changed.
+    /// Job `job` needs `scope` (`None`: nothing any more). Starts a change when the union
+    /// changed.
     pub fn set(&mut self, shared: &Arc<Shared>, job: JobId, scope: Option<WatchScope>) {
         match scope {
             Some(scope) => self.scopes.insert(job, scope),
             None => self.scopes.remove(&job),
         };
-        self.swap_if_needed(shared);
+        self.change_if_needed(shared);
     }
 
-    /// A swap's watch is open: it is the current one from now on. Starts the next swap if
-    /// the jobs asked for another scope meanwhile. Returns the jobs whose scope it changed
-    /// (they look at everything again).
+    /// The stream carried a `Rescoped` event for `scope`: the change asked for is in force.
+    /// Starts the next change if the jobs asked for another scope meanwhile. Returns the jobs
+    /// whose scope it changed (they look at everything again).
+    pub fn rescoped(&mut self, shared: &Arc<Shared>, scope: &WatchScope) -> Vec<JobId> {
+        let asked = match self.asked.take() {
+            Some((wanted, asked)) if wanted == *scope => asked,
+            // Not the change under way (none is asked for but through `change_if_needed`):
+            // every job looks again.
+            other => {
+                self.asked = other;
+                self.current = scope.clone();
+                return self.scopes.keys().copied().collect();
+            }
+        };
+        self.done(shared, scope.clone(), asked)
+    }
+
+    /// A swap's watch is open: it is the current one from now on (see [`Self::rescoped`]).
     pub fn opened(
         &mut self,
         shared: &Arc<Shared>,
         scope: WatchScope,
         asked: BTreeMap<JobId, WatchScope>,
+        scoper: Option<Arc<dyn WatchScoper>>,
     ) -> Vec<JobId> {
-        self.opening = false;
+        self.asked = None;
+        self.scoper = scoper;
+        self.done(shared, scope, asked)
+    }
+
+    fn done(
+        &mut self,
+        shared: &Arc<Shared>,
+        scope: WatchScope,
+        asked: BTreeMap<JobId, WatchScope>,
+    ) -> Vec<JobId> {
         self.current = scope;
         let changed =
             asked.iter().filter(|(job, s)| self.granted.get(job) != Some(s)).map(|(j, _)| *j);
         let changed = changed.collect();
         self.granted = asked;
-        self.swap_if_needed(shared);
+        self.change_if_needed(shared);
         changed
     }
 
@@ -94,28 +129,53 @@ impl Watching {
         WatchScope::union_of(self.scopes.values())
     }
 
-    fn swap_if_needed(&mut self, shared: &Arc<Shared>) {
-        if self.opening {
+    fn change_if_needed(&mut self, shared: &Arc<Shared>) {
+        if self.asked.is_some() {
             return;
         }
         let wanted = self.wanted();
         if wanted == self.current {
             return;
         }
-        self.opening = true;
-        let tx = self.opened_tx.clone();
-        let opener = shared.clone();
-        let asked = self.scopes.clone();
-        let task = async move {
-            let opened = open_until_done(&opener, wanted, asked).await;
-            let _ = tx.send(opened);
+        self.asked = Some((wanted.clone(), self.scopes.clone()));
+        let task = match self.scoper.clone() {
+            Some(scoper) => {
+                let shared = shared.clone();
+                Box::pin(async move { rescope_until_done(&shared, scoper.as_ref(), wanted).await })
+                    as futures::future::BoxFuture<'static, ()>
+            }
+            None => {
+                let tx = self.opened_tx.clone();
+                let opener = shared.clone();
+                let asked = self.scopes.clone();
+                Box::pin(async move {
+                    let opened = open_until_done(&opener, wanted, asked).await;
+                    let _ = tx.send(opened);
+                })
+            }
         };
-        shared.handles.spawner.spawn(Box::pin(task));
+        shared.handles.spawner.spawn(task);
     }
 }
 
-/// Opens a watch of `scope` and takes its snapshot, again and again until it works (the
-/// registry may be unreachable for a while; the jobs that need the scope wait meanwhile).
+/// Asks for `scope` again and again until it works (the registry may be unreachable for a
+/// while). The stream then carries the `Rescoped` event the driver acts on.
+async fn rescope_until_done(shared: &Shared, scoper: &dyn WatchScoper, scope: WatchScope) {
+    loop {
+        match scoper.rescope(scope.clone()).await {
+            Ok(()) => return,
+            // The client is closed: the stream ends, and the driver with it.
+            Err(RegistryError::Closed { .. }) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot change the scope of the jobs' watch; trying again");
+                let clock = &shared.handles.clock;
+                clock.sleep_until(clock.now_ms() + RETRY_MS).await;
+            }
+        }
+    }
+}
+
+/// Opens a watch of `scope` and takes its snapshot, again and again until it works.
 async fn open_until_done(
     shared: &Arc<Shared>,
     scope: WatchScope,

@@ -916,6 +916,7 @@ pub async fn watch_reports_changes_in_order(b: &dyn Backend) {
             }
             WatchEvent::Deleted { path } => format!("deleted {path}"),
             WatchEvent::Resync { .. } => "resync".into(),
+            WatchEvent::Rescoped { .. } => "rescoped".into(),
         })
         .collect();
     assert_eq!(
@@ -1359,6 +1360,97 @@ pub async fn watch_scope_swapped_under_writers(b: &dyn Backend) {
     }
 }
 
+/// A stream's scope changed in place: one `Rescoped` event in the stream's order, with the
+/// nodes the new scope adds; nothing more of what it drops; what both cover goes on as before.
+pub async fn watch_rescope_adds_and_drops(b: &dyn Backend) {
+    let c = fresh(b, "watch_rescope_adds_and_drops").await;
+    let r = &c.registry;
+    for p in ["/r/a", "/r/b", "/r/x/1", "/r/y/1"] {
+        r.create(p, p.as_bytes(), CreateMode::Persistent).await.unwrap();
+    }
+    let old = WatchScope::node("/r/a").with_subtree("/r/x");
+    let (mut stream, snapshot) = watch_scope_with_snapshot(r.as_ref(), &old).await;
+    assert_eq!(snapshot.keys().collect::<Vec<_>>(), vec!["/r/a", "/r/x", "/r/x/1"]);
+    let scoper = stream.scoper().expect("a backend's stream can change its scope");
+    assert!(
+        matches!(
+            scoper.rescope(WatchScope::node("no/slash")).await,
+            Err(RegistryError::InvalidPath { .. })
+        ),
+        "an invalid entry is refused"
+    );
+    let new = WatchScope::node("/r/b").with_subtree("/r/x").with_subtree("/r/y");
+    scoper.rescope(new.clone()).await.unwrap();
+    match next_event(&mut stream).await {
+        WatchEvent::Rescoped { scope, added } => {
+            assert_eq!(scope, new, "the event names the new scope");
+            assert_eq!(
+                added.keys().collect::<Vec<_>>(),
+                vec!["/r/b", "/r/y", "/r/y/1"],
+                "what the new scope adds, and nothing the old one covered"
+            );
+            assert_eq!(added["/r/y/1"].text(), "/r/y/1");
+        }
+        other => panic!("expected the Rescoped event, got {other:?}"),
+    }
+    r.set("/r/a", b"dropped", None).await.unwrap();
+    r.set("/r/b", b"added", None).await.unwrap();
+    r.create("/r/x/2", b"kept", CreateMode::Persistent).await.unwrap();
+    r.create("/r/y/2", b"added", CreateMode::Persistent).await.unwrap();
+    assert_eq!(
+        next_summaries(&mut stream, 3).await,
+        vec!["changed /r/b added v1", "created /r/x/2 kept v0", "created /r/y/2 added v0"],
+        "the dropped node is no longer reported; the kept and added ones are"
+    );
+    // Narrowed back: nothing added; the dropped subtree goes quiet.
+    scoper.rescope(WatchScope::subtree("/r/x")).await.unwrap();
+    match next_event(&mut stream).await {
+        WatchEvent::Rescoped { added, .. } => assert!(added.is_empty(), "{added:?}"),
+        other => panic!("expected the Rescoped event, got {other:?}"),
+    }
+    r.set("/r/y/1", b"gone", None).await.unwrap();
+    r.set("/r/x/1", b"still", None).await.unwrap();
+    assert_eq!(next_summaries(&mut stream, 1).await, vec!["changed /r/x/1 still v1"]);
+    assert_quiet(&mut stream, "the nodes the scope dropped").await;
+    // Dropping the stream ends what its scoper can do.
+    drop(stream);
+    let dropped = scoper.rescope(WatchScope::subtree("/r")).await;
+    assert!(
+        matches!(dropped, Err(RegistryError::Closed { .. })),
+        "the stream is gone: {dropped:?}"
+    );
+}
+
+/// Scopes changed in place back and forth (the scheduler's narrow and wide scopes) while
+/// another client writes what they cover: the stream's view ends up showing the registry.
+pub async fn watch_rescope_under_writers(b: &dyn Backend) {
+    let ns = "watch_rescope_under_writers";
+    let c = fresh(b, ns).await;
+    let r = c.registry.clone();
+    let writer = shared(&another(b, ns).await);
+    r.create("/s", b"", CreateMode::Persistent).await.unwrap();
+    const ROUNDS: usize = 4;
+    const NODES: usize = 60;
+    let wide = WatchScope::subtree("/s");
+    let (mut stream, mut view) = watch_scope_with_snapshot(r.as_ref(), &wide).await;
+    let scoper = stream.scoper().expect("a backend's stream can change its scope");
+    for round in 0..ROUNDS {
+        let paths: Vec<String> = (0..NODES).map(|i| format!("/s/r{round}-{i}")).collect();
+        let narrow = paths.iter().fold(WatchScope::new(), |s, p| s.with_node(p.clone()));
+        let (started, write) = writes(&writer, &paths, round, true);
+        let _ = started.await;
+        scoper.rescope(narrow.clone()).await.unwrap();
+        write.await.unwrap();
+        settle(&mut stream, &mut view, &read_scope(r.as_ref(), &narrow).await, "wide to narrow")
+            .await;
+        let (started, write) = writes(&writer, &paths, round, false);
+        let _ = started.await;
+        scoper.rescope(wide.clone()).await.unwrap();
+        write.await.unwrap();
+        settle(&mut stream, &mut view, &read_tree(r.as_ref(), "/s").await, "narrow to wide").await;
+    }
+}
+
 /// Writes every path (creates, or sets), one after the other, on a task; the receiver hears
 /// when a quarter of them are written.
 fn writes(
@@ -1597,6 +1689,7 @@ macro_rules! registry_behaviour_suite {
             watch_scope_overlap_reported_once watch_scope_outside_reaches_nothing
             watch_scope_resyncs_after_expiry watch_scope_empty watch_scope_invalid_paths
             watch_scope_streams_of_one_client watch_scope_swapped_under_writers
+            watch_rescope_adds_and_drops watch_rescope_under_writers
             latch_exclusive_among_five latch_handover_on_leave
             latch_handover_on_expiry latch_rejoins_after_expiry latch_rejects_bad_participant
             mutex_excludes mutex_timeout_leaves_no_waiter mutex_freed_by_holder_expiry

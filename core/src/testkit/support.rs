@@ -88,6 +88,12 @@ pub fn summary(event: &WatchEvent) -> String {
         WatchEvent::Resync { nodes } => {
             format!("resync [{}]", nodes.keys().cloned().collect::<Vec<_>>().join(", "))
         }
+        WatchEvent::Rescoped { scope, added } => {
+            format!(
+                "rescoped {scope} added [{}]",
+                added.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        }
     }
 }
 

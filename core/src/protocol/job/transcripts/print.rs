@@ -98,6 +98,7 @@ pub fn watch(batch: &[WatchEvent]) -> String {
             WatchEvent::Changed { path, node } => format!("~{} v{}", rel(path), node.version),
             WatchEvent::Deleted { path } => format!("-{}", rel(path)),
             WatchEvent::Resync { .. } => "resync".to_owned(),
+            WatchEvent::Rescoped { .. } => "rescoped".to_owned(),
         })
         .collect();
     format!("watch {}", parts.join(" "))
