@@ -192,6 +192,10 @@ impl Feed {
                 let _ = reply.send(result);
             }
             Signal::Left(id) => self.leave(id).await,
+            Signal::Rescope(id, scope, reply) => {
+                let result = self.rescope(id, scope).await;
+                let _ = reply.send(result);
+            }
         }
         self.catch_up().await
     }
@@ -234,9 +238,25 @@ impl Feed {
         session: &Arc<Session>,
         subscriber: Subscriber,
     ) -> Result<(), RegistryError> {
-        let target = self.watched.union(&subscriber.scope).minimal();
+        self.widen(session, &subscriber.scope).await?;
+        let nodes = within(&self.view, &subscriber.scope);
+        if subscriber.out.send(WatchEvent::Resync { nodes }).is_ok() {
+            self.subscribers.push(subscriber);
+        }
+        Ok(())
+    }
+
+    /// Watches what `scope` adds to the watches of `session` and reads it into the view
+    /// (which no subscriber covered: nothing is emitted). The watches it makes redundant go
+    /// once the new ones are registered.
+    async fn widen(
+        &mut self,
+        session: &Arc<Session>,
+        scope: &WatchScope,
+    ) -> Result<(), RegistryError> {
+        let target = self.watched.union(scope).minimal();
         let (add, remove) = changes(&self.watched, &target);
-        let label = super::label(&subscriber.scope).to_owned();
+        let label = super::label(scope).to_owned();
         // What the new watches cover beyond the old ones, read once they are registered.
         let mut added = WatchScope::new();
         for entry in &add {
@@ -275,11 +295,60 @@ impl Feed {
         }
         self.watched = target;
         self.set_active();
-        let nodes = within(&self.view, &subscriber.scope);
-        if subscriber.out.send(WatchEvent::Resync { nodes }).is_ok() {
-            self.subscribers.push(subscriber);
-        }
         Ok(())
+    }
+
+    /// Changes subscriber `id`'s scope to `scope` in place: the watches grow to cover it
+    /// (registering and reading only what they lack), the subscriber gets a `Rescoped` event
+    /// with the nodes `scope` adds to its old scope, as the view holds them at this point of
+    /// its stream, and the watches shrink to what the subscribers need now.
+    async fn rescope(&mut self, id: u64, scope: WatchScope) -> Result<(), RegistryError> {
+        let label = super::label(&scope).to_owned();
+        let closed = |path: &str| RegistryError::Closed { op: Op::Watch, path: path.to_owned() };
+        let Some(old) = self.subscribers.iter().find(|s| s.id == id).map(|s| s.scope.clone())
+        else {
+            return Err(closed(&label));
+        };
+        if !self.watched.includes(&scope) {
+            match self.session.clone() {
+                Some(session) => self.widen(&session, &scope).await?,
+                None => {
+                    // No watches yet, or none since the session ended: watch everything on the
+                    // current session; the resync sends every subscriber its scope anew.
+                    let before = self.watched.clone();
+                    self.watched = before.union(&scope).minimal();
+                    self.set_scope(id, scope.clone());
+                    if let Err(e) = self.try_resync().await {
+                        self.set_scope(id, old);
+                        self.watched = before;
+                        if !self.watched.is_empty() {
+                            self.retry_at = Some(Instant::now() + self.backoff());
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let added = added_nodes(&self.view, &old, &scope);
+        self.set_scope(id, scope.clone());
+        let event = WatchEvent::Rescoped { scope, added };
+        let sent =
+            self.subscribers.iter().find(|s| s.id == id).is_some_and(|s| s.out.send(event).is_ok());
+        if !sent {
+            self.subscribers.retain(|s| s.id != id);
+        }
+        self.shrink().await;
+        if sent {
+            Ok(())
+        } else {
+            Err(closed(&label))
+        }
+    }
+
+    fn set_scope(&mut self, id: u64, scope: WatchScope) {
+        if let Some(subscriber) = self.subscribers.iter_mut().find(|s| s.id == id) {
+            subscriber.scope = scope;
+        }
     }
 
     /// Drops the watchers of `entries`, once the watches replacing them are registered.
@@ -311,6 +380,11 @@ impl Feed {
     /// A subscriber left: the watches shrink to what the others need, and the view with them.
     async fn leave(&mut self, id: u64) {
         self.subscribers.retain(|s| s.id != id);
+        self.shrink().await;
+    }
+
+    /// The watches shrink to what the subscribers need, and the view with them.
+    async fn shrink(&mut self) {
         let target =
             self.subscribers.iter().fold(WatchScope::new(), |all, s| all.union(&s.scope)).minimal();
         if target == self.watched {
@@ -476,6 +550,43 @@ fn changes(from: &WatchScope, to: &WatchScope) -> (Vec<Entry>, Vec<Entry>) {
     let add = new.iter().filter(|e| !old.contains(e)).cloned().collect();
     let remove = old.into_iter().filter(|e| !new.contains(e)).collect();
     (add, remove)
+}
+
+/// The nodes of `view` that `new` covers and `old` does not: what a change of a subscriber's
+/// scope from `old` to `new` adds. Looks at the entries `new` adds only.
+fn added_nodes(
+    view: &BTreeMap<String, Seen>,
+    old: &WatchScope,
+    new: &WatchScope,
+) -> BTreeMap<String, Node> {
+    let mut out = BTreeMap::new();
+    let mut take = |at: &String, seen: &Seen| {
+        if !old.covers(at) {
+            out.insert(at.clone(), seen.node.clone());
+        }
+    };
+    for root in new.subtrees() {
+        if old.includes(&WatchScope::subtree(root.clone())) {
+            continue;
+        }
+        let below = if root == shardcron_core::registry::path::ROOT {
+            String::from("/")
+        } else {
+            format!("{root}/")
+        };
+        if let Some(seen) = view.get(root) {
+            take(root, seen);
+        }
+        for (at, seen) in view.range(below.clone()..).take_while(|(at, _)| at.starts_with(&below)) {
+            take(at, seen);
+        }
+    }
+    for at in new.nodes() {
+        if let Some(seen) = view.get(at) {
+            take(at, seen);
+        }
+    }
+    out
 }
 
 /// The part of `view` that `scope` covers, as the contract's nodes.

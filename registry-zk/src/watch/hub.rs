@@ -38,6 +38,9 @@ pub(crate) enum Signal {
     Join(Subscriber, oneshot::Sender<Result<()>>),
     /// Subscriber `id` dropped its stream.
     Left(u64),
+    /// Change subscriber `id`'s scope in place; answer once its `Rescoped` event is sent, or
+    /// with why it cannot be (its scope then stays as it was).
+    Rescope(u64, WatchScope, oneshot::Sender<Result<()>>),
 }
 
 /// One stream of the feed: the events `scope` covers.

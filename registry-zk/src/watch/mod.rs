@@ -73,11 +73,12 @@ use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures::future::join_all;
 use futures::Stream;
 use shardcron_core::registry::{
-    path, Node, Op, RegistryError, Result, WatchEvent, WatchScope, WatchStream,
+    path, Node, Op, RegistryError, Result, WatchEvent, WatchScope, WatchScoper, WatchStream,
 };
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
@@ -136,7 +137,7 @@ pub(crate) async fn subscribe(shared: &Arc<Shared>, scope: WatchScope) -> Result
             continue;
         }
         match tokio::time::timeout(limit, replied).await {
-            Ok(Ok(Ok(()))) => return Ok(stream(rx, link, id)),
+            Ok(Ok(Ok(()))) => return Ok(stream(rx, link, id, limit)),
             Ok(Ok(Err(e))) => return Err(e),
             // The feed ended with the request unanswered.
             Ok(Err(_)) => {}
@@ -173,8 +174,36 @@ fn stream(
     events: UnboundedReceiver<WatchEvent>,
     link: UnboundedSender<Signal>,
     id: u64,
+    limit: Duration,
 ) -> WatchStream {
-    WatchStream::new(Subscription { events, link, id })
+    let scoper = ZkScoper { link: link.clone(), id, limit };
+    WatchStream::with_scoper(Subscription { events, link, id }, Some(Arc::new(scoper)))
+}
+
+/// Changes a subscription's scope through the feed (see [`feed`]).
+#[derive(Debug)]
+struct ZkScoper {
+    link: UnboundedSender<Signal>,
+    id: u64,
+    limit: Duration,
+}
+
+#[async_trait::async_trait]
+impl WatchScoper for ZkScoper {
+    async fn rescope(&self, scope: WatchScope) -> Result<()> {
+        scope.validate()?;
+        let at = label(&scope).to_owned();
+        let (reply, replied) = oneshot::channel();
+        if self.link.send(Signal::Rescope(self.id, scope, reply)).is_err() {
+            return Err(RegistryError::Closed { op: Op::Watch, path: at });
+        }
+        match tokio::time::timeout(self.limit, replied).await {
+            Ok(Ok(result)) => result,
+            // The feed ended (the client closed) with the request unanswered.
+            Ok(Err(_)) => Err(RegistryError::Closed { op: Op::Watch, path: at }),
+            Err(_) => Err(crate::error::timeout(Op::Watch, &at, self.limit)),
+        }
+    }
 }
 
 /// Reads what `scope` covers: a node entry's data alone; a subtree level by level (data and
