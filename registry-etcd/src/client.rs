@@ -18,7 +18,7 @@ use shardcron_core::registry::recipes::{SequentialLatch, SequentialMutex};
 use shardcron_core::registry::{
     path, Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op,
     RegistryError, Result, SessionEvents, TxnOp, TxnResult, Version, WatchEvent, WatchScope,
-    WatchStream, MAX_DATA_SIZE,
+    WatchScoper, WatchStream, MAX_DATA_SIZE,
 };
 use tokio::sync::{mpsc, watch};
 
@@ -539,6 +539,8 @@ impl CoordinatorRegistry for EtcdRegistry {
         let (tx, rx) = mpsc::unbounded_channel();
         // Cannot fail: the receiver is right here.
         let _ = tx.send(WatchEvent::Resync { nodes });
+        let (requests_tx, requests) = mpsc::unbounded_channel();
+        let scoper = EtcdScoper { requests: requests_tx, timeout: inner.options.operation_timeout };
         let task = WatchTask::new(
             inner.kv.clone(),
             inner.watch.clone(),
@@ -549,9 +551,11 @@ impl CoordinatorRegistry for EtcdRegistry {
             inner.shutdown.subscribe(),
             inner.options.operation_timeout,
             rev,
+            scope,
+            requests,
         );
         tokio::spawn(task.run(stream, early));
-        Ok(WatchStream::new(Receiver(rx)))
+        Ok(WatchStream::with_scoper(Receiver(rx), Some(Arc::new(scoper))))
     }
 
     fn session_events(&self) -> SessionEvents {
@@ -614,6 +618,35 @@ impl CoordinatorRegistry for EtcdRegistry {
 }
 
 /// An unbounded receiver as a stream of watch events; ends when the task drops its sender.
+/// Changes a watch's scope through its task (see [`crate::watch`]).
+#[derive(Debug)]
+struct EtcdScoper {
+    requests: mpsc::UnboundedSender<scope_watch::Rescope>,
+    timeout: Duration,
+}
+
+#[async_trait]
+impl WatchScoper for EtcdScoper {
+    async fn rescope(&self, scope: WatchScope) -> Result<()> {
+        scope.validate()?;
+        let at = scope.subtrees().iter().chain(scope.nodes()).next().map_or(path::ROOT, |p| p);
+        let closed = || RegistryError::Closed { op: Op::Watch, path: at.to_owned() };
+        let (reply, replied) = tokio::sync::oneshot::channel();
+        self.requests.send((scope.clone(), reply)).map_err(|_| closed())?;
+        // The task answers within about one timeout per step; three bound a task stuck
+        // on a dead link (its own timeouts then end the wait first).
+        match tokio::time::timeout(self.timeout * 3, replied).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(closed()),
+            Err(_) => Err(RegistryError::Timeout {
+                op: Op::Watch,
+                path: at.to_owned(),
+                after: self.timeout * 3,
+            }),
+        }
+    }
+}
+
 struct Receiver(mpsc::UnboundedReceiver<WatchEvent>);
 
 impl futures::Stream for Receiver {

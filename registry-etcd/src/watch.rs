@@ -31,7 +31,7 @@
 //! **Ending.** The task ends with the subscriber's stream or the client; dropping the etcd
 //! stream cancels its watches on the server.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use etcd_client::{
     EventType, GetOptions, KvClient, WatchClient, WatchOptions, WatchResponse,
@@ -42,7 +42,7 @@ use shardcron_core::registry::{
     path, Node, Op, RegistryError, SessionEvent, WatchEvent, WatchScope,
 };
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::error::{self, map, BACKEND};
 use crate::keys::{decode_value, KeySpace};
@@ -62,6 +62,11 @@ pub(crate) struct Range {
 }
 
 impl Range {
+    /// Whether `other` watches the same keys.
+    fn same_keys(&self, other: &Range) -> bool {
+        self.key == other.key && self.end == other.end
+    }
+
     /// Options for this range's watch, with id `id` on its stream, from `start` (0: now).
     fn watch_options(&self, id: i64, start: i64) -> WatchOptions {
         // Progress notifications move a quiet watch's revision on, so that a re-open after a
@@ -277,9 +282,22 @@ pub(crate) struct WatchTask {
     /// Per range: the last revision whose changes it has delivered, or that the subscriber's
     /// snapshot shows, or that a progress notification said it had caught up with.
     through: Vec<i64>,
+    /// Per range: its watch id on the current etcd stream.
+    ids: Vec<i64>,
+    /// The id the next watch added to the stream gets.
+    next_id: i64,
+    /// Watches cancelled by a change of scope, whose cancellation etcd has not confirmed.
+    cancelled: BTreeSet<i64>,
     /// The highest revision delivered to the subscriber (or read by its snapshot).
     delivered: i64,
+    /// What the subscriber watches (client paths).
+    pub scope: WatchScope,
+    /// Changes of the scope asked for through the stream's scoper.
+    pub requests: UnboundedReceiver<Rescope>,
 }
+
+/// A change of a watch's scope asked for, and where to answer.
+pub(crate) type Rescope = (WatchScope, oneshot::Sender<Result<(), RegistryError>>);
 
 /// Why one etcd watch stream ended.
 enum Break {
@@ -289,6 +307,8 @@ enum Break {
     Resync,
     /// The subscriber or the client is gone.
     Stop,
+    /// The scope is empty now: no etcd stream until a change gives it entries.
+    Quiet,
 }
 
 impl WatchTask {
@@ -304,30 +324,58 @@ impl WatchTask {
         shutdown: watch::Receiver<bool>,
         timeout: std::time::Duration,
         rev: i64,
+        scope: WatchScope,
+        requests: UnboundedReceiver<Rescope>,
     ) -> Self {
         let through = vec![rev; ranges.len()];
+        let ids = (0..ranges.len()).map(watch_id).collect();
         WatchTask {
             kv,
             watch,
             keys,
+            next_id: watch_id(ranges.len()),
             ranges,
             tx,
             session,
             shutdown,
             timeout,
             through,
+            ids,
+            cancelled: BTreeSet::new(),
             delivered: rev,
+            scope,
+            requests,
         }
+    }
+
+    /// The watches of the ranges were (re-)opened on a new etcd stream, numbered in order.
+    fn renumber(&mut self) {
+        self.ids = (0..self.ranges.len()).map(watch_id).collect();
+        self.next_id = watch_id(self.ranges.len());
+        self.cancelled.clear();
     }
 
     /// Follows `stream` (with the responses that came before it was handed over), re-opening
     /// and resyncing as needed until the subscriber or the client is gone.
     pub async fn run(mut self, stream: Option<EtcdStream>, early: Vec<WatchResponse>) {
-        let Some(stream) = stream else { return self.quiet().await };
-        let mut next = self.follow(stream, early).await;
+        let mut next = match stream {
+            Some(stream) => self.follow(stream, early).await,
+            None => Break::Quiet,
+        };
         loop {
             next = match next {
                 Break::Stop => return,
+                Break::Quiet => match self.quiet().await {
+                    Some((stream, early)) => self.follow(stream, early).await,
+                    None => return,
+                },
+                // Nothing to watch: no etcd stream (a resync of nothing is empty).
+                Break::Reopen | Break::Resync if self.ranges.is_empty() => {
+                    if self.tx.send(WatchEvent::Resync { nodes: BTreeMap::new() }).is_err() {
+                        return;
+                    }
+                    Break::Quiet
+                }
                 // A watch re-opened at a past revision starts unsynced in etcd, which catches it
                 // up on its own schedule: with several entries, a later change of one entry
                 // could come before an earlier one of another. So a scope of several entries
@@ -343,7 +391,10 @@ impl WatchTask {
                     let through = self.through.clone();
                     let reopen = open_stream(&self.watch, &self.ranges, |i| through[i] + 1);
                     match tokio::time::timeout(self.timeout, reopen).await {
-                        Ok(Ok(stream)) => self.follow(stream, Vec::new()).await,
+                        Ok(Ok(stream)) => {
+                            self.renumber();
+                            self.follow(stream, Vec::new()).await
+                        }
                         Ok(Err(e)) => {
                             tracing::debug!(scope = %self.label(), error = %e, "etcd watch: cannot re-open; retrying");
                             Break::Reopen
@@ -363,27 +414,196 @@ impl WatchTask {
     }
 
     /// An empty scope: nothing to watch; a resync (empty) after an expiry, as for any scope.
-    async fn quiet(mut self) {
+    /// Returns the etcd stream of the scope a change asked for, once one covers something.
+    async fn quiet(&mut self) -> Option<(EtcdStream, Vec<WatchResponse>)> {
         loop {
             tokio::select! {
                 biased;
                 changed = self.shutdown.changed() => {
                     if changed.is_err() || *self.shutdown.borrow() {
-                        return;
+                        return None;
                     }
                 }
-                () = self.tx.closed() => return,
+                () = self.tx.closed() => return None,
                 ev = self.session.recv() => match ev {
                     Some(SessionEvent::Expired) => {
                         if self.tx.send(WatchEvent::Resync { nodes: BTreeMap::new() }).is_err() {
-                            return;
+                            return None;
                         }
                     }
-                    Some(SessionEvent::Closed) | None => return,
+                    Some(SessionEvent::Closed) | None => return None,
                     Some(_) => {}
                 },
+                request = self.requests.recv() => {
+                    let (scope, reply) = request?;
+                    let ranges = ranges(&self.keys, &scope);
+                    if ranges.is_empty() {
+                        let added = BTreeMap::new();
+                        let sent = self.tx.send(WatchEvent::Rescoped { scope: scope.clone(), added });
+                        self.scope = scope;
+                        let _ = reply.send(if sent.is_ok() { Ok(()) } else { Err(self.closed()) });
+                        continue;
+                    }
+                    // The first entries: opened and read as a new watch's are.
+                    let attempt = open(&self.watch, &self.kv, &self.keys, &ranges);
+                    let opened = match tokio::time::timeout(self.timeout, attempt).await {
+                        Ok(Ok(opened)) => opened,
+                        Ok(Err(e)) => {
+                            let _ = reply.send(Err(e));
+                            continue;
+                        }
+                        Err(_) => {
+                            let _ = reply.send(Err(self.timed_out()));
+                            continue;
+                        }
+                    };
+                    let added = opened.nodes;
+                    if self.tx.send(WatchEvent::Rescoped { scope: scope.clone(), added }).is_err() {
+                        let _ = reply.send(Err(self.closed()));
+                        return None;
+                    }
+                    self.scope = scope;
+                    self.through = vec![opened.rev; ranges.len()];
+                    self.ranges = ranges;
+                    self.renumber();
+                    self.delivered = self.delivered.max(opened.rev);
+                    let _ = reply.send(Ok(()));
+                    return Some((opened.stream, opened.early));
+                }
             }
         }
+    }
+
+    fn closed(&self) -> RegistryError {
+        RegistryError::Closed { op: Op::Watch, path: self.label().to_owned() }
+    }
+
+    fn timed_out(&self) -> RegistryError {
+        RegistryError::Timeout { op: Op::Watch, path: self.label().to_owned(), after: self.timeout }
+    }
+
+    /// Changes the scope of the watch following `stream` in place: watches for the ranges it
+    /// adds go onto the same etcd stream (created at the current revision, so in etcd's order
+    /// with the others), the added ranges are read at one revision once etcd confirmed them,
+    /// the `Rescoped` event carries what they hold, and the watches of the ranges it drops are
+    /// cancelled. `Some` when the stream must end.
+    async fn rescope(
+        &mut self,
+        stream: &mut EtcdStream,
+        scope: WatchScope,
+        reply: oneshot::Sender<Result<(), RegistryError>>,
+    ) -> Option<Break> {
+        let wanted = ranges(&self.keys, &scope);
+        let added: Vec<Range> = wanted
+            .iter()
+            .filter(|r| !self.ranges.iter().any(|o| o.same_keys(r)))
+            .cloned()
+            .collect();
+        let mut ids = Vec::with_capacity(added.len());
+        for range in &added {
+            let id = self.next_id;
+            self.next_id += 1;
+            if let Err(e) = stream.watch(range.key.clone(), Some(range.watch_options(id, 0))).await
+            {
+                let _ = reply.send(Err(map(e, Op::Watch, &range.path)));
+                return Some(Break::Reopen);
+            }
+            ids.push(id);
+        }
+        // Until etcd confirmed every new watch, the others' responses are delivered as usual.
+        let mut unconfirmed: BTreeSet<i64> = ids.iter().copied().collect();
+        while !unconfirmed.is_empty() {
+            let message = match tokio::time::timeout(self.timeout, stream.message()).await {
+                Ok(message) => message,
+                Err(_) => {
+                    let _ = reply.send(Err(self.timed_out()));
+                    return Some(Break::Reopen);
+                }
+            };
+            let resp = match message {
+                Ok(Some(resp)) => resp,
+                Ok(None) => {
+                    let _ = reply.send(Err(RegistryError::ConnectionLoss {
+                        op: Op::Watch,
+                        path: self.label().to_owned(),
+                    }));
+                    return Some(Break::Reopen);
+                }
+                Err(e) => {
+                    let next = if error::is_compacted(&e) { Break::Resync } else { Break::Reopen };
+                    let _ = reply.send(Err(map(e, Op::Watch, self.label())));
+                    return Some(next);
+                }
+            };
+            if unconfirmed.contains(&resp.watch_id()) {
+                if resp.canceled() {
+                    let why = format!("etcd refused the watch: {}", resp.cancel_reason());
+                    let _ = reply.send(Err(RegistryError::Backend {
+                        backend: BACKEND,
+                        op: Op::Watch,
+                        path: self.label().to_owned(),
+                        message: why,
+                        retryable: true,
+                        source: None,
+                    }));
+                    // The scope stays as it was: the stream is opened afresh for it.
+                    return Some(Break::Resync);
+                }
+                if resp.created() {
+                    unconfirmed.remove(&resp.watch_id());
+                }
+                continue;
+            }
+            if let Some(next) = self.on_response(resp) {
+                let _ = reply.send(Err(self.closed()));
+                return Some(next);
+            }
+        }
+        let read = tokio::time::timeout(self.timeout, snapshot(&self.kv, &self.keys, &added)).await;
+        let (rev, nodes) = match read {
+            Ok(Ok(read)) => read,
+            Ok(Err(e)) => {
+                let _ = reply.send(Err(e));
+                // The scope stays as it was: its watches are what it had.
+                return Some(Break::Resync);
+            }
+            Err(_) => {
+                let _ = reply.send(Err(self.timed_out()));
+                return Some(Break::Resync);
+            }
+        };
+        // Kept ranges go on as they were; added ones deliver what comes after their read.
+        let mut ranges = Vec::with_capacity(wanted.len());
+        let (mut through, mut kept_ids) = (Vec::new(), Vec::new());
+        for (i, range) in self.ranges.iter().enumerate() {
+            if wanted.iter().any(|w| w.same_keys(range)) {
+                ranges.push(range.clone());
+                through.push(self.through[i]);
+                kept_ids.push(self.ids[i]);
+            } else if let Err(e) = stream.cancel(self.ids[i]).await {
+                tracing::debug!(scope = %self.label(), error = %e, "etcd watch: cannot cancel a dropped range; re-opening");
+                self.cancelled.insert(self.ids[i]);
+            } else {
+                self.cancelled.insert(self.ids[i]);
+            }
+        }
+        for (range, id) in added.into_iter().zip(ids) {
+            ranges.push(range);
+            through.push(rev);
+            kept_ids.push(id);
+        }
+        self.ranges = ranges;
+        self.through = through;
+        self.ids = kept_ids;
+        // `added` may hold, as of `rev`, nodes the old scope covered through a range now
+        // dropped (a node entry inside an added subtree): the read is their latest word.
+        if self.tx.send(WatchEvent::Rescoped { scope: scope.clone(), added: nodes }).is_err() {
+            let _ = reply.send(Err(self.closed()));
+            return Some(Break::Stop);
+        }
+        self.scope = scope;
+        let _ = reply.send(Ok(()));
+        None
     }
 
     /// Opens the watches and reads the scope again, sends the `Resync`; retries until it works.
@@ -403,6 +623,7 @@ impl WatchTask {
                     if self.tx.send(WatchEvent::Resync { nodes: opened.nodes }).is_err() {
                         return None;
                     }
+                    self.renumber();
                     self.through.iter_mut().for_each(|t| *t = opened.rev);
                     self.delivered = opened.rev;
                     return Some((opened.stream, opened.early));
@@ -452,6 +673,16 @@ impl WatchTask {
                     Some(SessionEvent::Closed) | None => return Break::Stop,
                     Some(_) => continue,
                 },
+                request = self.requests.recv() => {
+                    let Some((scope, reply)) = request else { return Break::Stop };
+                    if let Some(next) = self.rescope(&mut stream, scope, reply).await {
+                        return next;
+                    }
+                    if self.ranges.is_empty() {
+                        return Break::Quiet;
+                    }
+                    continue;
+                }
                 message = stream.message() => message,
             };
             let resp = match message {
@@ -480,10 +711,15 @@ impl WatchTask {
             return Some(Break::Resync);
         }
         if resp.canceled() {
+            // A watch this task cancelled when its range left the scope.
+            if self.cancelled.remove(&resp.watch_id()) {
+                return None;
+            }
             tracing::debug!(scope = %self.label(), reason = resp.cancel_reason(), "etcd watch cancelled; re-opening");
             return Some(Break::Reopen);
         }
-        let index = usize::try_from(resp.watch_id() - 1).ok().filter(|i| *i < self.ranges.len())?;
+        // A range dropped from the scope: what it still had in flight is no longer covered.
+        let index = self.ids.iter().position(|id| *id == resp.watch_id())?;
         let mut last = None;
         for event in resp.events() {
             let Some(kv) = event.kv() else { continue };
