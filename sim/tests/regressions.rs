@@ -33,6 +33,9 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
         FaultProfile::Chaos,
         "a catch-up given to an owner cut off, then the job removed",
     ),
+    (581_922_074, FaultProfile::Chaos, "a restart's interrupted run behind its own missed entry"),
+    (1_130_952_448, FaultProfile::Chaos, "a run started with failover off queued at a restart"),
+    (581_922_752, FaultProfile::Chaos, "a crash's catch-up behind two reshards, then removal"),
 ];
 
 #[test]
