@@ -36,6 +36,8 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (581_922_074, FaultProfile::Chaos, "a restart's interrupted run behind its own missed entry"),
     (1_130_952_448, FaultProfile::Chaos, "a run started with failover off queued at a restart"),
     (581_922_752, FaultProfile::Chaos, "a crash's catch-up behind two reshards, then removal"),
+    (581_922_831, FaultProfile::Chaos, "a fire superseded by a reshard while a run went on"),
+    (537_321_492, FaultProfile::Failover, "a catch-up due while its item was disabled"),
 ];
 
 #[test]

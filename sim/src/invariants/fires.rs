@@ -376,6 +376,12 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         if removed {
             continue;
         }
+        // The item was disabled when the catch-up fell due (its run ended): disabled items
+        // run nothing, and the catch-up is dropped (GUARANTEES.md, section 2; failover
+        // 537,321,492: disabled 93 ms before the skip, enabled again after the run).
+        if tl.item_disabled_now(&job, item, end) {
+            continue;
+        }
         // A reshard was pending when the run ended: the catch-up waits for it (as ElasticJob's
         // does), then falls to the item's owner under the assignment it makes, who runs it
         // after the run it started then, if any (the fire that waited). The job's removal, or
