@@ -38,6 +38,8 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (581_922_752, FaultProfile::Chaos, "a crash's catch-up behind two reshards, then removal"),
     (581_922_831, FaultProfile::Chaos, "a fire superseded by a reshard while a run went on"),
     (537_321_492, FaultProfile::Failover, "a catch-up due while its item was disabled"),
+    (733_006_803, FaultProfile::Chaos, "a catch-up owed by an item disabled before the skip"),
+    (537_321_816, FaultProfile::Chaos, "a cron change before an unchecked clock behind got there"),
 ];
 
 #[test]

@@ -376,10 +376,19 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         if removed {
             continue;
         }
-        // The item was disabled when the catch-up fell due (its run ended): disabled items
-        // run nothing, and the catch-up is dropped (GUARANTEES.md, section 2; failover
-        // 537,321,492: disabled 93 ms before the skip, enabled again after the run).
-        if tl.item_disabled_now(&job, item, end) {
+        // The item was disabled when the catch-up fell due (the skipper's run that blocked
+        // it ended, a run of this item or of another): disabled items run nothing, and the
+        // catch-up is dropped (GUARANTEES.md, section 2; failover 537,321,492: disabled 93 ms
+        // before the skip, enabled again after the run; chaos 733,006,803: disabled before
+        // the skip, so the item's own next run came only after it was enabled again).
+        let blocking_end = facts
+            .ends
+            .iter()
+            .filter(|((j, _, w), _)| *j == job && *w == who)
+            .filter_map(|(_, ends)| ends.iter().copied().find(|t| *t >= skip_at))
+            .min()
+            .unwrap_or(end);
+        if tl.item_disabled_now(&job, item, blocking_end) || tl.item_disabled_now(&job, item, end) {
             continue;
         }
         // A reshard was pending when the run ended: the catch-up waits for it (as ElasticJob's
