@@ -33,6 +33,13 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
         FaultProfile::Chaos,
         "a catch-up given to an owner cut off, then the job removed",
     ),
+    (581_922_074, FaultProfile::Chaos, "a restart's interrupted run behind its own missed entry"),
+    (1_130_952_448, FaultProfile::Chaos, "a run started with failover off queued at a restart"),
+    (581_922_752, FaultProfile::Chaos, "a crash's catch-up behind two reshards, then removal"),
+    (581_922_831, FaultProfile::Chaos, "a fire superseded by a reshard while a run went on"),
+    (537_321_492, FaultProfile::Failover, "a catch-up due while its item was disabled"),
+    (733_006_803, FaultProfile::Chaos, "a catch-up owed by an item disabled before the skip"),
+    (537_321_816, FaultProfile::Chaos, "a cron change before an unchecked clock behind got there"),
 ];
 
 #[test]

@@ -384,8 +384,16 @@ pub fn queue(
         // failed the whole transaction, and every other orphan in it was lost).
         let existing = super::detail::read(view, paths, Detailed::Entry(orphan.item))
             .map(|(node, data)| (node.version, FailoverEntry::parse("", data).ok()));
-        // Queued for this very instance already (by the survivors, or an earlier try).
-        let own_entry = existing.as_ref().and_then(|(_, e)| e.as_ref()).filter(|e| e.dead == dead);
+        // Queued for this very instance already (by the survivors, or an earlier try). Not
+        // an entry for a fire we missed when our run of the item was interrupted since: that
+        // entry's claim waits for our marker to go, which only a re-run of the interrupted
+        // run removes, so the run takes the entry over below, as another instance's
+        // (chaos 581,922,074: a restart under the same id left the item blocked for good).
+        let own_entry = existing
+            .as_ref()
+            .and_then(|(_, e)| e.as_ref())
+            .filter(|e| e.dead == dead)
+            .filter(|e| !(e.why == Orphaned::Missed && orphan.why == Orphaned::Interrupted));
         if let Some(entry) = own_entry {
             queued.push((orphan.item, entry.fire_ms));
             continue;

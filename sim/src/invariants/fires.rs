@@ -376,6 +376,21 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         if removed {
             continue;
         }
+        // The item was disabled when the catch-up fell due (the skipper's run that blocked
+        // it ended, a run of this item or of another): disabled items run nothing, and the
+        // catch-up is dropped (GUARANTEES.md, section 2; failover 537,321,492: disabled 93 ms
+        // before the skip, enabled again after the run; chaos 733,006,803: disabled before
+        // the skip, so the item's own next run came only after it was enabled again).
+        let blocking_end = facts
+            .ends
+            .iter()
+            .filter(|((j, _, w), _)| *j == job && *w == who)
+            .filter_map(|(_, ends)| ends.iter().copied().find(|t| *t >= skip_at))
+            .min()
+            .unwrap_or(end);
+        if tl.item_disabled_now(&job, item, blocking_end) || tl.item_disabled_now(&job, item, end) {
+            continue;
+        }
         // A reshard was pending when the run ended: the catch-up waits for it (as ElasticJob's
         // does), then falls to the item's owner under the assignment it makes, who runs it
         // after the run it started then, if any (the fire that waited). The job's removal, or
@@ -435,13 +450,18 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         let disabled_meanwhile = tl.item_disabled.get(&(job.clone(), item)).is_some_and(|l| {
             l.iter().any(|(from, on)| *on && *from > first.at && *from <= noticed_by)
         });
-        let job_removed = tl.removed_by(&job, first.at, noticed_by);
+        // Once the crash is noticed, the catch-up is its successor's, within the liveness
+        // bound of a failover (section 4): the job's removal, or a count change that removes
+        // the item, before then leaves nothing to catch up (GUARANTEES.md, section 2; chaos
+        // 581,922,752: the catch-up waited for two reshards, then the job went).
+        let successor_by = noticed_by.saturating_add(failover_slack_ms(tl, &job));
+        let job_removed = tl.removed_by(&job, first.at, successor_by);
         let removed_meanwhile = job_removed
             || tl.configs.get(&job).is_some_and(|configs| {
-                configs.iter().any(|(t, c)| *t > first.at && *t <= noticed_by && c.count <= item)
+                configs.iter().any(|(t, c)| *t > first.at && *t <= successor_by && c.count <= item)
             });
         if disabled_meanwhile || removed_meanwhile {
-            acc.add("exempt: item disabled or removed before the crash was noticed");
+            acc.add("exempt: item disabled before the crash was noticed, or removed before its successor was due");
             continue;
         }
         // Garbage in the assignment record before the crash was noticed: a reshard meanwhile

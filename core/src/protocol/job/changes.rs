@@ -251,8 +251,10 @@ impl JobProtocol {
         let failover_off =
             self.failover_enabled() && !(config.failover && config.monitor_execution);
         let failover_on = !self.failover_enabled() && config.failover && config.monitor_execution;
-        if reschedule && self.registration.registered() {
-            self.skip_fires_the_registry_passed(ctx);
+        if reschedule && self.registration.registered() && self.config.max_time_diff().is_some() {
+            if let (Some(first), Some(old)) = (self.armed_fire, self.schedule.clone()) {
+                self.passed_fires_owed = Some((first, old));
+            }
         }
         self.config = config.clone();
         self.schedule = schedule;
@@ -287,19 +289,28 @@ impl JobProtocol {
         }
     }
 
-    /// A clock known to run behind the registry's by more than `maxTimeDiffSeconds` comes to
+    /// A clock that runs behind the registry's by more than `maxTimeDiffSeconds` comes to
     /// each fire late, and skips it (`ClockSkew`) when it gets there. The fires of the old
     /// cron that the registry's time has passed and this clock has not reached yet would
-    /// never come once the cron changes: their skips are recorded now, each named by the fire
-    /// this clock was waiting for, within the period the registry's clock gives it.
-    fn skip_fires_the_registry_passed(&mut self, ctx: &Ctx<'_>) {
-        let (Some((_, false)), Some(first), Some(schedule)) =
-            (self.clock_checked, self.armed_fire, self.schedule.as_ref())
-        else {
-            return;
-        };
+    /// never come once the cron changes: their skips are recorded, each named by the fire
+    /// this clock was waiting for, within the period the registry's clock gives it. Only a
+    /// comparison made after the change tells (chaos 537,321,816: the clock was set back 8 s
+    /// after its last comparison, and two fires of the old cron went unrecorded).
+    fn passed_fires_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
+        self.passed_fires_owed.as_ref()?;
+        match self.clock_unchecked_now(ctx) {
+            Some(Some(next)) => return Some(next),
+            // Off now: behind, or ahead (nothing passed then).
+            Some(None) => {}
+            // Within bounds (or no bound any more): the old cron's fires came in time.
+            None => {
+                self.passed_fires_owed = None;
+                return None;
+            }
+        }
+        let (first, schedule) = self.passed_fires_owed.take()?;
         if self.registry_offset_ms <= 0 {
-            return;
+            return None;
         }
         let registry_now = ctx.now_ms.saturating_add(self.registry_offset_ms);
         let passed: Vec<i64> = std::iter::once(first)
@@ -311,6 +322,7 @@ impl JobProtocol {
         for fire_ms in passed {
             self.skip(fire_ms, SkipReason::ClockSkew { diff_ms });
         }
+        Some(Next::Again)
     }
 
     pub(super) fn on_session(&mut self, event: SessionEvent, ctx: &Ctx<'_>) {
@@ -659,6 +671,9 @@ impl JobProtocol {
 
     /// Small duties: confirming an operator's shutdown, manual triggers, clearing the queue.
     pub(super) fn housekeeping_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
+        if let Some(next) = self.passed_fires_next(ctx) {
+            return Some(next);
+        }
         if self.confirm_gone_owed {
             self.confirm_gone_owed = false;
             let request = Request::Get(self.paths.instance(&self.me));

@@ -168,6 +168,22 @@ impl JobProtocol {
         {
             return Decision::Skip(SkipReason::Late);
         }
+        // The fire fell due under an assignment that gave us items, and waited behind other
+        // work (a slow link, a flag raise of ours) while a reshard answering a flag raised at
+        // or after its time replaced it: that assignment is not the fire's (section 2 of
+        // GUARANTEES.md), and the items it gives us may have been others' at the fire, who
+        // ran it. Recorded late; also while a run of ours goes on (a misfire after that
+        // reshard would mark only the items it gives us: chaos 581,922,831 left the item it
+        // moved away unrecorded).
+        let due_under = self.due_under.filter(|(fire_ms, _)| *fire_ms == f.fire_ms);
+        if let (FireKind::Scheduled, Some((_, then))) = (f.kind, due_under) {
+            let now = view.get(&self.paths.assigned()).map(|n| n.version);
+            let replaced = now != then
+                && failover::assigned_since(view, &self.paths).is_some_and(|a| a >= f.fire_ms);
+            if replaced {
+                return Decision::Skip(SkipReason::Late);
+            }
+        }
         if self.in_flight.is_some() || f.misfired {
             if f.kind == FireKind::Manual && !f.misfired {
                 // A trigger while this instance runs: it runs once the run ends.
@@ -268,20 +284,6 @@ impl JobProtocol {
         // that disagree would have it run here and be counted missed elsewhere).
         if f.sharding_deadline.take().is_some() && self.config.max_time_diff().is_some() {
             return Decision::Ask(Step::Skew, Request::RegistryTime);
-        }
-        // The fire fell due under an assignment that gave us items, and waited behind other
-        // work (a slow link, a flag raise of ours) while a reshard answering a flag raised at
-        // or after its time replaced it: that assignment is not the fire's (section 2 of
-        // GUARANTEES.md), and the items it gives us may have been others' at the fire, who
-        // ran it. Recorded late.
-        let due_under = self.due_under.filter(|(fire_ms, _)| *fire_ms == f.fire_ms);
-        if let (FireKind::Scheduled, Some((_, then))) = (f.kind, due_under) {
-            let now = view.get(&self.paths.assigned()).map(|n| n.version);
-            let replaced = now != then
-                && failover::assigned_since(view, &self.paths).is_some_and(|a| a >= f.fire_ms);
-            if replaced {
-                return Decision::Skip(SkipReason::Late);
-            }
         }
         let mut items = self.my_items(ctx);
         if f.kind == FireKind::Misfire {

@@ -230,6 +230,10 @@ pub struct JobProtocol {
     ledger_mark_owed: bool,
     /// Failover was turned off: our markers of runs nobody will run again are to go.
     own_markers_owed: bool,
+    /// The cron changed while a clock check was set: the first fire the old cron had armed,
+    /// and that cron, until a comparison with the registry's clock says whether this clock
+    /// runs behind (and so whether the registry has passed fires it will now never reach).
+    passed_fires_owed: Option<(i64, CronSchedule)>,
     /// When failover was last turned on (the mark's time).
     failover_on_ms: i64,
     /// Leader: server nodes no live instance uses, with since when (`servers`).
@@ -360,6 +364,7 @@ impl JobProtocol {
             trigger_owed: false,
             clear_queue_owed: false,
             ledger_mark_owed: false,
+            passed_fires_owed: None,
             own_markers_owed: false,
             failover_on_ms: 0,
             stale_servers: std::collections::BTreeMap::new(),

@@ -435,8 +435,25 @@ impl JobProtocol {
             }
         };
         let held: Vec<u32> = self.held_items();
+        // Runs started while failover was off (their markers are ephemeral, and nothing
+        // recorded them) are not failed over, even with failover on since (GUARANTEES.md,
+        // section 2): their markers, which the lost session's end removes anyway, go now, so
+        // that no later fire of their items waits for them. Queued, such a run was given the
+        // latest fire due, which is another owner's to run (chaos 1,130,952,448 ran it twice).
+        let mut unfailed: Vec<TxnOp> = Vec::new();
         let mut orphans: Vec<Orphan> = (0..self.total())
             .filter(|n| !held.contains(n))
+            .filter(|&n| {
+                let marker = self.paths.item_node(n, crate::layout::ItemNode::Running);
+                let Some(node) = ctx.view.get(&marker) else { return true };
+                let started_with_failover_off = node.ephemeral
+                    && !ledger.running.contains_key(&n)
+                    && node.text().trim() == self.me;
+                if started_with_failover_off {
+                    unfailed.push(TxnOp::delete(marker, Some(node.version)));
+                }
+                !started_with_failover_off
+            })
             .filter(|&n| {
                 // Ours, or garbage over a marker our ledger says we held (an earlier session
                 // of ours could not rewrite it before it ended).
@@ -506,6 +523,7 @@ impl JobProtocol {
         let mut ops = failover::queue(ctx.view, &self.paths, &self.me, &orphans, self.total());
         // `queue` removes a departed instance's ledger; ours stays, without the queued items.
         ops.retain(|op| op.path() != self.paths.ledger(&self.me));
+        ops.extend(unfailed);
         if ops.is_empty() && !mark_owed {
             return None;
         }
