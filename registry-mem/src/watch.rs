@@ -44,11 +44,43 @@ pub(crate) fn snapshot(tree: &Tree, ns: &Namespace, scope: &WatchScope) -> BTree
     nodes
 }
 
+/// A scope's entries hashed: whether a change is covered is a lookup of its path and its
+/// ancestors, however many entries the scope has (a scheduler's narrow scopes have hundreds).
+#[derive(Debug, Default)]
+struct Index {
+    nodes: rustc_hash::FxHashSet<String>,
+    subtrees: rustc_hash::FxHashSet<String>,
+}
+
+impl Index {
+    fn of(scope: &WatchScope) -> Self {
+        Index {
+            nodes: scope.nodes().iter().cloned().collect(),
+            subtrees: scope.subtrees().iter().cloned().collect(),
+        }
+    }
+
+    fn covers(&self, path: &str) -> bool {
+        self.nodes.contains(path) || self.in_subtree(path)
+    }
+
+    fn in_subtree(&self, path: &str) -> bool {
+        if self.subtrees.is_empty() {
+            return false;
+        }
+        self.subtrees.contains(path)
+            || self.subtrees.contains("/")
+            || path.match_indices('/').skip(1).any(|(i, _)| self.subtrees.contains(&path[..i]))
+    }
+}
+
 /// One subscription.
 #[derive(Debug)]
 struct Watch {
     /// What the subscription covers, in server paths.
     scope: WatchScope,
+    /// `scope`, hashed.
+    index: Index,
     tx: UnboundedSender<WatchEvent>,
     /// Events held back while the client is cut off, in server order.
     held: VecDeque<WatchEvent>,
@@ -92,7 +124,9 @@ impl Watches {
         // Cannot fail: the receiver is right here.
         let _ = tx.send(WatchEvent::Resync { nodes: snapshot(tree, ns, &scope) });
         self.next_id += 1;
-        self.subs.insert(self.next_id, Watch { scope, tx, held: VecDeque::new(), stale: false });
+        let index = Index::of(&scope);
+        let watch = Watch { scope, index, tx, held: VecDeque::new(), stale: false };
+        self.subs.insert(self.next_id, watch);
         (Channel(rx), self.next_id)
     }
 
@@ -109,21 +143,16 @@ impl Watches {
         link_up: bool,
     ) -> bool {
         let Some(watch) = self.subs.get_mut(&id) else { return false };
-        let old = std::mem::replace(&mut watch.scope, scope.clone());
+        let old = std::mem::replace(&mut watch.index, Index::of(&scope));
         // Only what the old scope did not cover is read: the cost of the change, not of the
         // scope.
-        let mut fresh = WatchScope::new();
-        for root in
-            scope.subtrees().iter().filter(|root| !old.includes(&WatchScope::subtree(*root)))
-        {
-            fresh = fresh.with_subtree(root.clone());
-        }
-        for node in scope.nodes().iter().filter(|node| !old.covers(node)) {
-            fresh = fresh.with_node(node.clone());
-        }
+        let subtrees = scope.subtrees().iter().filter(|root| !old.in_subtree(root)).cloned();
+        let nodes = scope.nodes().iter().filter(|node| !old.covers(node)).cloned();
+        let fresh = WatchScope::of_entries(subtrees.collect(), nodes.collect());
         let mut added = snapshot(tree, ns, &fresh);
         added.retain(|path, _| !old.covers(&ns.to_server(path)));
         let event = WatchEvent::Rescoped { scope: scope.map_paths(|p| ns.to_client(p)), added };
+        watch.scope = scope;
         if watch.offer(event, link_up) {
             true
         } else {
@@ -137,7 +166,7 @@ impl Watches {
         self.subs.retain(|_, watch| {
             let mut alive = true;
             for change in changes {
-                if !watch.scope.covers(change.path()) {
+                if !watch.index.covers(change.path()) {
                     continue;
                 }
                 let client_path = ns.to_client(change.path());

@@ -210,6 +210,16 @@ impl WatchScope {
         WatchScope::new().with_node(path)
     }
 
+    /// The scope of these entries, given in any order, duplicates allowed: sorted once
+    /// (adding many entries one by one keeps the lists sorted at every insertion).
+    pub fn of_entries(mut subtrees: Vec<String>, mut nodes: Vec<String>) -> Self {
+        subtrees.sort_unstable();
+        subtrees.dedup();
+        nodes.sort_unstable();
+        nodes.dedup();
+        WatchScope { subtrees, nodes }
+    }
+
     /// This scope and the subtree at `root`.
     pub fn with_subtree(mut self, root: impl Into<String>) -> Self {
         insert_sorted(&mut self.subtrees, root.into());

@@ -53,9 +53,14 @@ impl JobScope {
     }
 }
 
-/// The scope last found covered by the view, with the view's scope generation then.
+/// The scope last found covered by the view, with the view's scope generation then; and the
+/// registry scope last built for a job scope (every change of the process's watch has each
+/// job check its scope again, mostly the same one).
 #[derive(Debug, Clone, Default)]
-pub(super) struct Granted(Option<(u64, JobScope)>);
+pub(super) struct Granted {
+    covered: Option<(u64, JobScope)>,
+    built: Option<(JobScope, WatchScope)>,
+}
 
 /// The per-item nodes every instance reads.
 const ITEM_NODES: [ItemNode; 5] = [
@@ -126,14 +131,22 @@ impl JobProtocol {
         let Some(_) = view.scope() else { return true };
         let wanted = self.scope(view);
         let generation = view.scope_generation();
-        if let Some((seen, granted)) = &self.granted.0 {
+        if let Some((seen, granted)) = &self.granted.covered {
             if *seen == generation && granted.includes(&wanted) {
                 return true;
             }
         }
-        let ready = view.includes(&self.watch_scope(&wanted));
+        let ready = match &self.granted.built {
+            Some((built, scope)) if *built == wanted => view.includes(scope),
+            _ => {
+                let scope = self.watch_scope(&wanted);
+                let ready = view.includes(&scope);
+                self.granted.built = Some((wanted.clone(), scope));
+                ready
+            }
+        };
         if ready {
-            self.granted.0 = Some((generation, wanted));
+            self.granted.covered = Some((generation, wanted));
         }
         ready
     }
@@ -188,40 +201,43 @@ pub fn narrow_scope(
     // Not the job's root itself: nothing reads it, and on ZooKeeper, which keeps one watch
     // per path and client, a node watch on it would take the place of the whole subtree's
     // recursive watch while both scopes are open (a swap from wide to narrow).
-    let mut scope = WatchScope::new()
-        .with_subtree(paths.config())
-        .with_subtree(paths.servers())
-        .with_subtree(paths.instances())
-        .with_subtree(format!("{root}/leader"))
-        .with_node(format!("{root}/shardcron"))
-        .with_subtree(paths.detail_dirs()[0].clone())
-        .with_subtree(paths.detail_dirs()[1].clone())
-        .with_subtree(paths.detail(crate::layout::Detailed::Flag))
-        .with_subtree(paths.assigned())
-        .with_node(paths.ledgers())
-        .with_node(paths.ledger(me))
-        .with_node(paths.triggers())
-        .with_node(paths.trigger(me))
-        .with_node(paths.sharding());
+    let mut subtrees = vec![
+        paths.config(),
+        paths.servers(),
+        paths.instances(),
+        format!("{root}/leader"),
+        paths.detail_dirs()[0].clone(),
+        paths.detail_dirs()[1].clone(),
+        paths.detail(crate::layout::Detailed::Flag),
+        paths.assigned(),
+    ];
+    let mut nodes = vec![
+        format!("{root}/shardcron"),
+        paths.ledgers(),
+        paths.ledger(me),
+        paths.triggers(),
+        paths.trigger(me),
+        paths.sharding(),
+    ];
     if once_listeners {
         for stage in [GuaranteeStage::Started, GuaranteeStage::Completed] {
-            scope = scope.with_subtree(paths.guarantee_stage(stage));
+            subtrees.push(paths.guarantee_stage(stage));
         }
-        scope = scope.with_node(format!("{root}/guarantee"));
+        nodes.push(format!("{root}/guarantee"));
     }
     for n in 0..total {
-        scope = scope.with_node(paths.item(n));
+        nodes.push(paths.item(n));
         for leaf in ITEM_NODES {
-            scope = scope.with_node(paths.item_node(n, leaf));
+            nodes.push(paths.item_node(n, leaf));
         }
     }
     for &n in markers {
-        scope = scope
-            .with_node(paths.item(n))
-            .with_node(paths.item_node(n, ItemNode::Running))
-            .with_node(paths.item_node(n, ItemNode::Failover));
+        nodes.push(paths.item(n));
+        nodes.push(paths.item_node(n, ItemNode::Running));
+        nodes.push(paths.item_node(n, ItemNode::Failover));
     }
-    scope
+    // Sorted once: a job of many items has hundreds of entries.
+    WatchScope::of_entries(subtrees, nodes)
 }
 
 #[cfg(test)]
