@@ -324,14 +324,9 @@ impl WatchScope {
 
     /// The scope with `f` applied to every path (e.g. a backend adding its namespace prefix).
     pub fn map_paths(&self, mut f: impl FnMut(&str) -> String) -> WatchScope {
-        let mut out = WatchScope::new();
-        for root in &self.subtrees {
-            insert_sorted(&mut out.subtrees, f(root));
-        }
-        for node in &self.nodes {
-            insert_sorted(&mut out.nodes, f(node));
-        }
-        out
+        let subtrees = self.subtrees.iter().map(|p| f(p)).collect();
+        let nodes = self.nodes.iter().map(|p| f(p)).collect();
+        WatchScope::of_entries(subtrees, nodes)
     }
 }
 

@@ -30,21 +30,21 @@ use crate::registry::{Node, RegistryError, WatchEvent, WatchScope, WatchScoper, 
 pub(crate) struct Opened {
     pub scope: WatchScope,
     /// Each job's scope when the watch was asked for.
-    pub asked: BTreeMap<JobId, WatchScope>,
+    pub asked: BTreeMap<JobId, Arc<WatchScope>>,
     pub stream: WatchStream,
     pub nodes: BTreeMap<String, Node>,
 }
 
 /// The jobs' scopes and the change under way.
 pub(crate) struct Watching {
-    /// What each job asked for last.
-    scopes: BTreeMap<JobId, WatchScope>,
+    /// What each job asked for last (shared: every change records them all).
+    scopes: BTreeMap<JobId, Arc<WatchScope>>,
     /// What the current watch covers.
     current: WatchScope,
     /// Each job's scope the current watch was set for.
-    granted: BTreeMap<JobId, WatchScope>,
+    granted: BTreeMap<JobId, Arc<WatchScope>>,
     /// The change under way: the scope asked for, and each job's scope then.
-    asked: Option<(WatchScope, BTreeMap<JobId, WatchScope>)>,
+    asked: Option<(WatchScope, BTreeMap<JobId, Arc<WatchScope>>)>,
     /// What changes the current stream's scope; `None`: swap streams instead.
     scoper: Option<Arc<dyn WatchScoper>>,
     opened_tx: mpsc::UnboundedSender<Opened>,
@@ -73,7 +73,7 @@ impl Watching {
     /// changed.
     pub fn set(&mut self, shared: &Arc<Shared>, job: JobId, scope: Option<WatchScope>) {
         match scope {
-            Some(scope) => self.scopes.insert(job, scope),
+            Some(scope) => self.scopes.insert(job, Arc::new(scope)),
             None => self.scopes.remove(&job),
         };
         self.change_if_needed(shared);
@@ -101,7 +101,7 @@ impl Watching {
         &mut self,
         shared: &Arc<Shared>,
         scope: WatchScope,
-        asked: BTreeMap<JobId, WatchScope>,
+        asked: BTreeMap<JobId, Arc<WatchScope>>,
         scoper: Option<Arc<dyn WatchScoper>>,
     ) -> Vec<JobId> {
         self.asked = None;
@@ -113,11 +113,13 @@ impl Watching {
         &mut self,
         shared: &Arc<Shared>,
         scope: WatchScope,
-        asked: BTreeMap<JobId, WatchScope>,
+        asked: BTreeMap<JobId, Arc<WatchScope>>,
     ) -> Vec<JobId> {
         self.current = scope;
-        let changed =
-            asked.iter().filter(|(job, s)| self.granted.get(job) != Some(s)).map(|(j, _)| *j);
+        let same = |job: &JobId, s: &Arc<WatchScope>| {
+            self.granted.get(job).is_some_and(|g| Arc::ptr_eq(g, s) || g == s)
+        };
+        let changed = asked.iter().filter(|(job, s)| !same(job, s)).map(|(j, _)| *j);
         let changed = changed.collect();
         self.granted = asked;
         self.change_if_needed(shared);
@@ -126,7 +128,7 @@ impl Watching {
 
     fn wanted(&self) -> WatchScope {
         // Not `minimal`: the backends make their server-side entries minimal themselves.
-        WatchScope::union_of(self.scopes.values())
+        WatchScope::union_of(self.scopes.values().map(|s| s.as_ref()))
     }
 
     fn change_if_needed(&mut self, shared: &Arc<Shared>) {
@@ -179,7 +181,7 @@ async fn rescope_until_done(shared: &Shared, scoper: &dyn WatchScoper, scope: Wa
 async fn open_until_done(
     shared: &Arc<Shared>,
     scope: WatchScope,
-    asked: BTreeMap<JobId, WatchScope>,
+    asked: BTreeMap<JobId, Arc<WatchScope>>,
 ) -> Opened {
     loop {
         match open(shared, &scope).await {

@@ -60,6 +60,19 @@ impl JobScope {
 pub(super) struct Granted {
     covered: Option<(u64, JobScope)>,
     built: Option<(JobScope, WatchScope)>,
+    /// The paths every step's `scope` looks at, made once.
+    paths: std::sync::OnceLock<ScopePaths>,
+}
+
+/// The nodes whose state decides between the narrow and the wide scope.
+#[derive(Debug, Clone)]
+struct ScopePaths {
+    leader: String,
+    necessary: String,
+    processing: String,
+    failover_items: String,
+    /// `sharding/`, to which an item's number and `/instance` are appended.
+    sharding: String,
 }
 
 /// The per-item nodes every instance reads.
@@ -81,8 +94,7 @@ impl JobProtocol {
             return JobScope::Wide;
         }
         // Every step asks: one path buffer for the owner nodes, not one allocation per item.
-        let mut path = self.paths.sharding();
-        path.push('/');
+        let mut path = self.scope_paths().sharding.clone();
         let base = path.len();
         let mut markers: Vec<u32> = (0..self.total())
             .filter(|&n| {
@@ -101,18 +113,26 @@ impl JobProtocol {
 
     /// Whether anything this job owes reads the other instances' markers or ledgers.
     fn needs_wide(&self, view: &View) -> bool {
-        let leader = view
-            .peek(&self.paths.leader_instance())
-            .is_some_and(|node| node.text().trim() == self.me);
-        let flag = view.peek(&self.paths.sharding_necessary()).is_some()
-            || view.peek(&self.paths.sharding_processing()).is_some();
+        let paths = self.scope_paths();
+        let leader = view.peek(&paths.leader).is_some_and(|node| node.text().trim() == self.me);
+        let flag = view.peek(&paths.necessary).is_some() || view.peek(&paths.processing).is_some();
         !self.registration.done()
             || (leader && flag)
             || (leader && self.audit_owed && self.audit_wide)
             || !self.departed.is_empty()
-            || view.peek_has_children(&self.paths.failover_items())
+            || view.peek_has_children(&paths.failover_items)
             || self.clear_queue_owed
             || self.own_markers_owed
+    }
+
+    fn scope_paths(&self) -> &ScopePaths {
+        self.granted.paths.get_or_init(|| ScopePaths {
+            leader: self.paths.leader_instance(),
+            necessary: self.paths.sharding_necessary(),
+            processing: self.paths.sharding_processing(),
+            failover_items: self.paths.failover_items(),
+            sharding: format!("{}/", self.paths.sharding()),
+        })
     }
 
     /// The registry scope of `scope`, for the runtime's watch.
