@@ -28,6 +28,18 @@
 //! scope again, and sends a `Resync`. It also resyncs after the client's session expired, as the
 //! contract asks.
 //!
+//! **Changing the scope in place** (`WatchScoper::rescope`). The task adds a watch per entry the
+//! new scope adds to the same etcd stream, created at the current revision like the others
+//! (so synced, and in revision order with them), waits until etcd confirmed each (delivering
+//! the other watches' events meanwhile), reads the added ranges at one revision, sends the
+//! `Rescoped` event with what they hold, and cancels the watches of the entries the new scope
+//! drops (their confirmations, and whatever they still had in flight, are dropped). The
+//! kept watches go on undisturbed; an added one's events up to its read are dropped. The
+//! added nodes are as of the read, which may be later than the last event delivered: their
+//! later events are not repeated. A failure leaves the scope as it was (the stream is opened
+//! again for it, with a `Resync`). An empty scope has no etcd stream; its first change opens
+//! one.
+//!
 //! **Ending.** The task ends with the subscriber's stream or the client; dropping the etcd
 //! stream cancels its watches on the server.
 

@@ -131,7 +131,7 @@ impl State {
         let closed = || RegistryError::Closed { op: Op::Watch, path: first_path(scope).to_owned() };
         let client = self.clients.get_mut(&cx.client).ok_or_else(closed)?;
         let up = client.link_up();
-        if client.watches.rescope(id, &self.tree, &client.ns, server_scope, up) {
+        if client.watches.rescope(id, &self.tree, &client.ns, server_scope, scope.clone(), up) {
             Ok(())
         } else {
             Err(closed())

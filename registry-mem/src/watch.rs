@@ -140,18 +140,41 @@ impl Watches {
         tree: &Tree,
         ns: &Namespace,
         scope: WatchScope,
+        client_scope: WatchScope,
         link_up: bool,
     ) -> bool {
         let Some(watch) = self.subs.get_mut(&id) else { return false };
-        let old = std::mem::replace(&mut watch.index, Index::of(&scope));
-        // Only what the old scope did not cover is read: the cost of the change, not of the
-        // scope.
-        let subtrees = scope.subtrees().iter().filter(|root| !old.in_subtree(root)).cloned();
-        let nodes = scope.nodes().iter().filter(|node| !old.covers(node)).cloned();
-        let fresh = WatchScope::of_entries(subtrees.collect(), nodes.collect());
+        // Only the entries that changed are looked at, and only what the old scope did not
+        // cover is read: the cost of the change, not of the scope.
+        let (added_subtrees, added_nodes, removed_subtrees, removed_nodes) =
+            watch.scope.entry_changes(&scope);
+        let fresh = WatchScope::of_entries(
+            added_subtrees
+                .iter()
+                .filter(|r| !watch.index.in_subtree(r))
+                .map(|r| (*r).to_owned())
+                .collect(),
+            added_nodes
+                .iter()
+                .filter(|n| !watch.index.covers(n))
+                .map(|n| (*n).to_owned())
+                .collect(),
+        );
         let mut added = snapshot(tree, ns, &fresh);
-        added.retain(|path, _| !old.covers(&ns.to_server(path)));
-        let event = WatchEvent::Rescoped { scope: scope.map_paths(|p| ns.to_client(p)), added };
+        added.retain(|path, _| !watch.index.covers(&ns.to_server(path)));
+        for root in removed_subtrees {
+            watch.index.subtrees.remove(root);
+        }
+        for node in removed_nodes {
+            watch.index.nodes.remove(node);
+        }
+        for root in added_subtrees {
+            watch.index.subtrees.insert(root.to_owned());
+        }
+        for node in added_nodes {
+            watch.index.nodes.insert(node.to_owned());
+        }
+        let event = WatchEvent::Rescoped { scope: client_scope, added };
         watch.scope = scope;
         if watch.offer(event, link_up) {
             true

@@ -397,46 +397,84 @@ impl View {
     /// dropped (no event will confirm them); those on added nodes are settled against `added`
     /// as [`View::swap`] settles them against a snapshot.
     pub fn rescope(&mut self, scope: WatchScope, added: BTreeMap<String, Node>) {
-        let index = ScopeIndex::of(&scope);
-        let mut dropped: Vec<String> = Vec::new();
-        let (old_nodes, old_subtrees): (Vec<String>, Vec<String>) = match &self.scope {
-            Some(old) => (old.nodes().to_vec(), old.subtrees().to_vec()),
-            None => (Vec::new(), vec![path::ROOT.to_owned()]),
+        // Which pending writes the old scope covered (their events kept coming).
+        let covered_before: Vec<bool> = self.pending.keys().map(|at| self.covers(at)).collect();
+        let dropped = match self.scope.take() {
+            Some(old) => self.reindex(&old, &scope),
+            None => {
+                // Fed by a watch of everything so far: whatever the new scope leaves out goes.
+                self.index = ScopeIndex::of(&scope);
+                self.uncovered_below(vec![path::ROOT.to_owned()])
+            }
         };
-        dropped.extend(old_nodes.into_iter().filter(|node| !index.covers(node)));
-        let mut stack: Vec<String> =
-            old_subtrees.into_iter().filter(|root| !index.in_subtree(root)).collect();
+        for at in &dropped {
+            self.view.remove(at);
+        }
+        if !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            let index = &self.index;
+            self.pending = pending
+                .into_iter()
+                .zip(covered_before)
+                .filter(|((at, mine), before)| {
+                    index.covers(at)
+                        && ((*before && !added.contains_key(at))
+                            || settle_against(mine, added.get(at)))
+                })
+                .map(|(entry, _)| entry)
+                .collect();
+        }
+        for (at, node) in added {
+            self.view.insert(&at, node);
+        }
+        self.scope = Some(scope);
+        self.scope_generation += 1;
+        self.revision += 1;
+    }
+
+    /// Updates the index from `old`'s entries to `new`'s, looking at the entries that changed
+    /// only (the cost of the change, not of the scope: a process with many jobs watches
+    /// thousands of single nodes). Returns the nodes of the view no longer covered.
+    fn reindex(&mut self, old: &WatchScope, new: &WatchScope) -> Vec<String> {
+        let (added_subtrees, added_nodes, removed_subtrees, removed_nodes) = old.entry_changes(new);
+        for root in &removed_subtrees {
+            self.index.subtrees.remove(*root);
+        }
+        for node in &removed_nodes {
+            self.index.nodes.remove(*node);
+        }
+        for root in added_subtrees {
+            self.index.subtrees.insert(root.into());
+        }
+        for node in added_nodes {
+            self.index.nodes.insert(node.into());
+        }
+        let mut dropped: Vec<String> = removed_nodes
+            .iter()
+            .filter(|node| !self.index.covers(node) && self.view.contains_key(node))
+            .map(|node| (*node).to_owned())
+            .collect();
+        let roots = removed_subtrees
+            .iter()
+            .filter(|root| !self.index.in_subtree(root))
+            .map(|root| (*root).to_owned())
+            .collect();
+        dropped.extend(self.uncovered_below(roots));
+        dropped
+    }
+
+    /// The nodes of the view at or below `roots` that the index does not cover.
+    fn uncovered_below(&self, mut stack: Vec<String>) -> Vec<String> {
+        let mut out = Vec::new();
         while let Some(at) = stack.pop() {
             for (name, _) in self.view.children(&at) {
                 stack.push(path::join(&at, name));
             }
-            if !index.covers(&at) {
-                dropped.push(at);
+            if !self.index.covers(&at) {
+                out.push(at);
             }
         }
-        for at in &dropped {
-            self.view.remove(at);
-        }
-        let pending = std::mem::take(&mut self.pending);
-        self.pending = pending
-            .into_iter()
-            .filter(|(at, mine)| {
-                if !index.covers(at) {
-                    return false;
-                }
-                if !added.contains_key(at) && self.index.covers(at) {
-                    return true;
-                }
-                settle_against(mine, added.get(at))
-            })
-            .collect();
-        for (at, node) in added {
-            self.view.insert(&at, node);
-        }
-        self.index = index;
-        self.scope = Some(scope);
-        self.scope_generation += 1;
-        self.revision += 1;
+        out
     }
 
     /// Takes the first snapshot of a new watch of `scope`, which replaces the one feeding the
@@ -593,6 +631,35 @@ mod tests {
         assert_eq!(c.text("/j/a").as_deref(), Some("mine"));
         assert!(c.children("/k").is_empty());
         assert_eq!(c.take_strays().0, 0, "a node entry's listing counts as covered");
+    }
+
+    #[test]
+    fn a_rescope_drops_what_the_new_scope_leaves_out_and_takes_what_it_adds() {
+        let mut c = View::default();
+        let old = WatchScope::subtree("/j/a").with_node("/j/b");
+        let mut nodes = BTreeMap::new();
+        for p in ["/j/a", "/j/a/x", "/j/a/y", "/j/b"] {
+            nodes.insert(p.to_owned(), node(p, 0));
+        }
+        c.swap(nodes, old);
+        // Pending: one on a node both scopes cover, one on a node the new scope drops, one on
+        // an added node the event shows older than ours.
+        c.wrote("/j/a/x", b"mine", 1, false);
+        c.wrote("/j/b", b"gone", 1, false);
+        c.wrote("/j/c/z", b"mine", 3, false);
+        let generation = c.scope_generation();
+        let new = WatchScope::node("/j/a/x").with_subtree("/j/c");
+        let added = BTreeMap::from([("/j/c/z".to_owned(), node("older", 2))]);
+        c.rescope(new.clone(), added);
+        assert_eq!(c.scope(), Some(&new));
+        assert!(c.scope_generation() > generation);
+        assert_eq!(c.text("/j/a/x").as_deref(), Some("mine"), "kept, with our pending write");
+        assert!(c.peek("/j/a/y").is_none() && c.peek("/j/a").is_none(), "dropped");
+        assert!(c.peek("/j/b").is_none(), "dropped, with our write on it");
+        assert_eq!(c.text("/j/c/z").as_deref(), Some("mine"), "added, ours still newer");
+        c.apply(&WatchEvent::Changed { path: "/j/c/z".into(), node: node("mine", 3) });
+        c.apply(&WatchEvent::Changed { path: "/j/c/z".into(), node: node("later", 4) });
+        assert_eq!(c.text("/j/c/z").as_deref(), Some("later"), "settled by its event");
     }
 
     #[test]

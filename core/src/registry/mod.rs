@@ -85,9 +85,13 @@
 //! **Changing a watch's scope.** A stream's [`WatchScoper`] (from [`WatchStream::scoper`];
 //! every backend's streams have one) changes what it covers in place, without reopening it:
 //! [`WatchScoper::rescope`] puts one [`WatchEvent::Rescoped`] into the stream, in its order,
-//! carrying the new scope and the nodes it covers that the old one did not, as they are at that
-//! point of the stream; the changes before it are the old scope's, those after it the new one's,
-//! each once, none lost (a node both scopes cover keeps its events going, undisturbed). The
+//! carrying the new scope and the nodes it covers that the old one did not (a backend may add,
+//! at their current state, nodes both cover whose entry changed); the changes before it are the
+//! old scope's, those after it the new one's, each once, none lost (a node both scopes cover
+//! keeps its events going, undisturbed). The added nodes are as the backend read them: at that
+//! point of the stream (in memory), or a moment later (ZooKeeper, etcd read them when the
+//! change is made, while the other entries' events may still be on their way), in which case
+//! their changes up to the read are not reported again. The
 //! backend registers and reads only what the change adds and releases what it drops, so a
 //! change costs what it changes, not the size of the scope. Changes of one stream apply in the
 //! order they were asked for; one that fails leaves the stream as it was (no `Rescoped`), and a

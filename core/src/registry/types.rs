@@ -289,6 +289,20 @@ impl WatchScope {
         WatchScope { nodes, ..outer }
     }
 
+    /// The entries of `new` that `self` lacks, and the entries of `self` that `new` lacks:
+    /// `(added subtrees, added nodes, removed subtrees, removed nodes)`, each sorted. Compares
+    /// entries, not coverage (a node entry inside a subtree entry is an entry of its own), in
+    /// one pass over both sorted lists.
+    #[allow(clippy::type_complexity)]
+    pub fn entry_changes<'a>(
+        &'a self,
+        new: &'a WatchScope,
+    ) -> (Vec<&'a str>, Vec<&'a str>, Vec<&'a str>, Vec<&'a str>) {
+        let (added_subtrees, removed_subtrees) = sorted_diff(&self.subtrees, &new.subtrees);
+        let (added_nodes, removed_nodes) = sorted_diff(&self.nodes, &new.nodes);
+        (added_subtrees, added_nodes, removed_subtrees, removed_nodes)
+    }
+
     /// Everything either scope covers.
     pub fn union(&self, other: &WatchScope) -> WatchScope {
         let mut out = self.clone();
@@ -337,6 +351,35 @@ impl fmt::Display for WatchScope {
     }
 }
 
+/// What `new` has that `old` lacks, and what `old` has that `new` lacks (both sorted, without
+/// duplicates).
+fn sorted_diff<'a>(old: &'a [String], new: &'a [String]) -> (Vec<&'a str>, Vec<&'a str>) {
+    let (mut added, mut removed) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        match (old.get(i), new.get(j)) {
+            (Some(o), Some(n)) if o == n => {
+                i += 1;
+                j += 1;
+            }
+            (Some(o), Some(n)) if o < n => {
+                removed.push(o.as_str());
+                i += 1;
+            }
+            (_, Some(n)) => {
+                added.push(n.as_str());
+                j += 1;
+            }
+            (Some(o), None) => {
+                removed.push(o.as_str());
+                i += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    (added, removed)
+}
+
 fn insert_sorted(list: &mut Vec<String>, entry: String) {
     if let Err(at) = list.binary_search(&entry) {
         list.insert(at, entry);
@@ -376,9 +419,9 @@ pub enum WatchEvent {
     },
     /// The stream's scope was changed in place ([`WatchScoper::rescope`]): the events before
     /// this one are of the old scope, those after it of `scope`. `added` holds every existing
-    /// node `scope` covers that the old scope did not, as it is at this point of the stream;
-    /// the nodes the old scope covered and `scope` does not are no longer reported (drop
-    /// them). A later `Resync` is of `scope`.
+    /// node `scope` covers that the old scope did not, as the backend read it for the change
+    /// (see the module documentation of [`crate::registry`]); the nodes the old scope covered
+    /// and `scope` does not are no longer reported (drop them). A later `Resync` is of `scope`.
     Rescoped {
         /// What the stream covers from now on.
         scope: WatchScope,

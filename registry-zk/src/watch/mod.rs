@@ -19,6 +19,14 @@
 //! server. So a scheduler's watch of `/` and the watches of its leader latches below still cost
 //! one ZooKeeper watch and one read per change, and narrow scopes cost only their entries.
 //!
+//! **A subscription's scope changed in place** (`WatchScoper::rescope`) is a join and a leave in
+//! one step, on the same stream: the watches grow to cover the new scope (registering and
+//! reading only what they lack), the subscriber gets a `Rescoped` event with the nodes its new
+//! scope adds, from the feed's view at that point of its stream (nodes just read are as of
+//! their read), and the watches shrink to what the subscribers need. A watcher is dropped only
+//! once the watch replacing it is registered, and the events it had received by then are
+//! taken first: ZooKeeper sent the changes made before the registration through it alone.
+//!
 //! ZooKeeper's events carry a path and a kind but no data, so the feed reads a node after its
 //! events, but only where it must ([`events`]), and only for paths the watches cover:
 //!
