@@ -85,11 +85,15 @@ impl Watching {
     pub fn rescoped(&mut self, shared: &Arc<Shared>, scope: &WatchScope) -> Vec<JobId> {
         let asked = match self.asked.take() {
             Some((wanted, asked)) if wanted == *scope => asked,
-            // Not the change under way (none is asked for but through `change_if_needed`):
-            // every job looks again.
+            // Not the change under way: a change that timed out on its way and was applied
+            // after all (its retry, or the next change, comes after it). The stream covers
+            // `scope` now: every job looks again, and a change to what they want follows
+            // unless one is under way.
             other => {
                 self.asked = other;
                 self.current = scope.clone();
+                self.granted.clear();
+                self.change_if_needed(shared);
                 return self.scopes.keys().copied().collect();
             }
         };
@@ -161,7 +165,9 @@ impl Watching {
 }
 
 /// Asks for `scope` again and again until it works (the registry may be unreachable for a
-/// while). The stream then carries the `Rescoped` event the driver acts on.
+/// while). The stream then carries the `Rescoped` event the driver acts on. A try that timed
+/// out may still be applied later, after a newer change: the driver then asks again for
+/// what the jobs want (`Watching::rescoped`).
 async fn rescope_until_done(shared: &Shared, scoper: &dyn WatchScoper, scope: WatchScope) {
     loop {
         match scoper.rescope(scope.clone()).await {
