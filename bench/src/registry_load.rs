@@ -449,9 +449,11 @@ fn render(results: &[Measured], missing: &[&str], window: u64, sizes: &[usize]) 
          instance watches only what its jobs need (issue #15, `docs/architecture.md`): the \
          other instances' running markers and ledgers, which every fire writes, are outside \
          that scope in the steady state, so no instance reads them. Registering widens a job's \
-         watch to its whole subtree and narrows it again (two watch swaps per job and \
-         instance: on etcd each opens one watch and reads one range per entry of the \
-         process's scope). Keep-alives: ZooKeeper pings and the session probe, etcd \
+         watch to its whole subtree and narrows it again (two changes of the process's watch \
+         per job and instance, made in place: the backend registers and reads only what a \
+         change adds, and releases what it drops; ZooKeeper: persistent watches added and \
+         removed on the same session, etcd: watches added to and cancelled on the same watch \
+         stream). Keep-alives: ZooKeeper pings and the session probe, etcd \
          `LeaseKeepAlive`.\n",
     );
     if results.iter().any(|(_, _, r)| r.is_ok()) {

@@ -132,8 +132,8 @@ impl Watches {
 
     /// Changes subscription `id`'s scope to `scope` (server paths) in place: its stream gets a
     /// `Rescoped` event with what `scope` adds, read from the tree now (the server lock is
-    /// held: no change falls between). Held like any event while the link is down; dropped
-    /// when a resync is due, which then shows the new scope. False when the stream is gone.
+    /// held: no change falls between). Held like any event while the link is down; sent even
+    /// when a resync is due (which then shows the new scope). False when the stream is gone.
     pub fn rescope(
         &mut self,
         id: u64,
@@ -176,7 +176,11 @@ impl Watches {
         }
         let event = WatchEvent::Rescoped { scope: client_scope, added };
         watch.scope = scope;
-        if watch.offer(event, link_up) {
+        // While a resync is due the stream's events are dropped, but not this one: the
+        // subscriber must learn of the new scope, which the resync to come then shows.
+        let delivered =
+            if watch.stale { watch.tx.send(event).is_ok() } else { watch.offer(event, link_up) };
+        if delivered {
             true
         } else {
             self.subs.remove(&id);

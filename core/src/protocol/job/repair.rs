@@ -205,6 +205,11 @@ impl JobProtocol {
         if n >= self.total() || !sharded || !self.is_leader(ctx) {
             return;
         }
+        // A narrow watch (issue #15) covers the owner nodes below the count it was made for:
+        // those of a count grown since are looked at once it covers them (its resync).
+        if !ctx.view.covers(&self.paths.item_node(n, ItemNode::Instance)) {
+            return;
+        }
         let pending = sharding::pending(ctx.view, &self.paths);
         let owner_node = ctx.view.exists(&self.paths.item_node(n, ItemNode::Instance));
         // Not there yet: an item never assigned (a count grown, its reshard to come), or one
