@@ -42,6 +42,37 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (537_321_816, FaultProfile::Chaos, "a cron change before an unchecked clock behind got there"),
 ];
 
+/// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3
+/// --session-timeout 4`).
+const FIXED_5X3: &[(u64, FaultProfile, &str)] = &[(
+    1_669_791_129,
+    FaultProfile::Default,
+    "a fire handled on a slow link after a reshard for a later raise",
+)];
+
+#[test]
+fn fixed_seeds_of_the_5x3_shape_hold_every_invariant() {
+    for &(seed, profile, what) in FIXED_5X3 {
+        let options = ExploreOptions {
+            profile,
+            instances: 5,
+            jobs: 3,
+            session_timeout: std::time::Duration::from_secs(4),
+            ..ExploreOptions::default()
+        };
+        let Some(builder) = options.builder(seed) else { panic!("no simulation for seed {seed}") };
+        let report = builder.build().run();
+        assert!(
+            report.ok(),
+            "seed {seed} ({what}) fails again (replay: shardcron-sim replay --seed {seed} \
+             --profile {} --instances 5 --jobs 3 --session-timeout 4):\n{}",
+            format!("{profile:?}").to_lowercase(),
+            report.violations_text()
+        );
+        assert!(report.item_runs() > 0, "seed {seed}: nothing ran");
+    }
+}
+
 #[test]
 fn fixed_seeds_hold_every_invariant() {
     for &(seed, profile, what) in FIXED {
