@@ -44,11 +44,10 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3
 /// --session-timeout 4`).
-const FIXED_5X3: &[(u64, FaultProfile, &str)] = &[(
-    1_669_791_129,
-    FaultProfile::Default,
-    "a fire handled on a slow link after a reshard for a later raise",
-)];
+const FIXED_5X3: &[(u64, FaultProfile, &str)] = &[
+    (1_669_791_129, FaultProfile::Default, "a fire handled on a slow link after a later reshard"),
+    (2_229_504_887, FaultProfile::Chaos, "a catch-up given to a clock off, then the job removed"),
+];
 
 #[test]
 fn fixed_seeds_of_the_5x3_shape_hold_every_invariant() {

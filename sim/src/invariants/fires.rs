@@ -412,6 +412,22 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         if removed_while_waiting {
             continue;
         }
+        // The instance the catch-up fell to (the skipper, or the item's owner under the
+        // reshard it waited for) had a clock off the registry's by more than
+        // `maxTimeDiffSeconds`: it runs nothing until its clock is right, and the job's
+        // removal before then leaves nothing to catch up (GUARANTEES.md, section 2; chaos
+        // 2,229,504,887 at 5 × 3: the reshard gave the item to an instance 8 s behind).
+        let due_at = tl.reshard_pending_until(&job, end).filter(|&t| t < i64::MAX).unwrap_or(end);
+        let due_owner = facts.owner_at(&job, item, due_at).unwrap_or(who);
+        let bound_ms = tl
+            .config_at(&job, due_at)
+            .map_or(0, |c| i64::from(c.max_time_diff_seconds).saturating_mul(1_000));
+        let clock_off_until = tl.clock_off_until(due_owner, due_at, bound_ms);
+        if clock_off_until.is_some_and(|right| {
+            tl.removed_by(&job, skip_at, right.saturating_add(CHANGE_SLACK_MS))
+        }) {
+            continue;
+        }
         // The catch-up's owner went down (crashed or cut off) before it could start it: the
         // skipper itself, before its next start could follow its run's end, or the owner a
         // reshard since the skip gave the item to, already down by then. After its departure
