@@ -22,6 +22,9 @@ use crate::{contenders, proc, Error};
 const WARMUP_MS: i64 = 2_000;
 /// How long after the window the child waits for late fires of its last second.
 const GRACE_MS: i64 = 2_000;
+/// How far before each whole second the registry's operations are counted: half-way between
+/// two ticks.
+const TICK_OFFSET_MS: i64 = 500;
 
 /// What one child measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -165,19 +168,25 @@ pub fn child(scheduler: &str, jobs: u64, seconds: u64) -> Result<(), Error> {
         let now_ms = now_us() / 1000;
         let start_ms = (now_ms / 1000 + 1) * 1000 + WARMUP_MS;
         recorder.open(start_ms);
+        let end_ms = start_ms + seconds as i64 * 1000;
+        // The registry's operations are counted between half-seconds: the window then holds
+        // exactly `seconds` ticks with their starts and ends (a count taken on the second
+        // would cut a tick in two, and count a start or an end of its neighbours or not).
+        sleep_until_ms(start_ms - TICK_OFFSET_MS).await;
+        let ops0 = running.registry_ops();
         sleep_until_ms(start_ms).await;
         let (cpu0, wall0) = (proc::cpu_time(), std::time::Instant::now());
         let runtime_cpu0 = proc::runtime_cpu_time();
-        let ops0 = running.registry_ops();
-        sleep_until_ms(start_ms + seconds as i64 * 1000).await;
+        sleep_until_ms(end_ms - TICK_OFFSET_MS).await;
+        let ops1 = running.registry_ops();
+        sleep_until_ms(end_ms).await;
         let (cpu1, wall1) = (proc::cpu_time(), std::time::Instant::now());
         let runtime_cpu1 = proc::runtime_cpu_time();
-        let ops1 = running.registry_ops();
         let window_ops = ops0.zip(ops1).map(|(a, b)| {
             let ((w0, r0), (w1, r1)) = (writes_and_reads(&a), writes_and_reads(&b));
             (w1 - w0, r1 - r0)
         });
-        sleep_until_ms(start_ms + seconds as i64 * 1000 + GRACE_MS).await;
+        sleep_until_ms(end_ms + GRACE_MS).await;
         let (delivered, duplicates, early) = recorder.tally();
         let event = recorder.event_lateness.summary();
         let trace = running.trace_stats();
