@@ -335,15 +335,23 @@ impl JobRunner {
             source,
             items: launch.items.iter().map(|&(n, _)| n).collect(),
         };
-        let job_parameter = config.job_parameter.clone().unwrap_or_default();
+        let job_parameter = config.job_parameter.as_deref().unwrap_or("");
+        // One task id for every item of the launch.
+        let task_id = info.task_id_text();
         let contexts: Vec<ShardingContext> = launch
             .items
             .iter()
             .map(|&(item, token)| {
-                let parameter = item_parameters.get(&item).cloned().unwrap_or_default();
-                let mut context =
-                    ShardingContext::new(&info, total, job_parameter.clone(), item, parameter)
-                        .with_fencing(token, cancel.child_token());
+                let parameter = item_parameters.get(&item).map_or("", String::as_str);
+                let mut context = ShardingContext::with_task_id(
+                    &info,
+                    task_id.clone(),
+                    total,
+                    job_parameter,
+                    item,
+                    parameter,
+                )
+                .with_fencing(token, cancel.child_token());
                 // A catch-up's item answers the fire its misfire marker names.
                 context.fire_time_ms = launch.fire_of(item);
                 context
