@@ -65,6 +65,10 @@ const COMBINED_FAILURES: usize = 2;
 /// queued meanwhile (a start) ends the wait at once and takes the ends along.
 pub(crate) const END_LINGER_MS: i64 = 50;
 
+/// The longest the committer holds ends at all, from when it began to: in an overloaded burst
+/// the tick's launches go on and on, and the runners whose ends are held wait meanwhile.
+pub(crate) const END_HOLD_MAX_MS: i64 = 200;
+
 type Outcome = Result<Vec<TxnResult>, RegistryError>;
 
 /// Whether a transaction's commit may wait for others to join it.
@@ -79,7 +83,6 @@ pub(crate) enum Urgency {
 
 struct Queued {
     ops: Vec<TxnOp>,
-    urgency: Urgency,
     reply: oneshot::Sender<Outcome>,
 }
 
@@ -168,14 +171,27 @@ impl Activity {
     }
 }
 
+/// The transactions waiting for the committer, and what the hold of the ends needs to know
+/// about them without a look at each (a burst queues thousands).
+#[derive(Default)]
+struct Queue {
+    items: Vec<Queued>,
+    /// How many may not wait.
+    urgent: usize,
+    /// The ticks of the ends queued, with how many of each.
+    ticks: BTreeMap<i64, usize>,
+}
+
 struct Inner {
     registry: Arc<dyn CoordinatorRegistry>,
     /// Where committed writes are recorded (read your own writes) before the jobs hear back.
     cache: SharedCache,
     clock: Arc<dyn Clock>,
     activity: Arc<Activity>,
-    queue: Mutex<Vec<Queued>>,
+    queue: Mutex<Queue>,
     ready: Notify,
+    /// Something that may not wait was queued: it ends a hold of the ends at once.
+    urgent: Notify,
     launches: Arc<Launches>,
     max_ops: usize,
 }
@@ -208,8 +224,9 @@ impl TxnBatcher {
             cache,
             clock,
             activity,
-            queue: Mutex::new(Vec::new()),
+            queue: Mutex::new(Queue::default()),
             ready: Notify::new(),
+            urgent: Notify::new(),
             launches: Arc::default(),
             max_ops,
         });
@@ -235,7 +252,20 @@ impl TxnBatcher {
     pub async fn transaction(&self, ops: Vec<TxnOp>, urgency: Urgency) -> Outcome {
         let path = ops.first().map_or_else(|| "/".to_owned(), |op| op.path().to_owned());
         let (reply, outcome) = oneshot::channel();
-        self.inner.queue.lock().push(Queued { ops, urgency, reply });
+        {
+            let mut queue = self.inner.queue.lock();
+            match urgency {
+                Urgency::Now => queue.urgent += 1,
+                Urgency::Deferrable { tick: Some(tick) } => {
+                    *queue.ticks.entry(tick).or_insert(0) += 1
+                }
+                Urgency::Deferrable { tick: None } => {}
+            }
+            queue.items.push(Queued { ops, reply });
+        }
+        if urgency == Urgency::Now {
+            self.inner.urgent.notify_one();
+        }
         self.inner.ready.notify_one();
         // The committer is gone only when the scheduler stops.
         outcome.await.unwrap_or(Err(RegistryError::Closed { op: Op::Transaction, path }))
@@ -245,15 +275,18 @@ impl TxnBatcher {
 async fn committer(inner: Arc<Inner>) {
     loop {
         // A notification without a waiter leaves a permit: nothing queued meanwhile is missed.
-        while inner.queue.lock().is_empty() {
+        while inner.queue.lock().items.is_empty() {
             inner.ready.notified().await;
         }
         gather(&inner).await;
         if ends_to_hold(&inner).is_some() {
             // Ends only, and items of their tick still run, launched just now: give those the
             // time to end too (their ends then share this write), unless something urgent
-            // comes first.
+            // comes first; never longer than END_HOLD_MAX_MS (an overloaded burst keeps
+            // launching, and the runners of the ends held wait for them).
+            let cap = inner.clock.now_ms() + END_HOLD_MAX_MS;
             while let Some(until) = ends_to_hold(&inner) {
+                let until = until.min(cap);
                 if inner.clock.now_ms() >= until {
                     break;
                 }
@@ -261,14 +294,14 @@ async fn committer(inner: Arc<Inner>) {
                 tokio::select! {
                     biased;
                     () = linger => {}
-                    () = inner.ready.notified() => {}
+                    () = inner.urgent.notified() => {}
                     () = inner.launches.ended.notified() => {}
                 }
             }
             // The last items' ends are on their way to their runners: let them queue theirs.
             gather(&inner).await;
         }
-        let queued = std::mem::take(&mut *inner.queue.lock());
+        let queued = std::mem::take(&mut *inner.queue.lock()).items;
         for batch in split(queued, inner.max_ops) {
             commit(&inner, batch).await;
         }
@@ -304,14 +337,10 @@ async fn gather(inner: &Inner) {
 /// run: until when they may wait for those (the latest such tick's hold).
 fn ends_to_hold(inner: &Inner) -> Option<i64> {
     let queue = inner.queue.lock();
-    let mut until = None::<i64>;
-    for q in queue.iter() {
-        let Urgency::Deferrable { tick } = q.urgency else { return None };
-        if let Some(hold) = tick.and_then(|tick| inner.launches.hold_until(tick)) {
-            until = Some(until.map_or(hold, |u| u.max(hold)));
-        }
+    if queue.urgent > 0 {
+        return None;
     }
-    until
+    queue.ticks.keys().filter_map(|&tick| inner.launches.hold_until(tick)).max()
 }
 
 /// Cuts the queue into batches of at most `max_ops` ops and [`BATCH_BYTES`] bytes, in queue
@@ -447,7 +476,7 @@ mod tests {
             .iter()
             .map(|p| TxnOp::create(*p, vec![b'x'; data], CreateMode::Persistent))
             .collect();
-        Queued { ops, urgency: Urgency::Now, reply: oneshot::channel().0 }
+        Queued { ops, reply: oneshot::channel().0 }
     }
 
     fn sizes(batches: &[Vec<Queued>]) -> Vec<Vec<usize>> {
