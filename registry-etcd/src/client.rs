@@ -152,16 +152,9 @@ impl EtcdRegistry {
                 return Err(RegistryError::Timeout { op: Op::Connect, path: at, after: timeout })
             }
         };
-        let session = Session::new(lease);
+        let session = Session::new(lease, clock);
         let (shutdown, shutdown_rx) = watch::channel(false);
-        tokio::spawn(session::run(
-            lease_client.clone(),
-            session.clone(),
-            clock,
-            ttl,
-            lease,
-            shutdown_rx,
-        ));
+        tokio::spawn(session::run(lease_client.clone(), session.clone(), ttl, lease, shutdown_rx));
         tracing::debug!(endpoints = %at, namespace = keys.namespace(), lease, "etcd registry connected");
         Ok(EtcdRegistry {
             inner: Arc::new(Shared {
@@ -199,7 +192,9 @@ impl EtcdRegistry {
         if self.inner.session.is_closed() {
             return Err(RegistryError::Closed { op, path: path.to_owned() });
         }
-        // A lost session is never used again; the new one comes with `Connected`.
+        // A lost session is never used again; the new one comes with `Connected`. Checked
+        // against the deadline itself: after a pause the keep-alive task may not have looked yet.
+        self.inner.session.lapse_if_due();
         if self.inner.session.is_lost() {
             return Err(RegistryError::ConnectionLoss { op, path: path.to_owned() });
         }
@@ -547,7 +542,7 @@ impl CoordinatorRegistry for EtcdRegistry {
             inner.keys.clone(),
             ranges,
             tx,
-            inner.session.subscribe(),
+            inner.session.clone(),
             inner.shutdown.subscribe(),
             inner.options.operation_timeout,
             rev,

@@ -22,6 +22,15 @@
 //! `Suspended` (like a ZooKeeper client) until etcd answers or the lease deadline passes. An
 //! operation that finds the lease gone pokes the task so that the expiry is reported at once
 //! instead of at the next keep-alive.
+//!
+//! **The deadline is checked by whoever runs first.** A process frozen past its deadline (a
+//! long GC pause, SIGSTOP) wakes with its keep-alive timer, its watch streams and its callers'
+//! operations all ready at once. etcd deleted the lease's keys when it let the lease run out,
+//! which is no earlier than the local deadline, so a watch may hold the deletion of this
+//! client's own nodes; delivered before `Lost`, it reads as an operator's deletion under a
+//! live session. So operations and watch tasks also check the deadline
+//! ([`Session::lapse_if_due`]) before they run or deliver anything: `Lost` is reported first,
+//! and an operation after the deadline is refused, whichever task the runtime wakes first.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,16 +102,40 @@ pub(crate) struct Session {
     state: Arc<Mutex<State>>,
     /// Wakes the keep-alive task for an immediate check.
     poke: Arc<Notify>,
+    /// The lease deadline, kept by the keep-alive task and checked by anyone.
+    clock: Arc<LeaseClock>,
 }
 
 impl Session {
-    pub fn new(lease: i64) -> Self {
+    /// A live session of `lease`, whose deadline `clock` keeps.
+    pub fn new(lease: i64, clock: LeaseClock) -> Self {
         Session {
             state: Arc::new(Mutex::new(State {
                 phase: Phase::Live(lease),
                 subscribers: Vec::new(),
             })),
             poke: Arc::new(Notify::new()),
+            clock: Arc::new(clock),
+        }
+    }
+
+    /// Reports `Lost` now if the deadline of the lease in use has passed, before the caller
+    /// runs an operation or delivers a watch event (see the module docs). The keep-alive task
+    /// finds the session lost at its next look and revokes the lease.
+    pub fn lapse_if_due(&self) {
+        let mut state = self.state.lock();
+        let (Phase::Live(lease) | Phase::Suspended(lease)) = state.phase else { return };
+        let counted = self.clock.session() == Some(session_id(lease));
+        if counted && self.clock.passed(Instant::now()) {
+            tracing::warn!(
+                lease,
+                margin = ?self.clock.margin(),
+                "etcd lease deadline passed before its keep-alive task could look (the process \
+                 was paused?): session lost"
+            );
+            transition(&mut state, Phase::Lost(lease));
+            drop(state);
+            self.poke();
         }
     }
 
@@ -145,25 +178,7 @@ impl Session {
     }
 
     fn enter(&self, phase: Phase) {
-        let mut state = self.state.lock();
-        if state.phase == phase || state.phase == Phase::Closed {
-            return;
-        }
-        let events = match (state.phase, phase) {
-            (Phase::Suspended(old), Phase::Live(new)) if old == new => {
-                vec![SessionEvent::Reconnected]
-            }
-            // A lost lease is never renewed: nothing but its end or a close may follow.
-            (Phase::Lost(_), Phase::Live(_) | Phase::Suspended(_)) => return,
-            (Phase::Suspended(_), Phase::Lost(_)) => vec![SessionEvent::Lost],
-            (_, p) => p.opening(),
-        };
-        tracing::debug!(?events, "etcd session");
-        state.phase = phase;
-        state.subscribers.retain(|tx| events.iter().all(|event| tx.send(*event).is_ok()));
-        if phase == Phase::Closed {
-            state.subscribers.clear();
-        }
+        transition(&mut self.state.lock(), phase);
     }
 
     /// Reports `Closed` and ends every session stream.
@@ -173,6 +188,28 @@ impl Session {
 
     pub fn is_closed(&self) -> bool {
         self.state.lock().phase == Phase::Closed
+    }
+}
+
+/// Moves to `phase` and tells the subscribers, if it is a move the rules allow.
+fn transition(state: &mut State, phase: Phase) {
+    if state.phase == phase || state.phase == Phase::Closed {
+        return;
+    }
+    let events = match (state.phase, phase) {
+        (Phase::Suspended(old), Phase::Live(new)) if old == new => {
+            vec![SessionEvent::Reconnected]
+        }
+        // A lost lease is never renewed: nothing but its end or a close may follow.
+        (Phase::Lost(_), Phase::Live(_) | Phase::Suspended(_)) => return,
+        (Phase::Suspended(_), Phase::Lost(_)) => vec![SessionEvent::Lost],
+        (_, p) => p.opening(),
+    };
+    tracing::debug!(?events, "etcd session");
+    state.phase = phase;
+    state.subscribers.retain(|tx| events.iter().all(|event| tx.send(*event).is_ok()));
+    if phase == Phase::Closed {
+        state.subscribers.clear();
     }
 }
 
@@ -201,24 +238,27 @@ enum Ended {
 pub(crate) async fn run(
     lease_client: LeaseClient,
     session: Session,
-    clock: LeaseClock,
     ttl_secs: i64,
     mut lease: i64,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let interval = Duration::from_millis(u64::try_from(ttl_secs).unwrap_or(1).max(1) * 1000 / 3);
+    let clock = session.clock.clone();
     loop {
         match keep_alive(&lease_client, &session, &clock, lease, interval, &mut shutdown).await {
             Ended::Shutdown => return,
             Ended::Expired => {}
             Ended::Lost => {
-                tracing::warn!(
-                    lease,
-                    margin = ?clock.margin(),
-                    "no etcd keep-alive answered within the lease TTL less the margin: session \
-                     lost"
-                );
-                session.enter(Phase::Lost(lease));
+                // Unless an operation or a watch found the deadline passed first, and said so.
+                if !session.is_lost() {
+                    tracing::warn!(
+                        lease,
+                        margin = ?clock.margin(),
+                        "no etcd keep-alive answered within the lease TTL less the margin: \
+                         session lost"
+                    );
+                    session.enter(Phase::Lost(lease));
+                }
                 if revoke_lost(&lease_client, lease, interval, &mut shutdown).await {
                     return;
                 }
@@ -302,6 +342,9 @@ async fn keep_alive(
             () = sleep_until(clock.deadline()) => return Ended::Lost,
         };
         let healthy = match answer {
+            // Lost already (an operation or a watch saw the deadline pass first): an answer
+            // now would renew a lease that the client no longer trusts.
+            Ok(Ok(ttl)) if ttl > 0 && session.is_lost() => return Ended::Lost,
             Ok(Ok(ttl)) if ttl > 0 => {
                 clock.contact(session_id(lease), sent);
                 session.enter(Phase::Live(lease));
@@ -329,6 +372,9 @@ async fn keep_alive(
                 return Ended::Shutdown;
             },
             () = sleep_until(clock.deadline()) => return Ended::Lost,
+        }
+        if session.is_lost() {
+            return Ended::Lost;
         }
     }
 }
@@ -389,7 +435,7 @@ mod tests {
 
     #[tokio::test]
     async fn transitions_and_opening_events() {
-        let s = Session::new(7);
+        let s = Session::new(7, LeaseClock::new(None));
         let mut rx = s.subscribe();
         assert_eq!(rx.recv().await, Some(SessionEvent::Connected { session: 7 }));
         s.enter(Phase::Suspended(7));

@@ -58,7 +58,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::error::{self, map, BACKEND};
 use crate::keys::{decode_value, KeySpace};
-use crate::session::RETRY_PAUSE;
+use crate::session::{Session, RETRY_PAUSE};
 
 /// Keys per page when reading a subtree (values are up to 1 MiB each).
 const PAGE: i64 = 128;
@@ -285,7 +285,10 @@ pub(crate) struct WatchTask {
     pub keys: KeySpace,
     pub ranges: Vec<Range>,
     pub tx: UnboundedSender<WatchEvent>,
+    /// The client's session events (an expiry calls for a resync).
     pub session: UnboundedReceiver<SessionEvent>,
+    /// The client's session, whose lease deadline is checked before anything is delivered.
+    pub lease: Session,
     pub shutdown: watch::Receiver<bool>,
     /// How long opening the watches and reading the scope may take before it is tried again
     /// (the client's operation timeout): a call stuck on a connection that died silently would
@@ -332,7 +335,7 @@ impl WatchTask {
         keys: KeySpace,
         ranges: Vec<Range>,
         tx: UnboundedSender<WatchEvent>,
-        session: UnboundedReceiver<SessionEvent>,
+        lease: Session,
         shutdown: watch::Receiver<bool>,
         timeout: std::time::Duration,
         rev: i64,
@@ -348,7 +351,8 @@ impl WatchTask {
             next_id: watch_id(ranges.len()),
             ranges,
             tx,
-            session,
+            session: lease.subscribe(),
+            lease,
             shutdown,
             timeout,
             through,
@@ -732,6 +736,11 @@ impl WatchTask {
         }
         // A range dropped from the scope: what it still had in flight is no longer covered.
         let index = self.ids.iter().position(|id| *id == resp.watch_id())?;
+        if !resp.events().is_empty() {
+            // The events may be the deletion of this client's own nodes by the expiry of a
+            // lease whose deadline passed while the process was paused: `Lost` goes first.
+            self.lease.lapse_if_due();
+        }
         let mut last = None;
         for event in resp.events() {
             let Some(kv) = event.kv() else { continue };

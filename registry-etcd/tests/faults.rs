@@ -1,6 +1,7 @@
 //! Faults done for real against etcd: keep-alives cut off until the lease expires, a short cut
 //! the session survives, a server killed and restarted under a watch, compaction of the history
-//! a watch must resume from, and many clients racing on one server.
+//! a watch must resume from, a process paused past its lease deadline, and many clients racing
+//! on one server.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -98,6 +99,56 @@ async fn lease_expires_when_keep_alives_stop() {
     assert!(observer.get("/live/again").await.unwrap().unwrap().ephemeral);
     owner.close().await.unwrap();
     assert!(!observer.exists("/live/again").await.unwrap(), "close revokes the new lease");
+}
+
+/// A process paused past its lease deadline (a long GC pause, SIGSTOP) wakes with its
+/// keep-alive timer, its watch (holding the deletion of its own node, which etcd made when the
+/// lease ran out) and its callers all ready at once, in an order the runtime picks. Whichever
+/// runs first, the client must not show a live session without that node: a read is refused
+/// until the session is reported `Lost`, and `Lost` comes before the watch's deletion. (A
+/// worker stopped for good in the multi-process SIGSTOP test when its read of its own deleted
+/// instance node succeeded: an operator's deletion, by every sign it had.) The runtime has one
+/// thread, so blocking it pauses every task of the client; the read is the first thing to run.
+#[tokio::test(flavor = "current_thread")]
+async fn a_paused_client_says_lost_before_the_deletion_of_its_nodes() {
+    let Some(url) = endpoint() else { return };
+    let ns = unique_namespace("paused");
+    let owner = connect(&url, &ns).await;
+    let mut events = owner.session_events();
+    next_session(&mut events).await;
+    owner.create("/paused/me", b"", CreateMode::Ephemeral).await.unwrap();
+    let mut watch = owner.watch("/paused").await.unwrap();
+    assert!(matches!(next_event(&mut watch).await, WatchEvent::Resync { .. }));
+
+    std::thread::sleep(TEST_TTL + Duration::from_secs(3));
+
+    let read = owner.get("/paused/me").await;
+    assert!(read.is_err(), "a read after the lease deadline is refused, got {read:?}");
+    let mut said = Vec::new();
+    loop {
+        // Session first: an event it has ready was sent before anything the watch has.
+        let gone = tokio::select! {
+            biased;
+            ev = next_session(&mut events) => {
+                said.push(ev);
+                continue;
+            }
+            ev = next_event(&mut watch) => match ev {
+                WatchEvent::Deleted { path } => path == "/paused/me",
+                WatchEvent::Resync { nodes } => !nodes.contains_key("/paused/me"),
+                _ => false,
+            },
+        };
+        if gone {
+            break;
+        }
+    }
+    assert!(
+        said.contains(&SessionEvent::Lost),
+        "the deletion of the client's own node came before Lost (session events: {said:?})"
+    );
+    wait_session(&mut events, |e| matches!(e, SessionEvent::Connected { .. })).await;
+    assert_eq!(owner.get("/paused/me").await.unwrap(), None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

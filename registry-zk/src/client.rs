@@ -164,15 +164,19 @@ impl ZkRegistry {
     }
 
     /// The session for an operation, or the error it fails with right away: `Closed`, or
-    /// `ConnectionLoss` while the link is down, the session is lost, or a new session is being
-    /// opened (retryable conditions the session stream reports).
+    /// `ConnectionLoss` while the link is down, the session is lost (or its lease deadline
+    /// passed), or a new session is being opened (retryable conditions the session stream
+    /// reports).
     fn session(&self, op: Op, at: &str) -> Result<Arc<Session>> {
         if self.shared.is_closed() {
             return Err(RegistryError::Closed { op, path: at.to_owned() });
         }
+        // The lease deadline itself, not only `Lost`: a process paused past it may run this
+        // before the supervising task has looked, and the session may still live on the server.
+        let lapsed = self.shared.lease.passed(tokio::time::Instant::now());
         match self.shared.current() {
             // A lost session is never used again (it is closed once the server is reachable).
-            Some(s) if !s.suspended() && !self.shared.bus.is_lost() => Ok(s),
+            Some(s) if !s.suspended() && !self.shared.bus.is_lost() && !lapsed => Ok(s),
             _ => Err(RegistryError::ConnectionLoss { op, path: at.to_owned() }),
         }
     }

@@ -1,6 +1,7 @@
 //! Session behaviour against a real ZooKeeper: a short link loss loses nothing, a partition
 //! longer than the session timeout expires the session and the client recovers on a new one,
-//! and a server restart within the session timeout keeps the session.
+//! a server restart within the session timeout keeps the session, and a client paused past its
+//! lease deadline uses nothing of its session.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -109,6 +110,43 @@ async fn short_link_loss_loses_nothing() {
     .await;
     client.close().await.unwrap();
     observer.close().await.unwrap();
+}
+
+/// A process paused past its local lease deadline (a long GC pause, SIGSTOP) but not long
+/// enough for the server to have expired the session wakes with its supervising task and its
+/// callers ready at once. Whichever runs first, nothing may use the session as if alive: the
+/// first read is refused, and the session is reported `Lost` (then replaced). The runtime has
+/// one thread, so blocking it pauses every task of the client; the read runs first.
+#[tokio::test(flavor = "current_thread")]
+async fn a_client_paused_past_its_lease_deadline_uses_nothing() {
+    let Some(hosts) = server("a_client_paused_past_its_lease_deadline_uses_nothing") else {
+        return;
+    };
+    let ns = common::namespace("paused");
+    let client = ZkRegistry::connect(options(&hosts, &ns)).await.unwrap();
+    let mut events = client.session_events();
+    assert!(matches!(next_session_event(&mut events).await, SessionEvent::Connected { .. }));
+    client.create("/paused/me", b"", CreateMode::Ephemeral).await.unwrap();
+    // The read renews the lease: the deadline is 3.6 s (4 s less the 10 % margin) from its
+    // send, the server's expiry at least 4 s from its receipt.
+    client.get("/paused/me").await.unwrap();
+
+    std::thread::sleep(Duration::from_millis(3_800));
+
+    let read = client.get("/paused/me").await;
+    assert!(
+        matches!(read, Err(RegistryError::ConnectionLoss { .. })),
+        "a read after the lease deadline is refused, got {read:?}"
+    );
+    let mut said = Vec::new();
+    while !said.contains(&SessionEvent::Lost) {
+        said.push(next_session_event(&mut events).await);
+    }
+    while !matches!(said.last(), Some(SessionEvent::Connected { .. })) {
+        said.push(next_session_event(&mut events).await);
+    }
+    assert_eq!(client.get("/paused/me").await.unwrap(), None, "the lost session's node is gone");
+    client.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,21 +40,56 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (537_321_492, FaultProfile::Failover, "a catch-up due while its item was disabled"),
     (733_006_803, FaultProfile::Chaos, "a catch-up owed by an item disabled before the skip"),
     (537_321_816, FaultProfile::Chaos, "a cron change before an unchecked clock behind got there"),
+    (7_848_411, FaultProfile::Chaos, "a catch-up given to an owner cut off, then a count change"),
 ];
 
-#[test]
-fn fixed_seeds_hold_every_invariant() {
-    for &(seed, profile, what) in FIXED {
-        let options = ExploreOptions { profile, ..ExploreOptions::default() };
+/// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3
+/// --session-timeout 4`).
+const FIXED_5X3: &[(u64, FaultProfile, &str)] = &[
+    (1_669_791_129, FaultProfile::Default, "a fire handled on a slow link after a later reshard"),
+    (2_229_504_887, FaultProfile::Chaos, "a catch-up given to a clock off, then the job removed"),
+];
+
+/// Seeds of the 10 instances × 10 jobs shape (`--instances 10 --jobs 10`).
+const FIXED_10X10: &[(u64, FaultProfile, &str)] =
+    &[(1_012_580_706, FaultProfile::Chaos, "a cron change that reached an owner 9 s late")];
+
+/// Runs each seed with `options`' shape; fails with the replay command of the first that
+/// breaks an invariant.
+fn hold(seeds: &[(u64, FaultProfile, &str)], options: &ExploreOptions, shape: &str) {
+    for &(seed, profile, what) in seeds {
+        let options = ExploreOptions { profile, ..options.clone() };
         let Some(builder) = options.builder(seed) else { panic!("no simulation for seed {seed}") };
         let report = builder.build().run();
         assert!(
             report.ok(),
             "seed {seed} ({what}) fails again (replay: shardcron-sim replay --seed {seed} \
-             --profile {}):\n{}",
+             --profile {}{shape}):\n{}",
             format!("{profile:?}").to_lowercase(),
             report.violations_text()
         );
         assert!(report.item_runs() > 0, "seed {seed}: nothing ran");
     }
+}
+
+#[test]
+fn fixed_seeds_hold_every_invariant() {
+    hold(FIXED, &ExploreOptions::default(), "");
+}
+
+#[test]
+fn fixed_seeds_of_the_5x3_shape_hold_every_invariant() {
+    let options = ExploreOptions {
+        instances: 5,
+        jobs: 3,
+        session_timeout: std::time::Duration::from_secs(4),
+        ..ExploreOptions::default()
+    };
+    hold(FIXED_5X3, &options, " --instances 5 --jobs 3 --session-timeout 4");
+}
+
+#[test]
+fn fixed_seeds_of_the_10x10_shape_hold_every_invariant() {
+    let options = ExploreOptions { instances: 10, jobs: 10, ..ExploreOptions::default() };
+    hold(FIXED_10X10, &options, " --instances 10 --jobs 10");
 }

@@ -81,3 +81,61 @@ async fn a_job_whose_start_fails_gets_its_own_outcome_and_the_others_run() {
     });
     assert!(skipped, "job 7 saw its own start fail (its item runs: a misfire)");
 }
+
+#[tokio::test(start_paused = true)]
+async fn items_of_one_tick_ending_apart_still_share_one_end_transaction() {
+    let cluster = TestCluster::new(3);
+    let node = cluster.instance("10.0.0.1").await;
+    for i in 0..JOBS {
+        // The items end over 40 ms: the first ends long before the last.
+        let job = Job::from_fn(move |_| async move {
+            tokio::time::sleep(Duration::from_millis((i % 41) as u64)).await;
+            Ok(())
+        });
+        node.scheduler.add_job(every_ten_seconds(i), job).await.expect("add the job");
+    }
+    until(&cluster, 19_500).await;
+    node.counter.take();
+    until(&cluster, 20_500).await;
+    let counts = node.counter.take();
+    assert_eq!(started(&cluster, EPOCH_MS + 20_000), (0..JOBS).collect::<Vec<_>>());
+    assert_eq!(
+        counts.get("transaction").copied(),
+        Some(2),
+        "the ends wait for the last item of their tick ({counts:?})"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_item_does_not_hold_the_ends_of_its_tick_for_long() {
+    let cluster = TestCluster::new(4);
+    let node = cluster.instance("10.0.0.1").await;
+    for i in 0..JOBS {
+        let job = Job::from_fn(move |_| async move {
+            if i == 0 {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+            Ok(())
+        });
+        node.scheduler.add_job(every_ten_seconds(i), job).await.expect("add the job");
+    }
+    until(&cluster, 19_500).await;
+    node.counter.take();
+    // The others' markers go at most END_LINGER_MS (50 ms) after the tick's last launch.
+    until(&cluster, 20_100).await;
+    let counts = node.counter.take();
+    assert_eq!(
+        counts.get("transaction").copied(),
+        Some(2),
+        "start, the short items' end: {counts:?}"
+    );
+    for i in 1..JOBS {
+        let marker = format!("/job-{i}/sharding/0/running");
+        assert!(!node.client.exists(&marker).await.unwrap(), "{marker} was removed");
+    }
+    assert!(node.client.exists("/job-0/sharding/0/running").await.unwrap(), "job 0 still runs");
+    until(&cluster, 25_500).await;
+    let counts = node.counter.take();
+    assert_eq!(counts.get("transaction").copied(), Some(1), "the long item's end: {counts:?}");
+    assert!(!node.client.exists("/job-0/sharding/0/running").await.unwrap());
+}

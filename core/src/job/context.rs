@@ -103,6 +103,27 @@ impl FireInfo {
         system_time_to_epoch_ms(self.fire_time)
     }
 
+    /// The text of [`task_id`](Self::task_id), without the copies of its parts.
+    pub(crate) fn task_id_text(&self) -> String {
+        let ascending = self.items.windows(2).all(|pair| pair[0] < pair[1]);
+        if !ascending {
+            return self.task_id().to_string();
+        }
+        let mut text = String::with_capacity(
+            self.job_name.len() + self.instance.len() + 48 + 4 * self.items.len(),
+        );
+        // Writing to a String cannot fail.
+        let _ = write_task_id(
+            &mut text,
+            &self.job_name,
+            &self.items,
+            self.source,
+            &self.instance,
+            self.fire_time_ms(),
+        );
+        text
+    }
+
     /// The task id every item of this fire carries; see [`TaskId`].
     pub fn task_id(&self) -> TaskId {
         let mut items = self.items.clone();
@@ -225,11 +246,13 @@ impl ShardingContext {
         item: u32,
         item_parameter: impl Into<String>,
     ) -> Self {
-        let task_id = fire.task_id().to_string();
+        let task_id = fire.task_id_text();
         Self::with_task_id(fire, task_id, sharding_total_count, job_parameter, item, item_parameter)
     }
 
-    fn with_task_id(
+    /// The context of `item` in `fire`, whose task id is `task_id` (the text of
+    /// [`FireInfo::task_id`], put together once for every item of the fire).
+    pub(crate) fn with_task_id(
         fire: &FireInfo,
         task_id: String,
         sharding_total_count: u32,
@@ -339,20 +362,74 @@ pub struct TaskId {
 
 impl fmt::Display for TaskId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{SEP}", self.job_name)?;
-        for (index, item) in self.items.iter().enumerate() {
-            if index > 0 {
-                f.write_str(",")?;
-            }
-            write!(f, "{item}")?;
-        }
-        write!(
+        write_task_id(
             f,
-            "{SEP}{}{SEP}{}{SEP}{}",
-            self.source.task_type(),
-            self.instance,
-            system_time_to_epoch_ms(self.fire_time)
+            &self.job_name,
+            &self.items,
+            self.source,
+            &self.instance,
+            system_time_to_epoch_ms(self.fire_time),
         )
+    }
+}
+
+/// Writes a task id from its parts, `items` as given. Every item of every fire carries one, so
+/// it is put together a piece at a time: `write!` with its format machinery cost more than the
+/// rest of an item's context.
+fn write_task_id(
+    out: &mut impl fmt::Write,
+    job_name: &str,
+    items: &[u32],
+    source: ExecutionSource,
+    instance: &str,
+    fire_ms: i64,
+) -> fmt::Result {
+    out.write_str(job_name)?;
+    out.write_str(SEP)?;
+    for (index, &item) in items.iter().enumerate() {
+        if index > 0 {
+            out.write_str(",")?;
+        }
+        out.write_str(Decimal::new(i64::from(item)).as_str())?;
+    }
+    out.write_str(SEP)?;
+    out.write_str(source.task_type())?;
+    out.write_str(SEP)?;
+    out.write_str(instance)?;
+    out.write_str(SEP)?;
+    out.write_str(Decimal::new(fire_ms).as_str())
+}
+
+/// An integer in decimal, on the stack.
+pub(super) struct Decimal {
+    /// Enough for `i64::MIN`: a sign and 19 digits.
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Decimal {
+    pub(super) fn new(value: i64) -> Self {
+        let mut buf = [0u8; 20];
+        let mut start = buf.len();
+        let mut rest = value.unsigned_abs();
+        loop {
+            start -= 1;
+            buf[start] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        if value < 0 {
+            start -= 1;
+            buf[start] = b'-';
+        }
+        Decimal { buf, start }
+    }
+
+    pub(super) fn as_str(&self) -> &str {
+        // Only ASCII digits and '-' were written.
+        std::str::from_utf8(&self.buf[self.start..]).unwrap_or("")
     }
 }
 

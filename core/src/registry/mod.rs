@@ -41,7 +41,13 @@
 //! tenth of the session timeout ([`lease::default_margin`] says why).
 //!
 //! When the deadline passes without contact the client reports `Suspended` (if it had not yet)
-//! and then `Lost`, whatever state its connection library believes it is in. From then on:
+//! and then `Lost`, whatever state its connection library believes it is in. The deadline holds
+//! even when a paused process wakes with its timers, watches and callers all ready at once, in
+//! whatever order its runtime picks: no operation started after the deadline succeeds on the
+//! old session, and no watch event shows the server's deletion of the session's own ephemeral
+//! nodes before `Lost`. (A holder that sees its own ephemeral node deleted and reads it back
+//! as absent, with no `Lost` or `Expired` in between, may conclude that someone deleted it
+//! under a live session.) From then on:
 //!
 //! - the holder must treat the session's ephemeral nodes and any leadership as gone and stop
 //!   the work they guarded at once; leader latches report [`Leadership::Lost`];

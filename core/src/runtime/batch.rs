@@ -8,9 +8,11 @@
 //! have no work left in hand ([`Activity`]: every runner idle or waiting for the registry), then
 //! concatenates every transaction queued into one registry transaction (within the backend's
 //! [`Capability::txn_batch_ops`] and a byte budget), and gives each job its slice of the
-//! results. So the fires of one tick start with one registry write, and their ends, when they
-//! end together, take one more. The wait is bounded ([`GATHER_LIMIT_MS`]): a runner that keeps
-//! working does not hold the others' transactions longer than that.
+//! results. So the fires of one tick start with one registry write, and their ends take one
+//! more: the removal of a returned item's marker waits for the other items launched for the same
+//! fire time to return too ([`Launches`]), at most [`END_LINGER_MS`] after the last of them was
+//! launched. The wait for the runners is bounded too ([`GATHER_LIMIT_MS`]): a runner that
+//! keeps working does not hold the others' transactions longer than that.
 //!
 //! Why that is the same as committing them one by one: the jobs' transactions touch disjoint
 //! subtrees (every path of a job is under `/{job}`), so applying them together, atomically, is
@@ -24,6 +26,7 @@
 //!
 //! [`Capability::txn_batch_ops`]: crate::registry::Capability::txn_batch_ops
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -52,12 +55,19 @@ const SETTLE_ROUNDS: usize = 3;
 /// After this many failed combined attempts in one batch, the rest go one by one.
 const COMBINED_FAILURES: usize = 2;
 
-/// The longest the committer holds transactions that may wait ([`Urgency::Deferrable`]: the
-/// removal of the markers of items that ended), when those of several jobs are queued, for
-/// more of them to join: the items of a tick do not all end before the runners fall quiet, and
-/// an end that came just after the others' commit would take a registry write of its own.
-/// Anything urgent queued meanwhile (a start) ends the wait at once, and takes the ends along.
-pub(crate) const END_LINGER_MS: i64 = 20;
+/// How long after the last launch of a tick the committer holds the ends of its items that
+/// returned ([`Urgency::Deferrable`]: the removal of their markers) for the others to return
+/// too. Items that end together (the common case: the items of a tick are alike) are flushed
+/// as soon as the last of them returned; an item still running this long after the tick's last
+/// launch is not ending with the others, and the ends already in hand go without it. So a
+/// returned item's marker outlives it (what the next fire of its job, a leader's reshard and a
+/// failover look at) by at most the rest of its tick's launches and this; anything urgent
+/// queued meanwhile (a start) ends the wait at once and takes the ends along.
+pub(crate) const END_LINGER_MS: i64 = 50;
+
+/// The longest the committer holds ends at all, from when it began to: in an overloaded burst
+/// the tick's launches go on and on, and the runners whose ends are held wait meanwhile.
+pub(crate) const END_HOLD_MAX_MS: i64 = 200;
 
 type Outcome = Result<Vec<TxnResult>, RegistryError>;
 
@@ -66,14 +76,65 @@ type Outcome = Result<Vec<TxnResult>, RegistryError>;
 pub(crate) enum Urgency {
     /// A fire waits for it (its start), or anything else a job decides.
     Now,
-    /// Nobody waits for it but the job's own bookkeeping: the end of items that returned.
-    Deferrable,
+    /// Nobody waits for it but the job's own bookkeeping: the end of items that returned from
+    /// a launch for fire time `tick` (when known), which may wait for that tick's other items.
+    Deferrable { tick: Option<i64> },
 }
 
 struct Queued {
     ops: Vec<TxnOp>,
-    urgency: Urgency,
     reply: oneshot::Sender<Outcome>,
+}
+
+/// The launches of the process whose items have not all returned, by the fire time they were
+/// launched for (the items of one tick share it): how many, and when the last was launched.
+#[derive(Debug, Default)]
+pub(crate) struct Launches {
+    running: Mutex<BTreeMap<i64, Tick>>,
+    /// A tick's last launch returned.
+    ended: Notify,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Tick {
+    running: usize,
+    last_launch_ms: i64,
+}
+
+impl Launches {
+    /// Until when the ends of `tick` may wait for its items still running.
+    fn hold_until(&self, tick: i64) -> Option<i64> {
+        self.running.lock().get(&tick).map(|t| t.last_launch_ms + END_LINGER_MS)
+    }
+}
+
+/// One running launch, counted in [`Launches`] until dropped: the launch's task holds it until
+/// its end has been sent to the runner.
+#[derive(Debug)]
+pub(crate) struct LaunchGuard {
+    launches: Arc<Launches>,
+    tick: i64,
+}
+
+impl Drop for LaunchGuard {
+    fn drop(&mut self) {
+        let last = {
+            let mut running = self.launches.running.lock();
+            match running.get_mut(&self.tick) {
+                Some(t) if t.running > 1 => {
+                    t.running -= 1;
+                    false
+                }
+                _ => {
+                    running.remove(&self.tick);
+                    true
+                }
+            }
+        };
+        if last {
+            self.launches.ended.notify_one();
+        }
+    }
 }
 
 /// How much work the job runners have in hand: events queued in their mailboxes or being
@@ -110,14 +171,28 @@ impl Activity {
     }
 }
 
+/// The transactions waiting for the committer, and what the hold of the ends needs to know
+/// about them without a look at each (a burst queues thousands).
+#[derive(Default)]
+struct Queue {
+    items: Vec<Queued>,
+    /// How many may not wait.
+    urgent: usize,
+    /// The ticks of the ends queued, with how many of each.
+    ticks: BTreeMap<i64, usize>,
+}
+
 struct Inner {
     registry: Arc<dyn CoordinatorRegistry>,
     /// Where committed writes are recorded (read your own writes) before the jobs hear back.
     cache: SharedCache,
     clock: Arc<dyn Clock>,
     activity: Arc<Activity>,
-    queue: Mutex<Vec<Queued>>,
+    queue: Mutex<Queue>,
     ready: Notify,
+    /// Something that may not wait was queued: it ends a hold of the ends at once.
+    urgent: Notify,
+    launches: Arc<Launches>,
     max_ops: usize,
 }
 
@@ -149,21 +224,48 @@ impl TxnBatcher {
             cache,
             clock,
             activity,
-            queue: Mutex::new(Vec::new()),
+            queue: Mutex::new(Queue::default()),
             ready: Notify::new(),
+            urgent: Notify::new(),
+            launches: Arc::default(),
             max_ops,
         });
         spawner.spawn(Box::pin(committer(inner.clone())));
         TxnBatcher { inner }
     }
 
+    /// Counts a launch for fire time `tick` as running until the guard is dropped (after its
+    /// end was sent to its runner).
+    pub fn launched(&self, tick: i64) -> LaunchGuard {
+        let now_ms = self.inner.clock.now_ms();
+        let mut running = self.inner.launches.running.lock();
+        let t = running.entry(tick).or_insert(Tick { running: 0, last_launch_ms: now_ms });
+        t.running += 1;
+        t.last_launch_ms = t.last_launch_ms.max(now_ms);
+        drop(running);
+        LaunchGuard { launches: self.inner.launches.clone(), tick }
+    }
+
     /// Commits `ops` atomically, possibly together with other jobs' transactions, and records
     /// what they wrote in the view before it returns their results. A deferrable transaction
-    /// may wait up to [`END_LINGER_MS`] for others.
+    /// may wait up to [`END_LINGER_MS`] for the other ends of its tick.
     pub async fn transaction(&self, ops: Vec<TxnOp>, urgency: Urgency) -> Outcome {
         let path = ops.first().map_or_else(|| "/".to_owned(), |op| op.path().to_owned());
         let (reply, outcome) = oneshot::channel();
-        self.inner.queue.lock().push(Queued { ops, urgency, reply });
+        {
+            let mut queue = self.inner.queue.lock();
+            match urgency {
+                Urgency::Now => queue.urgent += 1,
+                Urgency::Deferrable { tick: Some(tick) } => {
+                    *queue.ticks.entry(tick).or_insert(0) += 1
+                }
+                Urgency::Deferrable { tick: None } => {}
+            }
+            queue.items.push(Queued { ops, reply });
+        }
+        if urgency == Urgency::Now {
+            self.inner.urgent.notify_one();
+        }
         self.inner.ready.notify_one();
         // The committer is gone only when the scheduler stops.
         outcome.await.unwrap_or(Err(RegistryError::Closed { op: Op::Transaction, path }))
@@ -173,29 +275,33 @@ impl TxnBatcher {
 async fn committer(inner: Arc<Inner>) {
     loop {
         // A notification without a waiter leaves a permit: nothing queued meanwhile is missed.
-        while inner.queue.lock().is_empty() {
+        while inner.queue.lock().items.is_empty() {
             inner.ready.notified().await;
         }
         gather(&inner).await;
-        if only_deferrable(&inner) {
-            // Ends only, of several jobs (a tick's): give the items of that tick still running
-            // (or still reporting) the time to end too, unless something urgent comes first.
-            // A lone end (one job ended) goes at once: nothing is likely to join it.
-            let mut linger = inner.clock.sleep_until(inner.clock.now_ms() + END_LINGER_MS);
-            loop {
+        if ends_to_hold(&inner).is_some() {
+            // Ends only, and items of their tick still run, launched just now: give those the
+            // time to end too (their ends then share this write), unless something urgent
+            // comes first; never longer than END_HOLD_MAX_MS (an overloaded burst keeps
+            // launching, and the runners of the ends held wait for them).
+            let cap = inner.clock.now_ms() + END_HOLD_MAX_MS;
+            while let Some(until) = ends_to_hold(&inner) {
+                let until = until.min(cap);
+                if inner.clock.now_ms() >= until {
+                    break;
+                }
+                let linger = inner.clock.sleep_until(until);
                 tokio::select! {
                     biased;
-                    () = &mut linger => break,
-                    () = inner.ready.notified() => {
-                        if !only_deferrable(&inner) {
-                            break;
-                        }
-                    }
+                    () = linger => {}
+                    () = inner.urgent.notified() => {}
+                    () = inner.launches.ended.notified() => {}
                 }
             }
+            // The last items' ends are on their way to their runners: let them queue theirs.
             gather(&inner).await;
         }
-        let queued = std::mem::take(&mut *inner.queue.lock());
+        let queued = std::mem::take(&mut *inner.queue.lock()).items;
         for batch in split(queued, inner.max_ops) {
             commit(&inner, batch).await;
         }
@@ -227,10 +333,14 @@ async fn gather(inner: &Inner) {
     }
 }
 
-/// Whether everything queued may wait, and it is the ends of more than one job.
-fn only_deferrable(inner: &Inner) -> bool {
+/// When everything queued may wait and some of it is the end of a tick whose other items still
+/// run: until when they may wait for those (the latest such tick's hold).
+fn ends_to_hold(inner: &Inner) -> Option<i64> {
     let queue = inner.queue.lock();
-    queue.len() > 1 && queue.iter().all(|q| q.urgency == Urgency::Deferrable)
+    if queue.urgent > 0 {
+        return None;
+    }
+    queue.ticks.keys().filter_map(|&tick| inner.launches.hold_until(tick)).max()
 }
 
 /// Cuts the queue into batches of at most `max_ops` ops and [`BATCH_BYTES`] bytes, in queue
@@ -366,7 +476,7 @@ mod tests {
             .iter()
             .map(|p| TxnOp::create(*p, vec![b'x'; data], CreateMode::Persistent))
             .collect();
-        Queued { ops, urgency: Urgency::Now, reply: oneshot::channel().0 }
+        Queued { ops, reply: oneshot::channel().0 }
     }
 
     fn sizes(batches: &[Vec<Queued>]) -> Vec<Vec<usize>> {

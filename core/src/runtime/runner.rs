@@ -67,8 +67,9 @@ pub(crate) struct JobRunner {
     executor: Arc<Executor>,
     mailbox: mailbox::Receiver<JobEvent>,
     me: mailbox::Sender<JobEvent>,
-    /// The cancellation of each launch still running.
-    launches: BTreeMap<LaunchId, CancellationToken>,
+    /// The cancellation of each launch still running, and the fire time it was launched for
+    /// (its tick: the ends of one tick share a registry write).
+    launches: BTreeMap<LaunchId, (CancellationToken, i64)>,
     /// Who asked for the stop, told once the job has stopped.
     stop_replies: Vec<oneshot::Sender<()>>,
     /// The scope last asked of the driver.
@@ -123,13 +124,13 @@ impl JobRunner {
         });
         // The registration is work in hand like a message's handling.
         runner.shared.activity.begin(1);
-        runner.feed(Input::Start).await;
+        runner.feed(Input::Start, Urgency::Now).await;
         runner.shared.activity.end(1);
         // It reads the job's whole subtree: it waits for the driver to watch it.
         while !runner.protocol.registered() && runner.protocol.awaiting_scope() {
             let Some(event) = runner.mailbox.recv().await else { break };
-            let input = runner.input_of(event);
-            Box::pin(runner.feed(input)).await;
+            let (input, urgency) = runner.input_of(event);
+            Box::pin(runner.feed(input, urgency)).await;
             runner.mailbox.handled();
         }
         if !runner.protocol.registered() {
@@ -157,10 +158,12 @@ impl JobRunner {
     /// Processes events until the job stops.
     pub async fn run(mut self: Box<Self>) {
         while let Some(event) = self.mailbox.recv().await {
-            let input = self.input_of(event);
+            // What items that returned ask for at once (the removal of their markers) may wait
+            // a little for the other ends of their tick, to share their registry write.
+            let (input, urgency) = self.input_of(event);
             // Boxed: the handling of an event is a large future, and unboxed it would be part
             // of every idle runner's (< 10 KiB per job). One allocation per event.
-            Box::pin(self.feed(input)).await;
+            Box::pin(self.feed(input, urgency)).await;
             self.mailbox.handled();
             if self.protocol.stopped() {
                 break;
@@ -171,9 +174,9 @@ impl JobRunner {
         }
     }
 
-    /// The protocol's input for an event of the mailbox.
-    fn input_of(&mut self, event: JobEvent) -> Input {
-        match event {
+    /// The protocol's input for an event of the mailbox, and how soon what it asks for must go.
+    fn input_of(&mut self, event: JobEvent) -> (Input, Urgency) {
+        let input = match event {
             JobEvent::Fire { fire_ms } => Input::FireDue { fire_ms },
             JobEvent::Reconcile => Input::ReconcileDue,
             JobEvent::Wait => Input::WaitDue,
@@ -182,23 +185,21 @@ impl JobRunner {
             JobEvent::Resynced => Input::Resynced,
             JobEvent::Session(event) => Input::Session(event),
             JobEvent::Done { launch, report } => {
-                self.launches.remove(&launch);
-                Input::Done { launch, report }
+                let tick = self.launches.remove(&launch).map(|(_, tick)| tick);
+                return (Input::Done { launch, report }, Urgency::Deferrable { tick });
             }
             JobEvent::Stop { reason, reply } => {
                 self.stop_replies.extend(reply);
                 Input::Stop { reason }
             }
-        }
+        };
+        (input, Urgency::Now)
     }
 
     /// Steps the protocol on `input`, then on the reply of every request it asks for, until
-    /// it waits for something else.
-    async fn feed(&mut self, input: Input) {
-        // What items that returned ask for at once (the removal of their markers) may wait a
-        // little for the other ends of the tick, to share their registry write.
-        let mut urgency =
-            if matches!(input, Input::Done { .. }) { Urgency::Deferrable } else { Urgency::Now };
+    /// it waits for something else. The requests `input` asks for at once have `urgency`; those
+    /// that follow a reply are urgent.
+    async fn feed(&mut self, input: Input, mut urgency: Urgency) {
         let mut actions = self.step(input);
         while !actions.is_empty() {
             let mut replies = Vec::new();
@@ -270,7 +271,7 @@ impl JobRunner {
             }
             Action::Launch(launch) => self.launch(launch),
             Action::Cancel(launch) => {
-                if let Some(cancel) = self.launches.get(&launch) {
+                if let Some((cancel, _)) = self.launches.get(&launch) {
                     cancel.cancel();
                 }
             }
@@ -356,15 +357,23 @@ impl JobRunner {
             source,
             items: launch.items.iter().map(|&(n, _)| n).collect(),
         };
-        let job_parameter = config.job_parameter.clone().unwrap_or_default();
+        let job_parameter = config.job_parameter.as_deref().unwrap_or("");
+        // One task id for every item of the launch.
+        let task_id = info.task_id_text();
         let contexts: Vec<ShardingContext> = launch
             .items
             .iter()
             .map(|&(item, token)| {
-                let parameter = item_parameters.get(&item).cloned().unwrap_or_default();
-                let mut context =
-                    ShardingContext::new(&info, total, job_parameter.clone(), item, parameter)
-                        .with_fencing(token, cancel.child_token());
+                let parameter = item_parameters.get(&item).map_or("", String::as_str);
+                let mut context = ShardingContext::with_task_id(
+                    &info,
+                    task_id.clone(),
+                    total,
+                    job_parameter,
+                    item,
+                    parameter,
+                )
+                .with_fencing(token, cancel.child_token());
                 // A catch-up's item answers the fire its misfire marker names.
                 context.fire_time_ms = launch.fire_of(item);
                 context
@@ -379,7 +388,9 @@ impl JobRunner {
         let job = self.job.clone();
         let me = self.me.clone();
         let id = launch.id;
-        self.launches.insert(id, cancel);
+        self.launches.insert(id, (cancel, launch.fire_ms));
+        // Counts this launch among its tick's running ones until its end is queued for us.
+        let running = self.shared.txns.launched(launch.fire_ms);
         self.shared.handles.spawner.spawn(Box::pin(async move {
             let report = executor.run(&job, request).await;
             // The end of a run is not urgent, the start of the others is: the items a tick
@@ -387,6 +398,8 @@ impl JobRunner {
             // for this job's end to be handled too (its protocol's step, its end transaction).
             tokio::task::yield_now().await;
             let _ = me.send(JobEvent::Done { launch: id, report: Box::new(report) });
+            // Only now: the end is work in hand of the runner before the tick stops counting it.
+            drop(running);
         }));
     }
 }

@@ -98,6 +98,8 @@ struct Facts {
     scheduled_at: BTreeMap<(String, i64), i64>,
     /// job → (time, instance) of each reported error.
     errors: BTreeMap<String, Vec<(i64, usize)>>,
+    /// (job, instance) → times it applied a changed config of the job.
+    configs_applied: BTreeMap<(String, usize), Vec<i64>>,
     /// job → (time, item → owner) of each committed assignment.
     assignments: Assignments,
     /// (time, entry index, instance, job, item) of every run a crash or the end of its
@@ -154,6 +156,9 @@ impl Facts {
                     }
                     SchedulerEvent::Error { job, .. } => {
                         f.errors.entry(job.clone()).or_default().push((e.at, e.who));
+                    }
+                    SchedulerEvent::ConfigApplied { job } => {
+                        f.configs_applied.entry((job.clone(), e.who)).or_default().push(e.at);
                     }
                     SchedulerEvent::Sharded { job, assignment } => {
                         let owners = assignment
@@ -322,7 +327,8 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
                     continue;
                 }
                 for item in 0..state.count {
-                    let ctx = Fire { job, item, fire, at, next };
+                    let changed_at = (k > 0).then_some(*from);
+                    let ctx = Fire { job, item, fire, at, next, changed_at };
                     ctx.judge(
                         entries,
                         tl,
@@ -412,6 +418,22 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         if removed_while_waiting {
             continue;
         }
+        // The instance the catch-up fell to (the skipper, or the item's owner under the
+        // reshard it waited for) had a clock off the registry's by more than
+        // `maxTimeDiffSeconds`: it runs nothing until its clock is right, and the job's
+        // removal before then leaves nothing to catch up (GUARANTEES.md, section 2; chaos
+        // 2,229,504,887 at 5 × 3: the reshard gave the item to an instance 8 s behind).
+        let due_at = tl.reshard_pending_until(&job, end).filter(|&t| t < i64::MAX).unwrap_or(end);
+        let due_owner = facts.owner_at(&job, item, due_at).unwrap_or(who);
+        let bound_ms = tl
+            .config_at(&job, due_at)
+            .map_or(0, |c| i64::from(c.max_time_diff_seconds).saturating_mul(1_000));
+        let clock_off_until = tl.clock_off_until(due_owner, due_at, bound_ms);
+        if clock_off_until.is_some_and(|right| {
+            tl.removed_by(&job, skip_at, right.saturating_add(CHANGE_SLACK_MS))
+        }) {
+            continue;
+        }
         // The catch-up's owner went down (crashed or cut off) before it could start it: the
         // skipper itself, before its next start could follow its run's end, or the owner a
         // reshard since the skip gave the item to, already down by then. After its departure
@@ -425,7 +447,16 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             let shows = from.saturating_add(tl.session_ms);
             shows.saturating_add(failover_slack_ms(tl, &job))
         });
-        if successor_by.is_some_and(|until| tl.removed_by(&job, skip_at, until)) {
+        // Or a count change that removes the item by then, as for a failover re-run (chaos
+        // 7,848,411: the reshard gave the catch-up to an instance cut off, then the count
+        // went from 3 to 2).
+        let gone_by = |until: i64| {
+            tl.removed_by(&job, skip_at, until)
+                || tl.configs.get(&job).is_some_and(|configs| {
+                    configs.iter().any(|(t, c)| *t > skip_at && *t <= until && c.count <= item)
+                })
+        };
+        if successor_by.is_some_and(gone_by) {
             continue;
         }
         out.push(Violation {
@@ -715,6 +746,9 @@ struct Fire<'a> {
     at: i64,
     /// The virtual time of the job's next fire.
     next: i64,
+    /// When the config this fire follows took effect in the registry, if it was a change
+    /// (not the job's first config).
+    changed_at: Option<i64>,
 }
 
 impl Fire<'_> {
@@ -1021,6 +1055,26 @@ impl Fire<'_> {
                 acc.add("lost: no instance alive");
                 return;
             }
+        }
+        // The config change that made this fire had not reached its owner yet (a slow link:
+        // it applied the change only after the fire's time, up all along, and within the
+        // session timeout plus 15 s of it), which ran the schedule it knew (GUARANTEES.md,
+        // section 2; chaos 1,012,580,706 at 10 × 10: a cron change reached a leader of ten
+        // jobs on a 1 s link 9 s late). An owner that never applies it (a watch event lost,
+        // the planted bug `DropWatchEvent`) is not excused.
+        let unseen_change = self.changed_at.is_some_and(|from| {
+            let seen_by = from.saturating_add(tl.session_ms).saturating_add(15_000);
+            !answering.is_empty()
+                && answering.iter().all(|&w| {
+                    let applied = facts.configs_applied.get(&(self.job.to_owned(), w));
+                    let applied_at = applied.and_then(|l| l.iter().copied().find(|&t| t >= from));
+                    applied_at.is_some_and(|t| t > at && t <= seen_by)
+                        && tl.went_down(w, from - 1, at + 1).is_none()
+                })
+        });
+        if unseen_change {
+            acc.add("exempt: config change not seen yet by the owner");
+            return;
         }
         let who = if owners.is_empty() {
             "no instance owned it".to_owned()

@@ -303,6 +303,22 @@ impl Timeline {
         }
     }
 
+    /// Until when `who`'s clock stays off the registry's by more than `bound_ms` from `at`
+    /// on: the next clock change that brings it within, or `i64::MAX`; `None` if it is not
+    /// that far off at `at`.
+    pub fn clock_off_until(&self, who: usize, at: i64, bound_ms: i64) -> Option<i64> {
+        if bound_ms <= 0 || self.skew_at(who, at).abs() <= bound_ms {
+            return None;
+        }
+        let changes = self.skewed.get(&who).map(Vec::as_slice).unwrap_or_default();
+        Some(
+            changes
+                .iter()
+                .find(|(from, skew)| *from > at && skew.abs() <= bound_ms)
+                .map_or(i64::MAX, |x| x.0),
+        )
+    }
+
     /// How far `who`'s clock was off the registry's at `at`, in ms.
     pub fn skew_at(&self, who: usize, at: i64) -> i64 {
         self.skewed

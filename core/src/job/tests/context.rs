@@ -43,6 +43,27 @@ fn task_id_format_per_source() {
 }
 
 #[test]
+fn the_task_id_text_of_a_fire_is_its_task_id_written() {
+    for (items, fire_ms) in [
+        (vec![], 0),
+        (vec![0], 1_700_000_000_000),
+        (vec![1, 3, 4_294_967_295], -1),
+        (vec![3, 1, 3], -1_700_000_000_123),
+        (vec![7, 2], 9_007_199_254_740_993),
+    ] {
+        let info = FireInfo {
+            items,
+            fire_time: crate::job::epoch_ms_to_system_time(fire_ms),
+            ..fire(&[])
+        };
+        assert_eq!(info.task_id_text(), info.task_id().to_string());
+    }
+    for value in [0, 9, 10, -10, i64::from(u32::MAX), i64::MAX, i64::MIN] {
+        assert_eq!(crate::job::context::Decimal::new(value).as_str(), value.to_string());
+    }
+}
+
+#[test]
 fn task_id_parses_names_and_instances_containing_the_separator() {
     let id = TaskId {
         job_name: "a@-@b".into(),

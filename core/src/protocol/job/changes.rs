@@ -39,8 +39,6 @@ impl JobProtocol {
             return;
         }
         self.arm_after(fire_ms, ctx);
-        self.due_under = (!self.my_items(ctx).is_empty())
-            .then(|| (fire_ms, ctx.view.get(&self.paths.assigned()).map(|n| n.version)));
         self.enqueue(fire_ms, FireKind::Scheduled, None);
     }
 

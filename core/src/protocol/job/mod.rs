@@ -266,9 +266,6 @@ pub struct JobProtocol {
     stop: Option<StopState>,
     /// The fire time the timer is armed for, until its fire is handled.
     armed_fire: Option<i64>,
-    /// The last scheduled fire that fell due while the assignment in view gave this instance
-    /// items, with the version of that assignment's record (`shardcron/assigned`).
-    due_under: Option<(i64, Option<u64>)>,
     /// The latest scheduled fire this instance started items for: after its clock went back,
     /// the fires up to it are not run again.
     last_scheduled_start: Option<i64>,
@@ -383,7 +380,6 @@ impl JobProtocol {
             manual_pending: false,
             stop: None,
             armed_fire: None,
-            due_under: None,
             last_scheduled_start: None,
             resume_window: None,
             armed_wait: None,
