@@ -601,6 +601,16 @@ pub fn claim(
         CreateMode::Ephemeral,
     ));
     ops.push(write_ledger(view, paths, me, &next));
+    // A misfire marker owing this very fire is settled by this run, as a scheduled start
+    // settles one naming its fire: left, the owner's catch-up would run the fire again (an
+    // interrupted run whose fire the ledger no longer said takes the latest fire due, which
+    // the owner, blocked by the run's marker, may have marked missed: chaos 1,808,656,480).
+    if let Some((marker, owed)) = super::detail::read(view, paths, Detailed::Misfire(item)) {
+        if super::records::parse_time("", owed, "a misfire marker").ok() == Some(entry.fire_ms) {
+            let path = paths.item_node(item, ItemNode::Misfire);
+            ops.push(TxnOp::delete(path, Some(marker.version)));
+        }
+    }
     // The entry goes: its `failovering` node with it (last: `running_op` counts from the
     // front).
     ops.extend(remove_entry(view, paths, item, entry_version).into_iter().skip(1));
