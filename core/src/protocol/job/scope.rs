@@ -56,12 +56,16 @@ impl JobScope {
 /// The scope last found covered by the view, with the view's scope generation then; and the
 /// registry scope last built for a job scope (every change of the process's watch has each
 /// job check its scope again, mostly the same one).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub(super) struct Granted {
     covered: Option<(u64, JobScope)>,
     built: Option<(JobScope, WatchScope)>,
     /// The paths every step's `scope` looks at, made once.
     paths: std::sync::OnceLock<ScopePaths>,
+    /// The items found owned ([`JobProtocol::owned_items`]), with the view revision, scope
+    /// generation and item count they were found at. A lock only because `scope` reads the
+    /// view through `&self`; nothing else takes it.
+    owned: parking_lot::Mutex<Option<((u64, u64, u32), Vec<u32>)>>,
 }
 
 /// The nodes whose state decides between the narrow and the wide scope.
@@ -93,22 +97,37 @@ impl JobProtocol {
         if leaving || (self.stop.is_none() && self.needs_wide(view)) {
             return JobScope::Wide;
         }
-        // Every step asks: one path buffer for the owner nodes, not one allocation per item.
-        let mut path = self.scope_paths().sharding.clone();
-        let base = path.len();
-        let mut markers: Vec<u32> = (0..self.total())
-            .filter(|&n| {
-                path.truncate(base);
-                let _ = write!(path, "{n}/instance");
-                view.peek(&path).is_some_and(|owner| owner.text().trim() == self.me)
-            })
-            .collect();
+        let mut markers = self.owned_items(view);
         markers.extend(self.held_items());
         markers.extend(self.lost_markers.iter().copied());
         markers.extend(self.stray_failover.iter().copied());
         markers.sort_unstable();
         markers.dedup();
         JobScope::Narrow { total: self.total(), markers }
+    }
+
+    /// The items whose owner node names this instance. Every step asks, several times, and
+    /// the view seldom changed in between: the answer is kept for the view's revision.
+    fn owned_items(&self, view: &View) -> Vec<u32> {
+        let key = (view.revision(), view.scope_generation(), self.total());
+        let mut owned = self.granted.owned.lock();
+        if let Some((at, items)) = owned.as_ref() {
+            if *at == key {
+                return items.clone();
+            }
+        }
+        // One path buffer for the owner nodes, not one allocation per item.
+        let mut path = self.scope_paths().sharding.clone();
+        let base = path.len();
+        let items: Vec<u32> = (0..self.total())
+            .filter(|&n| {
+                path.truncate(base);
+                let _ = write!(path, "{n}/instance");
+                view.peek(&path).is_some_and(|owner| owner.text().trim() == self.me)
+            })
+            .collect();
+        *owned = Some((key, items.clone()));
+        items
     }
 
     /// Whether anything this job owes reads the other instances' markers or ledgers.
