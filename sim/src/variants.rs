@@ -54,10 +54,15 @@ pub enum Variant {
     /// overtaken by the next one goes unrecorded (needs a reshard held up, by a leader whose
     /// crash is not detected yet).
     MuteLateSkips,
+    /// Instance 2's event sink reports its `Late` skips as `Misfire`: a fire handled after a
+    /// reshard made for a later flag claims a catch-up that no marker owes (needs a busy or
+    /// slow owner and a reshard; the boundary of a misfire whose record came back after the
+    /// reshard, which the checker accepts only with its catch-up).
+    LateAsMisfire,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 13] = [
+    pub const ALL: [Variant; 14] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -71,6 +76,7 @@ impl Variant {
         Variant::IgnoreGarbage,
         Variant::MuteClockSkew,
         Variant::MuteLateSkips,
+        Variant::LateAsMisfire,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -90,7 +96,10 @@ impl Variant {
             | Variant::DropCatchUp
             | Variant::DropMissedFires
             | Variant::IgnoreGarbage => true,
-            Variant::ForgetItem | Variant::MuteClockSkew | Variant::MuteLateSkips => false,
+            Variant::ForgetItem
+            | Variant::MuteClockSkew
+            | Variant::MuteLateSkips
+            | Variant::LateAsMisfire => false,
         };
         if !affected {
             return inner;
@@ -101,6 +110,18 @@ impl Variant {
 
     /// The event sink of instance `who`, with the bug if it has one there.
     pub(crate) fn wrap_sink(self, who: usize, sink: EventSink) -> EventSink {
+        if self == Variant::LateAsMisfire && who == 2 {
+            return Arc::new(move |event: &SchedulerEvent| match event {
+                SchedulerEvent::Skipped { job, fire_ms, reason: SkipReason::Late } => {
+                    sink(&SchedulerEvent::Skipped {
+                        job: job.clone(),
+                        fire_ms: *fire_ms,
+                        reason: SkipReason::Misfire,
+                    });
+                }
+                other => sink(other),
+            });
+        }
         if matches!(self, Variant::MuteClockSkew | Variant::MuteLateSkips) && who == 2 {
             return Arc::new(move |event: &SchedulerEvent| {
                 let muted = match event {

@@ -48,6 +48,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
 const FIXED_5X3: &[(u64, FaultProfile, &str)] = &[
     (1_669_791_129, FaultProfile::Default, "a fire handled on a slow link after a later reshard"),
     (2_229_504_887, FaultProfile::Chaos, "a catch-up given to a clock off, then the job removed"),
+    (2_332_122_118, FaultProfile::Default, "a misfire whose record came back after a reshard"),
 ];
 
 /// Seeds of the 10 instances × 10 jobs shape (`--instances 10 --jobs 10`).

@@ -272,3 +272,31 @@ fn ignoring_garbage_is_caught() {
     }
     assert!(text.contains("config-rejected j0"), "the config garbage is unreported");
 }
+
+#[test]
+fn a_late_fire_recorded_as_a_misfire_is_caught_by_its_missing_catch_up() {
+    // The boundary of "a misfire of the fire's owner whose record comes back after a reshard
+    // made for a later flag was decided before it" (GUARANTEES.md, section 2): the checker
+    // takes such a skip as the fire's record only with the catch-up it owes. Instance 2 here
+    // reports its `Late` skips as misfires, which mark nothing: on `chaos` seed 1,007 the
+    // checker finds the catch-up missing (and the unbroken system passes the same seed).
+    let options = shardcron_sim::explore::ExploreOptions {
+        profile: FaultProfile::Chaos,
+        ..shardcron_sim::explore::ExploreOptions::default()
+    };
+    let run = |variant: Option<Variant>| {
+        let options = shardcron_sim::explore::ExploreOptions { variant, ..options.clone() };
+        let Some(builder) = options.builder(1_007) else { panic!("no simulation for seed 1007") };
+        builder.build().run()
+    };
+    let sound = run(None);
+    assert!(sound.ok(), "{}", sound.violations_text());
+    let broken = run(Some(Variant::LateAsMisfire));
+    assert!(
+        broken.violations.iter().any(|v| v.invariant == Invariant::Fires
+            && v.message.contains("i2 skipped a fire as a misfire")
+            && v.message.contains("no catch-up run followed")),
+        "a late fire passed off as a misfire should miss its catch-up:\n{}",
+        broken.violations_text()
+    );
+}
