@@ -59,10 +59,14 @@ pub enum Variant {
     /// slow owner and a reshard; the boundary of a misfire whose record came back after the
     /// reshard, which the checker accepts only with its catch-up).
     LateAsMisfire,
+    /// Every instance's event sink drops its `Late` skips: a fire overtaken while it waited for
+    /// a reshard goes unrecorded everywhere (the boundary of the reading that any waiting
+    /// instance's `Late` record speaks for a fire whose owner there was down).
+    MuteEveryLateSkip,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 14] = [
+    pub const ALL: [Variant; 15] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -77,6 +81,7 @@ impl Variant {
         Variant::MuteClockSkew,
         Variant::MuteLateSkips,
         Variant::LateAsMisfire,
+        Variant::MuteEveryLateSkip,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -99,7 +104,8 @@ impl Variant {
             Variant::ForgetItem
             | Variant::MuteClockSkew
             | Variant::MuteLateSkips
-            | Variant::LateAsMisfire => false,
+            | Variant::LateAsMisfire
+            | Variant::MuteEveryLateSkip => false,
         };
         if !affected {
             return inner;
@@ -122,7 +128,12 @@ impl Variant {
                 other => sink(other),
             });
         }
-        if matches!(self, Variant::MuteClockSkew | Variant::MuteLateSkips) && who == 2 {
+        let muting = match self {
+            Variant::MuteClockSkew | Variant::MuteLateSkips => who == 2,
+            Variant::MuteEveryLateSkip => true,
+            _ => false,
+        };
+        if muting {
             return Arc::new(move |event: &SchedulerEvent| {
                 let muted = match event {
                     SchedulerEvent::Skipped { reason, .. } => match self {

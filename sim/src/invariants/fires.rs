@@ -983,6 +983,21 @@ impl Fire<'_> {
             acc.add("lost: registry error");
             return;
         }
+        // A fire that waited for a reshard which came only after the next fire was due was
+        // overtaken while it waited: it is `Late` whoever the reshard gives its items to, so
+        // a crash of that owner before the fire lost nothing, and the `Late` record of any
+        // instance that waited speaks for it (GUARANTEES.md, section 2; chaos 477,835,834: the
+        // count grew, the leader crashed before resharding and came back under the same id to
+        // make the reshard that gave it the new item; the others recorded the fire late).
+        let overtaken = answered.is_some_and(|gone| gone >= self.next);
+        let awaited_down = awaited.is_some_and(|w| tl.not_up(w, at).is_some());
+        if overtaken && awaited_down {
+            let late = skips.into_iter().flatten().any(|(_, _, r)| *r == SkipReason::Late);
+            if late {
+                acc.add("skipped: late (overtaken while it waited; its owner there was down)");
+                return;
+            }
+        }
         // Who answers for the fire: its owners, or before the first assignment its heir.
         let answering: Vec<usize> = match awaited {
             Some(w) => vec![w],
