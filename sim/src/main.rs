@@ -119,9 +119,8 @@ struct RunArgs {
     scenario: Option<String>,
     /// Run a deliberately broken variant (DropWatchEvent, ForgetItem, FalseLeader,
     /// LeakRunningMarkers, StaleAssignment, GreedyOwner, IgnoreLeaseLoss, ForgetDeparture,
-    /// DropCatchUp, DropMissedFires, IgnoreGarbage, MuteClockSkew, MuteLateSkips) to see the
-    /// checker catch
-    /// it; the later ones show under faults (`--profile failover`, `chaos` or `garbage`).
+    /// DropCatchUp, DropMissedFires, IgnoreGarbage, MuteClockSkew, MuteLateSkips,
+    /// LateAsMisfire, MuteEveryLateSkip) to see the checker catch it; the later ones show under faults (`--profile failover`, `chaos` or `garbage`).
     #[arg(long)]
     variant: Option<Variant>,
 }

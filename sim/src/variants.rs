@@ -54,10 +54,19 @@ pub enum Variant {
     /// overtaken by the next one goes unrecorded (needs a reshard held up, by a leader whose
     /// crash is not detected yet).
     MuteLateSkips,
+    /// Instance 2's event sink reports its `Late` skips as `Misfire`: a fire handled after a
+    /// reshard made for a later flag claims a catch-up that no marker owes (needs a busy or
+    /// slow owner and a reshard; the boundary of a misfire whose record came back after the
+    /// reshard, which the checker accepts only with its catch-up).
+    LateAsMisfire,
+    /// Every instance's event sink drops its `Late` skips: a fire overtaken while it waited for
+    /// a reshard goes unrecorded everywhere (the boundary of the reading that any waiting
+    /// instance's `Late` record speaks for a fire whose owner there was down).
+    MuteEveryLateSkip,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 13] = [
+    pub const ALL: [Variant; 15] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -71,6 +80,8 @@ impl Variant {
         Variant::IgnoreGarbage,
         Variant::MuteClockSkew,
         Variant::MuteLateSkips,
+        Variant::LateAsMisfire,
+        Variant::MuteEveryLateSkip,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -90,7 +101,11 @@ impl Variant {
             | Variant::DropCatchUp
             | Variant::DropMissedFires
             | Variant::IgnoreGarbage => true,
-            Variant::ForgetItem | Variant::MuteClockSkew | Variant::MuteLateSkips => false,
+            Variant::ForgetItem
+            | Variant::MuteClockSkew
+            | Variant::MuteLateSkips
+            | Variant::LateAsMisfire
+            | Variant::MuteEveryLateSkip => false,
         };
         if !affected {
             return inner;
@@ -101,7 +116,24 @@ impl Variant {
 
     /// The event sink of instance `who`, with the bug if it has one there.
     pub(crate) fn wrap_sink(self, who: usize, sink: EventSink) -> EventSink {
-        if matches!(self, Variant::MuteClockSkew | Variant::MuteLateSkips) && who == 2 {
+        if self == Variant::LateAsMisfire && who == 2 {
+            return Arc::new(move |event: &SchedulerEvent| match event {
+                SchedulerEvent::Skipped { job, fire_ms, reason: SkipReason::Late } => {
+                    sink(&SchedulerEvent::Skipped {
+                        job: job.clone(),
+                        fire_ms: *fire_ms,
+                        reason: SkipReason::Misfire,
+                    });
+                }
+                other => sink(other),
+            });
+        }
+        let muting = match self {
+            Variant::MuteClockSkew | Variant::MuteLateSkips => who == 2,
+            Variant::MuteEveryLateSkip => true,
+            _ => false,
+        };
+        if muting {
             return Arc::new(move |event: &SchedulerEvent| {
                 let muted = match event {
                     SchedulerEvent::Skipped { reason, .. } => match self {

@@ -41,6 +41,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (733_006_803, FaultProfile::Chaos, "a catch-up owed by an item disabled before the skip"),
     (537_321_816, FaultProfile::Chaos, "a cron change before an unchecked clock behind got there"),
     (7_848_411, FaultProfile::Chaos, "a catch-up given to an owner cut off, then a count change"),
+    (477_835_834, FaultProfile::Chaos, "a fire overtaken while a crashed leader's reshard waited"),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3
@@ -48,6 +49,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
 const FIXED_5X3: &[(u64, FaultProfile, &str)] = &[
     (1_669_791_129, FaultProfile::Default, "a fire handled on a slow link after a later reshard"),
     (2_229_504_887, FaultProfile::Chaos, "a catch-up given to a clock off, then the job removed"),
+    (2_332_122_118, FaultProfile::Default, "a misfire whose record came back after a reshard"),
 ];
 
 /// Seeds of the 10 instances × 10 jobs shape (`--instances 10 --jobs 10`).

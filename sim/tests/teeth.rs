@@ -272,3 +272,61 @@ fn ignoring_garbage_is_caught() {
     }
     assert!(text.contains("config-rejected j0"), "the config garbage is unreported");
 }
+
+#[test]
+fn a_late_fire_recorded_as_a_misfire_is_caught_by_its_missing_catch_up() {
+    // The boundary of "a misfire of the fire's owner whose record comes back after a reshard
+    // made for a later flag was decided before it" (GUARANTEES.md, section 2): the checker
+    // takes such a skip as the fire's record only with the catch-up it owes. Instance 2 here
+    // reports its `Late` skips as misfires, which mark nothing: on `chaos` seed 1,007 the
+    // checker finds the catch-up missing (and the unbroken system passes the same seed).
+    let options = shardcron_sim::explore::ExploreOptions {
+        profile: FaultProfile::Chaos,
+        ..shardcron_sim::explore::ExploreOptions::default()
+    };
+    let run = |variant: Option<Variant>| {
+        let options = shardcron_sim::explore::ExploreOptions { variant, ..options.clone() };
+        let Some(builder) = options.builder(1_007) else { panic!("no simulation for seed 1007") };
+        builder.build().run()
+    };
+    let sound = run(None);
+    assert!(sound.ok(), "{}", sound.violations_text());
+    let broken = run(Some(Variant::LateAsMisfire));
+    assert!(
+        broken.violations.iter().any(|v| v.invariant == Invariant::Fires
+            && v.message.contains("i2 skipped a fire as a misfire")
+            && v.message.contains("no catch-up run followed")),
+        "a late fire passed off as a misfire should miss its catch-up:\n{}",
+        broken.violations_text()
+    );
+}
+
+#[test]
+fn a_fire_overtaken_while_it_waited_and_recorded_nowhere_is_caught() {
+    // The boundary of "a fire overtaken while it waited for a reshard is `Late` whoever that
+    // reshard gives its items to, and any waiting instance's `Late` record speaks for it"
+    // (GUARANTEES.md, section 2): on `chaos` seed 477,835,834 the count grows, the leader
+    // crashes before resharding and makes the reshard itself once back; the others record the
+    // fires in between late. With every `Late` skip dropped, the fire of the new item whose
+    // owner there was down is reported.
+    let options = shardcron_sim::explore::ExploreOptions {
+        profile: FaultProfile::Chaos,
+        ..shardcron_sim::explore::ExploreOptions::default()
+    };
+    let run = |variant: Option<Variant>| {
+        let options = shardcron_sim::explore::ExploreOptions { variant, ..options.clone() };
+        let Some(builder) = options.builder(477_835_834) else { panic!("no simulation") };
+        builder.build().run()
+    };
+    let sound = run(None);
+    assert!(sound.ok(), "{}", sound.violations_text());
+    let broken = run(Some(Variant::MuteEveryLateSkip));
+    assert!(
+        broken
+            .violations
+            .iter()
+            .any(|v| v.invariant == Invariant::Fires && v.message.contains("j0#3")),
+        "the overtaken fire of the new item should be reported:\n{}",
+        broken.violations_text()
+    );
+}

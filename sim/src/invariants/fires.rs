@@ -889,8 +889,17 @@ impl Fire<'_> {
             match r {
                 SkipReason::NoItems => false,
                 // Skipped after a reshard made since the fire: only the new owner's misfire
-                // marks the item.
-                SkipReason::Misfire if resharded => owned_at_skip || heir == Some(*w),
+                // marks the item. Unless the fire was due before any flag that reshard answers
+                // and the skipper owned the item at the fire: handled after that reshard, the
+                // fire would be `Late`, so its misfire was decided before it, under the
+                // assignment that gave it the item, which it marked; its event came back
+                // later (GUARANTEES.md, section 2; 5 × 3 seed 2,332,122,118: the reply to the
+                // skip took a slow link past the reshard). The catch-up it owes is checked.
+                SkipReason::Misfire if resharded => {
+                    owned_at_skip
+                        || heir == Some(*w)
+                        || (answered.is_none() && owner_at_fire == Some(*w))
+                }
                 // The owner a fire that waited for a reshard answers to: a misfire with the
                 // reshard pending marks every item, for whoever owns it next.
                 SkipReason::Misfire => {
@@ -973,6 +982,21 @@ impl Fire<'_> {
         if errored {
             acc.add("lost: registry error");
             return;
+        }
+        // A fire that waited for a reshard which came only after the next fire was due was
+        // overtaken while it waited: it is `Late` whoever the reshard gives its items to, so
+        // a crash of that owner before the fire lost nothing, and the `Late` record of any
+        // instance that waited speaks for it (GUARANTEES.md, section 2; chaos 477,835,834: the
+        // count grew, the leader crashed before resharding and came back under the same id to
+        // make the reshard that gave it the new item; the others recorded the fire late).
+        let overtaken = answered.is_some_and(|gone| gone >= self.next);
+        let awaited_down = awaited.is_some_and(|w| tl.not_up(w, at).is_some());
+        if overtaken && awaited_down {
+            let late = skips.into_iter().flatten().any(|(_, _, r)| *r == SkipReason::Late);
+            if late {
+                acc.add("skipped: late (overtaken while it waited; its owner there was down)");
+                return;
+            }
         }
         // Who answers for the fire: its owners, or before the first assignment its heir.
         let answering: Vec<usize> = match awaited {
