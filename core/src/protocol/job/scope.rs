@@ -65,7 +65,15 @@ pub(super) struct Granted {
     /// The items found owned ([`JobProtocol::owned_items`]), with the view revision, scope
     /// generation and item count they were found at. A lock only because `scope` reads the
     /// view through `&self`; nothing else takes it.
-    owned: parking_lot::Mutex<Option<((u64, u64, u32), Vec<u32>)>>,
+    owned: parking_lot::Mutex<Option<OwnedItems>>,
+}
+
+/// The items found owned, and the view revision, scope generation and item count they were
+/// found at.
+#[derive(Debug)]
+struct OwnedItems {
+    at: (u64, u64, u32),
+    items: Vec<u32>,
 }
 
 /// The nodes whose state decides between the narrow and the wide scope.
@@ -111,10 +119,8 @@ impl JobProtocol {
     fn owned_items(&self, view: &View) -> Vec<u32> {
         let key = (view.revision(), view.scope_generation(), self.total());
         let mut owned = self.granted.owned.lock();
-        if let Some((at, items)) = owned.as_ref() {
-            if *at == key {
-                return items.clone();
-            }
+        if let Some(found) = owned.as_ref().filter(|found| found.at == key) {
+            return found.items.clone();
         }
         // One path buffer for the owner nodes, not one allocation per item.
         let mut path = self.scope_paths().sharding.clone();
@@ -126,7 +132,7 @@ impl JobProtocol {
                 view.peek(&path).is_some_and(|owner| owner.text().trim() == self.me)
             })
             .collect();
-        *owned = Some((key, items.clone()));
+        *owned = Some(OwnedItems { at: key, items: items.clone() });
         items
     }
 
