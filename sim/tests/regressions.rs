@@ -42,6 +42,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (537_321_816, FaultProfile::Chaos, "a cron change before an unchecked clock behind got there"),
     (7_848_411, FaultProfile::Chaos, "a catch-up given to an owner cut off, then a count change"),
     (477_835_834, FaultProfile::Chaos, "a fire overtaken while a crashed leader's reshard waited"),
+    (1_808_656_480, FaultProfile::Chaos, "a re-run and a catch-up of the same fire both ran"),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3
