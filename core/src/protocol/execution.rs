@@ -86,14 +86,10 @@ pub fn start(
             }
         }
         for &n in start.items {
-            let Some((marker, owed)) = detail::read(view, paths, Detailed::Misfire(n)) else {
-                continue;
-            };
-            let names_this_fire =
-                parse_time("", owed, "a misfire marker").ok() == Some(start.fire_ms);
-            if start.catch_up || names_this_fire {
+            let Some((version, owed)) = misfire_mark(view, paths, n) else { continue };
+            if start.catch_up || owed == Some(start.fire_ms) {
                 let path = paths.item_node(n, ItemNode::Misfire);
-                ops.push(TxnOp::delete(path, Some(marker.version)));
+                ops.push(TxnOp::delete(path, Some(version)));
                 settled.push(n);
             }
         }
@@ -275,6 +271,13 @@ pub fn mark_misfire(
 /// ElasticJob writes it: only its existence counts, the fire is unknown); the marker's garbage
 /// otherwise (the item still owes one catch-up).
 pub type Owed = Result<Option<i64>, Garbage>;
+
+/// Item `n`'s misfire marker as the view shows it: its version, and the fire it owes (`None`
+/// when its detail names none readable). A run of that very fire settles it.
+pub fn misfire_mark(view: &View, paths: &JobPaths, n: u32) -> Option<(Version, Option<i64>)> {
+    let (marker, owed) = detail::read(view, paths, Detailed::Misfire(n))?;
+    Some((marker.version, parse_time("", owed, "a misfire marker").ok()))
+}
 
 /// The misfired items among `items` with the fire each one owes, as the view shows them.
 pub fn misfired(view: &View, paths: &JobPaths, items: &[u32]) -> Vec<(u32, Owed)> {

@@ -26,7 +26,7 @@ use crate::layout::{Detailed, ItemNode, JobPaths};
 use crate::registry::{CreateMode, RegistryError, TxnOp};
 use crate::sharding::Assignment;
 
-use super::execution::{ledger_of, running_owner, write_ledger};
+use super::execution::{ledger_of, misfire_mark, running_owner, write_ledger};
 use super::records::{parse_owner, Assigned, FailoverEntry, Garbage, Ledger, Orphaned, Section};
 use super::view::View;
 
@@ -605,10 +605,9 @@ pub fn claim(
     // settles one naming its fire: left, the owner's catch-up would run the fire again (an
     // interrupted run whose fire the ledger no longer said takes the latest fire due, which
     // the owner, blocked by the run's marker, may have marked missed: chaos 1,808,656,480).
-    if let Some((marker, owed)) = super::detail::read(view, paths, Detailed::Misfire(item)) {
-        if super::records::parse_time("", owed, "a misfire marker").ok() == Some(entry.fire_ms) {
-            let path = paths.item_node(item, ItemNode::Misfire);
-            ops.push(TxnOp::delete(path, Some(marker.version)));
+    if let Some((version, Some(owed))) = misfire_mark(view, paths, item) {
+        if owed == entry.fire_ms {
+            ops.push(TxnOp::delete(paths.item_node(item, ItemNode::Misfire), Some(version)));
         }
     }
     // The entry goes: its `failovering` node with it (last: `running_op` counts from the
