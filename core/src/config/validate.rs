@@ -2,6 +2,7 @@
 
 use crate::cron::{CronSchedule, JobTimeZone};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use super::{ConfigError, JobConfig};
 use crate::sharding::BUILTIN_STRATEGY_TYPES;
@@ -29,15 +30,20 @@ pub const BUILTIN_ERROR_HANDLER_TYPES: [&str; 3] = ["LOG", "THROW", "IGNORE"];
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KnownTypes {
-    sharding_strategies: BTreeSet<String>,
-    error_handlers: BTreeSet<String>,
+    /// Shared, as every job's protocol holds the scheduler's names: a clone is a count.
+    sharding_strategies: Arc<BTreeSet<String>>,
+    error_handlers: Arc<BTreeSet<String>>,
 }
 
 impl Default for KnownTypes {
     fn default() -> Self {
         Self {
-            sharding_strategies: BUILTIN_STRATEGY_TYPES.iter().map(|s| s.to_string()).collect(),
-            error_handlers: BUILTIN_ERROR_HANDLER_TYPES.iter().map(|s| s.to_string()).collect(),
+            sharding_strategies: Arc::new(
+                BUILTIN_STRATEGY_TYPES.iter().map(|s| s.to_string()).collect(),
+            ),
+            error_handlers: Arc::new(
+                BUILTIN_ERROR_HANDLER_TYPES.iter().map(|s| s.to_string()).collect(),
+            ),
         }
     }
 }
@@ -46,13 +52,13 @@ impl KnownTypes {
     /// Adds a custom sharding strategy type, e.g. every name of a
     /// [`ShardingStrategies`](crate::sharding::ShardingStrategies).
     pub fn with_sharding_strategy(mut self, name: impl Into<String>) -> Self {
-        self.sharding_strategies.insert(name.into());
+        Arc::make_mut(&mut self.sharding_strategies).insert(name.into());
         self
     }
 
     /// Adds a custom error handler type.
     pub fn with_error_handler(mut self, name: impl Into<String>) -> Self {
-        self.error_handlers.insert(name.into());
+        Arc::make_mut(&mut self.error_handlers).insert(name.into());
         self
     }
 }

@@ -60,9 +60,9 @@ pub(crate) struct JobRunner {
     shared: Arc<Shared>,
     /// How the driver knows this job.
     id: JobId,
+    /// The protocol, which holds the config the job runs with (`JobProtocol::config`).
     protocol: JobProtocol,
     job: Job,
-    config: JobConfig,
     /// Runs the items, with this job's error handler and the scheduler's listeners.
     executor: Arc<Executor>,
     mailbox: mailbox::Receiver<JobEvent>,
@@ -108,13 +108,12 @@ impl JobRunner {
         };
         let instance = &shared.instance;
         let protocol =
-            JobProtocol::new(instance.as_str(), instance.ip(), config.clone(), schedule, settings);
+            JobProtocol::new(instance.as_str(), instance.ip(), config, schedule, settings);
         let mut runner = Box::new(JobRunner {
             shared,
             id,
             protocol,
             job,
-            config,
             executor,
             mailbox,
             me,
@@ -290,11 +289,9 @@ impl JobRunner {
                     }
                 }));
             }
+            // The protocol adopted the config already; only its executor is ours to build.
             Action::UseConfig(config) => match executor_for(&self.shared, &config) {
-                Ok(executor) => {
-                    self.executor = Arc::new(executor);
-                    self.config = *config;
-                }
+                Ok(executor) => self.executor = Arc::new(executor),
                 Err(e) => self
                     .shared
                     .events
@@ -341,7 +338,7 @@ impl JobRunner {
 
     fn launch(&mut self, launch: Launch) {
         let cancel = CancellationToken::new();
-        let config = &self.config;
+        let config = self.protocol.config();
         let item_parameters = config.item_parameters().unwrap_or_default();
         let total = config.checked_total_count().unwrap_or(1);
         let source = match launch.kind {

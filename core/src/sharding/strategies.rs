@@ -28,7 +28,9 @@ pub const DEFAULT_STRATEGY_TYPE: &str = AverageAllocation::TYPE;
 /// ```
 #[derive(Clone, Debug)]
 pub struct ShardingStrategies {
-    by_type: BTreeMap<String, Arc<dyn ShardingStrategy>>,
+    /// Shared: every job's protocol holds the scheduler's set, and a clone per job would copy
+    /// the map (about a kilobyte per job with the two sets of [`KnownTypes`](crate::config::KnownTypes)).
+    by_type: Arc<BTreeMap<String, Arc<dyn ShardingStrategy>>>,
 }
 
 impl Default for ShardingStrategies {
@@ -39,7 +41,7 @@ impl Default for ShardingStrategies {
             .into_iter()
             .map(|strategy| (strategy.type_name().to_string(), strategy))
             .collect();
-        Self { by_type }
+        Self { by_type: Arc::new(by_type) }
     }
 }
 
@@ -56,7 +58,7 @@ impl ShardingStrategies {
         if self.by_type.contains_key(name) {
             return Err(ShardingError::DuplicateStrategy { name: name.to_string() });
         }
-        self.by_type.insert(name.to_string(), strategy);
+        Arc::make_mut(&mut self.by_type).insert(name.to_string(), strategy);
         Ok(())
     }
 

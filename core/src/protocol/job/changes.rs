@@ -251,7 +251,7 @@ impl JobProtocol {
         let failover_on = !self.failover_enabled() && config.failover && config.monitor_execution;
         if reschedule && self.registration.registered() && self.config.max_time_diff().is_some() {
             if let (Some(first), Some(old)) = (self.armed_fire, self.schedule.clone()) {
-                self.passed_fires_owed = Some((first, old));
+                self.passed_fires_owed = Some(Box::new((first, old)));
             }
         }
         self.config = config.clone();
@@ -306,7 +306,7 @@ impl JobProtocol {
                 return None;
             }
         }
-        let (first, schedule) = self.passed_fires_owed.take()?;
+        let (first, schedule) = *self.passed_fires_owed.take()?;
         if self.registry_offset_ms <= 0 {
             return None;
         }
@@ -466,7 +466,7 @@ impl JobProtocol {
             }
             // The view may not show the winner yet: ask the registry once.
             (BidStep::Create, Err(RegistryError::NodeExists { .. })) => {
-                self.then = Some((Pending::Bid(BidStep::Read), Request::Get(path)));
+                self.then = Some(Box::new((Pending::Bid(BidStep::Read), Request::Get(path))));
             }
             (BidStep::Read, Ok(Reply::Node(Some(holder)))) if holder.data == self.me.as_bytes() => {
                 // A node with our id that we did not just create belongs to an earlier session
@@ -476,7 +476,7 @@ impl JobProtocol {
                     TxnOp::delete(path.clone(), Some(holder.version)),
                     TxnOp::create(path, self.me.as_bytes(), CreateMode::Ephemeral),
                 ];
-                self.then = Some((Pending::Bid(BidStep::Replace), Request::Txn(ops)));
+                self.then = Some(Box::new((Pending::Bid(BidStep::Replace), Request::Txn(ops))));
             }
             // Someone else leads (or the node went: the next look bids again).
             (BidStep::Read, Ok(Reply::Node(Some(_)))) => {
@@ -573,8 +573,10 @@ impl JobProtocol {
                             now.to_string(),
                             Some(version),
                         )];
-                        self.then =
-                            Some((Pending::RaiseFlag(FlagStep::Restamp), Request::Txn(ops)));
+                        self.then = Some(Box::new((
+                            Pending::RaiseFlag(FlagStep::Restamp),
+                            Request::Txn(ops),
+                        )));
                     }
                 }
             }
@@ -585,7 +587,7 @@ impl JobProtocol {
             (FlagStep::FromView { .. }, Err(e))
                 if e.transaction_failure().is_some() || e.is_node_exists() =>
             {
-                self.then = Some(read());
+                self.then = Some(Box::new(read()));
             }
             // Lost to a raise that came after our read, so after our change: done.
             (FlagStep::OverRead { .. }, Err(e))
@@ -615,7 +617,7 @@ impl JobProtocol {
                         message: format!("{what}: gave up after repeated concurrent changes of the node; retried on the next event"),
                     });
                 } else {
-                    self.then = Some(read());
+                    self.then = Some(Box::new(read()));
                 }
             }
             // The flag is there: read its detail, written with it (read after it, so no older
@@ -623,7 +625,7 @@ impl JobProtocol {
             (FlagStep::Read, Ok(Reply::Node(Some(flag)))) => {
                 let step = FlagStep::ReadDetail { version: flag.version };
                 let request = Request::Get(self.paths.detail(Detailed::Flag));
-                self.then = Some((Pending::RaiseFlag(step), request));
+                self.then = Some(Box::new((Pending::RaiseFlag(step), request)));
             }
             (FlagStep::ReadDetail { version }, Ok(Reply::Node(detail))) => {
                 let detail_version = detail.as_ref().map(|d| d.version);
@@ -639,13 +641,13 @@ impl JobProtocol {
                     now,
                 );
                 let step = FlagStep::OverRead { stamped };
-                self.then = Some((Pending::RaiseFlag(step), Request::Txn(ops)));
+                self.then = Some(Box::new((Pending::RaiseFlag(step), Request::Txn(ops))));
             }
             (FlagStep::Read, Ok(Reply::Node(None))) => {
                 let path = self.paths.sharding_necessary();
                 let ops = vec![TxnOp::create(path, now.to_string(), CreateMode::Persistent)];
                 let step = FlagStep::OverRead { stamped: Some(now) };
-                self.then = Some((Pending::RaiseFlag(step), Request::Txn(ops)));
+                self.then = Some(Box::new((Pending::RaiseFlag(step), Request::Txn(ops))));
             }
             (_, Ok(_)) => {}
             (_, Err(e)) => self.failed(&e),

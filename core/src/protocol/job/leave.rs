@@ -82,7 +82,7 @@ impl JobProtocol {
             Some(_) => Phase::Draining { deadline: ctx.now_ms + self.settings.shutdown_timeout_ms },
             None => self.leaving(ctx),
         };
-        self.stop = Some(StopState { reason, phase, answered: Vec::new() });
+        self.stop = Some(Box::new(StopState { reason, phase, answered: Vec::new() }));
     }
 
     pub(super) fn leave_next(&mut self, ctx: &Ctx<'_>) -> Next {

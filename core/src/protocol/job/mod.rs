@@ -233,7 +233,7 @@ pub struct JobProtocol {
     /// The cron changed while a clock check was set: the first fire the old cron had armed,
     /// and that cron, until a comparison with the registry's clock says whether this clock
     /// runs behind (and so whether the registry has passed fires it will now never reach).
-    passed_fires_owed: Option<(i64, CronSchedule)>,
+    passed_fires_owed: Option<Box<(i64, CronSchedule)>>,
     /// When failover was last turned on (the mark's time).
     failover_on_ms: i64,
     /// Leader: server nodes no live instance uses, with since when (`servers`).
@@ -263,7 +263,7 @@ pub struct JobProtocol {
     backlog: BTreeMap<i64, Vec<Held>>,
     once: VecDeque<OnceRecord>,
     manual_pending: bool,
-    stop: Option<StopState>,
+    stop: Option<Box<StopState>>,
     /// The fire time the timer is armed for, until its fire is handled.
     armed_fire: Option<i64>,
     /// The latest scheduled fire this instance started items for: after its clock went back,
@@ -279,7 +279,7 @@ pub struct JobProtocol {
     was_leader: bool,
     /// The next request of a sequence a reply started (a read after a lost race, a replace
     /// after a read), asked for before anything else.
-    then: Option<(Pending, Request)>,
+    then: Option<Box<(Pending, Request)>>,
     /// A bid lost to a leader the view did not show yet: no new bid until the view changes.
     bid_blocked: Option<u64>,
     /// A claim lost to another taker the view did not show yet: likewise.
@@ -440,7 +440,7 @@ impl JobProtocol {
 
     /// Whether the job has stopped on this instance.
     pub fn stopped(&self) -> bool {
-        self.stop.as_ref().is_some_and(StopState::done)
+        self.stop.as_ref().is_some_and(|stop| stop.done())
     }
 
     /// Takes one input and returns what to do about it.
@@ -529,7 +529,7 @@ impl JobProtocol {
 
     /// The next thing to do, by the priorities of the module documentation.
     fn next(&mut self, ctx: &Ctx<'_>) -> Next {
-        if let Some((pending, request)) = self.then.take() {
+        if let Some((pending, request)) = self.then.take().map(|then| *then) {
             return Next::Request(pending, request);
         }
         if self.stop.is_some() {
@@ -797,7 +797,7 @@ impl JobProtocol {
     /// The earliest deadline of what the job waits for.
     fn wait_deadline(&self) -> Option<i64> {
         let fire = self.fire.as_ref().and_then(FireState::deadline);
-        let stop = self.stop.as_ref().and_then(StopState::deadline);
+        let stop = self.stop.as_ref().and_then(|stop| stop.deadline());
         let servers = self.stale_servers_deadline();
         let resync = self.resync_owed.filter(|_| self.connected);
         let steal = self.steal_deadline();

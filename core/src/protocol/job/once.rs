@@ -71,7 +71,7 @@ impl JobProtocol {
                 let ops = (0..total)
                     .map(|n| TxnOp::delete(self.paths.guarantee(stage, n), None))
                     .collect();
-                self.then = Some((Pending::Once(Step::Clear), Request::Txn(ops)));
+                self.then = Some(Box::new((Pending::Once(Step::Clear), Request::Txn(ops))));
                 let _ = fire_ms;
             }
             (Step::Clear, Ok(_)) => {
