@@ -17,8 +17,8 @@ use shardcron_core::registry::lease::LeaseClock;
 use shardcron_core::registry::recipes::{SequentialLatch, SequentialMutex};
 use shardcron_core::registry::{
     path, Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op,
-    RegistryError, Result, SessionEvents, TxnOp, TxnResult, Version, WatchEvent, WatchScope,
-    WatchScoper, WatchStream, MAX_DATA_SIZE,
+    RegistryError, Result, ScopeChange, SessionEvents, TxnOp, TxnResult, Version, WatchEvent,
+    WatchScope, WatchScoper, WatchStream, MAX_DATA_SIZE,
 };
 use tokio::sync::{mpsc, watch};
 
@@ -622,12 +622,12 @@ struct EtcdScoper {
 
 #[async_trait]
 impl WatchScoper for EtcdScoper {
-    async fn rescope(&self, scope: WatchScope) -> Result<()> {
-        scope.validate()?;
-        let at = scope.subtrees().iter().chain(scope.nodes()).next().map_or(path::ROOT, |p| p);
-        let closed = || RegistryError::Closed { op: Op::Watch, path: at.to_owned() };
+    async fn rescope(&self, change: ScopeChange) -> Result<()> {
+        change.validate()?;
+        let at = change.label().to_owned();
+        let closed = || RegistryError::Closed { op: Op::Watch, path: at.clone() };
         let (reply, replied) = tokio::sync::oneshot::channel();
-        self.requests.send((scope.clone(), reply)).map_err(|_| closed())?;
+        self.requests.send((change, reply)).map_err(|_| closed())?;
         // The task answers within about one timeout per step; three bound a task stuck
         // on a dead link (its own timeouts then end the wait first).
         match tokio::time::timeout(self.timeout * 3, replied).await {

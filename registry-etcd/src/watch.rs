@@ -51,7 +51,7 @@ use etcd_client::{
 };
 use futures::future::try_join_all;
 use shardcron_core::registry::{
-    path, Node, Op, RegistryError, SessionEvent, WatchEvent, WatchScope,
+    path, Node, Op, RegistryError, ScopeChange, SessionEvent, WatchEvent, WatchScope,
 };
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::{oneshot, watch};
@@ -307,12 +307,14 @@ pub(crate) struct WatchTask {
     delivered: i64,
     /// What the subscriber watches (client paths).
     pub scope: WatchScope,
+    /// The generation of the last scope change applied ([`ScopeChange::generation`]).
+    generation: u64,
     /// Changes of the scope asked for through the stream's scoper.
     pub requests: UnboundedReceiver<Rescope>,
 }
 
 /// A change of a watch's scope asked for, and where to answer.
-pub(crate) type Rescope = (WatchScope, oneshot::Sender<Result<(), RegistryError>>);
+pub(crate) type Rescope = (ScopeChange, oneshot::Sender<Result<(), RegistryError>>);
 
 /// Why one etcd watch stream ended.
 enum Break {
@@ -360,6 +362,7 @@ impl WatchTask {
             cancelled: BTreeSet::new(),
             delivered: rev,
             scope,
+            generation: 0,
             requests,
         }
     }
@@ -451,11 +454,18 @@ impl WatchTask {
                     Some(_) => {}
                 },
                 request = self.requests.recv() => {
-                    let (scope, reply) = request?;
+                    let (change, reply) = request?;
+                    if change.generation <= self.generation {
+                        // A retry of a change applied already.
+                        let _ = reply.send(Ok(()));
+                        continue;
+                    }
+                    let scope = self.scope.clone().with_change(&change);
                     let ranges = ranges(&self.keys, &scope);
                     if ranges.is_empty() {
                         let added = BTreeMap::new();
-                        let sent = self.tx.send(WatchEvent::Rescoped { scope: scope.clone(), added });
+                        self.generation = change.generation;
+                        let sent = self.tx.send(WatchEvent::Rescoped { change, added });
                         self.scope = scope;
                         let _ = reply.send(if sent.is_ok() { Ok(()) } else { Err(self.closed()) });
                         continue;
@@ -474,7 +484,8 @@ impl WatchTask {
                         }
                     };
                     let added = opened.nodes;
-                    if self.tx.send(WatchEvent::Rescoped { scope: scope.clone(), added }).is_err() {
+                    self.generation = change.generation;
+                    if self.tx.send(WatchEvent::Rescoped { change, added }).is_err() {
                         let _ = reply.send(Err(self.closed()));
                         return None;
                     }
@@ -506,9 +517,10 @@ impl WatchTask {
     async fn rescope(
         &mut self,
         stream: &mut EtcdStream,
-        scope: WatchScope,
+        change: ScopeChange,
         reply: oneshot::Sender<Result<(), RegistryError>>,
     ) -> Option<Break> {
+        let scope = self.scope.clone().with_change(&change);
         let wanted = ranges(&self.keys, &scope);
         let added: Vec<Range> = wanted
             .iter()
@@ -613,7 +625,8 @@ impl WatchTask {
         self.ids = kept_ids;
         // `added` may hold, as of `rev`, nodes the old scope covered through a range now
         // dropped (a node entry inside an added subtree): the read is their latest word.
-        if self.tx.send(WatchEvent::Rescoped { scope: scope.clone(), added: nodes }).is_err() {
+        self.generation = change.generation;
+        if self.tx.send(WatchEvent::Rescoped { change, added: nodes }).is_err() {
             let _ = reply.send(Err(self.closed()));
             return Some(Break::Stop);
         }
@@ -690,8 +703,13 @@ impl WatchTask {
                     Some(_) => continue,
                 },
                 request = self.requests.recv() => {
-                    let Some((scope, reply)) = request else { return Break::Stop };
-                    if let Some(next) = self.rescope(&mut stream, scope, reply).await {
+                    let Some((change, reply)) = request else { return Break::Stop };
+                    if change.generation <= self.generation {
+                        // A retry of a change applied already.
+                        let _ = reply.send(Ok(()));
+                        continue;
+                    }
+                    if let Some(next) = self.rescope(&mut stream, change, reply).await {
                         return next;
                     }
                     if self.ranges.is_empty() {

@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use shardcron_core::registry::recipes::{SequentialLatch, SequentialMutex};
 use shardcron_core::registry::{
     path, Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Op,
-    RegistryError, Result, SessionEvents, TxnOp, TxnResult, Version, WatchScope, WatchScoper,
-    WatchStream, MAX_DATA_SIZE,
+    RegistryError, Result, ScopeChange, SessionEvents, TxnOp, TxnResult, Version, WatchScope,
+    WatchScoper, WatchStream, MAX_DATA_SIZE,
 };
 
 use crate::faults::retarget;
@@ -254,14 +254,14 @@ impl fmt::Debug for MemScoper {
 
 #[async_trait]
 impl WatchScoper for MemScoper {
-    async fn rescope(&self, scope: WatchScope) -> Result<()> {
-        scope.validate()?;
-        let at = crate::ops::first_path(&scope);
+    async fn rescope(&self, change: ScopeChange) -> Result<()> {
+        change.validate()?;
+        let at = change.label();
         let Some(inner) = self.client.upgrade() else {
             return Err(RegistryError::Closed { op: Op::Watch, path: at.to_owned() });
         };
         let client = MemRegistry { inner };
-        client.call(Op::Watch, at, |s, cx| s.rescope(cx, self.id, &scope)).await
+        client.call(Op::Watch, at, |s, cx| s.rescope(cx, self.id, &change)).await
     }
 }
 

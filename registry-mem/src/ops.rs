@@ -5,7 +5,7 @@
 //! client's view: errors carry the op and the path exactly as the client gave it.
 
 use shardcron_core::registry::{
-    CreateMode, Node, Op, RegistryError, Result, TxnOp, TxnResult, Version, WatchScope,
+    CreateMode, Node, Op, RegistryError, Result, ScopeChange, TxnOp, TxnResult, Version, WatchScope,
 };
 
 use crate::client::ClientId;
@@ -126,12 +126,13 @@ impl State {
 
     /// Changes the scope of the client's subscription `id` in place (see
     /// [`crate::watch::Watches::rescope`]).
-    pub fn rescope(&mut self, cx: &Ctx<'_>, id: u64, scope: &WatchScope) -> Result<()> {
-        let server_scope = scope.map_paths(|p| cx.ns.to_server(p));
-        let closed = || RegistryError::Closed { op: Op::Watch, path: first_path(scope).to_owned() };
+    pub fn rescope(&mut self, cx: &Ctx<'_>, id: u64, change: &ScopeChange) -> Result<()> {
+        let server_change = change.map_paths(|p| cx.ns.to_server(p));
+        let closed = || RegistryError::Closed { op: Op::Watch, path: change.label().to_owned() };
         let client = self.clients.get_mut(&cx.client).ok_or_else(closed)?;
         let up = client.link_up();
-        if client.watches.rescope(id, &self.tree, &client.ns, server_scope, scope.clone(), up) {
+        let ns = &client.ns;
+        if client.watches.rescope(id, &self.tree, ns, &server_change, change.clone(), up) {
             Ok(())
         } else {
             Err(closed())

@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures::Stream;
-use shardcron_core::registry::{Node, WatchEvent, WatchScope};
+use shardcron_core::registry::{Node, ScopeChange, WatchEvent, WatchScope};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::namespace::Namespace;
@@ -64,6 +64,14 @@ impl Index {
         self.nodes.contains(path) || self.in_subtree(path)
     }
 
+    /// The entries as a scope (sorted): for a resync, which reads everything anyway.
+    fn scope(&self) -> WatchScope {
+        WatchScope::of_entries(
+            self.subtrees.iter().cloned().collect(),
+            self.nodes.iter().cloned().collect(),
+        )
+    }
+
     fn in_subtree(&self, path: &str) -> bool {
         if self.subtrees.is_empty() {
             return false;
@@ -77,10 +85,10 @@ impl Index {
 /// One subscription.
 #[derive(Debug)]
 struct Watch {
-    /// What the subscription covers, in server paths.
-    scope: WatchScope,
-    /// `scope`, hashed.
+    /// What the subscription covers, in server paths, hashed.
     index: Index,
+    /// The generation of the last scope change applied ([`ScopeChange::generation`]).
+    generation: u64,
     tx: UnboundedSender<WatchEvent>,
     /// Events held back while the client is cut off, in server order.
     held: VecDeque<WatchEvent>,
@@ -125,57 +133,54 @@ impl Watches {
         let _ = tx.send(WatchEvent::Resync { nodes: snapshot(tree, ns, &scope) });
         self.next_id += 1;
         let index = Index::of(&scope);
-        let watch = Watch { scope, index, tx, held: VecDeque::new(), stale: false };
+        let watch = Watch { index, generation: 0, tx, held: VecDeque::new(), stale: false };
         self.subs.insert(self.next_id, watch);
         (Channel(rx), self.next_id)
     }
 
-    /// Changes subscription `id`'s scope to `scope` (server paths) in place: its stream gets a
-    /// `Rescoped` event with what `scope` adds, read from the tree now (the server lock is
-    /// held: no change falls between). Held like any event while the link is down; sent even
-    /// when a resync is due (which then shows the new scope). False when the stream is gone.
+    /// Changes subscription `id`'s scope by `change` (server paths; `client_change` is the
+    /// same in the client's paths, for the event) in place: its stream gets a `Rescoped` event
+    /// with what the change adds, read from the tree now (the server lock is held: no change
+    /// falls between). Looks at the entries that change only: the cost of the change, not of
+    /// the scope. Held like any event while the link is down; sent even when a resync is due
+    /// (which then shows the new scope). A change of a generation applied already changes
+    /// nothing. False when the stream is gone.
     pub fn rescope(
         &mut self,
         id: u64,
         tree: &Tree,
         ns: &Namespace,
-        scope: WatchScope,
-        client_scope: WatchScope,
+        change: &ScopeChange,
+        client_change: ScopeChange,
         link_up: bool,
     ) -> bool {
         let Some(watch) = self.subs.get_mut(&id) else { return false };
-        // Only the entries that changed are looked at, and only what the old scope did not
-        // cover is read: the cost of the change, not of the scope.
-        let (added_subtrees, added_nodes, removed_subtrees, removed_nodes) =
-            watch.scope.entry_changes(&scope);
+        if change.generation <= watch.generation {
+            return !watch.tx.is_closed();
+        }
+        watch.generation = change.generation;
+        let index = &mut watch.index;
+        for root in change.remove.subtrees() {
+            index.subtrees.remove(root);
+        }
+        for node in change.remove.nodes() {
+            index.nodes.remove(node);
+        }
+        // What the entries kept do not cover already is read: the nodes the change brings in.
         let fresh = WatchScope::of_entries(
-            added_subtrees
-                .iter()
-                .filter(|r| !watch.index.in_subtree(r))
-                .map(|r| (*r).to_owned())
-                .collect(),
-            added_nodes
-                .iter()
-                .filter(|n| !watch.index.covers(n))
-                .map(|n| (*n).to_owned())
-                .collect(),
+            change.add.subtrees().iter().filter(|r| !index.in_subtree(r)).cloned().collect(),
+            change.add.nodes().iter().filter(|n| !index.covers(n)).cloned().collect(),
         );
-        let mut added = snapshot(tree, ns, &fresh);
-        added.retain(|path, _| !watch.index.covers(&ns.to_server(path)));
-        for root in removed_subtrees {
-            watch.index.subtrees.remove(root);
+        // (A node a removed entry covered and an added one covers again comes with them, at
+        // its current state, as the contract allows.)
+        let added = snapshot(tree, ns, &fresh);
+        for root in change.add.subtrees() {
+            index.subtrees.insert(root.clone());
         }
-        for node in removed_nodes {
-            watch.index.nodes.remove(node);
+        for node in change.add.nodes() {
+            index.nodes.insert(node.clone());
         }
-        for root in added_subtrees {
-            watch.index.subtrees.insert(root.to_owned());
-        }
-        for node in added_nodes {
-            watch.index.nodes.insert(node.to_owned());
-        }
-        let event = WatchEvent::Rescoped { scope: client_scope, added };
-        watch.scope = scope;
+        let event = WatchEvent::Rescoped { change: client_change, added };
         // While a resync is due the stream's events are dropped, but not this one: the
         // subscriber must learn of the new scope, which the resync to come then shows.
         let delivered =
@@ -240,7 +245,7 @@ impl Watches {
         self.subs.retain(|_, watch| {
             watch.stale = false;
             watch.held.clear();
-            let event = WatchEvent::Resync { nodes: snapshot(tree, ns, &watch.scope) };
+            let event = WatchEvent::Resync { nodes: snapshot(tree, ns, &watch.index.scope()) };
             watch.tx.send(event).is_ok()
         });
     }

@@ -52,10 +52,11 @@ fn event_text(ev: &WatchEvent) -> String {
             format!("changed {path}={}v{}", node.text(), node.version)
         }
         WatchEvent::Deleted { path } => format!("deleted {path}"),
-        WatchEvent::Rescoped { scope, added } => {
+        WatchEvent::Rescoped { change, added } => {
             let listed: Vec<String> =
                 added.iter().map(|(p, n)| format!("{p}={}v{}", n.text(), n.version)).collect();
-            format!("rescoped {scope} added [{}]", listed.join(" "))
+            let (add, remove) = (&change.add, &change.remove);
+            format!("rescoped +({add}) -({remove}) added [{}]", listed.join(" "))
         }
     }
 }

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
 
 use crate::path_map::PathMap;
-use crate::registry::{path, Node, TxnOp, TxnResult, Version, WatchEvent, WatchScope};
+use crate::registry::{path, Node, ScopeChange, TxnOp, TxnResult, Version, WatchEvent, WatchScope};
 
 /// What this process last wrote to a path, until the watch catches up.
 #[derive(Debug, Clone)]
@@ -27,12 +27,14 @@ pub struct View {
     pending: BTreeMap<String, Pending>,
     /// Bumped on every change; decisions that lost a race compare it.
     revision: u64,
-    /// What the watch feeding the view covers; `None`: everything (a view fed by a watch of
-    /// the whole namespace, as the protocol's transcripts feed it).
-    scope: Option<WatchScope>,
-    /// `scope`'s entries hashed: every read is checked against it.
+    /// Whether a scope is in force; `false`: the watch feeding the view covers everything (a
+    /// view fed by a watch of the whole namespace, as the protocol's transcripts feed it).
+    scoped: bool,
+    /// The entries of the scope in force, hashed: every read is checked against it, and a
+    /// change of the scope updates it entry by entry (a process with many jobs watches tens of
+    /// thousands of entries).
     index: ScopeIndex,
-    /// Bumped whenever `scope` changes, so that a job can tell a scope it checked is still
+    /// Bumped whenever the scope changes, so that a job can tell a scope it checked is still
     /// the one in force without comparing scopes.
     scope_generation: u64,
     /// Reads of paths outside `scope` (see [`View::take_strays`]).
@@ -69,6 +71,14 @@ impl ScopeIndex {
         self.nodes.contains(path) || self.in_subtree(path)
     }
 
+    /// The entries as a scope (sorted).
+    fn scope(&self) -> WatchScope {
+        WatchScope::of_entries(
+            self.subtrees.iter().map(|p| p.to_string()).collect(),
+            self.nodes.iter().map(|p| p.to_string()).collect(),
+        )
+    }
+
     /// Whether `path` is a subtree entry's root or lies below one.
     fn in_subtree(&self, path: &str) -> bool {
         if self.subtrees.contains(path) {
@@ -102,8 +112,8 @@ impl View {
             }
             WatchEvent::Resync { .. } | WatchEvent::Rescoped { .. } => false,
         };
-        if let WatchEvent::Rescoped { scope, added } = event {
-            self.rescope(scope, added);
+        if let WatchEvent::Rescoped { change, added } = event {
+            self.rescope(&change, added);
             return true;
         }
         self.settle_pending(&event);
@@ -122,8 +132,8 @@ impl View {
     /// Applies a watch event.
     pub fn apply(&mut self, event: &WatchEvent) {
         match event {
-            WatchEvent::Rescoped { scope, added } => {
-                return self.rescope(scope.clone(), added.clone());
+            WatchEvent::Rescoped { change, added } => {
+                return self.rescope(change, added.clone());
             }
             WatchEvent::Resync { nodes } => self.view.replace(nodes.clone()),
             WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
@@ -315,9 +325,15 @@ impl View {
         self.revision
     }
 
-    /// What the watch feeding the view covers (`None`: everything).
-    pub fn scope(&self) -> Option<&WatchScope> {
-        self.scope.as_ref()
+    /// What the watch feeding the view covers (`None`: everything). Built from the index:
+    /// for tests and diagnostics, not for a step.
+    pub fn scope(&self) -> Option<WatchScope> {
+        self.scoped.then(|| self.index.scope())
+    }
+
+    /// Whether a scope is in force (`false`: the view is fed by a watch of everything).
+    pub fn is_scoped(&self) -> bool {
+        self.scoped
     }
 
     /// Bumped whenever the scope changes.
@@ -329,12 +345,12 @@ impl View {
     /// when the node itself is: the protocol lists directories whose covered children are
     /// all it needs (`sharding`'s items below the count, say).
     pub fn covers(&self, path: &str) -> bool {
-        self.scope.is_none() || self.index.covers(path)
+        !self.scoped || self.index.covers(path)
     }
 
     /// Whether the watch covers everything `wanted` covers.
     pub fn includes(&self, wanted: &WatchScope) -> bool {
-        self.scope.is_none()
+        !self.scoped
             || (wanted.subtrees().iter().all(|root| self.index.in_subtree(root))
                 && wanted.nodes().iter().all(|node| self.index.covers(node)))
     }
@@ -362,7 +378,9 @@ impl View {
     /// between the last event taken from the old watch and the snapshot, which no event will
     /// report. Sorted.
     pub fn differences(&self, nodes: &BTreeMap<String, Node>, scope: &WatchScope) -> Vec<String> {
-        let Some(old) = &self.scope else { return Vec::new() };
+        if !self.scoped {
+            return Vec::new();
+        }
         let mut out: Vec<String> = nodes
             .iter()
             .filter(|(path, node)| {
@@ -375,10 +393,10 @@ impl View {
                 out.push(path.to_owned());
             }
         };
-        for node in old.nodes() {
+        for node in &self.index.nodes {
             gone(node);
         }
-        let mut stack: Vec<String> = old.subtrees().to_vec();
+        let mut stack: Vec<String> = self.index.subtrees.iter().map(|r| r.to_string()).collect();
         while let Some(path) = stack.pop() {
             gone(&path);
             for (name, _) in self.view.children(&path) {
@@ -390,22 +408,22 @@ impl View {
         out
     }
 
-    /// The watch's scope was changed in place to `scope` (its `Rescoped` event): the nodes the
-    /// old scope covered and `scope` does not leave the view, the ones it adds (`added`, as
-    /// the watch shows them at that point) come in, and everything both cover stays as it is,
-    /// kept up to date by the same watch. This process's pending writes outside `scope` are
+    /// The watch's scope was changed in place by `change` (its `Rescoped` event): the nodes
+    /// no entry covers any more leave the view, the ones it adds (`added`, as the watch shows
+    /// them at that point) come in, and everything both scopes cover stays as it is, kept up
+    /// to date by the same watch. This process's pending writes outside the new scope are
     /// dropped (no event will confirm them); those on added nodes are settled against `added`
-    /// as [`View::swap`] settles them against a snapshot.
-    pub fn rescope(&mut self, scope: WatchScope, added: BTreeMap<String, Node>) {
+    /// as [`View::swap`] settles them against a snapshot. Costs what the change changes.
+    pub fn rescope(&mut self, change: &ScopeChange, added: BTreeMap<String, Node>) {
         // Which pending writes the old scope covered (their events kept coming).
         let covered_before: Vec<bool> = self.pending.keys().map(|at| self.covers(at)).collect();
-        let dropped = match self.scope.take() {
-            Some(old) => self.reindex(&old, &scope),
-            None => {
-                // Fed by a watch of everything so far: whatever the new scope leaves out goes.
-                self.index = ScopeIndex::of(&scope);
-                self.uncovered_below(vec![path::ROOT.to_owned()])
-            }
+        let dropped = if self.scoped {
+            self.reindex(change)
+        } else {
+            // Fed by a watch of everything so far: whatever the new scope leaves out goes.
+            self.index = ScopeIndex::of(&change.add);
+            self.scoped = true;
+            self.uncovered_below(vec![path::ROOT.to_owned()])
         };
         for at in &dropped {
             self.view.remove(at);
@@ -427,37 +445,38 @@ impl View {
         for (at, node) in added {
             self.view.insert(&at, node);
         }
-        self.scope = Some(scope);
         self.scope_generation += 1;
         self.revision += 1;
     }
 
-    /// Updates the index from `old`'s entries to `new`'s, looking at the entries that changed
-    /// only (the cost of the change, not of the scope: a process with many jobs watches
-    /// thousands of single nodes). Returns the nodes of the view no longer covered.
-    fn reindex(&mut self, old: &WatchScope, new: &WatchScope) -> Vec<String> {
-        let (added_subtrees, added_nodes, removed_subtrees, removed_nodes) = old.entry_changes(new);
-        for root in &removed_subtrees {
-            self.index.subtrees.remove(*root);
+    /// Updates the index by `change`, entry by entry. Returns the nodes of the view no longer
+    /// covered.
+    fn reindex(&mut self, change: &ScopeChange) -> Vec<String> {
+        for root in change.remove.subtrees() {
+            self.index.subtrees.remove(root.as_str());
         }
-        for node in &removed_nodes {
-            self.index.nodes.remove(*node);
+        for node in change.remove.nodes() {
+            self.index.nodes.remove(node.as_str());
         }
-        for root in added_subtrees {
-            self.index.subtrees.insert(root.into());
+        for root in change.add.subtrees() {
+            self.index.subtrees.insert(root.as_str().into());
         }
-        for node in added_nodes {
-            self.index.nodes.insert(node.into());
+        for node in change.add.nodes() {
+            self.index.nodes.insert(node.as_str().into());
         }
-        let mut dropped: Vec<String> = removed_nodes
+        let mut dropped: Vec<String> = change
+            .remove
+            .nodes()
             .iter()
             .filter(|node| !self.index.covers(node) && self.view.contains_key(node))
-            .map(|node| (*node).to_owned())
+            .cloned()
             .collect();
-        let roots = removed_subtrees
+        let roots = change
+            .remove
+            .subtrees()
             .iter()
             .filter(|root| !self.index.in_subtree(root))
-            .map(|root| (*root).to_owned())
+            .cloned()
             .collect();
         dropped.extend(self.uncovered_below(roots));
         dropped
@@ -491,7 +510,7 @@ impl View {
             .collect();
         self.view.replace(nodes);
         self.index = ScopeIndex::of(&scope);
-        self.scope = Some(scope);
+        self.scoped = true;
         self.scope_generation += 1;
         self.revision += 1;
     }
@@ -650,8 +669,9 @@ mod tests {
         let generation = c.scope_generation();
         let new = WatchScope::node("/j/a/x").with_subtree("/j/c");
         let added = BTreeMap::from([("/j/c/z".to_owned(), node("older", 2))]);
-        c.rescope(new.clone(), added);
-        assert_eq!(c.scope(), Some(&new));
+        let change = c.scope().unwrap_or_default().change_to(&new, 1);
+        c.rescope(&change, added);
+        assert_eq!(c.scope(), Some(new));
         assert!(c.scope_generation() > generation);
         assert_eq!(c.text("/j/a/x").as_deref(), Some("mine"), "kept, with our pending write");
         assert!(c.peek("/j/a/y").is_none() && c.peek("/j/a").is_none(), "dropped");

@@ -90,8 +90,10 @@
 //!
 //! **Changing a watch's scope.** A stream's [`WatchScoper`] (from [`WatchStream::scoper`];
 //! every backend's streams have one) changes what it covers in place, without reopening it:
-//! [`WatchScoper::rescope`] puts one [`WatchEvent::Rescoped`] into the stream, in its order,
-//! carrying the new scope and the nodes it covers that the old one did not (a backend may add,
+//! [`WatchScoper::rescope`] takes a [`ScopeChange`] (entries to remove, entries to add, and a
+//! generation that orders the changes) and puts one [`WatchEvent::Rescoped`] into the stream,
+//! in its order, carrying the change and the nodes the new scope covers that the old one did
+//! not (a backend may add,
 //! at their current state, nodes both cover whose entry changed); the changes before it are the
 //! old scope's, those after it the new one's, each once, none lost (a node both scopes cover
 //! keeps its events going, undisturbed). The added nodes are as the backend read them: at that
@@ -100,8 +102,9 @@
 //! their changes up to the read are not reported again. The
 //! backend registers and reads only what the change adds and releases what it drops, so a
 //! change costs what it changes, not the size of the scope. Changes of one stream apply in the
-//! order they were asked for; one that fails leaves the stream as it was (no `Rescoped`), and a
-//! `Resync` after a `Rescoped` is of the new scope.
+//! order they were asked for; one that fails leaves the stream as it was (no `Rescoped`), a
+//! retry of one applied already (a generation not above the last applied) changes nothing, and
+//! a `Resync` after a `Rescoped` is of the new scope.
 //!
 //! **Transactions.** [`CoordinatorRegistry::transaction`] applies a list of [`TxnOp`]s all or
 //! nothing. On failure nothing is applied, and the error is [`RegistryError::Transaction`] with the
@@ -134,8 +137,8 @@ use async_trait::async_trait;
 pub use error::{BackendCause, Op, RegistryError, Result};
 pub use ext::RegistryExt;
 pub use types::{
-    Capability, CreateMode, Node, SessionEvent, SessionEvents, TxnOp, TxnResult, Version,
-    WatchEvent, WatchScope, WatchScoper, WatchStream, MAX_DATA_SIZE,
+    Capability, CreateMode, Node, ScopeChange, SessionEvent, SessionEvents, TxnOp, TxnResult,
+    Version, WatchEvent, WatchScope, WatchScoper, WatchStream, MAX_DATA_SIZE,
 };
 
 /// A hierarchical coordination store with sessions, watches, transactions and latches.

@@ -342,6 +342,107 @@ impl WatchScope {
         let nodes = self.nodes.iter().map(|p| f(p)).collect();
         WatchScope::of_entries(subtrees, nodes)
     }
+    /// Applies `change` to the entries: those of `change.remove` leave, then those of
+    /// `change.add` join (an entry in both stays). Entries, not coverage: removing a node
+    /// inside a subtree entry leaves it covered. Costs a search and a shift per entry changed;
+    /// for large scopes under many changes keep the entries in sets instead.
+    pub fn apply(&mut self, change: &ScopeChange) {
+        for root in &change.remove.subtrees {
+            if let Ok(at) = self.subtrees.binary_search(root) {
+                self.subtrees.remove(at);
+            }
+        }
+        for node in &change.remove.nodes {
+            if let Ok(at) = self.nodes.binary_search(node) {
+                self.nodes.remove(at);
+            }
+        }
+        for root in &change.add.subtrees {
+            insert_sorted(&mut self.subtrees, root.clone());
+        }
+        for node in &change.add.nodes {
+            insert_sorted(&mut self.nodes, node.clone());
+        }
+    }
+
+    /// This scope with `change` applied (see [`apply`](Self::apply)).
+    pub fn with_change(mut self, change: &ScopeChange) -> WatchScope {
+        self.apply(change);
+        self
+    }
+
+    /// The change from `self` to `new`, entry by entry, numbered `generation`.
+    pub fn change_to(&self, new: &WatchScope, generation: u64) -> ScopeChange {
+        let (add_subtrees, add_nodes, remove_subtrees, remove_nodes) = self.entry_changes(new);
+        let owned = |v: Vec<&str>| v.into_iter().map(str::to_owned).collect::<Vec<_>>();
+        ScopeChange {
+            generation,
+            add: WatchScope { subtrees: owned(add_subtrees), nodes: owned(add_nodes) },
+            remove: WatchScope { subtrees: owned(remove_subtrees), nodes: owned(remove_nodes) },
+        }
+    }
+}
+
+/// A change of a watch's scope ([`WatchScoper::rescope`]): entries leave and entries join, so
+/// that a change costs what it changes, not the size of the scope (a scheduler with thousands
+/// of jobs watches tens of thousands of entries, and changes them a few at a time).
+///
+/// ```
+/// use shardcron_core::registry::{ScopeChange, WatchScope};
+///
+/// let scope = WatchScope::subtree("/job/config").with_node("/job/sharding/0/instance");
+/// let change = ScopeChange {
+///     generation: 1,
+///     add: WatchScope::node("/job/sharding/1/instance"),
+///     remove: WatchScope::node("/job/sharding/0/instance"),
+/// };
+/// let scope = scope.with_change(&change);
+/// assert!(scope.covers("/job/sharding/1/instance"));
+/// assert!(!scope.covers("/job/sharding/0/instance"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ScopeChange {
+    /// Orders the changes of one stream, from 1 up: a change whose generation is not above
+    /// the last one applied is a retry of one applied already, and changes nothing.
+    pub generation: u64,
+    /// Entries that join the scope.
+    pub add: WatchScope,
+    /// Entries that leave the scope (an entry the scope lacks is ignored).
+    pub remove: WatchScope,
+}
+
+impl ScopeChange {
+    /// Whether the change adds and removes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.add.is_empty() && self.remove.is_empty()
+    }
+
+    /// Checks every entry with [`super::path::validate`] (see [`WatchScope::validate`]).
+    pub fn validate(&self) -> Result<(), super::RegistryError> {
+        self.add.validate()?;
+        self.remove.validate()
+    }
+
+    /// The change with `f` applied to every path (e.g. a backend adding its namespace prefix).
+    pub fn map_paths(&self, mut f: impl FnMut(&str) -> String) -> ScopeChange {
+        ScopeChange {
+            generation: self.generation,
+            add: self.add.map_paths(&mut f),
+            remove: self.remove.map_paths(&mut f),
+        }
+    }
+
+    /// The path errors about this change name: its first entry (`/` for an empty change).
+    pub fn label(&self) -> &str {
+        self.add
+            .subtrees
+            .iter()
+            .chain(&self.add.nodes)
+            .chain(&self.remove.subtrees)
+            .chain(&self.remove.nodes)
+            .next()
+            .map_or("/", String::as_str)
+    }
 }
 
 impl fmt::Display for WatchScope {
@@ -423,8 +524,10 @@ pub enum WatchEvent {
     /// (see the module documentation of [`crate::registry`]); the nodes the old scope covered
     /// and `scope` does not are no longer reported (drop them). A later `Resync` is of `scope`.
     Rescoped {
-        /// What the stream covers from now on.
-        scope: WatchScope,
+        /// The change now in force: the stream covers its old entries less `remove`, plus
+        /// `add`. Who needs to know what left the stream keeps the scope and applies the change
+        /// to it ([`WatchScope::apply`]).
+        change: ScopeChange,
         /// The nodes the change brings into the stream, by path.
         added: BTreeMap<String, Node>,
     },
@@ -453,10 +556,25 @@ impl WatchEvent {
             WatchEvent::Deleted { path } => {
                 view.remove(path);
             }
-            WatchEvent::Rescoped { scope, added } => {
+            WatchEvent::Rescoped { change, added } => {
+                view.retain(|path, _| !change.remove.covers(path) || change.add.covers(path));
+                view.extend(added.iter().map(|(p, n)| (p.clone(), n.clone())));
+            }
+        }
+    }
+
+    /// [`apply_to`](Self::apply_to) for a subscriber that keeps the stream's scope: exact for
+    /// every event, where `apply_to` takes a `Rescoped` change's removed entries for the whole
+    /// of what leaves (true when no entry kept covers what a removed one did). `scope` follows
+    /// the stream's.
+    pub fn apply_within(&self, view: &mut BTreeMap<String, Node>, scope: &mut WatchScope) {
+        match self {
+            WatchEvent::Rescoped { change, added } => {
+                scope.apply(change);
                 view.retain(|path, _| scope.covers(path));
                 view.extend(added.iter().map(|(p, n)| (p.clone(), n.clone())));
             }
+            other => other.apply_to(view),
         }
     }
 }
@@ -532,13 +650,16 @@ impl Stream for WatchStream {
 /// stream's reader need not wait for the registry while a change is under way.
 #[async_trait::async_trait]
 pub trait WatchScoper: Send + Sync + fmt::Debug {
-    /// Makes the stream cover `scope` from now on, at the cost of what the change adds (and
-    /// removes) only. Returns once the stream carries the [`WatchEvent::Rescoped`] of the
-    /// change. On an error the stream keeps the scope it had, and carries no `Rescoped`.
+    /// Changes the stream's entries by `change` (see [`ScopeChange`]), at the cost of what the
+    /// change adds and removes only, however large the scope. Returns once the stream carries
+    /// the [`WatchEvent::Rescoped`] of the change. On an error the stream keeps the scope it
+    /// had, and carries no `Rescoped`. A change whose generation is not above the last one
+    /// applied to the stream is a retry of one applied already (its answer was lost or late):
+    /// it changes nothing, puts nothing into the stream, and returns `Ok`.
     ///
     /// Errors: `InvalidPath` (any entry, before any I/O), `Closed` (the stream was dropped or
     /// the client closed), connection errors, `Timeout`.
-    async fn rescope(&self, scope: WatchScope) -> Result<(), super::RegistryError>;
+    async fn rescope(&self, change: ScopeChange) -> Result<(), super::RegistryError>;
 }
 
 impl fmt::Debug for WatchStream {

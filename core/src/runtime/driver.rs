@@ -16,7 +16,7 @@ use super::scope::{Opened, Watching};
 use super::timer::{TimerHeap, TimerKey, TimerKind};
 use super::{Command, JobId, Shared};
 use crate::layout::{ItemNode, JobNode};
-use crate::registry::{SessionEvent, SessionEvents, WatchEvent, WatchScope, WatchStream};
+use crate::registry::{ScopeChange, SessionEvent, SessionEvents, WatchEvent, WatchStream};
 
 /// Where the driver sends a watch event.
 enum Route {
@@ -26,8 +26,8 @@ enum Route {
     Job { id: JobId, node: JobNode, marker: bool },
     /// No job: the root, a node no job reads, or a job this instance does not run.
     Nobody,
-    /// The watch's scope changed in place to `scope`, adding the nodes at `added`.
-    Rescoped { scope: WatchScope, added: Vec<String> },
+    /// The watch's scope changed in place by `change`, adding the nodes at `added`.
+    Rescoped { change: ScopeChange, added: Vec<String> },
 }
 
 pub(crate) struct Driver {
@@ -204,7 +204,7 @@ impl Driver {
                     }
                 }
                 Route::Nobody => {}
-                Route::Rescoped { scope, added } => self.on_rescoped(&scope, added),
+                Route::Rescoped { change, added } => self.on_rescoped(&change, added),
             }
         }
     }
@@ -212,8 +212,8 @@ impl Driver {
     /// The view took the watch's new scope (in `on_watch`, in the stream's order): the jobs
     /// whose scope the change was for look again, as after a resync; the others hear of the
     /// nodes it added that are theirs (none, unless their scopes overlap another's).
-    fn on_rescoped(&mut self, scope: &WatchScope, added: Vec<String>) {
-        let widened = self.watching.rescoped(&self.shared, scope);
+    fn on_rescoped(&mut self, change: &ScopeChange, added: Vec<String>) {
+        let widened = self.watching.rescoped(&self.shared, change);
         for id in &widened {
             if let Some((_, mailbox)) = self.jobs.get(id) {
                 let _ = mailbox.send(JobEvent::Resynced);
@@ -230,9 +230,9 @@ impl Driver {
 
     /// Which job a watch event concerns, and as which of its nodes.
     fn route(&self, event: &WatchEvent) -> Route {
-        if let WatchEvent::Rescoped { scope, added } = event {
+        if let WatchEvent::Rescoped { change, added } = event {
             return Route::Rescoped {
-                scope: scope.clone(),
+                change: change.clone(),
                 added: added.keys().cloned().collect(),
             };
         }

@@ -1374,16 +1374,18 @@ pub async fn watch_rescope_adds_and_drops(b: &dyn Backend) {
     let scoper = stream.scoper().expect("a backend's stream can change its scope");
     assert!(
         matches!(
-            scoper.rescope(WatchScope::node("no/slash")).await,
+            scoper.rescope(old.change_to(&WatchScope::node("no/slash"), 1)).await,
             Err(RegistryError::InvalidPath { .. })
         ),
         "an invalid entry is refused"
     );
     let new = WatchScope::node("/r/b").with_subtree("/r/x").with_subtree("/r/y");
-    scoper.rescope(new.clone()).await.unwrap();
+    let change = old.change_to(&new, 1);
+    assert_eq!(change.remove, WatchScope::node("/r/a"));
+    scoper.rescope(change.clone()).await.unwrap();
     match next_event(&mut stream).await {
-        WatchEvent::Rescoped { scope, added } => {
-            assert_eq!(scope, new, "the event names the new scope");
+        WatchEvent::Rescoped { change: applied, added } => {
+            assert_eq!(applied, change, "the event names the change");
             assert_eq!(
                 added.keys().collect::<Vec<_>>(),
                 vec!["/r/b", "/r/y", "/r/y/1"],
@@ -1402,8 +1404,10 @@ pub async fn watch_rescope_adds_and_drops(b: &dyn Backend) {
         vec!["changed /r/b added v1", "created /r/x/2 kept v0", "created /r/y/2 added v0"],
         "the dropped node is no longer reported; the kept and added ones are"
     );
+    // A retry of the change (its answer lost, say) changes nothing and says nothing.
+    scoper.rescope(change).await.unwrap();
     // Narrowed back: nothing added; the dropped subtree goes quiet.
-    scoper.rescope(WatchScope::subtree("/r/x")).await.unwrap();
+    scoper.rescope(new.change_to(&WatchScope::subtree("/r/x"), 2)).await.unwrap();
     match next_event(&mut stream).await {
         WatchEvent::Rescoped { added, .. } => assert!(added.is_empty(), "{added:?}"),
         other => panic!("expected the Rescoped event, got {other:?}"),
@@ -1414,7 +1418,7 @@ pub async fn watch_rescope_adds_and_drops(b: &dyn Backend) {
     assert_quiet(&mut stream, "the nodes the scope dropped").await;
     // Dropping the stream ends what its scoper can do.
     drop(stream);
-    let dropped = scoper.rescope(WatchScope::subtree("/r")).await;
+    let dropped = scoper.rescope(WatchScope::new().change_to(&WatchScope::subtree("/r"), 3)).await;
     assert!(
         matches!(dropped, Err(RegistryError::Closed { .. })),
         "the stream is gone: {dropped:?}"
@@ -1434,18 +1438,21 @@ pub async fn watch_rescope_under_writers(b: &dyn Backend) {
     let wide = WatchScope::subtree("/s");
     let (mut stream, mut view) = watch_scope_with_snapshot(r.as_ref(), &wide).await;
     let scoper = stream.scoper().expect("a backend's stream can change its scope");
+    let mut generation = 0;
     for round in 0..ROUNDS {
         let paths: Vec<String> = (0..NODES).map(|i| format!("/s/r{round}-{i}")).collect();
         let narrow = paths.iter().fold(WatchScope::new(), |s, p| s.with_node(p.clone()));
         let (started, write) = writes(&writer, &paths, round, true);
         let _ = started.await;
-        scoper.rescope(narrow.clone()).await.unwrap();
+        generation += 1;
+        scoper.rescope(wide.change_to(&narrow, generation)).await.unwrap();
         write.await.unwrap();
         settle(&mut stream, &mut view, &read_scope(r.as_ref(), &narrow).await, "wide to narrow")
             .await;
         let (started, write) = writes(&writer, &paths, round, false);
         let _ = started.await;
-        scoper.rescope(wide.clone()).await.unwrap();
+        generation += 1;
+        scoper.rescope(narrow.change_to(&wide, generation)).await.unwrap();
         write.await.unwrap();
         settle(&mut stream, &mut view, &read_tree(r.as_ref(), "/s").await, "narrow to wide").await;
     }

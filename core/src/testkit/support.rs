@@ -88,9 +88,12 @@ pub fn summary(event: &WatchEvent) -> String {
         WatchEvent::Resync { nodes } => {
             format!("resync [{}]", nodes.keys().cloned().collect::<Vec<_>>().join(", "))
         }
-        WatchEvent::Rescoped { scope, added } => {
+        WatchEvent::Rescoped { change, added } => {
             format!(
-                "rescoped {scope} added [{}]",
+                "rescoped {} +({}) -({}) added [{}]",
+                change.generation,
+                change.add,
+                change.remove,
                 added.keys().cloned().collect::<Vec<_>>().join(", ")
             )
         }

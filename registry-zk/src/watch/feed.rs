@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::future::join_all;
-use shardcron_core::registry::{Node, Op, RegistryError, WatchEvent, WatchScope};
+use shardcron_core::registry::{Node, Op, RegistryError, ScopeChange, WatchEvent, WatchScope};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
@@ -192,8 +192,8 @@ impl Feed {
                 let _ = reply.send(result);
             }
             Signal::Left(id) => self.leave(id).await,
-            Signal::Rescope(id, scope, reply) => {
-                let result = self.rescope(id, scope).await;
+            Signal::Rescope(id, change, reply) => {
+                let result = self.rescope(id, change).await;
                 let _ = reply.send(result);
             }
         }
@@ -302,13 +302,18 @@ impl Feed {
     /// (registering and reading only what they lack), the subscriber gets a `Rescoped` event
     /// with the nodes `scope` adds to its old scope, as the view holds them at this point of
     /// its stream, and the watches shrink to what the subscribers need now.
-    async fn rescope(&mut self, id: u64, scope: WatchScope) -> Result<(), RegistryError> {
-        let label = super::label(&scope).to_owned();
+    async fn rescope(&mut self, id: u64, change: ScopeChange) -> Result<(), RegistryError> {
+        let label = change.label().to_owned();
         let closed = |path: &str| RegistryError::Closed { op: Op::Watch, path: path.to_owned() };
-        let Some(old) = self.subscribers.iter().find(|s| s.id == id).map(|s| s.scope.clone())
-        else {
+        let Some(subscriber) = self.subscribers.iter().find(|s| s.id == id) else {
             return Err(closed(&label));
         };
+        if change.generation <= subscriber.generation {
+            // A retry of a change applied already.
+            return Ok(());
+        }
+        let old = subscriber.scope.clone();
+        let scope = old.clone().with_change(&change);
         if !self.watched.includes(&scope) {
             match self.session.clone() {
                 Some(session) => self.widen(&session, &scope).await?,
@@ -330,8 +335,11 @@ impl Feed {
             }
         }
         let added = added_nodes(&self.view, &old, &scope);
-        self.set_scope(id, scope.clone());
-        let event = WatchEvent::Rescoped { scope, added };
+        self.set_scope(id, scope);
+        if let Some(subscriber) = self.subscribers.iter_mut().find(|s| s.id == id) {
+            subscriber.generation = change.generation;
+        }
+        let event = WatchEvent::Rescoped { change, added };
         let sent =
             self.subscribers.iter().find(|s| s.id == id).is_some_and(|s| s.out.send(event).is_ok());
         if !sent {

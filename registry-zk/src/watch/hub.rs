@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use shardcron_core::registry::{Result, WatchEvent, WatchScope};
+use shardcron_core::registry::{Result, ScopeChange, WatchEvent, WatchScope};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 use zookeeper_client as zk;
@@ -40,7 +40,7 @@ pub(crate) enum Signal {
     Left(u64),
     /// Change subscriber `id`'s scope in place; answer once its `Rescoped` event is sent, or
     /// with why it cannot be (its scope then stays as it was).
-    Rescope(u64, WatchScope, oneshot::Sender<Result<()>>),
+    Rescope(u64, ScopeChange, oneshot::Sender<Result<()>>),
 }
 
 /// One stream of the feed: the events `scope` covers.
@@ -48,6 +48,8 @@ pub(crate) enum Signal {
 pub(crate) struct Subscriber {
     pub id: u64,
     pub scope: WatchScope,
+    /// The generation of the last scope change applied ([`ScopeChange::generation`]).
+    pub generation: u64,
     pub out: UnboundedSender<WatchEvent>,
 }
 

@@ -86,7 +86,8 @@ use std::time::Duration;
 use futures::future::join_all;
 use futures::Stream;
 use shardcron_core::registry::{
-    path, Node, Op, RegistryError, Result, WatchEvent, WatchScope, WatchScoper, WatchStream,
+    path, Node, Op, RegistryError, Result, ScopeChange, WatchEvent, WatchScope, WatchScoper,
+    WatchStream,
 };
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
@@ -140,7 +141,7 @@ pub(crate) async fn subscribe(shared: &Arc<Shared>, scope: WatchScope) -> Result
         let id = shared.watches.next_id();
         let (out, rx) = unbounded_channel();
         let (reply, replied) = oneshot::channel();
-        let subscriber = Subscriber { id, scope: scope.clone(), out };
+        let subscriber = Subscriber { id, scope: scope.clone(), generation: 0, out };
         if link.send(Signal::Join(subscriber, reply)).is_err() {
             continue;
         }
@@ -198,11 +199,11 @@ struct ZkScoper {
 
 #[async_trait::async_trait]
 impl WatchScoper for ZkScoper {
-    async fn rescope(&self, scope: WatchScope) -> Result<()> {
-        scope.validate()?;
-        let at = label(&scope).to_owned();
+    async fn rescope(&self, change: ScopeChange) -> Result<()> {
+        change.validate()?;
+        let at = change.label().to_owned();
         let (reply, replied) = oneshot::channel();
-        if self.link.send(Signal::Rescope(self.id, scope, reply)).is_err() {
+        if self.link.send(Signal::Rescope(self.id, change, reply)).is_err() {
             return Err(RegistryError::Closed { op: Op::Watch, path: at });
         }
         match tokio::time::timeout(self.limit, replied).await {

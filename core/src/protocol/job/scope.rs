@@ -173,7 +173,9 @@ impl JobProtocol {
     /// Whether the view covers the scope the job needs now; when not, the job waits for the
     /// runtime to widen its watch (the new scope's snapshot comes as a resync).
     pub(super) fn scope_ready(&mut self, view: &View) -> bool {
-        let Some(_) = view.scope() else { return true };
+        if !view.is_scoped() {
+            return true;
+        }
         let wanted = self.scope(view);
         let generation = view.scope_generation();
         if let Some((seen, granted)) = &self.granted.covered {
