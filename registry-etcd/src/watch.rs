@@ -43,7 +43,7 @@
 //! **Ending.** The task ends with the subscriber's stream or the client; dropping the etcd
 //! stream cancels its watches on the server.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use etcd_client::{
     EventType, GetOptions, KvClient, WatchClient, WatchOptions, WatchResponse,
@@ -74,9 +74,9 @@ pub(crate) struct Range {
 }
 
 impl Range {
-    /// Whether `other` watches the same keys.
-    fn same_keys(&self, other: &Range) -> bool {
-        self.key == other.key && self.end == other.end
+    /// What tells two ranges watching the same keys.
+    fn keys(&self) -> (&[u8], Option<&[u8]>) {
+        (&self.key, self.end.as_deref())
     }
 
     /// Options for this range's watch, with id `id` on its stream, from `start` (0: now).
@@ -522,11 +522,12 @@ impl WatchTask {
     ) -> Option<Break> {
         let scope = self.scope.clone().with_change(&change);
         let wanted = ranges(&self.keys, &scope);
-        let added: Vec<Range> = wanted
-            .iter()
-            .filter(|r| !self.ranges.iter().any(|o| o.same_keys(r)))
-            .cloned()
-            .collect();
+        // Hashed: a scheduler's scope has tens of thousands of ranges, and changes a few.
+        let had: HashSet<_> = self.ranges.iter().map(Range::keys).collect();
+        let added: Vec<Range> =
+            wanted.iter().filter(|r| !had.contains(&r.keys())).cloned().collect();
+        drop(had);
+        let kept: HashSet<_> = wanted.iter().map(Range::keys).collect();
         let mut ids = Vec::with_capacity(added.len());
         for range in &added {
             let id = self.next_id;
@@ -604,7 +605,7 @@ impl WatchTask {
         let mut ranges = Vec::with_capacity(wanted.len());
         let (mut through, mut kept_ids) = (Vec::new(), Vec::new());
         for (i, range) in self.ranges.iter().enumerate() {
-            if wanted.iter().any(|w| w.same_keys(range)) {
+            if kept.contains(&range.keys()) {
                 ranges.push(range.clone());
                 through.push(self.through[i]);
                 kept_ids.push(self.ids[i]);

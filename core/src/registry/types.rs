@@ -273,17 +273,15 @@ impl WatchScope {
     /// subtree and nodes inside a subtree are left out (a node entry that is also a subtree
     /// root is covered by the subtree). What a backend registers server-side.
     pub fn minimal(&self) -> WatchScope {
-        let subtrees: Vec<String> = self
-            .subtrees
-            .iter()
-            .filter(|root| {
-                !self
-                    .subtrees
-                    .iter()
-                    .any(|other| other != *root && super::path::is_within(root, other))
-            })
-            .cloned()
-            .collect();
+        // A root is redundant when a proper ancestor of it is a root too: one lookup per
+        // ancestor, not a comparison with every other root.
+        let has = |root: &str| self.subtrees.binary_search_by(|s| s.as_str().cmp(root)).is_ok();
+        let below_another = |root: &str| {
+            root != ROOT
+                && (has(ROOT) || root.match_indices('/').skip(1).any(|(i, _)| has(&root[..i])))
+        };
+        let subtrees: Vec<String> =
+            self.subtrees.iter().filter(|root| !below_another(root)).cloned().collect();
         let outer = WatchScope { subtrees, nodes: Vec::new() };
         let nodes = self.nodes.iter().filter(|n| !outer.in_subtree(n)).cloned().collect();
         WatchScope { nodes, ..outer }
