@@ -118,8 +118,8 @@ impl Watching {
             return;
         }
         // Only this job's own entries are looked at, whatever the union's size.
-        let gone: Vec<Entry> = old.iter().flat_map(|o| entries(o)).collect();
-        let came: Vec<Entry> = new.iter().flat_map(|n| entries(n)).collect();
+        let gone: Vec<Entry> = old.iter().flat_map(entries).collect();
+        let came: Vec<Entry> = new.into_iter().flat_map(entries).collect();
         for entry in came {
             self.counts.entry(entry.clone()).or_default().jobs += 1;
             self.touched.insert(entry);
