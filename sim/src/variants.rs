@@ -63,10 +63,15 @@ pub enum Variant {
     /// a reshard goes unrecorded everywhere (the boundary of the reading that any waiting
     /// instance's `Late` record speaks for a fire whose owner there was down).
     MuteEveryLateSkip,
+    /// Instance 2's event sink reports its `Late` skips as `NoItems`: a fire handled late
+    /// passes for one whose items were all disabled (needs a busy or slow owner; the boundary
+    /// of a `NoItems` record, which the checker accepts only for an item disabled when the
+    /// owner handled the fire).
+    LateAsNoItems,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 15] = [
+    pub const ALL: [Variant; 16] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -82,6 +87,7 @@ impl Variant {
         Variant::MuteLateSkips,
         Variant::LateAsMisfire,
         Variant::MuteEveryLateSkip,
+        Variant::LateAsNoItems,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -105,7 +111,8 @@ impl Variant {
             | Variant::MuteClockSkew
             | Variant::MuteLateSkips
             | Variant::LateAsMisfire
-            | Variant::MuteEveryLateSkip => false,
+            | Variant::MuteEveryLateSkip
+            | Variant::LateAsNoItems => false,
         };
         if !affected {
             return inner;
@@ -116,13 +123,18 @@ impl Variant {
 
     /// The event sink of instance `who`, with the bug if it has one there.
     pub(crate) fn wrap_sink(self, who: usize, sink: EventSink) -> EventSink {
-        if self == Variant::LateAsMisfire && who == 2 {
+        let relabel = match self {
+            Variant::LateAsMisfire => Some(SkipReason::Misfire),
+            Variant::LateAsNoItems => Some(SkipReason::NoItems),
+            _ => None,
+        };
+        if let Some(reason) = relabel.filter(|_| who == 2) {
             return Arc::new(move |event: &SchedulerEvent| match event {
                 SchedulerEvent::Skipped { job, fire_ms, reason: SkipReason::Late } => {
                     sink(&SchedulerEvent::Skipped {
                         job: job.clone(),
                         fire_ms: *fire_ms,
-                        reason: SkipReason::Misfire,
+                        reason: reason.clone(),
                     });
                 }
                 other => sink(other),

@@ -54,8 +54,10 @@ const FIXED_5X3: &[(u64, FaultProfile, &str)] = &[
 ];
 
 /// Seeds of the 10 instances × 10 jobs shape (`--instances 10 --jobs 10`).
-const FIXED_10X10: &[(u64, FaultProfile, &str)] =
-    &[(1_012_580_706, FaultProfile::Chaos, "a cron change that reached an owner 9 s late")];
+const FIXED_10X10: &[(u64, FaultProfile, &str)] = &[
+    (1_012_580_706, FaultProfile::Chaos, "a cron change that reached an owner 9 s late"),
+    (2_176_086_081, FaultProfile::Failover, "a late fire of an item disabled meanwhile"),
+];
 
 /// Runs each seed with `options`' shape; fails with the replay command of the first that
 /// breaks an invariant.

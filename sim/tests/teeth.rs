@@ -335,3 +335,33 @@ fn a_fire_overtaken_while_it_waited_and_recorded_nowhere_is_caught() {
         broken.violations_text()
     );
 }
+
+#[test]
+fn a_late_fire_passed_off_as_one_of_disabled_items_is_caught() {
+    // The boundary of "an item an operator disabled by the time its fire was handled owes
+    // that fire nothing" (GUARANTEES.md, section 2): the checker takes an owner's `NoItems`
+    // record for the item only if the item was disabled when the owner recorded it (10 × 10
+    // `failover` 2,176,086,081: a slow owner handled a fire 4 s late, 0.7 s after an operator
+    // disabled its item). With instance 2 reporting its `Late` skips as `NoItems`, of items
+    // nobody disabled, the fires it passes off are reported.
+    let run = |seed: u64, variant: Option<Variant>| {
+        let options = shardcron_sim::explore::ExploreOptions {
+            profile: FaultProfile::Failover,
+            variant,
+            ..shardcron_sim::explore::ExploreOptions::default()
+        };
+        let Some(builder) = options.builder(seed) else { panic!("no simulation for {seed}") };
+        builder.build().run()
+    };
+    let unrecorded = |report: &Report| {
+        report.violations.iter().any(|v| {
+            v.invariant == Invariant::Fires && v.message.contains("neither ran nor was recorded")
+        })
+    };
+    let caught = (1_000..1_200).find(|&seed| unrecorded(&run(seed, Some(Variant::LateAsNoItems))));
+    let Some(seed) = caught else {
+        panic!("no failover seed from 1,000 to 1,199 showed a late fire passed off as no items")
+    };
+    let sound = run(seed, None);
+    assert!(sound.ok(), "seed {seed}: {}", sound.violations_text());
+}

@@ -887,7 +887,12 @@ impl Fire<'_> {
             let owned_at_fire = owner_at_fire == Some(*w) && !resharded;
             let direct = owned_at_skip || owned_at_fire || heir == Some(*w);
             match r {
-                SkipReason::NoItems => false,
+                // The owner found the item disabled when it handled the fire: an item an
+                // operator disabled by then owes the fire nothing (GUARANTEES.md, section 2;
+                // 10 × 10 `failover` 2,176,086,081: a slow owner handled the fire 4 s late, an
+                // operator had disabled the item 0.7 s before). The disable is checked at the
+                // skip: a `NoItems` of an enabled item is no record.
+                SkipReason::NoItems => direct && tl.item_disabled_now(job, item, skip_at),
                 // Skipped after a reshard made since the fire: only the new owner's misfire
                 // marks the item. Unless the fire was due before any flag that reshard answers
                 // and the skipper owned the item at the fire: handled after that reshard, the
