@@ -57,6 +57,7 @@ const FIXED_5X3: &[(u64, FaultProfile, &str)] = &[
 const FIXED_10X10: &[(u64, FaultProfile, &str)] = &[
     (1_012_580_706, FaultProfile::Chaos, "a cron change that reached an owner 9 s late"),
     (2_176_086_081, FaultProfile::Failover, "a late fire of an item disabled meanwhile"),
+    (3_983_268_745, FaultProfile::Chaos, "an overtaken fire whose new owner crashed as it waited"),
 ];
 
 /// Runs each seed with `options`' shape; fails with the replay command of the first that
