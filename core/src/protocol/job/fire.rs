@@ -104,7 +104,7 @@ impl JobProtocol {
     pub(super) fn fire_next(&mut self, ctx: &Ctx<'_>) -> Next {
         if self.fire.is_none() {
             let Some((fire_ms, kind, only)) = self.due.pop_front() else { return Next::Idle };
-            self.fire = Some(FireState::new(fire_ms, kind, only, ctx.now_ms));
+            self.fire = Some(Box::new(FireState::new(fire_ms, kind, only, ctx.now_ms)));
         }
         let Some(mut f) = self.fire.take() else { return Next::Idle };
         f.waiting_until = None;
@@ -595,13 +595,13 @@ impl JobProtocol {
             self.emit(SchedulerEvent::ItemStarted { job, item, fire_ms, kind, token });
             with_tokens.push((item, token));
         }
-        self.in_flight = Some(InFlight {
+        self.in_flight = Some(Box::new(InFlight {
             launch: id,
             fire_ms,
             item_fires: item_fires.clone(),
             held,
             cancelled: false,
-        });
+        }));
         let launch = Launch { id, fire_ms, kind, items: with_tokens, item_fires };
         self.actions.push(Action::Launch(launch));
         self.record_once(GuaranteeStage::Started, fire_ms, items);

@@ -205,10 +205,12 @@ pub struct JobProtocol {
     settings: Settings,
     actions: Vec<Action>,
     next_id: u64,
-    outstanding: Option<(OpId, Pending)>,
+    /// Boxed, as the other states a job is in only now and then (a fire, a run, a split):
+    /// the protocol of every job is held in memory, and most of them are idle.
+    outstanding: Option<Box<(OpId, Pending)>>,
     /// How the outstanding transaction was split to write detailed nodes beside ElasticJob's
     /// empty ones (`protocol::detail`): its reply is mapped back before it is read.
-    split: Option<crate::protocol::detail::Split>,
+    split: Option<Box<crate::protocol::detail::Split>>,
     /// A request failed since the last input: what it was for is retried on the next input,
     /// not at once (a registry that fails would otherwise be asked again in a loop).
     errored: bool,
@@ -244,8 +246,8 @@ pub struct JobProtocol {
     confirm_gone_owed: bool,
     /// Fires that fell due and wait to be handled, in order.
     due: VecDeque<(i64, FireKind, Option<Vec<u32>>)>,
-    fire: Option<FireState>,
-    in_flight: Option<InFlight>,
+    fire: Option<Box<FireState>>,
+    in_flight: Option<Box<InFlight>>,
     /// Markers of items that returned, still to remove.
     finishing: Vec<Held>,
     /// Items whose claimed run ended with its `running` marker gone (taken over, or deleted
@@ -481,13 +483,13 @@ impl JobProtocol {
                 Next::Request(pending, request) => {
                     let op = OpId(self.next_id);
                     self.next_id += 1;
-                    self.outstanding = Some((op, pending));
+                    self.outstanding = Some(Box::new((op, pending)));
                     let ensured = |path: &str| self.registration.ensured(path);
                     let split =
                         crate::protocol::detail::split(ctx.view, &self.paths, &request, &ensured);
                     let request = match split {
                         Some((request, split)) => {
-                            self.split = Some(split);
+                            self.split = Some(Box::new(split));
                             request
                         }
                         None => request,
@@ -619,10 +621,10 @@ impl JobProtocol {
 
     /// Continues what the reply to `op` was for.
     fn on_reply(&mut self, op: OpId, result: Result<Reply, RegistryError>, ctx: &Ctx<'_>) {
-        let Some((expected, pending)) = self.outstanding.take() else { return };
+        let Some((expected, pending)) = self.outstanding.take().map(|o| *o) else { return };
         if expected != op {
             // Not the reply we wait for: a runtime bug; keep waiting for ours.
-            self.outstanding = Some((expected, pending));
+            self.outstanding = Some(Box::new((expected, pending)));
             return;
         }
         if result.is_ok() {
@@ -796,7 +798,7 @@ impl JobProtocol {
 
     /// The earliest deadline of what the job waits for.
     fn wait_deadline(&self) -> Option<i64> {
-        let fire = self.fire.as_ref().and_then(FireState::deadline);
+        let fire = self.fire.as_deref().and_then(FireState::deadline);
         let stop = self.stop.as_ref().and_then(|stop| stop.deadline());
         let servers = self.stale_servers_deadline();
         let resync = self.resync_owed.filter(|_| self.connected);

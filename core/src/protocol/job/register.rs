@@ -613,9 +613,14 @@ impl JobProtocol {
 
     /// Items whose markers this process holds (running, returned but not finished, claimed).
     pub(super) fn held_items(&self) -> Vec<u32> {
+        self.held_item_iter().collect()
+    }
+
+    /// As [`Self::held_items`], without collecting them (`scope` asks at every step).
+    pub(super) fn held_item_iter(&self) -> impl Iterator<Item = u32> + '_ {
         let flight = self.in_flight.iter().flat_map(|f| f.held.iter());
         let backlog = self.backlog.values().flatten();
-        flight.chain(&self.finishing).chain(backlog).map(|h| h.item).collect()
+        flight.chain(&self.finishing).chain(backlog).map(|h| h.item)
     }
 
     pub(super) fn on_register_reply(

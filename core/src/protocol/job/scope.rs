@@ -62,18 +62,26 @@ pub(super) struct Granted {
     built: Option<(JobScope, WatchScope)>,
     /// The paths every step's `scope` looks at, made once.
     paths: std::sync::OnceLock<ScopePaths>,
-    /// The items found owned ([`JobProtocol::owned_items`]), with the view revision, scope
-    /// generation and item count they were found at. A lock only because `scope` reads the
-    /// view through `&self`; nothing else takes it.
-    owned: parking_lot::Mutex<Option<OwnedItems>>,
+    /// What `scope` last read in the view ([`JobProtocol::view_facts`]), with the view
+    /// revision, scope generation and item count it was read at. A lock only because `scope`
+    /// reads the view through `&self`; nothing else takes it.
+    facts: parking_lot::Mutex<Option<ViewFacts>>,
 }
 
-/// The items found owned, and the view revision, scope generation and item count they were
-/// found at.
+/// What the view says about the scope a job needs, and the view revision, scope generation
+/// and item count it was read at: every step asks several times (the protocol before each
+/// decision, the runtime after it), and the view seldom changed in between.
 #[derive(Debug)]
-struct OwnedItems {
+struct ViewFacts {
     at: (u64, u64, u32),
-    items: Vec<u32>,
+    /// The items whose owner node names this instance.
+    owned: Vec<u32>,
+    /// The leader node names this instance.
+    leading: bool,
+    /// A reshard is asked for or under way.
+    flagged: bool,
+    /// The failover queue holds entries.
+    queued: bool,
 }
 
 /// The nodes whose state decides between the narrow and the wide scope.
@@ -102,11 +110,16 @@ impl JobProtocol {
     /// for it.
     pub fn scope(&self, view: &View) -> JobScope {
         let leaving = self.stop.as_ref().is_some_and(|stop| stop.is_leaving());
-        if leaving || (self.stop.is_none() && self.needs_wide(view)) {
+        if leaving {
             return JobScope::Wide;
         }
-        let mut markers = self.owned_items(view);
-        markers.extend(self.held_items());
+        let facts = self.view_facts(view);
+        let Some(facts) = facts.as_ref() else { return JobScope::Wide };
+        if self.stop.is_none() && self.needs_wide(facts) {
+            return JobScope::Wide;
+        }
+        let mut markers = facts.owned.clone();
+        markers.extend(self.held_item_iter());
         markers.extend(self.lost_markers.iter().copied());
         markers.extend(self.stray_failover.iter().copied());
         markers.sort_unstable();
@@ -114,38 +127,41 @@ impl JobProtocol {
         JobScope::Narrow { total: self.total(), markers }
     }
 
-    /// The items whose owner node names this instance. Every step asks, several times, and
-    /// the view seldom changed in between: the answer is kept for the view's revision.
-    fn owned_items(&self, view: &View) -> Vec<u32> {
+    /// What the view says about the scope this job needs, read again only when the view, its
+    /// scope or the item count changed since the last read. (Always `Some`: an `Option` only
+    /// as the lock's content.)
+    fn view_facts(&self, view: &View) -> parking_lot::MutexGuard<'_, Option<ViewFacts>> {
         let key = (view.revision(), view.scope_generation(), self.total());
-        let mut owned = self.granted.owned.lock();
-        if let Some(found) = owned.as_ref().filter(|found| found.at == key) {
-            return found.items.clone();
+        let mut facts = self.granted.facts.lock();
+        if facts.as_ref().is_some_and(|found| found.at == key) {
+            return facts;
         }
+        let paths = self.scope_paths();
         // One path buffer for the owner nodes, not one allocation per item.
-        let mut path = self.scope_paths().sharding.clone();
+        let mut path = paths.sharding.clone();
         let base = path.len();
-        let items: Vec<u32> = (0..self.total())
+        let owned: Vec<u32> = (0..self.total())
             .filter(|&n| {
                 path.truncate(base);
                 let _ = write!(path, "{n}/instance");
                 view.peek(&path).is_some_and(|owner| owner.text().trim() == self.me)
             })
             .collect();
-        *owned = Some(OwnedItems { at: key, items: items.clone() });
-        items
+        let leading = view.peek(&paths.leader).is_some_and(|node| node.text().trim() == self.me);
+        let flagged =
+            view.peek(&paths.necessary).is_some() || view.peek(&paths.processing).is_some();
+        let queued = view.peek_has_children(&paths.failover_items);
+        *facts = Some(ViewFacts { at: key, owned, leading, flagged, queued });
+        facts
     }
 
     /// Whether anything this job owes reads the other instances' markers or ledgers.
-    fn needs_wide(&self, view: &View) -> bool {
-        let paths = self.scope_paths();
-        let leader = view.peek(&paths.leader).is_some_and(|node| node.text().trim() == self.me);
-        let flag = view.peek(&paths.necessary).is_some() || view.peek(&paths.processing).is_some();
+    fn needs_wide(&self, facts: &ViewFacts) -> bool {
         !self.registration.done()
-            || (leader && flag)
-            || (leader && self.audit_owed && self.audit_wide)
+            || (facts.leading && facts.flagged)
+            || (facts.leading && self.audit_owed && self.audit_wide)
             || !self.departed.is_empty()
-            || view.peek_has_children(&paths.failover_items)
+            || facts.queued
             || self.clear_queue_owed
             || self.own_markers_owed
     }
