@@ -27,6 +27,7 @@ mod changes;
 mod fire;
 mod io;
 mod leave;
+mod members;
 mod once;
 mod orphans;
 mod register;
@@ -217,7 +218,7 @@ pub struct JobProtocol {
     connected: bool,
     registration: Registration,
     /// The instances of the job as last seen, to tell joins and departures from data changes.
-    members: BTreeSet<String>,
+    members: members::Members,
     /// Instances seen leaving whose leftovers are not queued yet.
     departed: BTreeSet<String>,
     /// An instance node changed (or the view was replaced) since membership was last compared.
@@ -354,7 +355,7 @@ impl JobProtocol {
             errored: false,
             connected: true,
             registration: Registration::default(),
-            members: BTreeSet::new(),
+            members: members::Members::default(),
             departed: BTreeSet::new(),
             membership_changed: false,
             flag_owed: false,
