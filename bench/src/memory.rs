@@ -142,25 +142,26 @@ fn render(results: &[MemoryResult]) -> Section {
     {
         body.push_str(
             "\n**Why shardcron misses 10 KiB per job.** A heap profile (heaptrack, 10,000 jobs on \
-             the in-memory registry, 2026-11-25, before that day's changes) put 12.5 KiB of heap \
-             on each job at its peak: the runner's state, 3.3 KiB in one block (the `JobRunner` \
-             with its protocol inline, and with it a copy of the job's config), plus 1.0 KiB \
-             of maps every job cloned from the scheduler (the sharding strategies and the \
-             known type names); the in-memory registry's table of nodes, 2.1 KiB (some 16 \
-             nodes per job in a hash table of 262,144 slots of 81 bytes at this count; absent \
-             on ZooKeeper); the view, 1.3 KiB (a tree of the job's path segments and the \
-             nodes' data); the job's narrow watch scope, held as strings in several places \
-             (the protocol's built scope and its paths, the driver's copy and its count of \
-             each entry, the view's and the registry's indexes of the entries), about 1 KiB; \
-             the timer heap and the driver's routes, 0.4 KiB. Since: the strategies and names \
-             are shared (a count, not a copy), the runner reads the protocol's config, and the \
-             protocol's rarely set states are boxed (a runner is 2,392 bytes instead of \
-             3,184); the scope's changes go by difference, so the driver and the view keep one \
-             copy of each entry less. What is left is the registry's table, the view's tree \
-             and the scope's copies; on ZooKeeper the client's persistent watch per scope \
-             entry (about 70 per job at 3 items) takes the registry's place. \
-             tokio-cron-scheduler keeps a job as a record in a map (no task per job) and polls \
-             the map every 500 ms, hence its ~1 KiB (and its lateness, section 1).\n\n\
+             the in-memory registry, 2026-11-27, before that day's changes) put 10.1 KiB of \
+             heap on each job once registered: the in-memory registry's nodes, about 3.6 KiB \
+             (some 16 nodes per job: their hash table, 262,144 slots of 81 bytes at this \
+             count, 2.4 KiB; the paths, data and child lists; absent on ZooKeeper); the \
+             runner's task, 2.5 KiB in one block (the `JobRunner` with its protocol inline, \
+             2,240 bytes of it the protocol's own state); the view, 1.3 KiB (a tree of the \
+             job's path segments and the nodes' data); registration's records, 0.5 KiB (the \
+             instances seen, in a `BTreeSet` that allocates room for eleven, and the nodes it \
+             ensured); the timer heap, the driver's routes and the scope's copies, about 1 KiB. \
+             Since: the protocol's states that are set only during a fire or a request (the \
+             fire, the run, the request and its split) are boxed, so an idle job's protocol is \
+             1,840 bytes, and the instances seen are a sorted `Vec`: 0.5 KiB less per job. \
+             What is left is mostly the registry's table, the view's tree and the runner; on \
+             ZooKeeper the client's persistent watch per scope entry (about 70 per job at 3 \
+             items) takes the registry's place. One way under 10 KiB: one copy of each node's \
+             data shared by the registry and the view (the config's YAML, a few hundred bytes, \
+             is held by both, besides the protocol's parsed config), which the registry \
+             contract's `Node`, owning its data, does not allow yet. tokio-cron-scheduler keeps a job as a record in \
+             a map (no task per job) and polls the map every 500 ms, hence its ~1 KiB (and its \
+             lateness, section 1).\n\n\
              **Registering.** Each registration changes the process's watch scope twice (the \
              job's whole subtree while it registers, its narrow scope after). Until 2026-11-25 \
              every change sent the whole union of the jobs' scopes, which the driver, the view \
