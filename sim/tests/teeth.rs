@@ -306,6 +306,33 @@ fn a_late_fire_recorded_as_a_misfire_is_caught_by_its_missing_catch_up() {
     assert!(sound.ok(), "seed {seed}: {}", sound.violations_text());
 }
 
+/// Runs `seed` of the `chaos` profile in `shape` (instances, jobs) sound, then with every
+/// `Late` skip dropped: the sound run passes, the broken one reports `item`'s fire.
+fn unrecorded_overtaken_fire_caught(shape: (usize, usize), seed: u64, item: &str) {
+    let options = shardcron_sim::explore::ExploreOptions {
+        profile: FaultProfile::Chaos,
+        instances: shape.0,
+        jobs: shape.1,
+        ..shardcron_sim::explore::ExploreOptions::default()
+    };
+    let run = |variant: Option<Variant>| {
+        let options = shardcron_sim::explore::ExploreOptions { variant, ..options.clone() };
+        let Some(builder) = options.builder(seed) else { panic!("no simulation for {seed}") };
+        builder.build().run()
+    };
+    let sound = run(None);
+    assert!(sound.ok(), "seed {seed}: {}", sound.violations_text());
+    let broken = run(Some(Variant::MuteEveryLateSkip));
+    assert!(
+        broken
+            .violations
+            .iter()
+            .any(|v| v.invariant == Invariant::Fires && v.message.contains(item)),
+        "seed {seed}: the overtaken fire of {item} should be reported:\n{}",
+        broken.violations_text()
+    );
+}
+
 #[test]
 fn a_fire_overtaken_while_it_waited_and_recorded_nowhere_is_caught() {
     // The boundary of "a fire overtaken while it waited for a reshard is `Late` whoever that
@@ -314,26 +341,8 @@ fn a_fire_overtaken_while_it_waited_and_recorded_nowhere_is_caught() {
     // crashes before resharding and makes the reshard itself once back; the others record the
     // fires in between late. With every `Late` skip dropped, the fire of the new item whose
     // owner there was down is reported.
-    let options = shardcron_sim::explore::ExploreOptions {
-        profile: FaultProfile::Chaos,
-        ..shardcron_sim::explore::ExploreOptions::default()
-    };
-    let run = |variant: Option<Variant>| {
-        let options = shardcron_sim::explore::ExploreOptions { variant, ..options.clone() };
-        let Some(builder) = options.builder(477_835_834) else { panic!("no simulation") };
-        builder.build().run()
-    };
-    let sound = run(None);
-    assert!(sound.ok(), "{}", sound.violations_text());
-    let broken = run(Some(Variant::MuteEveryLateSkip));
-    assert!(
-        broken
-            .violations
-            .iter()
-            .any(|v| v.invariant == Invariant::Fires && v.message.contains("j0#3")),
-        "the overtaken fire of the new item should be reported:\n{}",
-        broken.violations_text()
-    );
+    let default = shardcron_sim::explore::ExploreOptions::default();
+    unrecorded_overtaken_fire_caught((default.instances, default.jobs), 477_835_834, "j0#3");
 }
 
 #[test]
@@ -344,28 +353,7 @@ fn a_fire_overtaken_while_its_new_owner_went_down_and_recorded_nowhere_is_caught
     // instance that reshard gives item 7 to crashes 1.1 s after the 94 s fire, before the next
     // one. The waiting instances record the fire late; with every `Late` skip dropped, the
     // item's fire is reported (as one lost to the crash, owing a catch-up nobody made).
-    let options = shardcron_sim::explore::ExploreOptions {
-        profile: FaultProfile::Chaos,
-        instances: 10,
-        jobs: 10,
-        ..shardcron_sim::explore::ExploreOptions::default()
-    };
-    let run = |variant: Option<Variant>| {
-        let options = shardcron_sim::explore::ExploreOptions { variant, ..options.clone() };
-        let Some(builder) = options.builder(3_983_268_745) else { panic!("no simulation") };
-        builder.build().run()
-    };
-    let sound = run(None);
-    assert!(sound.ok(), "{}", sound.violations_text());
-    let broken = run(Some(Variant::MuteEveryLateSkip));
-    assert!(
-        broken
-            .violations
-            .iter()
-            .any(|v| v.invariant == Invariant::Fires && v.message.contains("j0#7")),
-        "the overtaken fire of the item whose new owner crashed should be reported:\n{}",
-        broken.violations_text()
-    );
+    unrecorded_overtaken_fire_caught((10, 10), 3_983_268_745, "j0#7");
 }
 
 #[test]
