@@ -65,15 +65,16 @@ pub(super) struct Granted {
     /// What `scope` last read in the view ([`JobProtocol::view_facts`]), with the view
     /// revision, scope generation and item count it was read at. A lock only because `scope`
     /// reads the view through `&self`; nothing else takes it.
-    facts: parking_lot::Mutex<Option<ViewFacts>>,
+    facts: parking_lot::Mutex<ViewFacts>,
 }
 
 /// What the view says about the scope a job needs, and the view revision, scope generation
 /// and item count it was read at: every step asks several times (the protocol before each
 /// decision, the runtime after it), and the view seldom changed in between.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct ViewFacts {
-    at: (u64, u64, u32),
+    /// `None` until first read.
+    at: Option<(u64, u64, u32)>,
     /// The items whose owner node names this instance.
     owned: Vec<u32>,
     /// The leader node names this instance.
@@ -114,8 +115,7 @@ impl JobProtocol {
             return JobScope::Wide;
         }
         let facts = self.view_facts(view);
-        let Some(facts) = facts.as_ref() else { return JobScope::Wide };
-        if self.stop.is_none() && self.needs_wide(facts) {
+        if self.stop.is_none() && self.needs_wide(&facts) {
             return JobScope::Wide;
         }
         let mut markers = facts.owned.clone();
@@ -128,12 +128,11 @@ impl JobProtocol {
     }
 
     /// What the view says about the scope this job needs, read again only when the view, its
-    /// scope or the item count changed since the last read. (Always `Some`: an `Option` only
-    /// as the lock's content.)
-    fn view_facts(&self, view: &View) -> parking_lot::MutexGuard<'_, Option<ViewFacts>> {
-        let key = (view.revision(), view.scope_generation(), self.total());
+    /// scope or the item count changed since the last read.
+    fn view_facts(&self, view: &View) -> parking_lot::MutexGuard<'_, ViewFacts> {
+        let key = Some((view.revision(), view.scope_generation(), self.total()));
         let mut facts = self.granted.facts.lock();
-        if facts.as_ref().is_some_and(|found| found.at == key) {
+        if facts.at == key {
             return facts;
         }
         let paths = self.scope_paths();
@@ -151,7 +150,7 @@ impl JobProtocol {
         let flagged =
             view.peek(&paths.necessary).is_some() || view.peek(&paths.processing).is_some();
         let queued = view.peek_has_children(&paths.failover_items);
-        *facts = Some(ViewFacts { at: key, owned, leading, flagged, queued });
+        *facts = ViewFacts { at: key, owned, leading, flagged, queued };
         facts
     }
 
