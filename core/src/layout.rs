@@ -375,6 +375,21 @@ impl JobNode {
     }
 }
 
+/// Whether `path` is one of the nodes every fire writes (an item's `running` marker, an
+/// instance's ledger): what reads none of them can skip re-reading after such a write
+/// ([`View::shape_revision`](crate::protocol::view::View::shape_revision)). No allocation: the
+/// view asks at every change.
+pub fn is_execution_record(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else { return false };
+    let mut parts = rest.split('/');
+    let (Some(_job), Some(a), Some(b), Some(c), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    matches!((a, b, c), ("sharding", _, "running") | ("shardcron", "ledger", _))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,6 +429,19 @@ mod tests {
             assert_eq!(Detailed::of_path(&p.detail(of)), None);
         }
         assert_eq!(Detailed::of_path("/billing/sharding/1/running"), None);
+        assert!(is_execution_record(&p.item_node(3, ItemNode::Running)));
+        assert!(is_execution_record(&p.ledger("i1")));
+        for other in [
+            p.item_node(3, ItemNode::Instance),
+            p.item(3),
+            p.ledgers(),
+            p.leader_instance(),
+            p.failover_item(3),
+            "/billing/sharding/3/running/x".to_owned(),
+            "/".to_owned(),
+        ] {
+            assert!(!is_execution_record(&other), "{other}");
+        }
         for n in [0, 7, 10, 99, 100, 65_535, u32::MAX] {
             assert_eq!(p.item(n), format!("/billing/sharding/{n}"));
             assert_eq!(p.failover_item(n), format!("/billing/leader/failover/items/{n}"));

@@ -35,6 +35,7 @@ use crate::runtime::{EventSink, Scheduler, SchedulerBuilder};
 
 /// How many reads the scheduler's jobs made of nodes outside what its watch covered since the
 /// last call, with the first paths read (issue #15): the simulator counts any as a failure.
+/// Always `(0, [])` unless the scheduler was built with [`AuditReads::audit_reads`].
 pub fn stray_reads(scheduler: &Scheduler) -> (u64, Vec<String>) {
     scheduler.stray_reads()
 }
@@ -51,6 +52,20 @@ pub trait InlineEventSink {
 impl InlineEventSink for SchedulerBuilder {
     fn inline_event_sink(self, sink: EventSink) -> Self {
         self.push_inline_sink(sink)
+    }
+}
+
+/// Checks every read the scheduler's jobs make of its view against what its watch covers, and
+/// records the reads outside it for [`stray_reads`]: for the simulator, where such a read is a
+/// protocol bug. Production schedulers skip the check (a lookup per read).
+pub trait AuditReads {
+    /// Turns the check on.
+    fn audit_reads(self) -> Self;
+}
+
+impl AuditReads for SchedulerBuilder {
+    fn audit_reads(self) -> Self {
+        self.with_read_audit()
     }
 }
 

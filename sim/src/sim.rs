@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use shardcron_core::__private::InlineEventSink;
+use shardcron_core::__private::{AuditReads, InlineEventSink};
 use shardcron_core::api::JobOperations;
 use shardcron_core::cron::CronSchedule;
 use shardcron_core::handles::{Handles, SeededRandom, TokioClock, TokioSpawner};
@@ -606,6 +606,7 @@ impl World {
             .pid(1)
             .settings(self.settings.clone())
             .inline_event_sink(sink)
+            .audit_reads()
             .start()
             .await;
         let scheduler = match started {

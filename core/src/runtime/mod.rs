@@ -216,6 +216,7 @@ pub struct SchedulerBuilder {
     once_listeners: Vec<Arc<dyn DistributeOnceListener>>,
     sinks: Vec<(EventFilter, EventSink)>,
     inline_sinks: Vec<EventSink>,
+    audit_reads: bool,
     event_capacity: usize,
     extensions: Extensions,
     handlers: JobHandlers,
@@ -243,6 +244,7 @@ impl SchedulerBuilder {
             once_listeners: Vec::new(),
             sinks: Vec::new(),
             inline_sinks: Vec::new(),
+            audit_reads: false,
             event_capacity: DEFAULT_EVENT_CAPACITY,
             extensions: Extensions::default(),
             handlers: JobHandlers::default(),
@@ -353,6 +355,9 @@ impl SchedulerBuilder {
         let mut watch = self.registry.watch_scope(WatchScope::new()).await?;
         let session = self.registry.session_events();
         let cache = SharedCache::default();
+        if self.audit_reads {
+            cache.update(|c| c.audit_reads());
+        }
         // Fires read the cache: it must hold the registry's state before any job starts.
         match watch.next().await {
             Some(WatchEvent::Resync { nodes }) => {
@@ -442,6 +447,12 @@ impl SchedulerBuilder {
         self.inline_sinks.push(sink);
         self
     }
+
+    /// See [`crate::__private::AuditReads`].
+    pub(crate) fn with_read_audit(mut self) -> Self {
+        self.audit_reads = true;
+        self
+    }
 }
 
 /// A running scheduler. Cheap to clone; every clone drives the same jobs.
@@ -494,7 +505,8 @@ impl Scheduler {
         self.shared.events.subscribe()
     }
 
-    /// See [`crate::__private::stray_reads`].
+    /// See [`crate::__private::stray_reads`] (counted only with
+    /// [`crate::__private::AuditReads`]).
     pub(crate) fn stray_reads(&self) -> (u64, Vec<String>) {
         self.shared.cache.read().take_strays()
     }

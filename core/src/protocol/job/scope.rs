@@ -62,14 +62,14 @@ pub(super) struct Granted {
     built: Option<(JobScope, WatchScope)>,
     /// The paths every step's `scope` looks at, made once.
     paths: std::sync::OnceLock<ScopePaths>,
-    /// What `scope` last read in the view ([`JobProtocol::view_facts`]), with the view
-    /// revision, scope generation and item count it was read at. A lock only because `scope`
+    /// What `scope` last read in the view ([`JobProtocol::view_facts`]), with the view's
+    /// shape revision, scope generation and item count it was read at. A lock only because `scope`
     /// reads the view through `&self`; nothing else takes it.
     facts: parking_lot::Mutex<ViewFacts>,
 }
 
-/// What the view says about the scope a job needs, and the view revision, scope generation
-/// and item count it was read at: every step asks several times (the protocol before each
+/// What the view says about the scope a job needs, and the view's shape revision, scope
+/// generation and item count it was read at: every step asks several times (the protocol before each
 /// decision, the runtime after it), and the view seldom changed in between.
 #[derive(Debug, Default)]
 struct ViewFacts {
@@ -128,9 +128,11 @@ impl JobProtocol {
     }
 
     /// What the view says about the scope this job needs, read again only when the view, its
-    /// scope or the item count changed since the last read.
+    /// scope or the item count changed since the last read. The markers and ledgers every
+    /// fire writes are not among what it reads, so their changes do not count
+    /// ([`View::shape_revision`]): a fire's steps find the facts as the fire's first step read them.
     fn view_facts(&self, view: &View) -> parking_lot::MutexGuard<'_, ViewFacts> {
-        let key = Some((view.revision(), view.scope_generation(), self.total()));
+        let key = Some((view.shape_revision(), view.scope_generation(), self.total()));
         let mut facts = self.granted.facts.lock();
         if facts.at == key {
             return facts;
