@@ -70,28 +70,30 @@ impl Entry {
     }
 }
 
-/// The sorted names of a node's children. A sorted `Vec` rather than a `BTreeSet`: most nodes
-/// have one to three children, and a `BTreeSet` allocates room for eleven on its first insert
-/// (~280 bytes per parent node: about 2 KiB of every registered job,
-/// against a target of 10 KiB per job in `docs/targets.md`).
+/// The sorted names of a node's children. A boxed slice rather than a `BTreeSet` or a `Vec`:
+/// most nodes have one to three children, a `BTreeSet` allocates room for eleven on its first
+/// insert (~280 bytes per parent node: about 2 KiB of every registered job, against a target of
+/// 10 KiB per job in `docs/targets.md`), and a `Vec`'s capacity takes 8 bytes of every node of
+/// the map, children or not.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Children(Vec<Name>);
+pub(crate) struct Children(Box<[Name]>);
 
 impl Children {
     pub fn insert(&mut self, name: &str) {
         if let Err(at) = self.0.binary_search_by(|n| n.as_bytes().cmp(name.as_bytes())) {
             // Grow by one, not by doubling: most nodes have one to three children.
-            self.0.reserve_exact(1);
-            self.0.insert(at, Name::new(name));
+            let mut names = std::mem::take(&mut self.0).into_vec();
+            names.reserve_exact(1);
+            names.insert(at, Name::new(name));
+            self.0 = names.into_boxed_slice();
         }
     }
 
     pub fn remove(&mut self, name: &str) {
         if let Ok(at) = self.0.binary_search_by(|n| n.as_bytes().cmp(name.as_bytes())) {
-            self.0.remove(at);
-            if self.0.is_empty() {
-                self.0 = Vec::new();
-            }
+            let mut names = std::mem::take(&mut self.0).into_vec();
+            names.remove(at);
+            self.0 = names.into_boxed_slice();
         }
     }
 

@@ -467,6 +467,7 @@ impl JobProtocol {
             Input::Stop { reason } => self.on_stop(reason, ctx),
             Input::ClockWentBack => self.on_clock_back(ctx),
         }
+        self.registration.settle(ctx.view);
         self.drive(ctx);
         std::mem::take(&mut self.actions)
     }

@@ -8,6 +8,7 @@ use crate::protocol::execution::{ledger_of, running_owner};
 use crate::protocol::failover::{self, Orphan};
 use crate::protocol::records::{Ledger, Orphaned};
 use crate::protocol::sharding;
+use crate::protocol::view::View;
 use crate::registry::{CreateMode, RegistryError, TxnOp};
 
 /// How far registration got.
@@ -119,6 +120,18 @@ impl Registration {
     /// The view showed `path` deleted: registration's word on it is out of date.
     pub fn forget(&mut self, path: &str) {
         self.ensured.retain(|p| p != path);
+    }
+
+    /// Drops the paths the view shows now: its word on them is all that counts from then on
+    /// (and a registered job would keep these few hundred bytes for its whole life).
+    pub fn settle(&mut self, view: &View) {
+        if self.ensured.is_empty() {
+            return;
+        }
+        self.ensured.retain(|p| view.peek(p).is_none());
+        if self.ensured.is_empty() {
+            self.ensured = Vec::new();
+        }
     }
 
     /// The `sessions_lost` reading of the last registration, if registered.

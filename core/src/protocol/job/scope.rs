@@ -53,15 +53,13 @@ impl JobScope {
     }
 }
 
-/// The scope last found covered by the view, with the view's scope generation then; and the
-/// registry scope last built for a job scope (every change of the process's watch has each
-/// job check its scope again, mostly the same one).
+/// The scope last found covered by the view, with the view's scope generation then; and,
+/// while the job waits for the view to cover it, the registry scope built for the job scope
+/// it waits for (every change of the process's watch has each waiting job check again).
 #[derive(Debug, Default)]
 pub(super) struct Granted {
     covered: Option<(u64, JobScope)>,
-    built: Option<(JobScope, WatchScope)>,
-    /// The paths every step's `scope` looks at, made once.
-    paths: std::sync::OnceLock<ScopePaths>,
+    built: Option<Box<(JobScope, WatchScope)>>,
     /// What `scope` last read in the view ([`JobProtocol::view_facts`]), with the view's
     /// shape revision, scope generation and item count it was read at. A lock only because `scope`
     /// reads the view through `&self`; nothing else takes it.
@@ -83,17 +81,6 @@ struct ViewFacts {
     flagged: bool,
     /// The failover queue holds entries.
     queued: bool,
-}
-
-/// The nodes whose state decides between the narrow and the wide scope.
-#[derive(Debug, Clone)]
-struct ScopePaths {
-    leader: String,
-    necessary: String,
-    processing: String,
-    failover_items: String,
-    /// `sharding/`, to which an item's number and `/instance` are appended.
-    sharding: String,
 }
 
 /// The per-item nodes every instance reads.
@@ -137,9 +124,9 @@ impl JobProtocol {
         if facts.at == key {
             return facts;
         }
-        let paths = self.scope_paths();
         // One path buffer for the owner nodes, not one allocation per item.
-        let mut path = paths.sharding.clone();
+        let mut path = self.paths.sharding();
+        path.push('/');
         let base = path.len();
         let owned: Vec<u32> = (0..self.total())
             .filter(|&n| {
@@ -148,10 +135,12 @@ impl JobProtocol {
                 view.peek(&path).is_some_and(|owner| owner.text().trim() == self.me)
             })
             .collect();
-        let leading = view.peek(&paths.leader).is_some_and(|node| node.text().trim() == self.me);
-        let flagged =
-            view.peek(&paths.necessary).is_some() || view.peek(&paths.processing).is_some();
-        let queued = view.peek_has_children(&paths.failover_items);
+        let leading = view
+            .peek(&self.paths.leader_instance())
+            .is_some_and(|node| node.text().trim() == self.me);
+        let flagged = view.peek(&self.paths.sharding_necessary()).is_some()
+            || view.peek(&self.paths.sharding_processing()).is_some();
+        let queued = view.peek_has_children(&self.paths.failover_items());
         *facts = ViewFacts { at: key, owned, leading, flagged, queued };
         facts
     }
@@ -165,16 +154,6 @@ impl JobProtocol {
             || facts.queued
             || self.clear_queue_owed
             || self.own_markers_owed
-    }
-
-    fn scope_paths(&self) -> &ScopePaths {
-        self.granted.paths.get_or_init(|| ScopePaths {
-            leader: self.paths.leader_instance(),
-            necessary: self.paths.sharding_necessary(),
-            processing: self.paths.sharding_processing(),
-            failover_items: self.paths.failover_items(),
-            sharding: format!("{}/", self.paths.sharding()),
-        })
     }
 
     /// The registry scope of `scope`, for the runtime's watch.
@@ -200,17 +179,20 @@ impl JobProtocol {
                 return true;
             }
         }
-        let ready = match &self.granted.built {
+        let ready = match self.granted.built.as_deref() {
             Some((built, scope)) if *built == wanted => view.includes(scope),
             _ => {
                 let scope = self.watch_scope(&wanted);
                 let ready = view.includes(&scope);
-                self.granted.built = Some((wanted.clone(), scope));
+                self.granted.built = Some(Box::new((wanted.clone(), scope)));
                 ready
             }
         };
         if ready {
             self.granted.covered = Some((generation, wanted));
+            // Kept only while the job waits for it: a narrow scope is a few dozen paths per
+            // job (some 250 bytes of every job held for nothing in the steady state).
+            self.granted.built = None;
         }
         ready
     }
