@@ -12,3 +12,13 @@ use super::view::View;
 pub fn leader(view: &View, paths: &JobPaths) -> Option<String> {
     view.text(&paths.leader_instance())
 }
+
+/// Whether the view shows `me` leading (without copying the leader's id: every step asks).
+pub fn is_leader(view: &View, paths: &JobPaths, me: &str) -> bool {
+    view.get(&paths.leader_instance()).is_some_and(|node| node.text() == me)
+}
+
+/// Whether the view shows a leader.
+pub fn has_leader(view: &View, paths: &JobPaths) -> bool {
+    view.exists(&paths.leader_instance())
+}

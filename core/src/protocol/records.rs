@@ -97,10 +97,10 @@ pub enum ServerStatus {
 
 impl ServerStatus {
     pub fn parse(path: &str, data: &[u8]) -> Result<Self, Garbage> {
-        // ElasticJob compares ignoring case.
-        match std::str::from_utf8(data).map(|t| t.trim().to_ascii_uppercase()).as_deref() {
-            Ok("" | "ENABLED") => Ok(ServerStatus::Enabled),
-            Ok("DISABLED") => Ok(ServerStatus::Disabled),
+        // ElasticJob compares ignoring case. Read at every step of every job: no allocation.
+        match std::str::from_utf8(data).map(str::trim) {
+            Ok(t) if t.is_empty() || t.eq_ignore_ascii_case("ENABLED") => Ok(ServerStatus::Enabled),
+            Ok(t) if t.eq_ignore_ascii_case("DISABLED") => Ok(ServerStatus::Disabled),
             _ => Err(Garbage::new(path, data, "a server node holds ENABLED, DISABLED or nothing")),
         }
     }

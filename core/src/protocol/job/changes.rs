@@ -411,7 +411,7 @@ impl JobProtocol {
 
     /// Bids for leadership when the job has no leader, abdicates when owed.
     pub(super) fn leadership_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
-        let leader = election::leader(ctx.view, &self.paths);
+        let led = election::has_leader(ctx.view, &self.paths);
         if self.abdicate_owed {
             let node = ctx.view.get(&self.paths.leader_instance());
             match node.filter(|n| n.data == self.me.as_bytes()) {
@@ -422,7 +422,7 @@ impl JobProtocol {
                 None => self.abdicate_owed = false,
             }
         }
-        let wanted = self.bid_owed || leader.is_none();
+        let wanted = self.bid_owed || !led;
         let clock_off = matches!(self.clock_checked, Some((_, false)));
         if wanted
             && !clock_off

@@ -764,7 +764,7 @@ impl JobProtocol {
     }
 
     fn is_leader(&self, ctx: &Ctx<'_>) -> bool {
-        election::leader(ctx.view, &self.paths).as_deref() == Some(self.me.as_str())
+        election::is_leader(ctx.view, &self.paths, &self.me)
     }
 
     fn failover_enabled(&self) -> bool {
