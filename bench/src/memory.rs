@@ -136,32 +136,41 @@ fn render(results: &[MemoryResult]) -> Section {
             contenders::ZK_PARALLEL_REGISTRATIONS
         ));
     }
-    if [contenders::SHARDCRON, contenders::SHARDCRON_ZK]
-        .iter()
-        .any(|s| per_job(results, s).is_some_and(|k| k >= 10.0))
-    {
+    if per_job(results, contenders::SHARDCRON).is_some() {
         body.push_str(
-            "\n**Why shardcron misses 10 KiB per job.** A heap profile (heaptrack, 10,000 jobs on \
-             the in-memory registry, 2026-11-27, before that day's changes) put 10.1 KiB of \
-             heap on each job once registered: the in-memory registry's nodes, about 3.6 KiB \
-             (some 16 nodes per job: their hash table, 262,144 slots of 81 bytes at this \
-             count, 2.4 KiB; the paths, data and child lists; absent on ZooKeeper); the \
-             runner's task, 2.5 KiB in one block (the `JobRunner` with its protocol inline, \
-             2,240 bytes of it the protocol's own state); the view, 1.3 KiB (a tree of the \
-             job's path segments and the nodes' data); registration's records, 0.5 KiB (the \
-             instances seen, in a `BTreeSet` that allocates room for eleven, and the nodes it \
-             ensured); the timer heap, the driver's routes and the scope's copies, about 1 KiB. \
-             Since: the protocol's states that are set only during a fire or a request (the \
-             fire, the run, the request and its split) are boxed, so an idle job's protocol is \
-             1,840 bytes, and the instances seen are a sorted `Vec`: 0.5 KiB less per job. \
-             What is left is mostly the registry's table, the view's tree and the runner; on \
-             ZooKeeper the client's persistent watch per scope entry (about 70 per job at 3 \
-             items) takes the registry's place. One way under 10 KiB: one copy of each node's \
-             data shared by the registry and the view (the config's YAML, a few hundred bytes, \
-             is held by both, besides the protocol's parsed config), which the registry \
-             contract's `Node`, owning its data, does not allow yet. tokio-cron-scheduler keeps a job as a record in \
-             a map (no task per job) and polls the map every 500 ms, hence its ~1 KiB (and its \
-             lateness, section 1).\n\n\
+            "\n**Where a job's memory goes.** Heap profiles (heaptrack, 2026-11-27, after that \
+             day's changes; heap live once every job registered, per job). In memory (2,000 \
+             jobs): 9.2 KiB. The in-memory registry's nodes, about 3.4 KiB (some 16 nodes per \
+             job: their hash table, slots of 72 bytes at 7/8 load at most, and the paths, data \
+             and child lists; absent on ZooKeeper and etcd); the runner's task, 2.1 KiB in one \
+             block (the `JobRunner` with its protocol inline, 1,656 bytes of it the protocol's \
+             own state: the states set only during a fire or a request are boxed); the view, \
+             1.6 KiB (a tree of the job's path segments and the nodes' data); the timer heap, \
+             the driver's routes and watch entries, the mailbox, about 0.7 KiB. 2026-11-27 took \
+             about 1.2 KiB off (this section's slope was 10.7 KiB per job before them): registration's list \
+             of the nodes it made sure of, kept for the job's life, is dropped once the view \
+             shows them; the narrow scope a job builds to check its watch is kept only while \
+             it waits for it; the scope's own copies of five paths are gone; the registry's \
+             child lists are boxed slices (8 bytes less in every slot of its table).\n",
+        );
+    }
+    if per_job(results, contenders::SHARDCRON_ZK).is_some_and(|k| k >= 10.0) {
+        body.push_str(
+            "\n**Why shardcron on ZooKeeper misses 10 KiB per job.** The process holds no copy \
+             of the registry, but the ZooKeeper backend's: its event feed keeps every watched \
+             node (path, data, zxids: `registry-zk/src/watch/`), to tell its own writes' \
+             events from others' and to answer a widening's snapshot without reading the \
+             server again, about 2.4 KiB per job; the ZooKeeper client keeps a persistent \
+             watch per narrow-scope entry (some 25 per job of one item) and its receive \
+             buffers, about 1.8 KiB; the feed's bookkeeping of the watch changes, 0.9 KiB (a \
+             profile of 1,000 jobs: 10.3 KiB of heap per job). The way under 10 KiB: a feed \
+             that keeps versions and zxids only, and reads a widening's nodes from the server \
+             (more requests per registration, none per fire).\n",
+        );
+    }
+    body.push_str(
+        "\ntokio-cron-scheduler keeps a job as a record in a map (no task per job) and polls the map every 500 ms, hence its \
+             ~1 KiB (and its lateness, section 1).\n\n\
              **Registering.** Each registration changes the process's watch scope twice (the \
              job's whole subtree while it registers, its narrow scope after). Until 2026-11-25 \
              every change sent the whole union of the jobs' scopes, which the driver, the view \
@@ -172,8 +181,7 @@ fn render(results: &[MemoryResult]) -> Section {
              ZooKeeper and etcd backends still apply it to the stream's whole scope (a pass \
              over it per change, tens of thousands of entries at 10,000 jobs), hence the \
              ZooKeeper column's registering time, which grows faster than the count.\n",
-        );
-    }
+    );
     let mut verdicts = Vec::new();
     let threads: Vec<u64> = COUNTS
         .iter()

@@ -396,8 +396,30 @@ fn why_late(r: &PrecisionResult, results: &[PrecisionResult]) -> String {
          allocations and task hops per fire. tokio-cron-scheduler is later still: it polls its \
          job list every 500 ms.\n",
     );
+    out.push_str(SINCE_NARROW_SCOPES);
     out
 }
+
+/// What the narrow watch scopes cost the fire path and registration, and what was taken back.
+const SINCE_NARROW_SCOPES: &str = "\n**Since 2026-11-24.** The figures of that day (39 µs \
+    per fire at 1,000 jobs) came from another machine, an Intel Xeon about twice as fast on \
+    this path as the AMD EPYC of 2026-11-27: compare rows within one run. On the EPYC, release \
+    builds without LTO, `child-precision --jobs 1000 --seconds 8` run alternately: the code of \
+    2026-11-24 (49f5276) took 75-91 µs of CPU per fire; with the narrow watch scopes (issue \
+    #15) it took 117-142 µs. At each of a fire's steps the protocol asked whether the view \
+    covered its scope, which read its owner nodes, the leader, the reshard flag and the \
+    failover queue again after every write, its own fire's markers included; and every read \
+    was checked against the scope, a check only the simulator needs. Those reads are now made \
+    again only when something other than a `running` marker or a ledger changed (the view's \
+    shape revision), and the check runs in the simulator's schedulers only: callgrind, 100 \
+    jobs, instructions over a 4 s and a 12 s window subtracted, about 156,000 per fire before, \
+    87,000-100,000 after (49f5276: 108,000; run-to-run spread about 15 %). Registering while \
+    the registered jobs fire got slower with the narrow scopes, and is not analysed yet: with \
+    3,000 jobs firing every second, 2.8 s at 49f5276, 12.9 s before these changes, 9.6 s \
+    after; at 10,000 jobs, the registering column above. It grows faster than the count: \
+    every registration changes the process's watch twice, and a profile puts some 7 % of the \
+    time in the jobs' checks of their scope against the changed watch and some 7 % in parsing \
+    the stored configs' YAML.\n";
 
 /// Registry writes per tick over the window (every job fires once a second, all in one tick).
 fn writes_per_tick(r: &PrecisionResult) -> Option<f64> {

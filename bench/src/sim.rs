@@ -45,21 +45,26 @@ impl Point {
 
 /// Where a simulation's time goes, for a run that misses a target.
 const WHY_SLOW: &str =
-    "\n**Where the time goes** (a CPU profile with perf, 2026-11-24, 10×10 with \
-    the failover profile, after the view's node paths became a tree of hashed segments and the \
-    simulator's trace stopped copying the registry: 1.25 times faster at 10×10, 1.5 times at \
-    50×100, same traces). The simulator runs the unchanged core, and its time is the core's: \
-    the job runners' protocol steps ~53 % (what each step re-checks after every event: the \
-    idle checks ~19 %, the audit of a changed node ~19 %, the change handling ~17 %; a step \
-    formats a few dozen node paths, ~7 % of all time, and looks them up in the view, ~16 %), \
-    the drivers' watch handling ~14 % (every instance applies every registry write to its \
-    own view and routes it to the job: N views and N runners per write at N instances), \
-    instances starting and adding their jobs ~10 % (the stored config's YAML parsed per job \
-    ~4 %), the in-memory registry ~9 %, allocation ~17 % spread through all of it, the \
-    simulator's own trace ~2 %. At 50×100 a simulated second costs ~140 times what it costs \
-    at 10×10, for 50 times the job instances: every write reaches 5 times as many views and \
-    runners. What would close the gap is in the core: fewer events per instance (each \
-    instance watching only what it must react to) and fewer path lookups per protocol step.\n";
+    "\n**Where the time goes** (a CPU profile with perf, 2026-11-27, 10×10 with the failover \
+    profile, 6 seeds). The simulator runs the unchanged core, and its time is the core's. The \
+    narrow watch scopes (issue #15: each instance watches only what its jobs must react to, so \
+    the others' per-fire writes reach no view) took the fan-out of every write to every view \
+    out, but put a scope's bookkeeping in its place, and the simulator, whose instances \
+    restart, resync and fail over all the time, pays for it more than a steady process: at \
+    10×10, 353 virtual s per wall s against 543 for the same code without them, interleaved \
+    on one machine (2026-11-25). \
+    The job runners' protocol steps ~45 % (the choice of the next thing to do ~33 %: whether \
+    the view covers the job's scope yet ~7 %, the fire path ~7 %, the idle checks ~5 %; the \
+    audit of each changed node ~12 %, half of it parsing the node to find garbage; the change \
+    handling ~6 %); the drivers' watch handling ~21 % (applying changes to the view ~7 %, \
+    applying scope changes ~4 %); the changes of the process's watch as jobs register, widen \
+    and narrow (the in-memory registry's snapshot of what a change adds, the driver's union) \
+    ~15 %; the check of every read against the scope (the simulator counts a read outside it \
+    as a protocol bug; production schedulers skip it) ~6 %; instances starting and adding \
+    their jobs ~7 % (the stored config's YAML parsed per job ~4 %); path lookups in the \
+    views ~9 % and allocation ~11 %, spread through all of it. What would close the gap: \
+    fewer inputs per protocol step that look at everything again, registrations that do not \
+    widen the watch to the whole job, and a cache shared by the instances of one process.\n";
 
 pub fn run(quick: bool) -> Result<Section, Error> {
     let mut results = Vec::new();
@@ -195,7 +200,7 @@ fn render(results: &[Point]) -> Section {
                 );
                 if !met {
                     v = v.note(
-                        "the time goes to the core's protocol and watch fan-out; see the section",
+                        "the time goes to the core's protocol steps and its watch scopes' bookkeeping; see the section",
                     );
                 }
                 verdicts.push(v);
