@@ -414,12 +414,15 @@ const SINCE_NARROW_SCOPES: &str = "\n**Since 2026-11-24.** The figures of that d
     shape revision), and the check runs in the simulator's schedulers only: callgrind, 100 \
     jobs, instructions over a 4 s and a 12 s window subtracted, about 156,000 per fire before, \
     87,000-100,000 after (49f5276: 108,000; run-to-run spread about 15 %). Registering while \
-    the registered jobs fire got slower with the narrow scopes, and is not analysed yet: with \
-    3,000 jobs firing every second, 2.8 s at 49f5276, 12.9 s before these changes, 9.6 s \
-    after; at 10,000 jobs, the registering column above. It grows faster than the count: \
-    every registration changes the process's watch twice, and a profile puts some 7 % of the \
-    time in the jobs' checks of their scope against the changed watch and some 7 % in parsing \
-    the stored configs' YAML.\n";
+    the registered jobs fire got slower with the narrow scopes: with 3,000 jobs firing every \
+    second, 2.8 s at 49f5276, 12.9 s before these changes, 9.6 s after; at 10,000 jobs, the \
+    registering column above, which tracks the fire path's cost far more than linearly \
+    (monitorExecution off, 49 µs per fire: 16 s; on, 129 µs: 123 s; with the trace, 157 µs: \
+    370 s), while 10,000 jobs that do not fire register in 8 s (section 2). Likely, though no \
+    profile has shown it yet: a registration is a chain of a dozen steps (requests, two changes of the process's watch), each queued \
+    behind whatever burst of fires the two workers are in: the nearer the bursts come to \
+    filling the second, the longer each step waits. A cheaper fire path shortens it; \
+    registration steps that go ahead of fires would end it.\n";
 
 /// Registry writes per tick over the window (every job fires once a second, all in one tick).
 fn writes_per_tick(r: &PrecisionResult) -> Option<f64> {
