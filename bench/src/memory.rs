@@ -147,8 +147,9 @@ fn render(results: &[MemoryResult]) -> Section {
              own state: the states set only during a fire or a request are boxed); the view, \
              1.6 KiB (a tree of the job's path segments and the nodes' data); the timer heap, \
              the driver's routes and watch entries, the mailbox, about 0.7 KiB. 2026-11-27 took \
-             about 1.2 KiB off (this section's slope was 10.7 KiB per job before them): registration's list \
-             of the nodes it made sure of, kept for the job's life, is dropped once the view \
+             about 1.2 KiB off (this section's slope was 10.7 KiB per job before them): \
+             registration's list of the nodes it made sure of, kept for the job's life, is \
+             dropped once the view \
              shows them; the narrow scope a job builds to check its watch is kept only while \
              it waits for it; the scope's own copies of five paths are gone; the registry's \
              child lists are boxed slices (8 bytes less in every slot of its table).\n",
@@ -169,8 +170,8 @@ fn render(results: &[MemoryResult]) -> Section {
         );
     }
     body.push_str(
-        "\ntokio-cron-scheduler keeps a job as a record in a map (no task per job) and polls the map every 500 ms, hence its \
-             ~1 KiB (and its lateness, section 1).\n\n\
+        "\ntokio-cron-scheduler keeps a job as a record in a map (no task per job) and polls the \
+         map every 500 ms, hence its ~1 KiB (and its lateness, section 1).\n\n\
              **Registering.** Each registration changes the process's watch scope twice (the \
              job's whole subtree while it registers, its narrow scope after). Until 2026-11-25 \
              every change sent the whole union of the jobs' scopes, which the driver, the view \

@@ -200,7 +200,8 @@ fn render(results: &[Point]) -> Section {
                 );
                 if !met {
                     v = v.note(
-                        "the time goes to the core's protocol steps and its watch scopes' bookkeeping; see the section",
+                        "the time goes to the core's protocol steps and its watch scopes' \
+                         bookkeeping; see the section",
                     );
                 }
                 verdicts.push(v);

@@ -61,14 +61,14 @@ pub(super) struct Granted {
     covered: Option<(u64, JobScope)>,
     built: Option<Box<(JobScope, WatchScope)>>,
     /// What `scope` last read in the view ([`JobProtocol::view_facts`]), with the view's
-    /// shape revision, scope generation and item count it was read at. A lock only because `scope`
-    /// reads the view through `&self`; nothing else takes it.
+    /// shape revision, scope generation and item count it was read at. A lock only because
+    /// `scope` reads the view through `&self`; nothing else takes it.
     facts: parking_lot::Mutex<ViewFacts>,
 }
 
 /// What the view says about the scope a job needs, and the view's shape revision, scope
-/// generation and item count it was read at: every step asks several times (the protocol before each
-/// decision, the runtime after it), and the view seldom changed in between.
+/// generation and item count it was read at: every step asks several times (the protocol
+/// before each decision, the runtime after it), and the view seldom changed in between.
 #[derive(Debug, Default)]
 struct ViewFacts {
     /// `None` until first read.
@@ -117,7 +117,7 @@ impl JobProtocol {
     /// What the view says about the scope this job needs, read again only when the view, its
     /// scope or the item count changed since the last read. The markers and ledgers every
     /// fire writes are not among what it reads, so their changes do not count
-    /// ([`View::shape_revision`]): a fire's steps find the facts as the fire's first step read them.
+    /// ([`View::shape_revision`]): a fire's later steps find the facts its first step read.
     fn view_facts(&self, view: &View) -> parking_lot::MutexGuard<'_, ViewFacts> {
         let key = Some((view.shape_revision(), view.scope_generation(), self.total()));
         let mut facts = self.granted.facts.lock();
