@@ -8,11 +8,6 @@ use crate::layout::JobPaths;
 
 use super::view::View;
 
-/// The id of the current leader, as the view shows it.
-pub fn leader(view: &View, paths: &JobPaths) -> Option<String> {
-    view.text(&paths.leader_instance())
-}
-
 /// Whether the view shows `me` leading (without copying the leader's id: every step asks).
 pub fn is_leader(view: &View, paths: &JobPaths, me: &str) -> bool {
     view.get(&paths.leader_instance()).is_some_and(|node| node.text() == me)

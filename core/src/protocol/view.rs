@@ -28,7 +28,8 @@ pub struct View {
     pending: BTreeMap<String, Pending>,
     /// Bumped on every change; decisions that lost a race compare it.
     revision: u64,
-    /// Bumped on every change but those of execution records ([`is_execution_record`]).
+    /// Bumped on every change but those of execution records ([`is_execution_record`]),
+    /// scope changes included.
     shape_revision: u64,
     /// Whether a scope is in force; `false`: the watch feeding the view covers everything (a
     /// view fed by a watch of the whole namespace, as the protocol's transcripts feed it).

@@ -61,18 +61,18 @@ pub(super) struct Granted {
     covered: Option<(u64, JobScope)>,
     built: Option<Box<(JobScope, WatchScope)>>,
     /// What `scope` last read in the view ([`JobProtocol::view_facts`]), with the view's
-    /// shape revision, scope generation and item count it was read at. A lock only because
-    /// `scope` reads the view through `&self`; nothing else takes it.
+    /// shape revision and the item count it was read at. A lock only because `scope` reads
+    /// the view through `&self`; nothing else takes it.
     facts: parking_lot::Mutex<ViewFacts>,
 }
 
-/// What the view says about the scope a job needs, and the view's shape revision, scope
-/// generation and item count it was read at: every step asks several times (the protocol
-/// before each decision, the runtime after it), and the view seldom changed in between.
+/// What the view says about the scope a job needs, and the view's shape revision and item
+/// count it was read at: every step asks several times (the protocol before each decision,
+/// the runtime after it), and the view seldom changed in between.
 #[derive(Debug, Default)]
 struct ViewFacts {
     /// `None` until first read.
-    at: Option<(u64, u64, u32)>,
+    at: Option<(u64, u32)>,
     /// The items whose owner node names this instance.
     owned: Vec<u32>,
     /// The leader node names this instance.
@@ -114,12 +114,12 @@ impl JobProtocol {
         JobScope::Narrow { total: self.total(), markers }
     }
 
-    /// What the view says about the scope this job needs, read again only when the view, its
-    /// scope or the item count changed since the last read. The markers and ledgers every
-    /// fire writes are not among what it reads, so their changes do not count
+    /// What the view says about the scope this job needs, read again only when the view (its
+    /// scope included) or the item count changed since the last read. The markers and ledgers
+    /// every fire writes are not among what it reads, so their changes do not count
     /// ([`View::shape_revision`]): a fire's later steps find the facts its first step read.
     fn view_facts(&self, view: &View) -> parking_lot::MutexGuard<'_, ViewFacts> {
-        let key = Some((view.shape_revision(), view.scope_generation(), self.total()));
+        let key = Some((view.shape_revision(), self.total()));
         let mut facts = self.granted.facts.lock();
         if facts.at == key {
             return facts;
