@@ -226,7 +226,10 @@ impl JobProtocol {
                 Ok((c, schedule))
             });
         let (config, schedule) = match parsed {
-            Ok(ok) => ok,
+            Ok(ok) => {
+                self.config_readable = Some(super::repair::config_fingerprint(&node.data));
+                ok
+            }
             Err(error) => {
                 let job = self.job().to_owned();
                 // A parser's message may quote the whole value (a huge one, say).

@@ -328,6 +328,10 @@ pub struct JobProtocol {
     /// The version of the `config` node last evaluated, so that each stored version is judged
     /// once however many notifications point at it.
     config_version: Option<u64>,
+    /// A fingerprint of the stored config last found readable and valid: the leader's look at
+    /// the config node (at every audit) parses it again only when its bytes changed, a YAML
+    /// parse being the dearest thing a registration does.
+    config_readable: Option<u64>,
     launches: u64,
 }
 
@@ -407,6 +411,7 @@ impl JobProtocol {
             resync_deferred: false,
             leader_seen: None,
             config_version: None,
+            config_readable: None,
             launches: 0,
         }
     }

@@ -250,7 +250,9 @@ impl JobProtocol {
                     &node.data,
                     &self.settings.known,
                 );
-                parsed.ok().filter(|c| *c == self.config).map(|_| node.version)
+                let parsed = parsed.ok()?;
+                self.config_readable = Some(super::repair::config_fingerprint(&node.data));
+                (parsed == self.config).then_some(node.version)
             });
             self.config_version = stored;
         }
