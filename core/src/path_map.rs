@@ -77,6 +77,9 @@ struct Child {
     segment: Segment,
 }
 
+/// Above this many children, a child is looked up by binary search rather than a scan.
+const LINEAR_SCAN_MAX: usize = 16;
+
 /// One path and everything below it. A segment that is only on the way to deeper nodes has no
 /// node of its own; a segment with neither a node nor anything below is removed at once, so
 /// anything with children has a node somewhere below it.
@@ -89,6 +92,12 @@ struct Segment {
 
 impl Segment {
     fn position(&self, name: &[u8], hash: u64) -> Option<usize> {
+        // Most nodes have a few children, found fastest by their hashes in a row; the
+        // directories of a large cluster (`instances`, `servers`: one child per instance) by
+        // halving, their names being sorted.
+        if self.children.len() > LINEAR_SCAN_MAX {
+            return self.children.binary_search_by(|c| c.name.as_bytes().cmp(name)).ok();
+        }
         self.children.iter().position(|c| c.hash == hash && same(c.name.as_bytes(), name))
     }
 

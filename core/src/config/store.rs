@@ -30,6 +30,27 @@ pub enum StoredConfigError {
     },
 }
 
+/// A config as [`publish`] left it: the one the job must run with, and a fingerprint of the
+/// stored bytes that read as it.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Published {
+    /// The config the job runs with.
+    pub config: JobConfig,
+    /// [`fingerprint`] of the `config` node's bytes that read as `config`: a later look at the
+    /// node that finds the same bytes need not parse them again.
+    pub fingerprint: u64,
+}
+
+/// A fingerprint of a stored config's bytes (SipHash with fixed keys: the same in every run of
+/// a build, and no accidental collision between a config and garbage written over it).
+pub fn fingerprint(data: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    data.hash(&mut hasher);
+    hasher.finish()
+}
+
 /// Publishes `local` for its job and returns the config the job must run with.
 ///
 /// The local config is validated first: an invalid one fails before the registry is touched.
@@ -43,14 +64,19 @@ pub async fn publish(
     registry: &dyn CoordinatorRegistry,
     local: &JobConfig,
     known: &KnownTypes,
-) -> Result<JobConfig> {
+) -> Result<Published> {
     local.validate_with(known)?;
     let paths = JobPaths::new(&local.job_name);
     let yaml = local.to_yaml()?;
     let stored = registry.get(&paths.config()).await?;
     let Some(stored) = stored else {
         match registry.create(&paths.config(), yaml.as_bytes(), CreateMode::Persistent).await {
-            Ok(_) => return Ok(local.clone()),
+            Ok(_) => {
+                return Ok(Published {
+                    config: local.clone(),
+                    fingerprint: fingerprint(yaml.as_bytes()),
+                })
+            }
             // Another instance published first: fall through to reading theirs.
             Err(RegistryError::NodeExists { .. }) => {}
             Err(e) => return Err(e.into()),
@@ -61,20 +87,26 @@ pub async fn publish(
         if stored.data != yaml.as_bytes() {
             registry.set(&paths.config(), yaml.as_bytes(), None).await?;
         }
-        return Ok(local.clone());
+        return Ok(Published { config: local.clone(), fingerprint: fingerprint(yaml.as_bytes()) });
     }
     if is_garbage(&stored.data) {
         // Fenced: an operator's fix meanwhile wins.
         match registry.set(&paths.config(), yaml.as_bytes(), Some(stored.version)).await {
-            Ok(_) => return Ok(local.clone()),
+            Ok(_) => {
+                return Ok(Published {
+                    config: local.clone(),
+                    fingerprint: fingerprint(yaml.as_bytes()),
+                })
+            }
             Err(RegistryError::BadVersion { .. } | RegistryError::NoNode { .. }) => {
                 return Box::pin(publish(registry, local, known)).await;
             }
             Err(e) => return Err(e.into()),
         }
     }
-    parse_stored(&local.job_name, &stored.data, known)
-        .map_err(|source| Error::StoredConfigUnusable { job: local.job_name.clone(), source })
+    let config = parse_stored(&local.job_name, &stored.data, known)
+        .map_err(|source| Error::StoredConfigUnusable { job: local.job_name.clone(), source })?;
+    Ok(Published { config, fingerprint: fingerprint(&stored.data) })
 }
 
 /// Whether a stored config is not a job config at all (as opposed to one that does not

@@ -94,7 +94,8 @@ impl JobRunner {
         me: mailbox::Sender<JobEvent>,
     ) -> Result<Box<Self>> {
         let registry = shared.registry.as_ref();
-        let config = store::publish(registry, &config, &shared.known).await?;
+        let store::Published { config, fingerprint, .. } =
+            store::publish(registry, &config, &shared.known).await?;
         let schedule = schedule_of(&config)?;
         let executor = Arc::new(executor_for(&shared, &config)?);
         let settings = job::Settings {
@@ -108,7 +109,8 @@ impl JobRunner {
         };
         let instance = &shared.instance;
         let protocol =
-            JobProtocol::new(instance.as_str(), instance.ip(), config, schedule, settings);
+            JobProtocol::new(instance.as_str(), instance.ip(), config, schedule, settings)
+                .with_stored_config(fingerprint);
         let mut runner = Box::new(JobRunner {
             shared,
             id,

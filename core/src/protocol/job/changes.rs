@@ -208,6 +208,11 @@ impl JobProtocol {
         if self.config_version.replace(node.version) == Some(node.version) {
             return;
         }
+        // The bytes of the config we run with: what parsing them would find.
+        let fingerprint = store::fingerprint(&node.data);
+        if self.config_stored == Some(fingerprint) {
+            return;
+        }
         let parsed =
             store::parse_stored(self.job(), &node.data, &self.settings.known).and_then(|c| {
                 let schedule = match c.cron_expression() {
@@ -226,10 +231,7 @@ impl JobProtocol {
                 Ok((c, schedule))
             });
         let (config, schedule) = match parsed {
-            Ok(ok) => {
-                self.config_readable = Some(super::repair::config_fingerprint(&node.data));
-                ok
-            }
+            Ok(ok) => ok,
             Err(error) => {
                 let job = self.job().to_owned();
                 // A parser's message may quote the whole value (a huge one, say).
@@ -242,6 +244,7 @@ impl JobProtocol {
                 return;
             }
         };
+        self.config_stored = Some(fingerprint);
         if config == self.config {
             return;
         }
@@ -380,11 +383,14 @@ impl JobProtocol {
 
     /// Joins and departures since the last look (registered instances only).
     pub(super) fn notice_membership(&mut self, ctx: &Ctx<'_>) {
-        let present = ctx.view.children(&self.paths.instances());
+        let mut present = ctx.view.children(&self.paths.instances());
+        // Sorted for the lookups: a cluster of N instances would otherwise cost N² compares
+        // at every change of its membership, in every job of every instance.
+        present.sort_unstable();
         let gone: Vec<String> = self
             .members
             .iter()
-            .filter(|m| **m != self.me && !present.contains(m))
+            .filter(|m| **m != self.me && present.binary_search(m).is_err())
             .cloned()
             .collect();
         for id in gone {
@@ -395,6 +401,9 @@ impl JobProtocol {
             if self.failover_enabled() {
                 self.departed.insert(id);
             }
+        }
+        if self.members.iter().eq(present.iter()) {
+            return;
         }
         let leader = self.is_leader(ctx);
         for id in present {

@@ -328,10 +328,10 @@ pub struct JobProtocol {
     /// The version of the `config` node last evaluated, so that each stored version is judged
     /// once however many notifications point at it.
     config_version: Option<u64>,
-    /// A fingerprint of the stored config last found readable and valid: the leader's look at
-    /// the config node (at every audit) parses it again only when its bytes changed, a YAML
-    /// parse being the dearest thing a registration does.
-    config_readable: Option<u64>,
+    /// A fingerprint of stored bytes that read as `config` (`store::fingerprint`): a look at
+    /// the `config` node that finds them (each change's, the leader's at every audit) need not
+    /// parse them again, a YAML parse being the dearest thing a registration does.
+    config_stored: Option<u64>,
     launches: u64,
 }
 
@@ -411,9 +411,21 @@ impl JobProtocol {
             resync_deferred: false,
             leader_seen: None,
             config_version: None,
-            config_readable: None,
+            config_stored: None,
             launches: 0,
         }
+    }
+
+    /// The stored bytes of the config this job runs with have this [`store::fingerprint`] (as
+    /// [`store::publish`] left them): a look at the `config` node that finds them need not
+    /// parse them.
+    ///
+    /// [`store::fingerprint`]: crate::config::store::fingerprint
+    /// [`store::publish`]: crate::config::store::publish
+    #[must_use]
+    pub fn with_stored_config(mut self, fingerprint: u64) -> Self {
+        self.config_stored = Some(fingerprint);
+        self
     }
 
     /// The job's name.

@@ -250,9 +250,9 @@ impl JobProtocol {
                     &node.data,
                     &self.settings.known,
                 );
-                let parsed = parsed.ok()?;
-                self.config_readable = Some(super::repair::config_fingerprint(&node.data));
-                (parsed == self.config).then_some(node.version)
+                parsed.ok().filter(|c| *c == self.config)?;
+                self.config_stored = Some(crate::config::store::fingerprint(&node.data));
+                Some(node.version)
             });
             self.config_version = stored;
         }

@@ -282,13 +282,10 @@ impl JobProtocol {
                 self.repairs.insert(Repair::Config);
             }
             Some(node) => {
-                let fingerprint = config_fingerprint(&node.data);
-                if self.config_readable == Some(fingerprint) {
+                if self.config_stored == Some(store::fingerprint(&node.data)) {
                     return;
                 }
-                if store::parse_stored(self.job(), &node.data, &self.settings.known).is_ok() {
-                    self.config_readable = Some(fingerprint);
-                } else {
+                if store::parse_stored(self.job(), &node.data, &self.settings.known).is_err() {
                     self.repairs.insert(Repair::Config);
                 }
             }
@@ -547,13 +544,4 @@ impl JobProtocol {
             }
         }
     }
-}
-
-/// A fingerprint of a stored config's bytes (SipHash with fixed keys: the same in every run,
-/// and no accidental collisions between a config and garbage written over it).
-pub(super) fn config_fingerprint(data: &[u8]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::hash::DefaultHasher::new();
-    data.hash(&mut hasher);
-    hasher.finish()
 }
