@@ -6,7 +6,7 @@
 //! here a successful write is recorded at once as *pending*, and reads see it until the watch
 //! delivers the change (or a later one) for the same path.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Bound;
 
 use crate::layout::is_execution_record;
@@ -41,6 +41,13 @@ pub struct View {
     /// Bumped whenever the scope changes, so that a job can tell a scope it checked is still
     /// the one in force without comparing scopes.
     scope_generation: u64,
+    /// Per top-level node (a job's root), the scope generation that last removed an entry at
+    /// or below it; and the last that removed one above them all (`/`) or replaced the scope.
+    /// A scope is only ever uncovered by a removal, so a job's check that its scope is
+    /// covered holds until one under its own root: the registrations and narrowings of the
+    /// other jobs, one after the other, do not have every job check again.
+    narrowed: HashMap<Box<str>, u64, FxBuild>,
+    narrowed_everywhere: u64,
     /// Whether reads are checked against the scope (see [`View::audit_reads`]).
     audit: bool,
     /// Reads of paths outside `scope` (see [`View::take_strays`]).
@@ -373,6 +380,26 @@ impl View {
         self.scope_generation
     }
 
+    /// The last scope generation that removed an entry of the scope at or below `root` (a
+    /// top-level path, such as a job's root), or above it; 0 if none did. A check at a later
+    /// or equal generation that the scope covers something below `root` still holds.
+    pub fn narrowed_at(&self, root: &str) -> u64 {
+        let own = self.narrowed.get(root).copied().unwrap_or(0);
+        own.max(self.narrowed_everywhere)
+    }
+
+    /// Records that generation `generation` removes the scope entries `removed`.
+    fn note_narrowing(&mut self, removed: &WatchScope, generation: u64) {
+        for at in removed.subtrees().iter().chain(removed.nodes()) {
+            match top_level(at) {
+                Some(root) => {
+                    self.narrowed.insert(root.into(), generation);
+                }
+                None => self.narrowed_everywhere = generation,
+            }
+        }
+    }
+
     /// Whether the watch covers `path`. A listing of a node's children counts as covered
     /// when the node itself is: the protocol lists directories whose covered children are
     /// all it needs (`sharding`'s items below the count, say).
@@ -457,10 +484,13 @@ impl View {
     pub fn rescope(&mut self, change: &ScopeChange, added: BTreeMap<String, Node>) {
         // Which pending writes the old scope covered (their events kept coming).
         let covered_before: Vec<bool> = self.pending.keys().map(|at| self.covers(at)).collect();
+        let generation = self.scope_generation + 1;
         let dropped = if self.scoped {
+            self.note_narrowing(&change.remove, generation);
             self.reindex(change)
         } else {
             // Fed by a watch of everything so far: whatever the new scope leaves out goes.
+            self.narrowed_everywhere = generation;
             self.index = ScopeIndex::of(&change.add);
             self.scoped = true;
             self.uncovered_below(vec![path::ROOT.to_owned()])
@@ -485,7 +515,7 @@ impl View {
         for (at, node) in added {
             self.view.insert(&at, node);
         }
-        self.scope_generation += 1;
+        self.scope_generation = generation;
         self.changed(None);
     }
 
@@ -552,8 +582,20 @@ impl View {
         self.index = ScopeIndex::of(&scope);
         self.scoped = true;
         self.scope_generation += 1;
+        self.narrowed.clear();
+        self.narrowed_everywhere = self.scope_generation;
         self.changed(None);
     }
+}
+
+/// `/a` of `/a/b/c` and of `/a`; `None` for `/`.
+fn top_level(at: &str) -> Option<&str> {
+    let rest = at.strip_prefix('/')?;
+    if rest.is_empty() {
+        return None;
+    }
+    let end = rest.find('/').map_or(at.len(), |i| i + 1);
+    Some(&at[..end])
 }
 
 /// Whether a pending write stays pending after a snapshot of its node shows `node`.
@@ -733,6 +775,33 @@ mod tests {
         c.apply(&WatchEvent::Changed { path: "/j/c/z".into(), node: node("mine", 3) });
         c.apply(&WatchEvent::Changed { path: "/j/c/z".into(), node: node("later", 4) });
         assert_eq!(c.text("/j/c/z").as_deref(), Some("later"), "settled by its event");
+    }
+
+    #[test]
+    fn only_a_removal_under_a_root_marks_it_narrowed() {
+        let mut c = View::default();
+        c.swap(BTreeMap::new(), WatchScope::subtree("/j").with_node("/k/config"));
+        let swapped = c.scope_generation();
+        assert_eq!((c.narrowed_at("/j"), c.narrowed_at("/k")), (swapped, swapped));
+        let mut rescope = |c: &mut View, to: WatchScope| {
+            let change = c.scope().unwrap_or_default().change_to(&to, 1);
+            c.rescope(&change, BTreeMap::new());
+            c.scope_generation()
+        };
+        // Another job's registration, then its narrowing: nothing of `/j` left the scope.
+        let k_wide = WatchScope::subtree("/j").with_subtree("/k");
+        rescope(&mut c, k_wide);
+        let k_narrow = rescope(&mut c, WatchScope::subtree("/j").with_node("/k/config"));
+        assert_eq!(c.narrowed_at("/j"), swapped, "covered scopes of /j still covered");
+        assert_eq!(c.narrowed_at("/k"), k_narrow);
+        assert_eq!(c.narrowed_at("/jk"), swapped, "a name sharing the prefix is another root");
+        // `/j` narrowed: its own checks are stale, `/k`'s are not.
+        let j_narrow = rescope(&mut c, WatchScope::node("/j/config").with_node("/k/config"));
+        assert_eq!((c.narrowed_at("/j"), c.narrowed_at("/k")), (j_narrow, k_narrow));
+        // A watch of everything removed: every root narrowed.
+        rescope(&mut c, WatchScope::subtree("/"));
+        let all = rescope(&mut c, WatchScope::node("/j/config"));
+        assert_eq!((c.narrowed_at("/j"), c.narrowed_at("/k")), (all, all));
     }
 
     #[test]

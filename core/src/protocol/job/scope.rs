@@ -175,7 +175,9 @@ impl JobProtocol {
         let wanted = self.scope(view);
         let generation = view.scope_generation();
         if let Some((seen, granted)) = &self.granted.covered {
-            if *seen == generation && granted.includes(&wanted) {
+            // Only a removal from the scope under this job's root can uncover what was
+            // covered: the other jobs' changes of the process's watch leave it covered.
+            if view.narrowed_at(self.paths.root()) <= *seen && granted.includes(&wanted) {
                 return true;
             }
         }
