@@ -413,16 +413,25 @@ const SINCE_NARROW_SCOPES: &str = "\n**Since 2026-11-24.** The figures of that d
     again only when something other than a `running` marker or a ledger changed (the view's \
     shape revision), and the check runs in the simulator's schedulers only: callgrind, 100 \
     jobs, instructions over a 4 s and a 12 s window subtracted, about 156,000 per fire before, \
-    87,000-100,000 after (49f5276: 108,000; run-to-run spread about 15 %). Registering while \
-    the registered jobs fire got slower with the narrow scopes: with 3,000 jobs firing every \
-    second, 2.8 s at 49f5276, 12.9 s before these changes, 9.6 s after; at 10,000 jobs, the \
-    registering column above, which tracks the fire path's cost far more than linearly \
-    (monitorExecution off, 49 µs per fire: 16 s; on, 129 µs: 123 s; with the trace, 157 µs: \
-    370 s), while 10,000 jobs that do not fire register in 8 s (section 2). Likely, though no \
-    profile has shown it yet: a registration is a chain of a dozen steps (requests, two changes of the process's watch), each queued \
-    behind whatever burst of fires the two workers are in: the nearer the bursts come to \
-    filling the second, the longer each step waits. A cheaper fire path shortens it; \
-    registration steps that go ahead of fires would end it.\n";
+    87,000-100,000 after (49f5276: 108,000; run-to-run spread about 15 %).\n\n\
+    **Registering while the jobs fire.** The narrow scopes made it slower (with 3,000 jobs \
+    firing every second: 2.8 s at 49f5276, 12.9 s with them), and at 10,000 jobs the \
+    registering column of 2026-11-27 16:34 read 16 s (monitorExecution off), 123 s (on) and \
+    370 s (with the trace), against 8 s for 10,000 jobs that do not fire (section 2). Three \
+    causes, in profiles of registrations with and without fires (perf, callgrind; release \
+    builds without LTO): a registration parsed the job's stored config three times (YAML, \
+    the dearest thing it did: the leader's audit and the resync that opens its scope \
+    re-read the config it had just published), now only bytes other than those it published \
+    (a fingerprint of the bytes that read as the job's config: 0.9 → 0.6 ms of CPU per \
+    registration, 3,000 jobs that do not fire); each registration changes the process's watch twice, and every change had \
+    every job check again at its next step (its next fire) whether the view still covered \
+    its scope, now only the jobs under whose root an entry was removed (6,000 jobs \
+    registering while firing: 9.7-10.6 s → 8.8-8.9 s); and the membership of a job was \
+    compared by N² string compares at each change (large clusters; the simulator). The \
+    column above is after them: 11 s, 26 s and 90 s. What remains is the fires' own cost \
+    competing with the registrations on two cores, and the registration's dozen steps \
+    (requests, two changes of the process's watch), each queued behind whatever burst the \
+    workers are in; registration steps that go ahead of fires would end it.\n";
 
 /// Registry writes per tick over the window (every job fires once a second, all in one tick).
 fn writes_per_tick(r: &PrecisionResult) -> Option<f64> {

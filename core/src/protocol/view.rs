@@ -783,7 +783,7 @@ mod tests {
         c.swap(BTreeMap::new(), WatchScope::subtree("/j").with_node("/k/config"));
         let swapped = c.scope_generation();
         assert_eq!((c.narrowed_at("/j"), c.narrowed_at("/k")), (swapped, swapped));
-        let mut rescope = |c: &mut View, to: WatchScope| {
+        let rescope = |c: &mut View, to: WatchScope| {
             let change = c.scope().unwrap_or_default().change_to(&to, 1);
             c.rescope(&change, BTreeMap::new());
             c.scope_generation()
