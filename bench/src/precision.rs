@@ -397,7 +397,42 @@ fn why_late(r: &PrecisionResult, results: &[PrecisionResult]) -> String {
          job list every 500 ms.\n",
     );
     out.push_str(SINCE_NARROW_SCOPES);
+    out.push_str(&fires_lost(results));
     out
+}
+
+/// The shardcron rows that did not deliver every fire, and why such a row tips over.
+fn fires_lost(results: &[PrecisionResult]) -> String {
+    let lost: Vec<String> = results
+        .iter()
+        .filter(|r| r.scheduler.starts_with("shardcron") && r.delivered < r.expected)
+        .map(|r| {
+            format!(
+                "{} at {} fires/s: {} of {} delivered, {:.0} % of one core, {:.0} µs per fire",
+                contenders::label(&r.scheduler),
+                thousands(r.jobs),
+                thousands(r.delivered),
+                thousands(r.expected),
+                r.window_cpu_ms as f64 * 100.0 / r.window_wall_ms.max(1) as f64,
+                cpu_per_fire(r).unwrap_or(0.0)
+            )
+        })
+        .collect();
+    if lost.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n**Fires lost.** {}. A burst that takes the two workers longer than its second leaves \
+         the next burst late, and a late fire costs more than one on time (its catch-up), so \
+         past about 2 cores' worth of CPU per second such a row does not settle but falls \
+         behind, and fires are lost. The trace and metrics row at 10,000 fires/s sits at that \
+         edge on this machine: it delivered 100 % at 157 µs per fire in a run of 2026-11-27 \
+         16:34; at 20:06 the same day the code of that day's earlier runs (cc224c9) \
+         delivered 72 % (144,578 of 200,000) in a run of its own, so a lost row there is the \
+         machine's margin, not a change of the code. Fewer instructions per fire (above) \
+         widen the margin.\n",
+        lost.join("; ")
+    )
 }
 
 /// What the narrow watch scopes cost the fire path and registration, and what was taken back.
@@ -423,9 +458,10 @@ const SINCE_NARROW_SCOPES: &str = "\n**Since 2026-11-24.** The figures of that d
     the dearest thing it did: the leader's audit and the resync that opens its scope \
     re-read the config it had just published), now only bytes other than those it published \
     (a fingerprint of the bytes that read as the job's config: 0.9 → 0.6 ms of CPU per \
-    registration, 3,000 jobs that do not fire); each registration changes the process's watch twice, and every change had \
-    every job check again at its next step (its next fire) whether the view still covered \
-    its scope, now only the jobs under whose root an entry was removed (6,000 jobs \
+    registration, 3,000 jobs that do not fire); each registration changes the process's \
+    watch twice, and every change had every job check again at its next step (its next \
+    fire) whether the view still covered its scope, now only the jobs under whose root an \
+    entry was removed (6,000 jobs \
     registering while firing: 9.7-10.6 s → 8.8-8.9 s); and the membership of a job was \
     compared by N² string compares at each change (large clusters; the simulator). The \
     column above is after them: 11 s, 26 s and 90 s. What remains is the fires' own cost \

@@ -61,7 +61,8 @@ const WHY_SLOW: &str =
     and narrow (the in-memory registry's snapshot of what a change adds, the driver's union) \
     ~15 %; the check of every read against the scope (the simulator counts a read outside it \
     as a protocol bug; production schedulers skip it) ~6 %; instances starting and adding \
-    their jobs ~7 % (the stored config's YAML parsed per job ~4 %); path lookups in the \
+    their jobs ~7 % (the stored config's YAML parsed per job ~4 %: three times per \
+    registration then, at most once since); path lookups in the \
     views ~9 % and allocation ~11 %, spread through all of it. What would close the gap: \
     fewer inputs per protocol step that look at everything again, registrations that do not \
     widen the watch to the whole job, and a cache shared by the instances of one process.\n";
