@@ -428,6 +428,12 @@ impl JobProtocol {
         self
     }
 
+    /// Whether `data`, the `config` node's bytes, are those that read as the config this job
+    /// runs with (no need to parse them).
+    fn runs_with_stored(&self, data: &[u8]) -> bool {
+        self.config_stored == Some(crate::config::store::fingerprint(data))
+    }
+
     /// The job's name.
     pub fn job(&self) -> &str {
         &self.config.job_name

@@ -245,6 +245,9 @@ impl JobProtocol {
         if self.config_version.is_none() {
             let path = self.paths.config();
             let stored = view.get(&path).and_then(|node| {
+                if self.runs_with_stored(&node.data) {
+                    return Some(node.version);
+                }
                 let parsed = crate::config::store::parse_stored(
                     self.job(),
                     &node.data,

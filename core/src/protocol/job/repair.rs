@@ -282,7 +282,7 @@ impl JobProtocol {
                 self.repairs.insert(Repair::Config);
             }
             Some(node) => {
-                if self.config_stored == Some(store::fingerprint(&node.data)) {
+                if self.runs_with_stored(&node.data) {
                     return;
                 }
                 if store::parse_stored(self.job(), &node.data, &self.settings.known).is_err() {
