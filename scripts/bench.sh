@@ -2,8 +2,9 @@
 # Regenerates BENCHMARKS.md (or one section of it) with throw-away registry servers.
 #
 #   scripts/bench.sh all [--quick]          every section (about 40 minutes; --quick: about 8)
-#   scripts/bench.sh precision [FLAGS]      one section: precision, memory, registry, failover,
-#                                           sim or micro; flags as `shardcron-bench --help` says
+#   scripts/bench.sh precision [FLAGS]      one section: precision, memory, registry, projection,
+#                                           failover, sim or micro; flags as `shardcron-bench
+#                                           --help` says
 #
 # Builds the bench and the `shardcron` CLI (whose `worker` command the failover section runs) in
 # release mode, starts a ZooKeeper and an etcd on free loopback ports in target/bench-servers
@@ -13,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-[[ $# -ge 1 ]] || { sed -n '2,11p' "$0" >&2; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,12p' "$0" >&2; exit 2; }
 
 state="$PWD/target/bench-servers"
 cleanup() {

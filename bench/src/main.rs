@@ -14,6 +14,8 @@
 //! - `precision`: section 1, trigger lateness and delivery at 100-10,000 fires/s.
 //! - `memory`: section 2, RSS and threads per registered job.
 //! - `registry_load`: section 3, registry operations per fire and per idle second.
+//! - `projection`: section 3b, the registry load of clusters of up to 100 instances in the
+//!   simulator, projected to 100 instances × 10,000 jobs.
 //! - `failover`: section 4, crash and stop to restart of the orphaned items, real processes.
 //! - `sim`: section 5, simulator throughput.
 //! - `micro`: section 6, cron and sharding micro-benchmarks.
@@ -26,6 +28,7 @@ mod memory;
 mod micro;
 mod precision;
 mod proc;
+mod projection;
 mod registry_load;
 mod report;
 mod sim;
@@ -70,6 +73,9 @@ enum Command {
     Memory,
     /// Section 3: registry operations per fire and per idle second, mem / ZooKeeper / etcd.
     Registry(RegistryArgs),
+    /// Section 3b: the registry load of clusters of up to 100 instances in the simulator,
+    /// projected to 100 instances × 10,000 jobs.
+    Projection,
     /// Section 4: failover latency with real worker processes.
     Failover,
     /// Section 5: simulator throughput.
@@ -147,6 +153,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 registry_load::run(quick, sizes)?
             }
             "micro" => micro::run(quick)?,
+            "projection" => projection::run(quick)?,
             "sim" => sim::run(quick)?,
             "failover" => failover::run(quick)?,
             other => not_yet(other),
@@ -172,6 +179,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Precision(_) => section("precision"),
         Command::Memory => section("memory"),
         Command::Registry(_) => section("registry"),
+        Command::Projection => section("projection"),
         Command::Failover => section("failover"),
         Command::Sim => section("sim"),
         Command::Micro => section("micro"),

@@ -15,6 +15,7 @@ pub const SECTIONS: &[(&str, &str)] = &[
     ("precision", "1. Trigger precision at scale"),
     ("memory", "2. Memory and threads per job"),
     ("registry", "3. Registry load"),
+    ("projection", "3b. Registry load of large clusters, in the simulator"),
     ("failover", "4. Failover latency"),
     ("sim", "5. Simulator throughput"),
     ("micro", "6. Cron and sharding micro-benchmarks"),

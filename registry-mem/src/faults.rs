@@ -29,6 +29,10 @@ pub struct SessionInfo {
     pub operations: u64,
     /// Open watch subscriptions.
     pub watches: usize,
+    /// Change events (created, changed, deleted) the server has queued to the client's watch
+    /// subscriptions so far: the fan-out of the writes to this client. The nodes of snapshots
+    /// (a subscription's opening `Resync`, a rescope's additions) are not counted.
+    pub events: u64,
 }
 
 impl MemServer {
@@ -151,6 +155,7 @@ impl MemServer {
                 closed: c.closed,
                 operations: c.operations,
                 watches: c.watches.len(),
+                events: c.watches.sent,
             })
             .collect()
     }

@@ -117,6 +117,9 @@ impl Watch {
 pub(crate) struct Watches {
     next_id: u64,
     subs: BTreeMap<u64, Watch>,
+    /// Change events queued to the subscriptions so far (held ones included): what the
+    /// server's fan-out of writes costs this client, for load measurements.
+    pub sent: u64,
 }
 
 impl Watches {
@@ -211,6 +214,9 @@ impl Watches {
                     }
                     Change::Deleted(_) => WatchEvent::Deleted { path: client_path },
                 };
+                if !watch.stale {
+                    self.sent += 1;
+                }
                 alive = watch.offer(event, link_up);
                 if !alive {
                     break;

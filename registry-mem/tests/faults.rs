@@ -626,6 +626,25 @@ async fn sessions_and_operation_counts() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn events_count_the_fan_out_of_writes_to_each_client() {
+    let s = Setup::new();
+    let writer = s.client();
+    let wide = s.client();
+    let narrow = s.client();
+    let _all = wide.watch("/").await.unwrap();
+    let _one = narrow.watch_scope(WatchScope::node("/a")).await.unwrap();
+    writer.create("/a", b"", CreateMode::Persistent).await.unwrap();
+    writer.create("/b", b"", CreateMode::Persistent).await.unwrap();
+    writer.set("/a", b"x", None).await.unwrap();
+    writer.delete("/b", None).await.unwrap();
+    let events = |c: &MemRegistry| {
+        s.server.sessions().iter().find(|i| i.client == c.client_id()).map(|i| i.events)
+    };
+    assert_eq!(events(&writer), Some(0), "no watch, no events");
+    assert_eq!(events(&wide), Some(4), "every change below the root");
+    assert_eq!(events(&narrow), Some(2), "only /a's creation and change");
+}
+#[tokio::test(start_paused = true)]
 async fn a_dropped_scope_watch_is_released() {
     let s = Setup::new();
     let a = s.client();

@@ -70,7 +70,31 @@ pub struct Report {
     pub wall: Duration,
     /// What the run's job code kept (see [`RunState`]).
     pub state: RunState,
+    /// The instances' registry load as each phase began, in order (measurement only; never
+    /// part of the trace): the difference of two samples is the load of the phase between.
+    pub load: Vec<LoadSample>,
 }
+
+/// What the registry server had received from the instances and sent them when a phase began:
+/// counts since each instance's registry client connected, summed over the clients connected
+/// at that moment (a client replaced by a restart takes its counts with it, so compare samples
+/// of runs without restarts, such as the `none` profile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadSample {
+    /// The phase that began.
+    pub phase: Phase,
+    /// Virtual milliseconds since the start, as the trace counts them.
+    pub at_ms: i64,
+    /// How many instances had a registry client.
+    pub clients: usize,
+    /// Operations the clients issued (what the server received; each transaction is one).
+    pub operations: u64,
+    /// Change events the server queued to the clients' watches (its fan-out of the writes).
+    pub events: u64,
+}
+
+/// What the world's run returns: the trace, the checkpoints and the load samples.
+type Outcome = (Vec<Entry>, Vec<Checkpoint>, Vec<LoadSample>);
 
 impl Report {
     /// No invariant was violated.
@@ -179,7 +203,7 @@ impl Sim {
         let runtime =
             tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build();
         let state = RunState::default();
-        let (entries, checkpoints) = match runtime {
+        let (entries, checkpoints, load) = match runtime {
             Ok(rt) => {
                 let out = rt.block_on(World::run(self, state.clone()));
                 drop(rt);
@@ -191,6 +215,7 @@ impl Sim {
                     who: 0,
                     what: trace::What::Note(Note::StartFailed { error: e.to_string() }),
                 }],
+                Vec::new(),
                 Vec::new(),
             ),
         };
@@ -216,6 +241,7 @@ impl Sim {
             virtual_ms,
             wall: wall.elapsed(),
             state,
+            load,
         }
     }
 }
@@ -236,6 +262,8 @@ struct World {
     seed: u64,
     /// What the job code of every instance shares in this run.
     state: RunState,
+    /// The instances' registry load as each phase began.
+    load: Mutex<Vec<LoadSample>>,
 }
 
 /// A lifecycle change of one instance, applied by a task holding the instance's lifecycle lock.
@@ -247,7 +275,7 @@ enum Lifecycle {
 }
 
 impl World {
-    async fn run(sim: &Sim, state: RunState) -> (Vec<Entry>, Vec<Checkpoint>) {
+    async fn run(sim: &Sim, state: RunState) -> Outcome {
         let base = Handles {
             clock: Arc::new(TokioClock::starting_at(EPOCH_MS)),
             spawner: Arc::new(TokioSpawner),
@@ -265,14 +293,14 @@ impl World {
             }
             Err(e) => {
                 trace.note(0, Note::StartFailed { error: e.to_string() });
-                return (trace.take(), Vec::new());
+                return (trace.take(), Vec::new(), Vec::new());
             }
         }
         let operator = match server.connect(ConnectOptions::default().namespace(NAMESPACE)) {
             Ok(c) => c,
             Err(e) => {
                 trace.note(0, Note::StartFailed { error: e.to_string() });
-                return (trace.take(), Vec::new());
+                return (trace.take(), Vec::new(), Vec::new());
             }
         };
         let world = Arc::new(World {
@@ -287,11 +315,12 @@ impl World {
             variant: sim.variant,
             seed: sim.seed,
             state,
+            load: Mutex::default(),
         });
         for spec in &sim.specs {
             world.record_config(JobState::of(&spec.config()), spec.item_ms);
         }
-        world.trace.note(0, Note::Phase(Phase::Faults));
+        world.enter(Phase::Faults);
         let origin = tokio::time::Instant::now();
         let at = |ms: u64| origin + Duration::from_millis(ms);
         for inst in &world.instances {
@@ -304,7 +333,7 @@ impl World {
         tokio::time::sleep_until(at(sim.duration_ms)).await;
 
         // Quiet: repair everything.
-        world.trace.note(0, Note::Phase(Phase::Quiet));
+        world.enter(Phase::Quiet);
         for inst in &world.instances {
             if let Some(client) = inst.client() {
                 world.server.heal(client);
@@ -315,12 +344,12 @@ impl World {
         }
         let settle = world.session_timeout + Duration::from_secs(5);
         tokio::time::sleep(settle).await;
-        world.trace.note(0, Note::Phase(Phase::Live));
+        world.enter(Phase::Live);
         tokio::time::sleep(world.live_window()).await;
         let mut checkpoints = vec![world.checkpoint(Phase::Live)];
 
         // Final: stop everything gracefully, wait for the sessions to go.
-        world.trace.note(0, Note::Phase(Phase::Final));
+        world.enter(Phase::Final);
         for inst in &world.instances {
             World::lifecycle(&world, inst, Lifecycle::Stop);
         }
@@ -337,11 +366,31 @@ impl World {
         tokio::time::sleep(world.session_timeout + Duration::from_secs(1)).await;
         world.trace.sync();
         checkpoints.push(world.checkpoint(Phase::Final));
-        world.trace.note(0, Note::Phase(Phase::End));
+        world.enter(Phase::End);
         for inst in &world.instances {
             inst.spawner.kill();
         }
-        (world.trace.take(), checkpoints)
+        let load = std::mem::take(&mut *world.load.lock());
+        (world.trace.take(), checkpoints, load)
+    }
+
+    /// Notes that `phase` begins, with the instances' registry load so far.
+    fn enter(&self, phase: Phase) {
+        self.trace.note(0, Note::Phase(phase));
+        let clients: Vec<_> = self.instances.iter().filter_map(|i| i.client()).collect();
+        let (mut operations, mut events) = (0, 0);
+        for info in self.server.sessions().iter().filter(|s| clients.contains(&s.client)) {
+            operations += info.operations;
+            events += info.events;
+        }
+        let at_ms = self.trace.now();
+        self.load.lock().push(LoadSample {
+            phase,
+            at_ms,
+            clients: clients.len(),
+            operations,
+            events,
+        });
     }
 
     /// Two fire periods of the slowest job plus its item time: long enough for every item to
