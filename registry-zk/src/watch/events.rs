@@ -188,12 +188,14 @@ impl Feed {
                     Some((data, stat)) => Outcome::Node(data.clone(), *stat, *known_at),
                     None => Outcome::Absent,
                 }),
-                _ if p.deleted => match self.view.get(at) {
+                _ if p.deleted => match self.view.get(at.as_str()) {
                     // Gone before anyone was told it exists: nothing to say.
                     None => Some(Outcome::Hidden),
                     // Deleted after the view learnt the node: what the view shows is gone (a
                     // re-creation has an event of its own, later).
-                    Some(seen) if seen.known_at.is_some_and(|n| p.seq > n) => Some(Outcome::Absent),
+                    Some(seen) if seen.known_at().is_some_and(|n| p.seq > n) => {
+                        Some(Outcome::Absent)
+                    }
                     // The view may already show a later incarnation: read.
                     Some(_) => None,
                 },
@@ -257,10 +259,10 @@ impl Feed {
 
     /// A node as it is now (or as a write of this client left it): what changed since the view.
     fn on_node(&mut self, at: &str, fresh: Seen) -> Vec<WatchEvent> {
-        let node = fresh.node.clone();
+        let node = fresh.node();
         match self.view.get_mut(at) {
             None => {
-                self.view.insert(at.to_owned(), fresh);
+                self.view.insert(at.into(), fresh);
                 vec![WatchEvent::Created { path: at.to_owned(), node }]
             }
             Some(seen) if seen.czxid == fresh.czxid => {
@@ -271,7 +273,7 @@ impl Feed {
                     // Already shown (an earlier read got ahead of this event); it is still the
                     // node's state at this later answer.
                     if fresh.mzxid == seen.mzxid {
-                        seen.known_at = seen.known_at.max(fresh.known_at);
+                        seen.known = seen.known.max(fresh.known);
                     }
                     Vec::new()
                 }

@@ -18,7 +18,7 @@ use zookeeper_client as zk;
 
 use super::hub::{Signal, Subscriber};
 use super::watchers::{Entry, Watchers};
-use super::{snapshot, Seen};
+use super::{snapshot, Seen, View};
 use crate::client::Shared;
 use crate::error::At;
 use crate::session::Session;
@@ -61,7 +61,7 @@ pub(super) struct Feed {
     signals: UnboundedReceiver<Signal>,
     generations: watch::Receiver<u64>,
     /// What the subscribers hold, by path: only nodes `watched` covers.
-    pub view: BTreeMap<String, Seen>,
+    pub view: View,
     /// Events taken from the watchers, in order, not yet emitted.
     pub pending: VecDeque<Pending>,
     /// How many events were ever taken into `pending`, and how many left it.
@@ -495,7 +495,7 @@ impl Feed {
     }
 
     /// Replaces the view with a snapshot and sends each subscriber its part.
-    fn install(&mut self, nodes: BTreeMap<String, Seen>) {
+    fn install(&mut self, nodes: View) {
         self.view = nodes;
         self.need_resync = false;
         let view = &self.view;
@@ -562,15 +562,11 @@ fn changes(from: &WatchScope, to: &WatchScope) -> (Vec<Entry>, Vec<Entry>) {
 
 /// The nodes of `view` that `new` covers and `old` does not: what a change of a subscriber's
 /// scope from `old` to `new` adds. Looks at the entries `new` adds only.
-fn added_nodes(
-    view: &BTreeMap<String, Seen>,
-    old: &WatchScope,
-    new: &WatchScope,
-) -> BTreeMap<String, Node> {
+fn added_nodes(view: &View, old: &WatchScope, new: &WatchScope) -> BTreeMap<String, Node> {
     let mut out = BTreeMap::new();
-    let mut take = |at: &String, seen: &Seen| {
+    let mut take = |at: &str, seen: &Seen| {
         if !old.covers(at) {
-            out.insert(at.clone(), seen.node.clone());
+            out.insert(at.to_owned(), seen.node());
         }
     };
     for root in new.subtrees() {
@@ -582,15 +578,17 @@ fn added_nodes(
         } else {
             format!("{root}/")
         };
-        if let Some(seen) = view.get(root) {
+        if let Some(seen) = view.get(root.as_str()) {
             take(root, seen);
         }
-        for (at, seen) in view.range(below.clone()..).take_while(|(at, _)| at.starts_with(&below)) {
+        let from = std::ops::Bound::Included(below.as_str());
+        let range = view.range::<str, _>((from, std::ops::Bound::Unbounded));
+        for (at, seen) in range.take_while(|(at, _)| at.starts_with(&below)) {
             take(at, seen);
         }
     }
     for at in new.nodes() {
-        if let Some(seen) = view.get(at) {
+        if let Some(seen) = view.get(at.as_str()) {
             take(at, seen);
         }
     }
@@ -598,10 +596,10 @@ fn added_nodes(
 }
 
 /// The part of `view` that `scope` covers, as the contract's nodes.
-pub(super) fn within(view: &BTreeMap<String, Seen>, scope: &WatchScope) -> BTreeMap<String, Node> {
+pub(super) fn within(view: &View, scope: &WatchScope) -> BTreeMap<String, Node> {
     view.iter()
         .filter(|(p, _)| scope.covers(p))
-        .map(|(p, seen)| (p.clone(), seen.node.clone()))
+        .map(|(p, seen)| (p.to_string(), seen.node()))
         .collect()
 }
 
