@@ -161,12 +161,17 @@ fn render(results: &[MemoryResult]) -> Section {
              of the registry, but the ZooKeeper backend's: its event feed keeps every watched \
              node (path, data, zxids: `registry-zk/src/watch/`), to tell its own writes' \
              events from others' and to answer a widening's snapshot without reading the \
-             server again, about 2.4 KiB per job; the ZooKeeper client keeps a persistent \
-             watch per narrow-scope entry (some 25 per job of one item) and its receive \
-             buffers, about 1.8 KiB; the feed's bookkeeping of the watch changes, 0.9 KiB (a \
-             profile of 1,000 jobs: 10.3 KiB of heap per job). The way under 10 KiB: a feed \
-             that keeps versions and zxids only, and reads a widening's nodes from the server \
-             (more requests per registration, none per fire).\n",
+             server again. A heap profile of 1,000 jobs (heaptrack, 2026-11-27, 9.1 KiB of \
+             heap per job): the feed's view, about 1.8 KiB (an entry per watched node, in a \
+             B-tree about half full); the runner, 1.9 KiB; the core's view, 1.6 KiB; the ZooKeeper \
+             client's persistent watches, one per narrow-scope entry (some 20 per job of one \
+             item), about 0.9 KiB; the feed's bookkeeping of its watchers and the client's \
+             receive buffer, about 0.9 KiB. 2026-11-27 took 1.3 KiB of heap and 1.3 KiB of \
+             this section's slope off (12.2 KiB before): the feed's entries are laid out small \
+             (a boxed path and data, the read's place among the events in one word: 72 bytes \
+             per entry, were 96). The way under 10 KiB: a feed that keeps versions and \
+             zxids only (its data is the core view's again) and reads a widening's nodes from \
+             the server (more requests per registration, none per fire), and a smaller runner.\n",
         );
     }
     body.push_str(
