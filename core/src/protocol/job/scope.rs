@@ -274,16 +274,18 @@ pub fn narrow_scope(
         nodes.push(format!("{root}/guarantee"));
     }
     for n in 0..total {
+        if markers.binary_search(&n).is_ok() {
+            continue;
+        }
         nodes.push(paths.item(n));
         for leaf in ITEM_NODES {
             nodes.push(paths.item_node(n, leaf));
         }
     }
-    for &n in markers {
-        nodes.push(paths.item(n));
-        nodes.push(paths.item_node(n, ItemNode::Running));
-        nodes.push(paths.item_node(n, ItemNode::Failover));
-    }
+    // An item whose marker the job watches is watched whole: every node ElasticJob writes
+    // under it is in the scope then, and one subtree entry (one recursive watch on ZooKeeper,
+    // one entry in the runtime's bookkeeping) takes the place of seven.
+    subtrees.extend(markers.iter().map(|&n| paths.item(n)));
     // Sorted once: a job of many items has hundreds of entries.
     WatchScope::of_entries(subtrees, nodes)
 }
@@ -325,6 +327,8 @@ mod tests {
             assert!(!scope.covers(outside), "{outside}");
         }
         assert!(WatchScope::subtree("/j").includes(&scope));
+        assert!(scope.subtrees().contains(&"/j/sharding/1".to_owned()), "a marked item whole");
+        assert!(!scope.nodes().iter().any(|n| n.starts_with("/j/sharding/1")));
         assert!(narrow_scope(&paths, "me", 3, &[], true).covers("/j/guarantee/started/0"));
     }
 
