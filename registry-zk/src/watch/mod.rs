@@ -98,8 +98,8 @@ use crate::node;
 use hub::{Signal, Subscriber};
 
 /// What the subscribers were told about one node, and which ZooKeeper change that was. Kept
-/// for every watched node (a job has some 15), so laid out small: the data boxed without spare
-/// capacity, the read's place among the events packed into one word (`Seen` is 56 bytes, with
+/// for every watched node (a dozen or more per job), so laid out small: the data boxed without
+/// spare capacity, the read's place among the events packed into one word (`Seen` is 56 bytes, with
 /// its boxed path 72 per entry of the view's B-tree, against 96 as a `Node` and an
 /// `Option<u64>` beside a `String`).
 #[derive(Debug, Clone)]
