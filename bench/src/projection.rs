@@ -266,3 +266,43 @@ fn projection(at: &Point) -> String {
         thousands(fanned.round() as u64),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(instances: usize, busy_ticks: usize, operations: u64, events: u64) -> Point {
+        Point {
+            instances,
+            jobs: 50,
+            window_s: 27.0,
+            item_runs: 1_000,
+            busy_ticks,
+            operations,
+            events,
+            wall_s: 1.0,
+            violations: 0,
+        }
+    }
+
+    #[test]
+    fn flat_load_per_unit_of_work_meets_the_target() {
+        // Three instances (below the item count) cost less per item run: not compared.
+        let flat =
+            [point(3, 30, 60, 2_500), point(10, 100, 200, 4_000), point(100, 600, 1_200, 4_000)];
+        let section = render(&flat);
+        assert_eq!(section.verdicts.len(), 1);
+        assert_eq!(section.verdicts[0].status, crate::report::Status::Met);
+        assert!(section.verdicts[0].target.contains("10 → 100 instances"));
+        assert!(section.body.contains("Projection to 100 instances × 10,000 jobs"));
+    }
+
+    #[test]
+    fn events_growing_with_the_cluster_miss_it() {
+        // Every write reaching every instance: events per item run ten times larger at 100.
+        let fanned = [point(10, 100, 200, 4_000), point(100, 600, 1_200, 40_000)];
+        let section = render(&fanned);
+        assert_eq!(section.verdicts[0].status, crate::report::Status::Missed);
+        assert!(!section.verdicts[0].note.is_empty());
+    }
+}
