@@ -4,12 +4,14 @@
 //! Real servers on this machine take clusters up to 30 instances (section 3). The simulator
 //! runs the unchanged core of every instance against one in-memory registry server, which
 //! counts what it receives from each client (every operation, a transaction being one) and
-//! what it sends them (the change events it queues to their watches): the same two
-//! quantities as ZooKeeper's `srvr` "Received" and the notifications behind them. A cluster
-//! of N instances runs J jobs without faults; the load is taken over the steady part of the
-//! run (from the quiet phase to the final one: every job registered and fired several times
-//! before it starts), per fire. Whether it is flat in N is the question; the projection scales
-//! the per-fire figures measured at the largest cluster to the fire rate of 10,000 jobs.
+//! what it sends them (the change events it queues to their watches): the counterparts of
+//! ZooKeeper's `srvr` "Received" and "Sent", without session pings (the in-memory registry has
+//! none). A cluster of N instances runs J jobs without faults; the load is taken over the
+//! steady part of the run (from the quiet phase to the final one: every job registered and
+//! fired several times before it starts), per unit of work: per tick in which an instance
+//! starts items (requests) and per item run (events). Whether those are flat in N is the
+//! question; the projection scales the figures measured at the largest cluster to the work of
+//! 10,000 jobs.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -227,7 +229,7 @@ fn render(results: &[Point]) -> Section {
     Section { body, verdicts }
 }
 
-/// The projection to 100 instances × 10,000 jobs from the per-fire figures of `at`.
+/// The projection to 100 instances × 10,000 jobs from the per-unit figures of `at`.
 fn projection(at: &Point) -> String {
     let fires_per_s = PROJECTED_JOBS as f64 / PROJECTED_PERIOD_S as f64;
     let items_per_s = fires_per_s * f64::from(ITEMS);
