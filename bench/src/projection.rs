@@ -117,6 +117,15 @@ fn measure(instances: usize, jobs: usize, report: &Report) -> Result<Point, Erro
             from.clients, to.clients
         )));
     }
+    // A client replaced by a restart starts counting from 0 again.
+    let (Some(operations), Some(events)) =
+        (to.operations.checked_sub(from.operations), to.events.checked_sub(from.events))
+    else {
+        return Err(crate::err(format!(
+            "{instances} × {jobs}: the counts went down in the window (an instance restarted); \
+             its load is not comparable"
+        )));
+    };
     let mut item_runs = 0;
     let mut busy_ticks = BTreeSet::new();
     for entry in report.entries.iter().filter(|e| e.at >= from.at_ms && e.at < to.at_ms) {
@@ -132,8 +141,8 @@ fn measure(instances: usize, jobs: usize, report: &Report) -> Result<Point, Erro
         window_s: (to.at_ms - from.at_ms) as f64 / 1000.0,
         item_runs,
         busy_ticks: busy_ticks.len(),
-        operations: to.operations - from.operations,
-        events: to.events - from.events,
+        operations,
+        events,
         wall_s: report.wall.as_secs_f64(),
         violations: report.violations.len(),
     })
