@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-[[ $# -ge 1 ]] || { sed -n '2,12p' "$0" >&2; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,13p' "$0" >&2; exit 2; }
 
 state="$PWD/target/bench-servers"
 cleanup() {
