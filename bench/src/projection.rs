@@ -64,9 +64,21 @@ struct Point {
 }
 
 impl Point {
-    fn per(&self, n: u64, of: usize) -> f64 {
-        n as f64 / of.max(1) as f64
+    /// Requests per tick in which an instance started items: the batcher's unit of work.
+    fn received_per_busy_tick(&self) -> f64 {
+        ratio(self.operations, self.busy_ticks)
     }
+    fn received_per_item_run(&self) -> f64 {
+        ratio(self.operations, self.item_runs)
+    }
+    /// Watch events per item run: the fan-out of the writes.
+    fn sent_per_item_run(&self) -> f64 {
+        ratio(self.events, self.item_runs)
+    }
+}
+
+fn ratio(n: u64, of: usize) -> f64 {
+    n as f64 / of.max(1) as f64
 }
 
 fn workload(jobs: usize) -> Vec<JobSpec> {
@@ -174,10 +186,10 @@ fn render(results: &[Point]) -> Section {
             p.window_s,
             thousands(p.item_runs as u64),
             thousands(p.busy_ticks as u64),
-            p.item_runs as f64 / p.busy_ticks.max(1) as f64,
-            p.per(p.operations, p.busy_ticks),
-            p.per(p.operations, p.item_runs),
-            p.per(p.events, p.item_runs),
+            ratio(p.item_runs as u64, p.busy_ticks),
+            p.received_per_busy_tick(),
+            p.received_per_item_run(),
+            p.sent_per_item_run(),
             p.wall_s,
             p.violations,
         ));
@@ -210,8 +222,8 @@ fn render(results: &[Point]) -> Section {
             let min = values.iter().copied().fold(f64::INFINITY, f64::min);
             max / min.max(1e-9)
         };
-        let received = spread(&|p| p.per(p.operations, p.busy_ticks));
-        let sent = spread(&|p| p.per(p.events, p.item_runs));
+        let received = spread(&Point::received_per_busy_tick);
+        let sent = spread(&Point::sent_per_item_run);
         let met = received <= 1.5 && sent <= 1.5;
         let mut verdict = Verdict::new(
             format!(
@@ -222,10 +234,10 @@ fn render(results: &[Point]) -> Section {
             format!(
                 "received per busy tick {:.2} → {:.2}, sent per item run {:.2} → {:.2} \
                  (largest / smallest: ×{received:.2}, ×{sent:.2})",
-                small.per(small.operations, small.busy_ticks),
-                large.per(large.operations, large.busy_ticks),
-                small.per(small.events, small.item_runs),
-                large.per(large.events, large.item_runs),
+                small.received_per_busy_tick(),
+                large.received_per_busy_tick(),
+                small.sent_per_item_run(),
+                large.sent_per_item_run(),
             ),
             met,
         );
@@ -245,8 +257,8 @@ fn projection(at: &Point) -> String {
     // Every second, the items due go to most of the instances: at most one busy tick per
     // instance per second, at most one per item run.
     let busy_per_s = (PROJECTED_INSTANCES as f64).min(items_per_s);
-    let received = at.per(at.operations, at.busy_ticks) * busy_per_s;
-    let sent = at.per(at.events, at.item_runs) * items_per_s;
+    let received = at.received_per_busy_tick() * busy_per_s;
+    let sent = at.sent_per_item_run() * items_per_s;
     // Without narrow scopes and batching: one start and one end write per item run, each
     // reaching every instance.
     let unbatched = 2.0 * items_per_s;
