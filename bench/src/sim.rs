@@ -65,7 +65,9 @@ const WHY_SLOW: &str =
     registration then, at most once since); path lookups in the \
     views ~9 % and allocation ~11 %, spread through all of it. What would close the gap: \
     fewer inputs per protocol step that look at everything again, registrations that do not \
-    widen the watch to the whole job, and a cache shared by the instances of one process.\n";
+    widen the watch to the whole job. A cache shared by the instances of one process does \
+    not fit: each simulated instance must see the registry through its own session (a \
+    partitioned or paused one sees an older state).\n";
 
 pub fn run(quick: bool) -> Result<Section, Error> {
     let mut results = Vec::new();
