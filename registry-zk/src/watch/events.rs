@@ -13,7 +13,7 @@ use zookeeper_client as zk;
 use super::feed::{Feed, Next, Pending};
 use super::hub::Fact;
 use super::watchers::is_final;
-use super::Seen;
+use super::Fresh;
 
 /// What a path's events come to, once their node is known.
 enum Outcome {
@@ -246,7 +246,7 @@ impl Feed {
             let Some((at, outcome)) = outcomes[i].take() else { continue };
             let emitted = match outcome {
                 Some(Outcome::Node(data, stat, known_at)) => {
-                    self.on_node(&at, Seen::new(&at, data, &stat, Some(known_at)))
+                    self.on_node(&at, Fresh::new(&at, data, &stat, Some(known_at)))
                 }
                 Some(Outcome::Absent) => self.on_absent(&at),
                 Some(Outcome::Hidden) | None => Vec::new(),
@@ -258,8 +258,8 @@ impl Feed {
     }
 
     /// A node as it is now (or as a write of this client left it): what changed since the view.
-    fn on_node(&mut self, at: &str, fresh: Seen) -> Vec<WatchEvent> {
-        let node = fresh.node();
+    pub(super) fn on_node(&mut self, at: &str, fresh: Fresh) -> Vec<WatchEvent> {
+        let Fresh { node, seen: fresh } = fresh;
         match self.view.get_mut(at) {
             None => {
                 self.view.insert(at.into(), fresh);
@@ -291,7 +291,7 @@ impl Feed {
     }
 
     /// A node that is gone now.
-    fn on_absent(&mut self, at: &str) -> Vec<WatchEvent> {
+    pub(super) fn on_absent(&mut self, at: &str) -> Vec<WatchEvent> {
         match self.view.remove(at) {
             Some(_) => vec![WatchEvent::Deleted { path: at.to_owned() }],
             None => Vec::new(),
@@ -299,7 +299,7 @@ impl Feed {
     }
 
     /// Sends `event` to every subscriber whose scope covers it; forgets those gone.
-    fn emit(&mut self, event: WatchEvent) {
+    pub(super) fn emit(&mut self, event: WatchEvent) {
         let Some(at) = event.path() else { return };
         let at = at.to_owned();
         self.subscribers.retain(|s| !s.scope.covers(&at) || s.out.send(event.clone()).is_ok());

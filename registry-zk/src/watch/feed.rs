@@ -18,7 +18,7 @@ use zookeeper_client as zk;
 
 use super::hub::{Signal, Subscriber};
 use super::watchers::{Entry, Watchers};
-use super::{snapshot, Seen, View};
+use super::{snapshot, Fresh, Snapshot, View};
 use crate::client::Shared;
 use crate::error::At;
 use crate::session::Session;
@@ -60,7 +60,7 @@ pub(super) struct Feed {
     pub session: Option<Arc<Session>>,
     signals: UnboundedReceiver<Signal>,
     generations: watch::Receiver<u64>,
-    /// What the subscribers hold, by path: only nodes `watched` covers.
+    /// Which state of each node `watched` covers the subscribers were shown, by path.
     pub view: View,
     /// Events taken from the watchers, in order, not yet emitted.
     pub pending: VecDeque<Pending>,
@@ -200,12 +200,15 @@ impl Feed {
         self.catch_up().await
     }
 
-    /// A new subscriber: from the view when the watches cover its scope already; otherwise
-    /// after watching what they lack and reading it.
+    /// A new subscriber: when the watches cover its scope already, shown the nodes the view
+    /// holds there (read again: the view keeps no data); otherwise after watching what they
+    /// lack and reading it.
     async fn join(&mut self, subscriber: Subscriber) -> Result<(), RegistryError> {
         let covered = self.watched.includes(&subscriber.scope);
         if covered && (self.session.is_some() || self.watched.is_empty()) {
-            let nodes = within(&self.view, &subscriber.scope);
+            let paths = covered_paths(&self.view, &subscriber.scope);
+            let label = super::label(&subscriber.scope).to_owned();
+            let nodes = self.show(paths, BTreeMap::new(), &label).await?;
             if subscriber.out.send(WatchEvent::Resync { nodes }).is_ok() {
                 self.subscribers.push(subscriber);
             }
@@ -238,8 +241,16 @@ impl Feed {
         session: &Arc<Session>,
         subscriber: Subscriber,
     ) -> Result<(), RegistryError> {
-        self.widen(session, &subscriber.scope).await?;
-        let nodes = within(&self.view, &subscriber.scope);
+        let read = self.widen(session, &subscriber.scope).await?;
+        let paths = covered_paths(&self.view, &subscriber.scope);
+        let label = super::label(&subscriber.scope).to_owned();
+        let nodes = match self.show(paths, read, &label).await {
+            Ok(nodes) => nodes,
+            Err(e) => {
+                self.shrink().await;
+                return Err(e);
+            }
+        };
         if subscriber.out.send(WatchEvent::Resync { nodes }).is_ok() {
             self.subscribers.push(subscriber);
         }
@@ -247,13 +258,13 @@ impl Feed {
     }
 
     /// Watches what `scope` adds to the watches of `session` and reads it into the view
-    /// (which no subscriber covered: nothing is emitted). The watches it makes redundant go
-    /// once the new ones are registered.
+    /// (which no subscriber covered: nothing is emitted), and returns the nodes read. The
+    /// watches it makes redundant go once the new ones are registered.
     async fn widen(
         &mut self,
         session: &Arc<Session>,
         scope: &WatchScope,
-    ) -> Result<(), RegistryError> {
+    ) -> Result<BTreeMap<Box<str>, Node>, RegistryError> {
         let target = self.watched.union(scope).minimal();
         let (add, remove) = changes(&self.watched, &target);
         let label = super::label(scope).to_owned();
@@ -286,16 +297,113 @@ impl Feed {
             self.watchers.insert(entry, watcher);
         }
         self.retire(&remove);
-        // What the old watches covered the view follows already, events included; the rest
-        // comes from the reads.
-        for (at, seen) in nodes {
-            if !self.watched.covers(&at) {
-                self.view.insert(at, seen);
+        // What the old watches covered the view follows already, events included: those
+        // reads are taken as after an event (what they show that the view did not goes to the
+        // subscribers first); the rest goes into the view.
+        let mut read = BTreeMap::new();
+        let mut followed = Vec::new();
+        for (at, fresh) in nodes {
+            if self.watched.covers(&at) {
+                followed.push((at, fresh));
+            } else {
+                self.view.insert(at.clone(), fresh.seen);
+                read.insert(at, fresh.node);
             }
         }
+        read.extend(self.take_reads(followed));
         self.watched = target;
         self.set_active();
-        Ok(())
+        Ok(read)
+    }
+
+    /// The nodes at `paths` (the view's) as a subscriber is to be shown them: from `read`
+    /// (nodes just read) where there, read again otherwise.
+    async fn show(
+        &mut self,
+        paths: Vec<Box<str>>,
+        mut read: BTreeMap<Box<str>, Node>,
+        label: &str,
+    ) -> Result<BTreeMap<String, Node>, RegistryError> {
+        let mut shown = BTreeMap::new();
+        let mut again = Vec::new();
+        for at in paths {
+            match read.remove(&at) {
+                Some(node) => {
+                    shown.insert(at.into_string(), node);
+                }
+                None => again.push(at),
+            }
+        }
+        if !again.is_empty() {
+            shown.extend(self.refresh(again, label).await?);
+        }
+        Ok(shown)
+    }
+
+    /// Reads `paths` (nodes the watches cover) again for a subscriber to be shown them: the
+    /// view keeps which state of a node the subscribers were shown, not its data. All reads go
+    /// out together; on any failure but a missing or hidden node, nothing is taken.
+    async fn refresh(
+        &mut self,
+        paths: Vec<Box<str>>,
+        label: &str,
+    ) -> Result<BTreeMap<String, Node>, RegistryError> {
+        let Some(session) = self.session.clone() else {
+            return Err(RegistryError::ConnectionLoss { op: Op::Watch, path: label.to_owned() });
+        };
+        let reads = join_all(paths.iter().map(|at| session.ns.get_data(at)));
+        let Ok(reads) = tokio::time::timeout(self.limit, reads).await else {
+            return Err(crate::error::timeout(Op::Watch, label, self.limit));
+        };
+        // Every event that came before the answers is taken now: later ones came after.
+        self.take();
+        let answered_at = self.taken;
+        let mut fresh = Vec::with_capacity(paths.len());
+        for (at, read) in paths.into_iter().zip(reads) {
+            match read {
+                Ok((data, stat)) => {
+                    let node = Fresh::new(&at, data, &stat, Some(answered_at));
+                    fresh.push((at, Some(node)));
+                }
+                Err(zk::Error::NoNode) => fresh.push((at, None)),
+                Err(zk::Error::NoAuth) => {
+                    tracing::warn!(path = %at, "watch: node unreadable with these credentials; left out");
+                }
+                Err(e) => return Err(self.map_err(e, &at)),
+            }
+        }
+        let mut shown = BTreeMap::new();
+        let mut present = Vec::with_capacity(fresh.len());
+        for (at, node) in fresh {
+            match node {
+                Some(node) => present.push((at, node)),
+                None => {
+                    for event in self.on_absent(&at) {
+                        self.emit(event);
+                    }
+                }
+            }
+        }
+        shown.extend(
+            self.take_reads(present).into_iter().map(|(at, node)| (at.into_string(), node)),
+        );
+        Ok(shown)
+    }
+
+    /// Takes reads of nodes the watches covered already as reads after events are taken: what
+    /// one shows that the view did not (a change whose events are still on their way) goes to
+    /// the subscribers covering it, in the order of the changes (zxids), so that a subscriber
+    /// shown these reads and the others see the same states. Returns the nodes read.
+    fn take_reads(&mut self, mut reads: Vec<(Box<str>, Fresh)>) -> BTreeMap<Box<str>, Node> {
+        reads.sort_by_key(|(_, fresh)| fresh.seen.mzxid);
+        let mut nodes = BTreeMap::new();
+        for (at, fresh) in reads {
+            nodes.insert(at.clone(), fresh.node.clone());
+            for event in self.on_node(&at, fresh) {
+                self.emit(event);
+            }
+        }
+        nodes
     }
 
     /// Changes subscriber `id`'s scope to `scope` in place: the watches grow to cover it
@@ -314,27 +422,40 @@ impl Feed {
         }
         let old = subscriber.scope.clone();
         let scope = old.clone().with_change(&change);
+        let mut read = BTreeMap::new();
         if !self.watched.includes(&scope) {
             match self.session.clone() {
-                Some(session) => self.widen(&session, &scope).await?,
+                Some(session) => read = self.widen(&session, &scope).await?,
                 None => {
                     // No watches yet, or none since the session ended: watch everything on the
                     // current session; the resync sends every subscriber its scope anew.
                     let before = self.watched.clone();
                     self.watched = before.union(&scope).minimal();
                     self.set_scope(id, scope.clone());
-                    if let Err(e) = self.try_resync().await {
-                        self.set_scope(id, old);
-                        self.watched = before;
-                        if !self.watched.is_empty() {
-                            self.retry_at = Some(Instant::now() + self.backoff());
+                    match self.try_resync_showing(&scope).await {
+                        Ok(nodes) => read = nodes,
+                        Err(e) => {
+                            self.set_scope(id, old);
+                            self.watched = before;
+                            if !self.watched.is_empty() {
+                                self.retry_at = Some(Instant::now() + self.backoff());
+                            }
+                            return Err(e);
                         }
-                        return Err(e);
                     }
                 }
             }
         }
-        let added = added_nodes(&self.view, &old, &scope);
+        let paths = added_paths(&self.view, &old, &scope);
+        let added = match self.show(paths, read, &label).await {
+            Ok(added) => added,
+            Err(e) => {
+                // The subscriber keeps its old scope (a retry of the change applies it); the
+                // watches go back to what the subscribers need.
+                self.shrink().await;
+                return Err(e);
+            }
+        };
         self.set_scope(id, scope);
         if let Some(subscriber) = self.subscribers.iter_mut().find(|s| s.id == id) {
             subscriber.generation = change.generation;
@@ -444,6 +565,14 @@ impl Feed {
     }
 
     async fn try_resync(&mut self) -> Result<(), RegistryError> {
+        self.try_resync_showing(&WatchScope::new()).await.map(drop)
+    }
+
+    /// [`Self::try_resync`], returning the nodes read that `keep` covers.
+    async fn try_resync_showing(
+        &mut self,
+        keep: &WatchScope,
+    ) -> Result<BTreeMap<Box<str>, Node>, RegistryError> {
         let label = super::label(&self.watched).to_owned();
         let Some(shared) = self.shared.upgrade() else {
             return Err(RegistryError::Closed { op: Op::Watch, path: label });
@@ -480,9 +609,9 @@ impl Feed {
                 self.forget_pending();
                 self.failures = 0;
                 self.retry_at = None;
-                self.install(nodes);
+                let kept = self.install(nodes, keep);
                 self.set_active();
-                Ok(())
+                Ok(kept)
             }
             Ok(Err(e)) => {
                 if matches!(e, zk::Error::SessionExpired | zk::Error::ClientClosed) {
@@ -494,14 +623,25 @@ impl Feed {
         }
     }
 
-    /// Replaces the view with a snapshot and sends each subscriber its part.
-    fn install(&mut self, nodes: View) {
-        self.view = nodes;
+    /// Replaces the view with a snapshot and sends each subscriber its part; returns the nodes
+    /// `keep` covers.
+    fn install(&mut self, nodes: Snapshot, keep: &WatchScope) -> BTreeMap<Box<str>, Node> {
         self.need_resync = false;
-        let view = &self.view;
         // A closed channel means the subscriber left.
         self.subscribers
-            .retain(|s| s.out.send(WatchEvent::Resync { nodes: within(view, &s.scope) }).is_ok());
+            .retain(|s| s.out.send(WatchEvent::Resync { nodes: within(&nodes, &s.scope) }).is_ok());
+        let mut kept = BTreeMap::new();
+        // Built from sorted entries: the B-tree's nodes come out full.
+        self.view = nodes
+            .into_iter()
+            .map(|(at, fresh)| {
+                if keep.covers(&at) {
+                    kept.insert(at.clone(), fresh.node);
+                }
+                (at, fresh.seen)
+            })
+            .collect();
+        kept
     }
 
     /// Tells the hub whether writes must let this feed catch up.
@@ -560,13 +700,13 @@ fn changes(from: &WatchScope, to: &WatchScope) -> (Vec<Entry>, Vec<Entry>) {
     (add, remove)
 }
 
-/// The nodes of `view` that `new` covers and `old` does not: what a change of a subscriber's
-/// scope from `old` to `new` adds. Looks at the entries `new` adds only.
-fn added_nodes(view: &View, old: &WatchScope, new: &WatchScope) -> BTreeMap<String, Node> {
-    let mut out = BTreeMap::new();
-    let mut take = |at: &str, seen: &Seen| {
+/// The paths of `view` that `new` covers and `old` does not: the nodes a change of a
+/// subscriber's scope from `old` to `new` adds. Looks at the entries `new` adds only.
+fn added_paths(view: &View, old: &WatchScope, new: &WatchScope) -> Vec<Box<str>> {
+    let mut out = BTreeSet::new();
+    let mut take = |at: &str| {
         if !old.covers(at) {
-            out.insert(at.to_owned(), seen.node());
+            out.insert(Box::<str>::from(at));
         }
     };
     for root in new.subtrees() {
@@ -578,28 +718,34 @@ fn added_nodes(view: &View, old: &WatchScope, new: &WatchScope) -> BTreeMap<Stri
         } else {
             format!("{root}/")
         };
-        if let Some(seen) = view.get(root.as_str()) {
-            take(root, seen);
+        if view.contains_key(root.as_str()) {
+            take(root);
         }
         let from = std::ops::Bound::Included(below.as_str());
         let range = view.range::<str, _>((from, std::ops::Bound::Unbounded));
-        for (at, seen) in range.take_while(|(at, _)| at.starts_with(&below)) {
-            take(at, seen);
+        for (at, _) in range.take_while(|(at, _)| at.starts_with(&below)) {
+            take(at);
         }
     }
     for at in new.nodes() {
-        if let Some(seen) = view.get(at.as_str()) {
-            take(at, seen);
+        if view.contains_key(at.as_str()) {
+            take(at);
         }
     }
-    out
+    out.into_iter().collect()
 }
 
-/// The part of `view` that `scope` covers, as the contract's nodes.
-pub(super) fn within(view: &View, scope: &WatchScope) -> BTreeMap<String, Node> {
-    view.iter()
-        .filter(|(p, _)| scope.covers(p))
-        .map(|(p, seen)| (p.to_string(), seen.node()))
+/// The paths of `view` that `scope` covers.
+fn covered_paths(view: &View, scope: &WatchScope) -> Vec<Box<str>> {
+    view.keys().filter(|at| scope.covers(at)).cloned().collect()
+}
+
+/// The part of `nodes` that `scope` covers, as the contract's nodes.
+fn within(nodes: &Snapshot, scope: &WatchScope) -> BTreeMap<String, Node> {
+    nodes
+        .iter()
+        .filter(|(at, _)| scope.covers(at))
+        .map(|(at, fresh)| (at.to_string(), fresh.node.clone()))
         .collect()
 }
 

@@ -10,10 +10,14 @@
 //! two, and when a change of the subscribers turns a path's watch from one mode into the other,
 //! the new one is registered before the old watcher is dropped.
 //!
-//! A subscription whose scope the watches cover already joins from the feed's view: its
-//! opening `Resync` costs no request. One that needs more has the feed register the missing
-//! watches and read what they add (a node entry's data; a subtree's nodes, level by level),
-//! then replace any watch the new one makes redundant. When a subscriber leaves, the watches
+//! The feed's view keeps, per watched node, which ZooKeeper change its subscribers were shown
+//! (zxids), not the data: the subscribers hold that. A subscription whose scope the watches
+//! cover already costs no new watch; its opening `Resync` reads the nodes the view lists there
+//! (one `getData` each, sent together). What such a read shows that the view did not (a change
+//! whose events are still on their way) goes to the other subscribers first, as after any
+//! read, so every subscriber is shown the same states. One that needs more has the feed
+//! register the missing watches and read what they add (a node entry's data; a subtree's
+//! nodes, level by level), then replace any watch the new one makes redundant. When a subscriber leaves, the watches
 //! shrink to what the others need: a narrower watch taking over part of a wider one is
 //! registered first, then the wider one is dropped, which makes the client remove it on the
 //! server. So a scheduler's watch of `/` and the watches of its leader latches below still cost
@@ -22,8 +26,9 @@
 //! **A subscription's scope changed in place** (`WatchScoper::rescope`) is a join and a leave in
 //! one step, on the same stream: the watches grow to cover the new scope (registering and
 //! reading only what they lack), the subscriber gets a `Rescoped` event with the nodes its new
-//! scope adds, from the feed's view at that point of its stream (nodes just read are as of
-//! their read), and the watches shrink to what the subscribers need. A watcher is dropped only
+//! scope adds at that point of its stream (those the new watches brought as they were read,
+//! those the watches covered already read again, as for a join), and the watches shrink to
+//! what the subscribers need. A watcher is dropped only
 //! once the watch replacing it is registered, and the events it had received by then are
 //! taken first: ZooKeeper sent the changes made before the registration through it alone.
 //!
@@ -86,8 +91,8 @@ use std::time::Duration;
 use futures::future::join_all;
 use futures::Stream;
 use shardcron_core::registry::{
-    path, Node, Op, RegistryError, Result, ScopeChange, Version, WatchEvent, WatchScope,
-    WatchScoper, WatchStream,
+    path, Node, Op, RegistryError, Result, ScopeChange, WatchEvent, WatchScope, WatchScoper,
+    WatchStream,
 };
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
@@ -97,15 +102,15 @@ use crate::client::Shared;
 use crate::node;
 use hub::{Signal, Subscriber};
 
-/// What the subscribers were told about one node, and which ZooKeeper change that was. Kept
-/// for every watched node (a dozen or more per job), so laid out small: the data boxed without
-/// spare capacity, the read's place among the events packed into one word (`Seen` is 56 bytes, with
-/// its boxed path 72 per entry of the view's B-tree, against 96 as a `Node` and an
-/// `Option<u64>` beside a `String`).
+/// What the feed knows of one node its watches cover: which ZooKeeper change the subscribers
+/// were last shown, not the data (the subscribers hold that: the core's view keeps every node it
+/// is shown, and a second copy here was a sixth of a job's memory). A subscriber that must be
+/// shown nodes the watches already covered gets them read again ([`feed`]'s `refresh`). Kept for
+/// every watched node (a dozen or more per job), so laid out small: the read's place among the
+/// events packed into one word (24 bytes, with its boxed path 40 per entry of the view's
+/// B-tree, against 96 with the data and an `Option<u64>` beside a `String`).
 #[derive(Debug, Clone)]
 struct Seen {
-    data: Box<[u8]>,
-    version: Version,
     /// The zxid that created this incarnation of the node.
     czxid: i64,
     /// The zxid of the last change shown.
@@ -115,35 +120,41 @@ struct Seen {
     /// 0 for a snapshot's nodes, which the feed cannot place among its events. Ordered as the
     /// `Option<u64>` it stands for (`None` first).
     known: u64,
-    ephemeral: bool,
 }
 
 impl Seen {
-    fn new(at: &str, data: Vec<u8>, stat: &zk::Stat, known_at: Option<u64>) -> Self {
-        let Node { data, version, ephemeral } = node::node(at, data, stat);
-        Seen {
-            data: data.into_boxed_slice(),
-            version,
-            czxid: stat.czxid,
-            mzxid: stat.mzxid,
-            known: known_at.map_or(0, |n| n.saturating_add(1)),
-            ephemeral,
-        }
-    }
-
-    /// The node as the contract shows it.
-    fn node(&self) -> Node {
-        Node { data: self.data.to_vec(), version: self.version, ephemeral: self.ephemeral }
-    }
-
     /// How many events had been taken when this state was learnt (`None`: a snapshot's).
     fn known_at(&self) -> Option<u64> {
         self.known.checked_sub(1)
     }
 }
 
-/// What the feed's subscribers hold, by path (boxed: 8 bytes less per entry than a `String`).
+/// A node as a read or a write of this client showed it: what a subscriber is shown, and what
+/// the feed keeps of it.
+#[derive(Debug, Clone)]
+struct Fresh {
+    node: Node,
+    seen: Seen,
+}
+
+impl Fresh {
+    fn new(at: &str, data: Vec<u8>, stat: &zk::Stat, known_at: Option<u64>) -> Self {
+        let node = node::node(at, data, stat);
+        let seen = Seen {
+            czxid: stat.czxid,
+            mzxid: stat.mzxid,
+            known: known_at.map_or(0, |n| n.saturating_add(1)),
+        };
+        Fresh { node, seen }
+    }
+}
+
+/// What the feed knows of the nodes its watches cover, by path (boxed: 8 bytes less per entry
+/// than a `String`).
 type View = BTreeMap<Box<str>, Seen>;
+
+/// Nodes read from the server, by path.
+type Snapshot = BTreeMap<Box<str>, Fresh>;
 
 /// The path errors about a watch of `scope` name: its first entry (`/` for an empty scope).
 pub(crate) fn label(scope: &WatchScope) -> &str {
@@ -245,7 +256,10 @@ impl WatchScoper for ZkScoper {
 
 /// Reads what `scope` covers: a node entry's data alone; a subtree level by level (data and
 /// children). Each level's reads, the node entries' among the first, go out together.
-async fn snapshot(client: &zk::Client, scope: &WatchScope) -> std::result::Result<View, zk::Error> {
+async fn snapshot(
+    client: &zk::Client,
+    scope: &WatchScope,
+) -> std::result::Result<Snapshot, zk::Error> {
     let minimal = scope.minimal();
     let mut nodes = BTreeMap::new();
     // Each path with whether its children are read too.
@@ -273,7 +287,7 @@ async fn snapshot(client: &zk::Client, scope: &WatchScope) -> std::result::Resul
         for ((p, _), (data, children)) in level.iter().zip(reads) {
             match data {
                 Ok((data, stat)) => {
-                    nodes.insert(p.as_str().into(), Seen::new(p, data, &stat, None));
+                    nodes.insert(p.as_str().into(), Fresh::new(p, data, &stat, None));
                 }
                 // Deleted between the parent's listing and this read, or not there at all.
                 Err(zk::Error::NoNode) => continue,
