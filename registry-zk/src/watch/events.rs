@@ -188,7 +188,7 @@ impl Feed {
                     Some((data, stat)) => Outcome::Node(data.clone(), *stat, *known_at),
                     None => Outcome::Absent,
                 }),
-                _ if p.deleted => match self.view.get(at.as_str()) {
+                _ if p.deleted => match self.view.get(at) {
                     // Gone before anyone was told it exists: nothing to say.
                     None => Some(Outcome::Hidden),
                     // Deleted after the view learnt the node: what the view shows is gone (a
@@ -262,7 +262,7 @@ impl Feed {
         let Fresh { node, seen: fresh } = fresh;
         match self.view.get_mut(at) {
             None => {
-                self.view.insert(at.into(), fresh);
+                self.view.insert(at, fresh);
                 vec![WatchEvent::Created { path: at.to_owned(), node }]
             }
             Some(seen) if seen.czxid == fresh.czxid => {

@@ -91,7 +91,7 @@ impl Feed {
             session: None,
             signals,
             generations: shared.generations(),
-            view: BTreeMap::new(),
+            view: View::default(),
             pending: VecDeque::new(),
             taken: 0,
             done: 0,
@@ -206,7 +206,7 @@ impl Feed {
     async fn join(&mut self, subscriber: Subscriber) -> Result<(), RegistryError> {
         let covered = self.watched.includes(&subscriber.scope);
         if covered && (self.session.is_some() || self.watched.is_empty()) {
-            let paths = covered_paths(&self.view, &subscriber.scope);
+            let paths = self.view.covered_by(&subscriber.scope);
             let label = super::label(&subscriber.scope).to_owned();
             let nodes = self.show(paths, BTreeMap::new(), &label).await?;
             if subscriber.out.send(WatchEvent::Resync { nodes }).is_ok() {
@@ -242,7 +242,7 @@ impl Feed {
         subscriber: Subscriber,
     ) -> Result<(), RegistryError> {
         let read = self.widen(session, &subscriber.scope).await?;
-        let paths = covered_paths(&self.view, &subscriber.scope);
+        let paths = self.view.covered_by(&subscriber.scope);
         let label = super::label(&subscriber.scope).to_owned();
         let nodes = match self.show(paths, read, &label).await {
             Ok(nodes) => nodes,
@@ -269,14 +269,7 @@ impl Feed {
         let (add, remove) = changes(&self.watched, &target);
         let label = super::label(scope).to_owned();
         // What the new watches cover beyond the old ones, read once they are registered.
-        let mut added = WatchScope::new();
-        for entry in &add {
-            added = if entry.recursive {
-                added.with_subtree(entry.path.clone())
-            } else {
-                added.with_node(entry.path.clone())
-            };
-        }
+        let added = scope_of(&add);
         let attempt = async {
             let watchers = register(&session.ns, &add).await?;
             let nodes = snapshot(&session.ns, &added).await?;
@@ -306,7 +299,7 @@ impl Feed {
             if self.watched.covers(&at) {
                 followed.push((at, fresh));
             } else {
-                self.view.insert(at.clone(), fresh.seen);
+                self.view.insert(&at, fresh.seen);
                 read.insert(at, fresh.node);
             }
         }
@@ -539,9 +532,8 @@ impl Feed {
             }
         }
         self.retire(&remove);
+        self.view.drop_uncovered(&scope_of(&remove), &target);
         self.watched = target;
-        let watched = &self.watched;
-        self.view.retain(|at, _| watched.covers(at));
         self.set_active();
     }
 
@@ -631,16 +623,12 @@ impl Feed {
         self.subscribers
             .retain(|s| s.out.send(WatchEvent::Resync { nodes: within(&nodes, &s.scope) }).is_ok());
         let mut kept = BTreeMap::new();
-        // Built from sorted entries: the B-tree's nodes come out full.
-        self.view = nodes
-            .into_iter()
-            .map(|(at, fresh)| {
-                if keep.covers(&at) {
-                    kept.insert(at.clone(), fresh.node);
-                }
-                (at, fresh.seen)
-            })
-            .collect();
+        self.view = View::from_sorted(nodes.into_iter().map(|(at, fresh)| {
+            if keep.covers(&at) {
+                kept.insert(at.clone(), fresh.node);
+            }
+            (at, fresh.seen)
+        }));
         kept
     }
 
@@ -703,41 +691,25 @@ fn changes(from: &WatchScope, to: &WatchScope) -> (Vec<Entry>, Vec<Entry>) {
 /// The paths of `view` that `new` covers and `old` does not: the nodes a change of a
 /// subscriber's scope from `old` to `new` adds. Looks at the entries `new` adds only.
 fn added_paths(view: &View, old: &WatchScope, new: &WatchScope) -> Vec<Box<str>> {
-    let mut out = BTreeSet::new();
-    let mut take = |at: &str| {
-        if !old.covers(at) {
-            out.insert(Box::<str>::from(at));
-        }
-    };
-    for root in new.subtrees() {
-        if old.includes(&WatchScope::subtree(root.clone())) {
-            continue;
-        }
-        let below = if root == shardcron_core::registry::path::ROOT {
-            String::from("/")
-        } else {
-            format!("{root}/")
-        };
-        if view.contains_key(root.as_str()) {
-            take(root);
-        }
-        let from = std::ops::Bound::Included(below.as_str());
-        let range = view.range::<str, _>((from, std::ops::Bound::Unbounded));
-        for (at, _) in range.take_while(|(at, _)| at.starts_with(&below)) {
-            take(at);
-        }
-    }
-    for at in new.nodes() {
-        if view.contains_key(at.as_str()) {
-            take(at);
-        }
-    }
-    out.into_iter().collect()
+    let subtrees = new
+        .subtrees()
+        .iter()
+        .filter(|root| !old.includes(&WatchScope::subtree(root.as_str())))
+        .cloned()
+        .collect();
+    let nodes = new.nodes().iter().filter(|at| !old.covers(at)).cloned().collect();
+    let mut paths = view.covered_by(&WatchScope::of_entries(subtrees, nodes));
+    paths.retain(|at| !old.covers(at));
+    paths
 }
 
-/// The paths of `view` that `scope` covers.
-fn covered_paths(view: &View, scope: &WatchScope) -> Vec<Box<str>> {
-    view.keys().filter(|at| scope.covers(at)).cloned().collect()
+/// The scope the watches of `entries` cover.
+fn scope_of(entries: &[Entry]) -> WatchScope {
+    let (subtrees, nodes): (Vec<&Entry>, Vec<&Entry>) = entries.iter().partition(|e| e.recursive);
+    WatchScope::of_entries(
+        subtrees.into_iter().map(|e| e.path.clone()).collect(),
+        nodes.into_iter().map(|e| e.path.clone()).collect(),
+    )
 }
 
 /// The part of `nodes` that `scope` covers, as the contract's nodes.

@@ -80,6 +80,7 @@
 mod events;
 mod feed;
 pub(crate) mod hub;
+mod view;
 mod watchers;
 
 use std::collections::BTreeMap;
@@ -101,14 +102,15 @@ use zookeeper_client as zk;
 use crate::client::Shared;
 use crate::node;
 use hub::{Signal, Subscriber};
+use view::View;
 
 /// What the feed knows of one node its watches cover: which ZooKeeper change the subscribers
 /// were last shown, not the data (the subscribers hold that: the core's view keeps every node it
 /// is shown, and a second copy here was a sixth of a job's memory). A subscriber that must be
 /// shown nodes the watches already covered gets them read again ([`feed`]'s `refresh`). Kept for
 /// every watched node (a dozen or more per job), so laid out small: the read's place among the
-/// events packed into one word (24 bytes, with its boxed path 40 per entry of the view's
-/// B-tree, against 96 with the data and an `Option<u64>` beside a `String`).
+/// events packed into one word (24 bytes; 56 with the data, and 80 as a `Node` and an
+/// `Option<u64>`).
 #[derive(Debug, Clone)]
 struct Seen {
     /// The zxid that created this incarnation of the node.
@@ -148,10 +150,6 @@ impl Fresh {
         Fresh { node, seen }
     }
 }
-
-/// What the feed knows of the nodes its watches cover, by path (boxed: 8 bytes less per entry
-/// than a `String`).
-type View = BTreeMap<Box<str>, Seen>;
 
 /// Nodes read from the server, by path.
 type Snapshot = BTreeMap<Box<str>, Fresh>;
