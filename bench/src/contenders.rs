@@ -149,6 +149,31 @@ pub async fn start(
 /// How many jobs `shardcron-zk` registers at once.
 pub const ZK_PARALLEL_REGISTRATIONS: usize = 64;
 
+/// How many times a registration that failed for a transient reason is tried.
+const ADD_ATTEMPTS: u32 = 5;
+
+/// Adds a job as an application would: a registration that failed for a transient reason (a
+/// connection lost while many registrations load a server on a small machine; the session
+/// lives on) is tried again a second later, up to [`ADD_ATTEMPTS`] times in all.
+pub async fn add_job(
+    scheduler: &Scheduler,
+    config: JobConfig,
+    job: Job,
+) -> Result<(), shardcron_core::Error> {
+    let mut attempt = 1;
+    loop {
+        match scheduler.add_job(config.clone(), job.clone()).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_retryable() && attempt < ADD_ATTEMPTS => {
+                eprintln!("adding {} failed ({e}); trying again", config.job_name());
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// `job-17` → 17.
 fn job_index(name: &str) -> Option<usize> {
     name.strip_prefix("job-")?.parse().ok()
@@ -223,7 +248,7 @@ async fn start_shardcron(
             }
         });
         let scheduler = &scheduler;
-        async move { scheduler.add_job(config?, job).await }
+        async move { add_job(scheduler, config?, job).await }
     };
     if on_zookeeper {
         // Each registration waits for several ZooKeeper writes (each one fsynced by the

@@ -27,9 +27,6 @@ use shardcron_registry_mem::{ConnectOptions, MemServer};
 use crate::report::{Section, Verdict};
 use crate::{contenders, wire, Error};
 
-/// How many times a registration that failed for a transient reason is tried.
-const ADD_ATTEMPTS: u32 = 5;
-
 /// Cluster sizes when the command line gives none.
 const SIZES: [usize; 3] = [3, 10, 30];
 const QUICK_SIZES: [usize; 2] = [3, 10];
@@ -155,23 +152,7 @@ impl Cluster {
 
     async fn add(&self, config: &JobConfig) -> Result<(), Error> {
         for s in &self.schedulers {
-            // Dozens of sessions registering at once on a loaded machine can lose a connection
-            // (the session lives on): as an application would, try a transient failure again.
-            let mut attempt = 1;
-            loop {
-                match s.add_job(config.clone(), Job::from_fn(|_| async { Ok(()) })).await {
-                    Ok(()) => break,
-                    Err(e) if e.is_retryable() && attempt < ADD_ATTEMPTS => {
-                        eprintln!(
-                            "registry: adding {} failed ({e}); trying again",
-                            config.job_name()
-                        );
-                        attempt += 1;
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            contenders::add_job(s, config.clone(), Job::from_fn(|_| async { Ok(()) })).await?;
         }
         Ok(())
     }
