@@ -104,6 +104,18 @@ pub enum Error {
         what: String,
     },
 
+    /// Registering a job on this instance failed on a registry error; the job is not
+    /// scheduled here. [`Error::is_retryable`] says whether adding it again can help (a lost
+    /// connection, a timeout).
+    #[error("job {job}: {source}")]
+    Registration {
+        /// The job.
+        job: String,
+        /// The registry's error.
+        #[source]
+        source: RegistryError,
+    },
+
     /// An operation was refused because of the job's state in the registry.
     #[error("job {job}: {reason}")]
     Refused {
@@ -146,7 +158,7 @@ impl Error {
     /// cron that is wrong, a scheduler that has shut down.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::Registry(e) => e.is_retryable(),
+            Error::Registry(e) | Error::Registration { source: e, .. } => e.is_retryable(),
             Error::Contended { .. } => true,
             _ => false,
         }
@@ -158,7 +170,9 @@ impl Error {
     pub fn is_bad_request(&self) -> bool {
         match self {
             // A name that cannot be a registry path (`a/b` as an IP) is the request's fault.
-            Error::Registry(e) => matches!(e, RegistryError::InvalidPath { .. }),
+            Error::Registry(e) | Error::Registration { source: e, .. } => {
+                matches!(e, RegistryError::InvalidPath { .. })
+            }
             Error::Contended { .. }
             | Error::ShutDown
             | Error::ShutdownInterrupted

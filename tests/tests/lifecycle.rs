@@ -197,3 +197,40 @@ async fn a_subscriber_that_falls_behind_is_told_how_many_events_it_missed() {
     let rest: Vec<_> = events.collect().await;
     assert!(rest.len() <= 5, "{rest:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_registration_cut_short_by_a_lost_connection_can_be_tried_again() {
+    let cluster = TestCluster::new(47);
+    let client = cluster.client();
+    let id = client.client_id();
+    let registry: Arc<dyn CoordinatorRegistry> = Arc::new(client);
+    let scheduler = start_on(&cluster, registry).await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (config, job) = counting("flaky", 1, &runs);
+    let lost = shardcron_core::registry::RegistryError::ConnectionLoss {
+        op: shardcron_core::registry::Op::Get,
+        path: String::new(),
+    };
+    // Every request takes 10 ms: the connection is lost once the scheduler has read the
+    // stored config, while the job's runner registers.
+    cluster.server.set_latency(id, Duration::from_millis(10));
+    let adding = {
+        let (scheduler, config, job) = (scheduler.clone(), config.clone(), job.clone());
+        tokio::spawn(async move { scheduler.add_job(config, job).await })
+    };
+    tokio::time::sleep(Duration::from_millis(25)).await;
+    cluster.server.fail_next(id, 1, lost);
+    // Typed with its cause, so that the application can tell it from a refusal.
+    let err = adding.await.unwrap().unwrap_err();
+    cluster.server.set_latency(id, Duration::ZERO);
+    assert!(
+        matches!(&err, shardcron_core::Error::Registration { job, source }
+            if job == "flaky" && matches!(source, shardcron_core::registry::RegistryError::ConnectionLoss { .. })),
+        "{err:?}"
+    );
+    assert!(err.is_retryable() && !err.is_bad_request(), "{err}");
+    assert!(std::error::Error::source(&err).is_some(), "the registry's error is kept");
+    scheduler.add_job(config, job).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    assert!(runs.load(Ordering::SeqCst) >= 2, "the job runs once added again");
+}

@@ -138,19 +138,22 @@ impl JobRunner {
             // Leave no instance node behind for a job this scheduler will not run: the leader
             // would give it items that nobody runs. Best effort: the error that matters is the
             // registration's.
-            let error = runner
-                .protocol
-                .take_error()
-                .unwrap_or_else(|| "registration did not complete".into());
+            let error = runner.protocol.take_error();
             let node = crate::layout::JobPaths::new(runner.protocol.job())
                 .instance(runner.shared.instance.as_str());
             if let Err(cleanup) = runner.shared.registry.delete_if_exists(&node).await {
                 tracing::warn!(job = runner.protocol.job(), error = %cleanup, "could not remove the instance node of a job that failed to start");
             }
             runner.shared.cache.update(|c| c.deleted(&node));
-            return Err(crate::error::Error::Refused {
-                job: runner.protocol.job().to_owned(),
-                reason: error,
+            let job = runner.protocol.job().to_owned();
+            return Err(match error {
+                // Typed, so that the application can tell a lost connection (try again) from
+                // a refusal.
+                Some(source) => crate::error::Error::Registration { job, source },
+                None => crate::error::Error::Refused {
+                    job,
+                    reason: "registration did not complete".into(),
+                },
             });
         }
         Ok(runner)

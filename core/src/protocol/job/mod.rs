@@ -297,7 +297,7 @@ pub struct JobProtocol {
     /// The registry's time minus ours, at the last comparison.
     registry_offset_ms: i64,
     flag_attempts: u32,
-    last_error: Option<String>,
+    last_error: Option<RegistryError>,
     /// Garbage last reported per path (the node's version and value), so that each change of
     /// a node is reported once.
     reported: BTreeMap<String, (Option<u64>, String)>,
@@ -454,8 +454,8 @@ impl JobProtocol {
         self.registration.registered()
     }
 
-    /// The message of the last failed request, if one failed since this was last asked.
-    pub fn take_error(&mut self) -> Option<String> {
+    /// The error of the last failed request, if one failed since this was last asked.
+    pub fn take_error(&mut self) -> Option<RegistryError> {
         self.last_error.take()
     }
 
@@ -763,7 +763,7 @@ impl JobProtocol {
     /// Reports a failed request; what it was for is retried on the next input.
     fn failed(&mut self, e: &RegistryError) {
         self.errored = true;
-        self.last_error = Some(e.to_string());
+        self.last_error = Some(e.clone());
         self.emit(SchedulerEvent::Error { job: self.job().to_owned(), message: e.to_string() });
     }
 
