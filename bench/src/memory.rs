@@ -155,24 +155,31 @@ fn render(results: &[MemoryResult]) -> Section {
              child lists are boxed slices (8 bytes less in every slot of its table).\n",
         );
     }
-    if per_job(results, contenders::SHARDCRON_ZK).is_some_and(|k| k >= 10.0) {
+    if let Some(k) = per_job(results, contenders::SHARDCRON_ZK) {
         body.push_str(
-            "\n**Why shardcron on ZooKeeper misses 10 KiB per job.** The process holds no copy \
-             of the registry, but the ZooKeeper backend's: its event feed keeps every watched \
-             node (path, data, zxids: `registry-zk/src/watch/`), to tell its own writes' \
-             events from others' and to answer a widening's snapshot without reading the \
-             server again. A heap profile of 1,000 jobs (heaptrack, 2026-11-27, 9.1 KiB of \
-             heap per job): the feed's view, about 1.8 KiB (an entry per watched node, in a \
-             B-tree about half full); the runner, 1.9 KiB; the core's view, 1.6 KiB; the ZooKeeper \
-             client's persistent watches, one per narrow-scope entry (some 20 per job of one \
-             item), about 0.9 KiB; the feed's bookkeeping of its watchers and the client's \
-             receive buffer, about 0.9 KiB. 2026-11-27 took 1.3 KiB of heap and 1.3 KiB of \
-             this section's slope off (12.2 KiB before): the feed's entries are laid out small \
-             (a boxed path and data, the read's place among the events in one word: 72 bytes \
-             per entry, were 96). The way under 10 KiB: a feed that keeps versions and \
-             zxids only (its data is the core view's again) and reads a widening's nodes from \
-             the server (more requests per registration, none per fire), and a smaller runner.\n",
+            "\n**Where a job's memory goes on ZooKeeper.** The process holds no copy of the \
+             registry. The ZooKeeper backend's event feed keeps, per watched node, which change \
+             its subscribers were shown (zxids: to tell its own writes' events from others' and \
+             drop a read that shows nothing new; `registry-zk/src/watch/`), and since \
+             2026-11-28 not the data, which the subscribers (the core's view) hold: a \
+             subscriber shown nodes that another subscriber's watch already covered gets them \
+             read again. A heap profile of 1,000 jobs (heaptrack, 2026-11-28, 7.5 KiB of heap \
+             per job, 9.1 the day before): the runner, 2.1 KiB; the core's view, 1.7 KiB; the \
+             ZooKeeper client's persistent watches, one per narrow-scope entry (some 20 per job \
+             of one item), 0.9 KiB; the feed's view, 0.9 KiB (1.8 before: its entries are \
+             grouped by job in sorted vectors without spare room, 40 bytes each besides the \
+             rest of their path, in place of a B-tree of 72-byte entries about half full); the \
+             feed's bookkeeping of its watchers, 0.2 KiB; the client's receive buffer, the \
+             driver's routes and timers, the mailboxes, the rest. This section's slope was \
+             12.2 KiB per job on 2026-11-27 morning and 10.9 in the evening.\n",
         );
+        if k >= 10.0 {
+            body.push_str(
+                "\n**Why shardcron on ZooKeeper misses 10 KiB per job.** What is left besides \
+                 the core's own state (the runner, the view) is the client's: its watches and \
+                 the feed's record of each watched node; see above.\n",
+            );
+        }
     }
     body.push_str(
         "\ntokio-cron-scheduler keeps a job as a record in a map (no task per job) and polls the \
@@ -186,7 +193,10 @@ fn render(results: &[MemoryResult]) -> Section {
              and the driver, the view and the in-memory registry apply it entry by entry. The \
              ZooKeeper and etcd backends still apply it to the stream's whole scope (a pass \
              over it per change, tens of thousands of entries at 10,000 jobs), hence the \
-             ZooKeeper column's registering time, which grows faster than the count.\n",
+             ZooKeeper column's registering time, which grows faster than the count; the \
+             ZooKeeper feed's part of it was quadratic until 2026-11-28 (the watches to add and \
+             remove were found by a linear search of one scope per entry of the other) and is \
+             one pass now.\n",
     );
     let mut verdicts = Vec::new();
     let threads: Vec<u64> = COUNTS

@@ -393,8 +393,16 @@ fn why_late(r: &PrecisionResult, results: &[PrecisionResult]) -> String {
          about 8 µs of CPU (some 25,000 instructions), a fifth of today's: it takes a protocol \
          that answers a fire without re-reading everything at each of its four inputs, fewer \
          strings per item in the job API (its context is four owned strings), and fewer \
-         allocations and task hops per fire. tokio-cron-scheduler is later still: it polls its \
-         job list every 500 ms.\n",
+         allocations and task hops per fire. Even then, the start transaction of the tick alone \
+         is about half that budget (the in-memory registry's part above, on the committer's one \
+         task), and on ZooKeeper or etcd every launch waits for a write the server fsyncs: a \
+         design that commits a tick's `running` markers at its fire time does not reach 5 ms \
+         with monitorExecution on. The markers would have to be committed ahead of the tick (a \
+         few milliseconds before it is due) and the items launched at it, which changes what a \
+         marker says (RUNNING before the body starts) and which assignment a fire answers to \
+         when a reshard is asked for in that window (GUARANTEES.md, section 2): a protocol \
+         change, to be checked in the simulator before it is made. tokio-cron-scheduler is \
+         later still: it polls its job list every 500 ms.\n",
     );
     out.push_str(SINCE_NARROW_SCOPES);
     out.push_str(&fires_lost(results));
