@@ -14,7 +14,7 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 use shardcron_core::config::JobConfig;
 use shardcron_core::job::Job;
-use shardcron_core::registry::{CoordinatorRegistry, CreateMode, RegistryExt};
+use shardcron_core::registry::{CoordinatorRegistry, CreateMode, Op, RegistryError, RegistryExt};
 use shardcron_core::runtime::{EventsLagged, Scheduler, SchedulerBuilder, SchedulerEvent};
 use shardcron_tests::{TestCluster, EPOCH_MS};
 
@@ -207,10 +207,7 @@ async fn a_registration_cut_short_by_a_lost_connection_can_be_tried_again() {
     let scheduler = start_on(&cluster, registry).await;
     let runs = Arc::new(AtomicUsize::new(0));
     let (config, job) = counting("flaky", 1, &runs);
-    let lost = shardcron_core::registry::RegistryError::ConnectionLoss {
-        op: shardcron_core::registry::Op::Get,
-        path: String::new(),
-    };
+    let lost = RegistryError::ConnectionLoss { op: Op::Get, path: String::new() };
     // Every request takes 10 ms: the connection is lost once the scheduler has read the
     // stored config, while the job's runner registers.
     cluster.server.set_latency(id, Duration::from_millis(10));
@@ -223,11 +220,11 @@ async fn a_registration_cut_short_by_a_lost_connection_can_be_tried_again() {
     // Typed with its cause, so that the application can tell it from a refusal.
     let err = adding.await.unwrap().unwrap_err();
     cluster.server.set_latency(id, Duration::ZERO);
-    assert!(
-        matches!(&err, shardcron_core::Error::Registration { job, source }
-            if job == "flaky" && matches!(source, shardcron_core::registry::RegistryError::ConnectionLoss { .. })),
-        "{err:?}"
-    );
+    let shardcron_core::Error::Registration { job: name, source } = &err else {
+        panic!("a registration error: {err:?}");
+    };
+    assert_eq!(name, "flaky");
+    assert!(matches!(source, RegistryError::ConnectionLoss { .. }), "{source:?}");
     assert!(err.is_retryable() && !err.is_bad_request(), "{err}");
     assert!(std::error::Error::source(&err).is_some(), "the registry's error is kept");
     scheduler.add_job(config, job).await.unwrap();

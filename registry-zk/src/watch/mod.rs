@@ -11,26 +11,26 @@
 //! the new one is registered before the old watcher is dropped.
 //!
 //! The feed's view keeps, per watched node, which ZooKeeper change its subscribers were shown
-//! (zxids), not the data: the subscribers hold that. A subscription whose scope the watches
-//! cover already costs no new watch; its opening `Resync` reads the nodes the view lists there
-//! (one `getData` each, sent together). What such a read shows that the view did not (a change
-//! whose events are still on their way) goes to the other subscribers first, as after any
-//! read, so every subscriber is shown the same states. One that needs more has the feed
-//! register the missing watches and read what they add (a node entry's data; a subtree's
-//! nodes, level by level), then replace any watch the new one makes redundant. When a subscriber leaves, the watches
-//! shrink to what the others need: a narrower watch taking over part of a wider one is
-//! registered first, then the wider one is dropped, which makes the client remove it on the
-//! server. So a scheduler's watch of `/` and the watches of its leader latches below still cost
-//! one ZooKeeper watch and one read per change, and narrow scopes cost only their entries.
+//! (zxids), not the data: the subscribers hold that. A subscription whose scope the watches cover
+//! already costs no new watch; its opening `Resync` reads the nodes the view lists there (one
+//! `getData` each, sent together). What such a read shows that the view did not (a change whose
+//! events are still on their way) goes to the other subscribers first, as after any read, so every
+//! subscriber is shown the same states. One that needs more has the feed register the missing
+//! watches and read what they add (a node entry's data; a subtree's nodes, level by level), then
+//! replace any watch the new one makes redundant. When a subscriber leaves, the watches shrink to
+//! what the others need: a narrower watch taking over part of a wider one is registered first, then
+//! the wider one is dropped, which makes the client remove it on the server. So a scheduler's watch
+//! of `/` and the watches of its leader latches below still cost one ZooKeeper watch and one read
+//! per change, and narrow scopes cost only their entries.
 //!
 //! **A subscription's scope changed in place** (`WatchScoper::rescope`) is a join and a leave in
-//! one step, on the same stream: the watches grow to cover the new scope (registering and
-//! reading only what they lack), the subscriber gets a `Rescoped` event with the nodes its new
-//! scope adds at that point of its stream (those the new watches brought as they were read,
-//! those the watches covered already read again, as for a join), and the watches shrink to
-//! what the subscribers need. A watcher is dropped only
-//! once the watch replacing it is registered, and the events it had received by then are
-//! taken first: ZooKeeper sent the changes made before the registration through it alone.
+//! one step, on the same stream: the watches grow to cover the new scope (registering and reading
+//! only what they lack), the subscriber gets a `Rescoped` event with the nodes its new scope adds
+//! at that point of its stream (those the new watches brought as they were read, those the watches
+//! covered already read again, as for a join), and the watches shrink to what the subscribers need.
+//! A watcher is dropped only once the watch replacing it is registered, and the events it had
+//! received by then are taken first: ZooKeeper sent the changes made before the registration
+//! through it alone.
 //!
 //! ZooKeeper's events carry a path and a kind but no data, so the feed reads a node after its
 //! events, but only where it must ([`events`]), and only for paths the watches cover:
@@ -106,11 +106,10 @@ use view::View;
 
 /// What the feed knows of one node its watches cover: which ZooKeeper change the subscribers
 /// were last shown, not the data (the subscribers hold that: the core's view keeps every node it
-/// is shown, and a second copy here was a sixth of a job's memory). A subscriber that must be
-/// shown nodes the watches already covered gets them read again ([`feed`]'s `refresh`). Kept for
-/// every watched node (a dozen or more per job), so laid out small: the read's place among the
-/// events packed into one word (24 bytes; 56 with the data, and 80 as a `Node` and an
-/// `Option<u64>`).
+/// is shown). A subscriber that must be shown nodes the watches already covered gets them read
+/// again ([`feed`]'s `refresh`). Kept for every watched node (a dozen or more per job), so laid
+/// out small: the read's place among the events packed into one word, 24 bytes in all (56 while
+/// it held the data).
 #[derive(Debug, Clone)]
 struct Seen {
     /// The zxid that created this incarnation of the node.
@@ -123,6 +122,8 @@ struct Seen {
     /// `Option<u64>` it stands for (`None` first).
     known: u64,
 }
+
+const _: () = assert!(std::mem::size_of::<Seen>() == 24);
 
 impl Seen {
     /// How many events had been taken when this state was learnt (`None`: a snapshot's).

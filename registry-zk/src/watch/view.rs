@@ -3,12 +3,13 @@
 //! Laid out for memory, as it holds a dozen or more entries per job of every scheduler on the
 //! client: the entries are grouped by the first segment of their path (under a scheduler's
 //! namespace, a job's name), each group a sorted vector grown one entry at a time, the groups
-//! in a B-tree. A B-tree of the single entries kept them in leaves about half full (some 60
-//! bytes of leaf per 40-byte entry, besides the boxed path); a group costs its entries without
-//! spare room and one slot of the B-tree, and its paths leave the job's name out.
+//! in a B-tree. A group costs its entries without spare room and one slot of the B-tree, and
+//! its paths leave the job's name out: 0.9 KiB per job of one item, against 1.2 KiB for a
+//! B-tree of the single entries with their whole paths, whose leaves were about half full
+//! (heaptrack, 1,000 jobs on ZooKeeper).
 //!
 //! Entries are found by path, and by what a watch entry covers (a node, a subtree): never by a
-//! pass over the whole view, which at ten thousand jobs is a couple of hundred thousand
+//! pass over the whole view, which at ten thousand jobs holds well over a hundred thousand
 //! entries.
 
 use std::collections::BTreeMap;
