@@ -26,7 +26,7 @@ trap cleanup EXIT
 cargo build --release -p shardcron-bench -p shardcron-cli --features shardcron-cli/etcd
 
 case "$1" in
-  all | registry | failover)
+  all | memory | registry | failover)
     ZK_MAX_SESSION_TIMEOUT_MS=20000 scripts/zookeeper.sh start "$state/zookeeper" >/dev/null
     SHARDCRON_SERVERS_DIR="$state" scripts/etcd.sh start
     # shellcheck disable=SC1091
