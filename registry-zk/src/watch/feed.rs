@@ -351,36 +351,31 @@ impl Feed {
         // Every event that came before the answers is taken now: later ones came after.
         self.take();
         let answered_at = self.taken;
-        let mut fresh = Vec::with_capacity(paths.len());
+        let mut present = Vec::with_capacity(paths.len());
+        let mut gone = Vec::new();
         for (at, read) in paths.into_iter().zip(reads) {
             match read {
                 Ok((data, stat)) => {
-                    let node = Fresh::new(&at, data, &stat, Some(answered_at));
-                    fresh.push((at, Some(node)));
+                    present.push((at.clone(), Fresh::new(&at, data, &stat, Some(answered_at))));
                 }
-                Err(zk::Error::NoNode) => fresh.push((at, None)),
+                Err(zk::Error::NoNode) => gone.push(at),
                 Err(zk::Error::NoAuth) => {
                     tracing::warn!(path = %at, "watch: node unreadable with these credentials; left out");
                 }
                 Err(e) => return Err(self.map_err(e, &at)),
             }
         }
-        let mut shown = BTreeMap::new();
-        let mut present = Vec::with_capacity(fresh.len());
-        for (at, node) in fresh {
-            match node {
-                Some(node) => present.push((at, node)),
-                None => {
-                    for event in self.on_absent(&at) {
-                        self.emit(event);
-                    }
-                }
+        // Nothing is taken before every read answered: the deletions, then the rest.
+        for at in gone {
+            for event in self.on_absent(&at) {
+                self.emit(event);
             }
         }
-        shown.extend(
-            self.take_reads(present).into_iter().map(|(at, node)| (at.into_string(), node)),
-        );
-        Ok(shown)
+        Ok(self
+            .take_reads(present)
+            .into_iter()
+            .map(|(at, node)| (at.into_string(), node))
+            .collect())
     }
 
     /// Takes reads of nodes the watches covered already as reads after events are taken: what
