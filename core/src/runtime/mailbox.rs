@@ -126,9 +126,9 @@ impl<T> Receiver<T> {
         }
     }
 
-    /// A received message has been handled: it no longer counts as work in hand.
-    pub fn handled(&self) {
-        self.shared.activity.end(1);
+    /// `count` received messages have been handled: they no longer count as work in hand.
+    pub fn handled(&self, count: usize) {
+        self.shared.activity.end(count);
     }
 
     /// The receiver starts waiting for the registry in the middle of handling a message (or
@@ -150,14 +150,23 @@ impl<T> Receiver<T> {
         self.shared.activity.begin(queue.messages.len() + 1);
     }
 
-    /// The next message if one is queued, without waiting.
-    pub fn try_recv(&self) -> Option<T> {
+    /// The next message if one is queued and `wanted` accepts it, without waiting. Counted as
+    /// work in hand until [`Receiver::handled`], as a received one.
+    pub fn next_if(&self, wanted: impl FnOnce(&T) -> bool) -> Option<T> {
         let mut queue = self.shared.queue.lock();
+        if !queue.messages.front().is_some_and(wanted) {
+            return None;
+        }
         let message = queue.messages.pop_front();
         if queue.messages.is_empty() && queue.messages.capacity() > KEEP_CAPACITY {
             queue.messages = VecDeque::new();
         }
         message
+    }
+
+    /// The next message if one is queued, without waiting.
+    pub fn try_recv(&self) -> Option<T> {
+        self.next_if(|_| true)
     }
 }
 
@@ -205,6 +214,25 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn next_if_takes_only_an_accepted_front_and_each_counts_until_handled() {
+        let activity = Arc::new(Activity::default());
+        let (tx, mut rx) = mailbox::<u32>(activity.clone());
+        for i in [2, 4, 5, 6] {
+            assert!(tx.send(i).is_ok());
+        }
+        assert_eq!(rx.recv().await, Some(2));
+        let even = |n: &u32| n % 2 == 0;
+        assert_eq!(rx.next_if(even), Some(4));
+        assert_eq!(rx.next_if(even), None, "5 is at the front: nothing behind it is taken");
+        assert_eq!(activity.busy(), 4, "two in hand, two queued");
+        rx.handled(2);
+        assert_eq!(activity.busy(), 2);
+        assert_eq!(rx.recv().await, Some(5));
+        assert_eq!(rx.next_if(even), Some(6));
+        assert_eq!(rx.next_if(even), None, "empty");
+    }
+
+    #[tokio::test]
     async fn a_receiver_waiting_for_the_registry_and_its_queue_are_no_work_in_hand() {
         let activity = Arc::new(Activity::default());
         let (tx, mut rx) = mailbox::<u32>(activity.clone());
@@ -218,7 +246,7 @@ mod tests {
         assert_eq!(activity.busy(), 0, "queued behind a wait");
         rx.resume();
         assert_eq!(activity.busy(), 3, "the one in hand and the two queued");
-        rx.handled();
+        rx.handled(1);
         drop(rx);
         assert_eq!(activity.busy(), 0, "what the dropped mailbox held no longer counts");
     }

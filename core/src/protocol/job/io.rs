@@ -58,8 +58,12 @@ pub enum Input {
     ReconcileDue,
     /// A wait the protocol armed ([`Action::ArmWait`]) reached its deadline.
     WaitDue,
-    /// A node of the job's subtree changed; the view already shows the change.
-    Changed(JobNode),
+    /// Nodes of the job's subtree changed (each once, in the order their events came); the
+    /// view already shows the changes, and maybe later ones. The runtime hands over together
+    /// the changes that queued up while the job was busy: the job looks at them in one step,
+    /// as it would at the last of them, and decides once (an instance joining a cluster of N
+    /// changes N nodes in each of the others' views at once).
+    Changed(Vec<JobNode>),
     /// The view was replaced by a snapshot: anything may have changed.
     Resynced,
     /// The session changed state.

@@ -482,7 +482,11 @@ impl JobProtocol {
                 self.armed_wait = None;
                 self.servers_audit_owed = true;
             }
-            Input::Changed(node) => self.on_change_in_scope(node, ctx),
+            Input::Changed(nodes) => {
+                for node in nodes {
+                    self.on_change_in_scope(node, ctx);
+                }
+            }
             Input::Resynced => self.on_resync_in_scope(ctx),
             Input::Session(event) => self.on_session(event, ctx),
             Input::Reply { op, result } => self.on_reply(op, result, ctx),

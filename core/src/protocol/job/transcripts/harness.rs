@@ -660,7 +660,7 @@ impl Harness {
         Ok(())
     }
 
-    /// The watch delivers a batch: the view applies it, then the job hears of each node.
+    /// The watch delivers a batch: the view applies it, then the job hears of its nodes.
     fn deliver(
         &mut self,
         batch: Vec<WatchEvent>,
@@ -669,11 +669,20 @@ impl Harness {
     ) -> Result<(), String> {
         out.push(print::watch(&batch));
         batch.iter().for_each(|e| self.view.apply(e));
+        // The job's nodes of the batch, each once, in one input: the runtime hands over the
+        // changes queued in the job's mailbox together.
+        let mut nodes = Vec::new();
         for event in &batch {
             let Some((job, node)) = event.path().and_then(JobNode::parse) else { continue };
-            if job == JOB && !matches!(node, JobNode::Other | JobNode::Root) {
-                self.chain(Input::Changed(node), inputs, out)?;
+            if job == JOB
+                && !matches!(node, JobNode::Other | JobNode::Root)
+                && !nodes.contains(&node)
+            {
+                nodes.push(node);
             }
+        }
+        if !nodes.is_empty() {
+            self.chain(Input::Changed(nodes), inputs, out)?;
         }
         Ok(())
     }

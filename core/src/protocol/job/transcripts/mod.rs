@@ -29,8 +29,9 @@
 //!
 //! Requests are answered at once (auto mode) and their success is recorded in the view as the
 //! runtime does; their watch events, and those of writes by others, are delivered after the
-//! chain of replies settles (each batch: the view applies it, then the job hears `Changed` of
-//! each node), unless the watch is held.
+//! chain of replies settles (each batch: the view applies it, then the job hears one `Changed`
+//! of the batch's nodes, as the runtime hands over the changes queued together), unless the
+//! watch is held.
 //!
 //! # Commands
 //!
