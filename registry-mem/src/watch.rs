@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures::Stream;
-use shardcron_core::registry::{Node, ScopeChange, WatchEvent, WatchScope};
+use shardcron_core::registry::{path, Node, ScopeChange, WatchEvent, WatchScope};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::namespace::Namespace;
@@ -78,7 +78,7 @@ impl Index {
         }
         self.subtrees.contains(path)
             || self.subtrees.contains("/")
-            || path.match_indices('/').skip(1).any(|(i, _)| self.subtrees.contains(&path[..i]))
+            || path::ancestors(path).any(|ancestor| self.subtrees.contains(ancestor))
     }
 }
 

@@ -328,7 +328,8 @@ pub fn read_assigned(view: &View, paths: &JobPaths) -> Option<Assigned> {
 /// The raise time of the reshard that made the current assignment, as recorded: fires after
 /// it run under it.
 pub fn assigned_since(view: &View, paths: &JobPaths) -> Option<i64> {
-    read_assigned(view, paths).map(|a| a.raised_ms)
+    let path = paths.assigned();
+    view.get(&path).and_then(|node| Assigned::raised_ms(&path, &node.data).ok())
 }
 
 /// The record of the last reshard's assignment (and the one before), if readable.

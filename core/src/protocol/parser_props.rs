@@ -30,6 +30,7 @@ fn data() -> impl Strategy<Value = Vec<u8>> {
             Just("interrupted".to_owned()),
             Just("missed".to_owned()),
             Just("previous".to_owned()),
+            Just("owed".to_owned()),
             Just("10.0.0.1@-@7".to_owned()),
             Just("@-@".to_owned()),
             Just("jobInstanceId: ".to_owned()),
@@ -79,6 +80,15 @@ proptest! {
         if let Err(error) = store::parse_stored("j", &data, &KnownTypes::default()) {
             prop_assert!(!error.to_string().is_empty());
         }
+    }
+
+    #[test]
+    fn the_assignment_records_raise_time_reads_as_the_whole_record(data in data()) {
+        let p = "/j/node";
+        prop_assert_eq!(
+            Assigned::raised_ms(p, &data),
+            Assigned::parse(p, &data).map(|record| record.raised_ms)
+        );
     }
 
     #[test]

@@ -280,6 +280,16 @@ pub struct Assigned {
     pub earlier: Vec<Section>,
 }
 
+/// A line of an [`Assigned`] record after its raise time.
+enum Line<'a> {
+    /// `previous {raised}`: an earlier reshard's lines follow.
+    Previous(i64),
+    /// `owed {item} {fire}`.
+    Owed(u32, i64),
+    /// `{item} {owner}`.
+    Owner(u32, &'a str),
+}
+
 /// One earlier reshard of an [`Assigned`] record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Section {
@@ -314,40 +324,62 @@ impl Assigned {
     /// Reads what [`Self::encode`] writes. A record nobody can read owes no catch-up: callers
     /// read garbage as no record.
     pub fn parse(path: &str, data: &[u8]) -> Result<Assigned, Garbage> {
-        let bad = || {
-            Garbage::new(
-                path,
-                data,
-                "the assignment record holds a time, then `{item} {owner}` lines",
-            )
-        };
-        let text = std::str::from_utf8(data).map_err(|_| bad())?;
-        let mut lines = text.lines();
-        let raised_ms = lines.next().and_then(|l| l.trim().parse().ok()).ok_or_else(bad)?;
-        let mut current =
-            Section { raised_ms, owners: Owners::new(), caught_up: Default::default() };
         let mut earlier: Vec<Section> = Vec::new();
-        for line in lines {
-            let (head, rest) = line.trim().split_once(' ').ok_or_else(bad)?;
-            if head == "previous" {
-                let raised_ms = rest.parse().map_err(|_| bad())?;
+        let mut current =
+            Section { raised_ms: 0, owners: Owners::new(), caught_up: Default::default() };
+        let raised_ms = Self::scan(data, |line| {
+            if let Line::Previous(raised_ms) = line {
                 earlier.push(Section {
                     raised_ms,
                     owners: Owners::new(),
                     caught_up: Default::default(),
                 });
-                continue;
+                return;
             }
             let section = earlier.last_mut().unwrap_or(&mut current);
-            if head == "owed" {
-                let (item, fire) = rest.split_once(' ').ok_or_else(bad)?;
-                let item = item.parse().map_err(|_| bad())?;
-                section.caught_up.insert(item, fire.trim().parse().map_err(|_| bad())?);
-                continue;
+            match line {
+                Line::Owed(item, fire) => {
+                    section.caught_up.insert(item, fire);
+                }
+                Line::Owner(item, owner) => {
+                    section.owners.insert(item, owner.to_owned());
+                }
+                Line::Previous(_) => {}
             }
-            section.owners.insert(head.parse().map_err(|_| bad())?, rest.to_owned());
-        }
+        })
+        .ok_or_else(|| Self::garbage(path, data))?;
         Ok(Assigned { raised_ms, owners: current.owners, caught_up: current.caught_up, earlier })
+    }
+
+    /// The raise time of a record that reads (what [`Assigned::parse`] would give as
+    /// `raised_ms`), without building it: every fire asks, and the record holds up to 16
+    /// earlier assignments.
+    pub fn raised_ms(path: &str, data: &[u8]) -> Result<i64, Garbage> {
+        Self::scan(data, |_| {}).ok_or_else(|| Self::garbage(path, data))
+    }
+
+    fn garbage(path: &str, data: &[u8]) -> Garbage {
+        Garbage::new(path, data, "the assignment record holds a time, then `{item} {owner}` lines")
+    }
+
+    /// Checks the record's lines, showing each to `line`; the raise time, or `None` for a
+    /// record that does not read.
+    fn scan<'a>(data: &'a [u8], mut line: impl FnMut(Line<'a>)) -> Option<i64> {
+        let text = std::str::from_utf8(data).ok()?;
+        let mut lines = text.lines();
+        let raised_ms = lines.next().and_then(|l| l.trim().parse().ok())?;
+        for text in lines {
+            let (head, rest) = text.trim().split_once(' ')?;
+            line(match head {
+                "previous" => Line::Previous(rest.parse().ok()?),
+                "owed" => {
+                    let (item, fire) = rest.split_once(' ')?;
+                    Line::Owed(item.parse().ok()?, fire.trim().parse().ok()?)
+                }
+                item => Line::Owner(item.parse().ok()?, rest),
+            });
+        }
+        Some(raised_ms)
     }
 
     /// Who the record says owned `item` for `fire_ms`: `Some(None)` for nobody (before the

@@ -101,7 +101,7 @@ impl ScopeIndex {
             return false;
         }
         self.subtrees.contains(path::ROOT)
-            || path.match_indices('/').skip(1).any(|(i, _)| self.subtrees.contains(&path[..i]))
+            || path::ancestors(path).any(|ancestor| self.subtrees.contains(ancestor))
     }
 }
 

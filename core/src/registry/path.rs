@@ -128,7 +128,9 @@ pub fn is_within(path: &str, root: &str) -> bool {
 /// The ancestors of a valid path from the top down, excluding the root and the path itself:
 /// `/a/b/c` gives `/a`, `/a/b`.
 pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
-    path.match_indices('/').skip(1).map(move |(i, _)| &path[..i])
+    // A byte search: scope checks ask this of every path a job reads or a watch publishes,
+    // and `match_indices` of a char cost a tenth of a simulation.
+    path.bytes().enumerate().skip(1).filter(|&(_, b)| b == b'/').map(move |(i, _)| &path[..i])
 }
 
 #[cfg(test)]

@@ -68,16 +68,22 @@ impl JobProtocol {
         }
         // A node reported missing that is back, or reported and gone since: what it holds
         // next is a new change (versions start again with a new node).
-        if let Some(path) = garbage::path_of(&self.paths, node) {
-            let missing = self.reported.get(&path).map(|(_, v)| v == MISSING);
-            let readable = ctx.view.exists(&path)
-                && garbage::unreadable(ctx.view, &self.paths, node).is_none()
-                && !matches!(node, JobNode::Config);
-            if missing.is_some_and(|m| m == ctx.view.exists(&path) || (!m && readable)) {
-                self.reported.remove(&path);
+        if !self.reported.is_empty() {
+            if let Some(path) = garbage::path_of(&self.paths, node) {
+                // Parsed only for a node reported before: every change passes here.
+                let readable = || {
+                    ctx.view.exists(&path)
+                        && garbage::unreadable(ctx.view, &self.paths, node).is_none()
+                        && !matches!(node, JobNode::Config)
+                };
+                let missing = self.reported.get(&path).map(|(_, v)| v == MISSING);
+                if missing.is_some_and(|m| m == ctx.view.exists(&path) || (!m && readable())) {
+                    self.reported.remove(&path);
+                }
             }
         }
-        let leader = self.is_leader(ctx);
+        // Asked only where it decides something: every change passes here.
+        let leader = || self.is_leader(ctx);
         let view = ctx.view;
         match node {
             JobNode::Instance(id) if *id == self.me => {
@@ -102,7 +108,7 @@ impl JobProtocol {
                 }
             }
             JobNode::Item(n, ItemNode::Instance) => self.on_owner_change(*n, ctx, changed),
-            JobNode::Item(n, ItemNode::Running) => self.on_marker_change(*n, leader, ctx),
+            JobNode::Item(n, ItemNode::Running) => self.on_marker_change(*n, ctx),
             JobNode::LeaderInstance => {
                 let path = self.paths.leader_instance();
                 let Some(holder) = view.get(&path) else {
@@ -124,7 +130,7 @@ impl JobProtocol {
                 }
             }
             JobNode::ShardingNecessary => {
-                if !leader {
+                if !leader() {
                     return;
                 }
                 if let Some(g) = garbage::unreadable(view, &self.paths, node) {
@@ -141,7 +147,7 @@ impl JobProtocol {
             }
             JobNode::FailoverItem(n) => {
                 if let Some(g) = garbage::unreadable(view, &self.paths, node) {
-                    if leader || self.failover_enabled() {
+                    if leader() || self.failover_enabled() {
                         self.report_once(&g, ctx);
                     }
                     if self.failover_enabled() {
@@ -152,7 +158,7 @@ impl JobProtocol {
             JobNode::Ledger(id) => {
                 if let Some(g) = garbage::unreadable(view, &self.paths, node) {
                     let mine = *id == self.me;
-                    if leader || mine {
+                    if mine || leader() {
                         self.report_once(&g, ctx);
                     }
                     if mine && self.failover_enabled() {
@@ -162,14 +168,14 @@ impl JobProtocol {
             }
             JobNode::Assigned => {
                 if let Some(g) = garbage::unreadable(view, &self.paths, node) {
-                    if leader {
+                    if leader() {
                         self.report_once(&g, ctx);
                         self.repairs.insert(Repair::Assigned);
                     }
                 }
             }
             JobNode::Server(_) | JobNode::Item(_, ItemNode::Misfire) | JobNode::Instance(_) => {
-                if let Some(g) = garbage::unreadable(view, &self.paths, node).filter(|_| leader) {
+                if let Some(g) = garbage::unreadable(view, &self.paths, node).filter(|_| leader()) {
                     self.report_once(&g, ctx);
                 }
             }
@@ -239,7 +245,7 @@ impl JobProtocol {
     /// A `running` marker changed: the holder rewrites one that no longer names it (and no
     /// other live instance, which would be a failover taker's); a marker our finished run
     /// lost to garbage is removed; the leader reports what it cannot read.
-    fn on_marker_change(&mut self, n: u32, leader: bool, ctx: &Ctx<'_>) {
+    fn on_marker_change(&mut self, n: u32, ctx: &Ctx<'_>) {
         let path = self.paths.item_node(n, ItemNode::Running);
         let Some(marker) = ctx.view.get(&path) else {
             self.lost_markers.remove(&n);
@@ -261,7 +267,7 @@ impl JobProtocol {
         // A marker naming an instance that left is an orphan waiting for failover, not
         // garbage, unless we hold it.
         let unreadable = garbage::unreadable(ctx.view, &self.paths, &node).is_some();
-        if ours || (leader && unreadable) {
+        if ours || (unreadable && self.is_leader(ctx)) {
             self.report_once(&g, ctx);
         }
         if ours {
