@@ -87,6 +87,11 @@ fn entries(scope: &WatchScope) -> impl Iterator<Item = Entry> + '_ {
     subtrees.chain(scope.nodes().iter().map(|n| Entry::Node(n.clone())))
 }
 
+fn entries_of(subtrees: Vec<&str>, nodes: Vec<&str>) -> Vec<Entry> {
+    let subtrees = subtrees.into_iter().map(|r| Entry::Subtree(r.to_owned()));
+    subtrees.chain(nodes.into_iter().map(|n| Entry::Node(n.to_owned()))).collect()
+}
+
 impl Watching {
     /// Watching `current` with the stream whose scoper is `scoper`, no job yet.
     pub fn new(current: WatchScope, scoper: Option<Arc<dyn WatchScoper>>) -> Self {
@@ -117,9 +122,13 @@ impl Watching {
         if old.as_ref() == new {
             return;
         }
-        // Only this job's own entries are looked at, whatever the union's size.
-        let gone: Vec<Entry> = old.iter().flat_map(entries).collect();
-        let came: Vec<Entry> = new.into_iter().flat_map(entries).collect();
+        // Only the entries this job's scope gained or lost are looked at, whatever the size
+        // of the union or of the job's scope (a narrow one changes by a marker per fire).
+        let empty = WatchScope::new();
+        let (came_subtrees, came_nodes, gone_subtrees, gone_nodes) =
+            old.as_ref().unwrap_or(&empty).entry_changes(new.unwrap_or(&empty));
+        let came = entries_of(came_subtrees, came_nodes);
+        let gone = entries_of(gone_subtrees, gone_nodes);
         for entry in came {
             self.counts.entry(entry.clone()).or_default().jobs += 1;
             self.touched.insert(entry);
