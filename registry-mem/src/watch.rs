@@ -163,19 +163,21 @@ impl Watches {
         }
         watch.generation = change.generation;
         let index = &mut watch.index;
+        // What the old scope did not cover is read: the nodes the change brings in. A node a
+        // removed entry covered and an added one covers again stays in the stream, whose
+        // events kept it current: a swap from a job's whole subtree to its narrow scope reads
+        // nothing (read again, a cluster's nodes were, by each of its instances at each of its
+        // registrations: the square of its size per job).
+        let fresh = WatchScope::of_entries(
+            change.add.subtrees().iter().filter(|r| !index.in_subtree(r)).cloned().collect(),
+            change.add.nodes().iter().filter(|n| !index.covers(n)).cloned().collect(),
+        );
         for root in change.remove.subtrees() {
             index.subtrees.remove(root);
         }
         for node in change.remove.nodes() {
             index.nodes.remove(node);
         }
-        // What the entries kept do not cover already is read: the nodes the change brings in.
-        let fresh = WatchScope::of_entries(
-            change.add.subtrees().iter().filter(|r| !index.in_subtree(r)).cloned().collect(),
-            change.add.nodes().iter().filter(|n| !index.covers(n)).cloned().collect(),
-        );
-        // (A node a removed entry covered and an added one covers again comes with them, at
-        // its current state, as the contract allows.)
         let added = snapshot(tree, ns, &fresh);
         for root in change.add.subtrees() {
             index.subtrees.insert(root.clone());

@@ -89,7 +89,8 @@ pub async fn publish(
         }
         return Ok(Published { config: local.clone(), fingerprint: fingerprint(yaml.as_bytes()) });
     }
-    if is_garbage(&stored.data) {
+    // Parsed once: what reads as no job config at all is garbage, the rest is checked.
+    let Some(parsed) = read_config(&stored.data) else {
         // Fenced: an operator's fix meanwhile wins.
         match registry.set(&paths.config(), yaml.as_bytes(), Some(stored.version)).await {
             Ok(_) => {
@@ -103,16 +104,16 @@ pub async fn publish(
             }
             Err(e) => return Err(e.into()),
         }
-    }
-    let config = parse_stored(&local.job_name, &stored.data, known)
+    };
+    let config = checked(&local.job_name, parsed, known)
         .map_err(|source| Error::StoredConfigUnusable { job: local.job_name.clone(), source })?;
     Ok(Published { config, fingerprint: fingerprint(&stored.data) })
 }
 
-/// Whether a stored config is not a job config at all (as opposed to one that does not
-/// validate).
-fn is_garbage(data: &[u8]) -> bool {
-    std::str::from_utf8(data).map_or(true, |text| JobConfig::from_yaml(text).is_err())
+/// A stored config as a job config; `None` for one that is not a job config at all (not text,
+/// not YAML of a config), as opposed to one that does not validate.
+fn read_config(data: &[u8]) -> Option<JobConfig> {
+    JobConfig::from_yaml(std::str::from_utf8(data).ok()?).ok()
 }
 
 /// Parses and validates a stored config.
@@ -123,6 +124,15 @@ pub fn parse_stored(
 ) -> std::result::Result<JobConfig, StoredConfigError> {
     let text = std::str::from_utf8(data).map_err(StoredConfigError::NotText)?;
     let config = JobConfig::from_yaml(text).map_err(StoredConfigError::Unreadable)?;
+    checked(job, config, known)
+}
+
+/// A parsed stored config, validated and checked to be `job`'s.
+fn checked(
+    job: &str,
+    config: JobConfig,
+    known: &KnownTypes,
+) -> std::result::Result<JobConfig, StoredConfigError> {
     config.validate_with(known).map_err(StoredConfigError::Invalid)?;
     if config.job_name != job {
         return Err(StoredConfigError::OtherJob {
