@@ -32,12 +32,24 @@ impl<T> Stream for Channel<T> {
 
 /// The nodes `scope` (server paths) covers as client `ns` sees them, in path order, each once.
 pub(crate) fn snapshot(tree: &Tree, ns: &Namespace, scope: &WatchScope) -> BTreeMap<String, Node> {
+    snapshot_except(tree, ns, scope, None)
+}
+
+/// [`snapshot`] without the nodes `known` covers.
+fn snapshot_except(
+    tree: &Tree,
+    ns: &Namespace,
+    scope: &WatchScope,
+    known: Option<&Index>,
+) -> BTreeMap<String, Node> {
+    let fresh = |path: &str| known.is_none_or(|index| !index.covers(path));
     let mut nodes = BTreeMap::new();
     for root in scope.subtrees() {
-        nodes.extend(tree.subtree(root).into_iter().map(|(p, e)| (ns.to_client(p), e.node())));
+        let below = tree.subtree(root).into_iter().filter(|(p, _)| fresh(p));
+        nodes.extend(below.map(|(p, e)| (ns.to_client(p), e.node())));
     }
     for at in scope.nodes() {
-        if let Some(entry) = tree.get(at) {
+        if let Some(entry) = tree.get(at).filter(|_| fresh(at)) {
             nodes.insert(ns.to_client(at), entry.node());
         }
     }
@@ -163,22 +175,22 @@ impl Watches {
         }
         watch.generation = change.generation;
         let index = &mut watch.index;
-        // What the old scope did not cover is read: the nodes the change brings in. A node a
-        // removed entry covered and an added one covers again stays in the stream, whose
-        // events kept it current: a swap from a job's whole subtree to its narrow scope reads
-        // nothing (read again, a cluster's nodes were, by each of its instances at each of its
-        // registrations: the square of its size per job).
+        // What the old scope did not cover is read: the nodes the change brings in. A node
+        // the old scope covered stays in the stream, whose events kept it current: a swap from
+        // a job's whole subtree to its narrow scope and back reads nothing the narrow one had
+        // (read again, a cluster's nodes were, by each of its instances at each of its
+        // registrations and elections: the square of its size per job).
         let fresh = WatchScope::of_entries(
             change.add.subtrees().iter().filter(|r| !index.in_subtree(r)).cloned().collect(),
             change.add.nodes().iter().filter(|n| !index.covers(n)).cloned().collect(),
         );
+        let added = snapshot_except(tree, ns, &fresh, Some(index));
         for root in change.remove.subtrees() {
             index.subtrees.remove(root);
         }
         for node in change.remove.nodes() {
             index.nodes.remove(node);
         }
-        let added = snapshot(tree, ns, &fresh);
         for root in change.add.subtrees() {
             index.subtrees.insert(root.clone());
         }
