@@ -556,10 +556,15 @@ impl View {
     fn uncovered_below(&self, mut stack: Vec<String>) -> Vec<String> {
         let mut out = Vec::new();
         while let Some(at) = stack.pop() {
+            // All below a subtree entry is covered: not walked (a job's subtree given up for
+            // its narrow scope keeps its `instances` and `servers`, a node per instance each).
+            if self.index.in_subtree(&at) {
+                continue;
+            }
             for (name, _) in self.view.children(&at) {
                 stack.push(path::join(&at, name));
             }
-            if !self.index.covers(&at) {
+            if !self.index.nodes.contains(at.as_str()) {
                 out.push(at);
             }
         }
