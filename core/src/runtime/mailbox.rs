@@ -221,7 +221,7 @@ mod tests {
             assert!(tx.send(i).is_ok());
         }
         assert_eq!(rx.recv().await, Some(2));
-        let even = |n: &u32| n % 2 == 0;
+        let even = |n: &u32| n.is_multiple_of(2);
         assert_eq!(rx.next_if(even), Some(4));
         assert_eq!(rx.next_if(even), None, "5 is at the front: nothing behind it is taken");
         assert_eq!(activity.busy(), 4, "two in hand, two queued");

@@ -174,12 +174,12 @@ impl JobProtocol {
                     }
                 }
             }
-            JobNode::Server(_) | JobNode::Item(_, ItemNode::Misfire) | JobNode::Instance(_) => {
-                // Only the leader reports these: the others do not parse them.
-                if leader() {
-                    if let Some(g) = garbage::unreadable(view, &self.paths, node) {
-                        self.report_once(&g, ctx);
-                    }
+            // Only the leader reports these: the others do not parse them.
+            JobNode::Server(_) | JobNode::Item(_, ItemNode::Misfire) | JobNode::Instance(_)
+                if leader() =>
+            {
+                if let Some(g) = garbage::unreadable(view, &self.paths, node) {
+                    self.report_once(&g, ctx);
                 }
             }
             _ => {}
