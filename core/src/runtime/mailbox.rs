@@ -53,6 +53,10 @@ pub(crate) struct Sender<T> {
 /// The receiving half.
 pub(crate) struct Receiver<T> {
     shared: Arc<Shared<T>>,
+    /// Messages (or work counted as one) taken and not yet handled: several, when a runner
+    /// takes the changes queued behind the one it received. Atomic only so that the receiver
+    /// stays `Sync` for the `&self` methods; one task uses it.
+    in_hand: AtomicUsize,
 }
 
 /// A new mailbox whose queued messages count in `activity`.
@@ -63,7 +67,7 @@ pub(crate) fn mailbox<T>(activity: Arc<Activity>) -> (Sender<T>, Receiver<T>) {
         senders: AtomicUsize::new(1),
         activity,
     });
-    (Sender { shared: shared.clone() }, Receiver { shared })
+    (Sender { shared: shared.clone() }, Receiver { shared, in_hand: AtomicUsize::new(0) })
 }
 
 impl<T> Sender<T> {
@@ -109,7 +113,8 @@ impl<T> std::fmt::Debug for Sender<T> {
 
 impl<T> Receiver<T> {
     /// The next message, waiting for one; `None` once every sender is gone and none is left.
-    /// The receiver tells [`Receiver::handled`] once it is done with it.
+    /// The receiver tells [`Receiver::handled`] once it is done with it (and with any taken
+    /// with it).
     pub async fn recv(&mut self) -> Option<T> {
         tokio::task::consume_budget().await;
         loop {
@@ -126,32 +131,40 @@ impl<T> Receiver<T> {
         }
     }
 
-    /// `count` received messages have been handled: they no longer count as work in hand.
-    pub fn handled(&self, count: usize) {
-        self.shared.activity.end(count);
+    /// Work that is no message (a registration) counts as one in hand, until
+    /// [`Receiver::handled`].
+    pub fn begin_work(&self) {
+        self.in_hand.fetch_add(1, Ordering::Relaxed);
+        self.shared.activity.begin(1);
     }
 
-    /// The receiver starts waiting for the registry in the middle of handling a message (or
-    /// of work counted as one): neither it nor the queued messages count until [`Self::resume`].
+    /// What is in hand has been handled: it no longer counts as work in hand.
+    pub fn handled(&self) {
+        self.shared.activity.end(self.in_hand.swap(0, Ordering::Relaxed));
+    }
+
+    /// The receiver starts waiting for the registry in the middle of handling what it holds:
+    /// neither that nor the queued messages count until [`Self::resume`].
     pub fn pause(&self) {
         let held = {
             let mut queue = self.shared.queue.lock();
             queue.paused = true;
-            queue.messages.len() + 1
+            queue.messages.len() + self.in_hand.load(Ordering::Relaxed)
         };
         self.shared.activity.end(held);
     }
 
-    /// The registry answered: the message in hand and the queued ones count again.
+    /// The registry answered: what is in hand and the queued messages count again.
     pub fn resume(&self) {
         let mut queue = self.shared.queue.lock();
         queue.paused = false;
         // Under the lock: a message sent meanwhile is counted once, here or by its send.
-        self.shared.activity.begin(queue.messages.len() + 1);
+        let held = queue.messages.len() + self.in_hand.load(Ordering::Relaxed);
+        self.shared.activity.begin(held);
     }
 
-    /// The next message if one is queued and `wanted` accepts it, without waiting. Counted as
-    /// work in hand until [`Receiver::handled`], as a received one.
+    /// The next message if one is queued and `wanted` accepts it, without waiting. In hand
+    /// until [`Receiver::handled`], as a received one.
     pub fn next_if(&self, wanted: impl FnOnce(&T) -> bool) -> Option<T> {
         let mut queue = self.shared.queue.lock();
         if !queue.messages.front().is_some_and(wanted) {
@@ -161,6 +174,7 @@ impl<T> Receiver<T> {
         if queue.messages.is_empty() && queue.messages.capacity() > KEEP_CAPACITY {
             queue.messages = VecDeque::new();
         }
+        self.in_hand.fetch_add(usize::from(message.is_some()), Ordering::Relaxed);
         message
     }
 
@@ -180,7 +194,8 @@ impl<T> Drop for Receiver<T> {
         };
         let (dropped, counted) = dropped;
         if counted {
-            self.shared.activity.end(dropped.len());
+            // And what it held, if it went in the middle of handling it (its task stopped).
+            self.shared.activity.end(dropped.len() + self.in_hand.swap(0, Ordering::Relaxed));
         }
         // Dropped outside the lock: a message may hold a reply channel whose drop wakes a task.
         drop(dropped);
@@ -214,7 +229,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn next_if_takes_only_an_accepted_front_and_each_counts_until_handled() {
+    async fn messages_taken_together_count_until_handled_and_not_while_paused() {
         let activity = Arc::new(Activity::default());
         let (tx, mut rx) = mailbox::<u32>(activity.clone());
         for i in [2, 4, 5, 6] {
@@ -225,11 +240,24 @@ mod tests {
         assert_eq!(rx.next_if(even), Some(4));
         assert_eq!(rx.next_if(even), None, "5 is at the front: nothing behind it is taken");
         assert_eq!(activity.busy(), 4, "two in hand, two queued");
-        rx.handled(2);
+        rx.pause();
+        assert_eq!(activity.busy(), 0, "waiting for the registry, with two in hand");
+        rx.resume();
+        assert_eq!(activity.busy(), 4);
+        rx.handled();
         assert_eq!(activity.busy(), 2);
         assert_eq!(rx.recv().await, Some(5));
         assert_eq!(rx.next_if(even), Some(6));
         assert_eq!(rx.next_if(even), None, "empty");
+        rx.handled();
+        assert_eq!(activity.busy(), 0);
+        rx.begin_work();
+        assert_eq!(activity.busy(), 1, "a registration counts as one in hand");
+        rx.pause();
+        assert_eq!(activity.busy(), 0);
+        rx.resume();
+        rx.handled();
+        assert_eq!(activity.busy(), 0);
     }
 
     #[tokio::test]
@@ -246,7 +274,7 @@ mod tests {
         assert_eq!(activity.busy(), 0, "queued behind a wait");
         rx.resume();
         assert_eq!(activity.busy(), 3, "the one in hand and the two queued");
-        rx.handled(1);
+        rx.handled();
         drop(rx);
         assert_eq!(activity.busy(), 0, "what the dropped mailbox held no longer counts");
     }

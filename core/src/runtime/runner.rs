@@ -124,15 +124,15 @@ impl JobRunner {
             scope: None,
         });
         // The registration is work in hand like a message's handling.
-        runner.shared.activity.begin(1);
+        runner.mailbox.begin_work();
         runner.feed(Input::Start, Urgency::Now).await;
-        runner.shared.activity.end(1);
+        runner.mailbox.handled();
         // It reads the job's whole subtree: it waits for the driver to watch it.
         while !runner.protocol.registered() && runner.protocol.awaiting_scope() {
             let Some(event) = runner.mailbox.recv().await else { break };
-            let (input, urgency, taken) = runner.input_of(event);
+            let (input, urgency) = runner.input_of(event);
             Box::pin(runner.feed(input, urgency)).await;
-            runner.mailbox.handled(taken);
+            runner.mailbox.handled();
         }
         if !runner.protocol.registered() {
             // Leave no instance node behind for a job this scheduler will not run: the leader
@@ -164,11 +164,11 @@ impl JobRunner {
         while let Some(event) = self.mailbox.recv().await {
             // What items that returned ask for at once (the removal of their markers) may wait
             // a little for the other ends of their tick, to share their registry write.
-            let (input, urgency, taken) = self.input_of(event);
+            let (input, urgency) = self.input_of(event);
             // Boxed: the handling of an event is a large future, and unboxed it would be part
             // of every idle runner's (< 10 KiB per job). One allocation per event.
             Box::pin(self.feed(input, urgency)).await;
-            self.mailbox.handled(taken);
+            self.mailbox.handled();
             if self.protocol.stopped() {
                 break;
             }
@@ -178,51 +178,46 @@ impl JobRunner {
         }
     }
 
-    /// The protocol's input for an event of the mailbox, how soon what it asks for must go,
-    /// and how many messages of the mailbox it stands for.
-    fn input_of(&mut self, event: JobEvent) -> (Input, Urgency, usize) {
+    /// The protocol's input for an event of the mailbox (and the changes queued behind it),
+    /// and how soon what it asks for must go.
+    fn input_of(&mut self, event: JobEvent) -> (Input, Urgency) {
         let input = match event {
             JobEvent::Fire { fire_ms } => Input::FireDue { fire_ms },
             JobEvent::Reconcile => Input::ReconcileDue,
             JobEvent::Wait => Input::WaitDue,
             JobEvent::ClockBack => Input::ClockWentBack,
-            JobEvent::Changed(node) => {
-                let (nodes, taken) = self.queued_changes(node);
-                return (Input::Changed(nodes), Urgency::Now, taken);
-            }
+            JobEvent::Changed(node) => Input::Changed(self.queued_changes(node)),
             JobEvent::Resynced => Input::Resynced,
             JobEvent::Session(event) => Input::Session(event),
             JobEvent::Done { launch, report } => {
                 let tick = self.launches.remove(&launch).map(|(_, tick)| tick);
-                return (Input::Done { launch, report }, Urgency::Deferrable { tick }, 1);
+                return (Input::Done { launch, report }, Urgency::Deferrable { tick });
             }
             JobEvent::Stop { reason, reply } => {
                 self.stop_replies.extend(reply);
                 Input::Stop { reason }
             }
         };
-        (input, Urgency::Now, 1)
+        (input, Urgency::Now)
     }
 
-    /// `first` and the changes queued right behind it, each node once, and how many messages
-    /// they were. A joining instance changes several nodes of every other instance's view at
+    /// `first` and the changes queued right behind it, each node once (all in hand until
+    /// handled). A joining instance changes several nodes of every other instance's view at
     /// once, and the others' writes land in bursts while a job waits for the registry: one
     /// step over all of them decides what the last of them would, without a look at everything
     /// for each (a simulated start of 40 instances × 100 jobs took 642,000 steps of changes,
     /// 193,000 so), nor a request for each (a leader raised the reshard flag once for a
     /// joiner's instance node and again for its server node).
-    fn queued_changes(&mut self, first: JobNode) -> (Vec<JobNode>, usize) {
+    fn queued_changes(&mut self, first: JobNode) -> Vec<JobNode> {
         let mut nodes = vec![first];
-        let mut taken = 1;
         while let Some(JobEvent::Changed(node)) =
             self.mailbox.next_if(|event| matches!(event, JobEvent::Changed(_)))
         {
-            taken += 1;
             if !nodes.contains(&node) {
                 nodes.push(node);
             }
         }
-        (nodes, taken)
+        nodes
     }
 
     /// Steps the protocol on `input`, then on the reply of every request it asks for, until
