@@ -45,26 +45,30 @@ impl Point {
 
 /// Where a simulation's time goes, for a run that misses a target.
 const WHY_SLOW: &str =
-    "\n**Where the time goes** (a CPU profile with perf, 2026-11-27, 10×10 with the failover \
-    profile, 6 seeds). The simulator runs the unchanged core, and its time is the core's. The \
-    narrow watch scopes (issue #15: each instance watches only what its jobs must react to, so \
-    the others' per-fire writes reach no view) took the fan-out of every write to every view \
-    out, but put a scope's bookkeeping in its place, and the simulator, whose instances \
-    restart, resync and fail over all the time, pays for it more than a steady process: at \
-    10×10, 353 virtual s per wall s against 543 for the same code without them, interleaved \
-    on one machine (2026-11-25). \
-    The job runners' protocol steps ~45 % (the choice of the next thing to do ~33 %: whether \
-    the view covers the job's scope yet ~7 %, the fire path ~7 %, the idle checks ~5 %; the \
-    audit of each changed node ~12 %, half of it parsing the node to find garbage; the change \
-    handling ~6 %); the drivers' watch handling ~21 % (applying changes to the view ~7 %, \
-    applying scope changes ~4 %); the changes of the process's watch as jobs register, widen \
-    and narrow (the in-memory registry's snapshot of what a change adds, the driver's union) \
-    ~15 %; the check of every read against the scope (the simulator counts a read outside it \
-    as a protocol bug; production schedulers skip it) ~6 %; instances starting and adding \
-    their jobs ~7 % (the stored config's YAML parsed per job ~4 %: three times per \
-    registration then, at most once since); path lookups in the \
-    views ~9 % and allocation ~11 %, spread through all of it. What would close the gap: \
-    fewer inputs per protocol step that look at everything again, registrations that do not \
+    "\n**Where the time goes** (callgrind, 2026-11-28, 10×10 with the failover profile, seed \
+    2: instruction counts, which repeat where CPU times on this shared machine do not). The \
+    simulator runs the unchanged core, and its time is the core's: 2.18 G instructions for the \
+    seed's 169 virtual s, 3.58 G the day before. What went: a job hears the changes queued in \
+    its mailbox in one step (at every step it looks at everything it might do next; the \
+    seed's 35,000 steps of changes became 8,000, and a leader no longer raises the reshard \
+    flag twice for one joiner), path ancestors found by a byte search (the scope checks of \
+    every read), the assignment record's raise time read without building the record at each \
+    fire, garbage checks only where they decide something, the process's watch entries \
+    hashed and changed only where a job's scope changed, the in-memory registry reading only \
+    what a scope change adds. What is left, inclusive: the job runners' protocol steps 55 % \
+    (the choice of the next thing to do 41 %: the fire path 12 %, the audit of changed nodes \
+    10 %, whether the view covers the job's scope yet 8 %, the idle checks 7 %; which scope \
+    the job needs, asked after every step, 7 %); path lookups in the views 14 %, spread \
+    through those; the drivers' watch handling 14 %; the registry's transactions 9 %; the \
+    changes of the process's watch as jobs register, widen and narrow 15 %; the check of \
+    every read against the scope (the simulator counts a read outside it as a protocol bug; \
+    production schedulers skip it) 6 %; instances starting and adding their jobs 6 %. \
+    Allocation is 9 %. No single cost dominates: the gap to 2,000 virtual s per wall s is a \
+    protocol step that looks at everything again, in the view, at each input. **Large \
+    clusters**: a cluster's start has every instance's registration of every job seen by \
+    the job's runners on every other instance, so its cost grows with the square of the \
+    instances per job (20 × 100, one seed, 1 s of faults: 17.4 G instructions the day \
+    before, 9.5 G now). What would close the gap: a step that looks only at what its input changed, registrations that do not \
     widen the watch to the whole job. A cache shared by the instances of one process does \
     not fit: each simulated instance must see the registry through its own session (a \
     partitioned or paused one sees an older state).\n";

@@ -206,7 +206,7 @@ impl JobRunner {
     /// once, and the others' writes land in bursts while a job waits for the registry: one
     /// step over all of them decides what the last of them would, without a look at everything
     /// for each (a simulated start of 40 instances × 100 jobs took 642,000 steps of changes,
-    /// 193,000 so), nor a request for each (a leader raised the reshard flag once for a
+    /// 36,000 so), nor a request for each (a leader raised the reshard flag once for a
     /// joiner's instance node and again for its server node).
     fn queued_changes(&mut self, first: JobNode) -> Vec<JobNode> {
         let mut nodes = vec![first];
