@@ -54,8 +54,8 @@ pub(crate) struct Sender<T> {
 pub(crate) struct Receiver<T> {
     shared: Arc<Shared<T>>,
     /// Messages (or work counted as one) taken and not yet handled: several, when a runner
-    /// takes the changes queued behind the one it received. Atomic only so that the receiver
-    /// stays `Sync` for the `&self` methods; one task uses it.
+    /// takes the changes queued behind the one it received. Atomic rather than a `Cell` so
+    /// that the receiver stays `Sync`, as it was; one task uses it.
     in_hand: AtomicUsize,
 }
 
