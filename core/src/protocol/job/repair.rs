@@ -68,18 +68,17 @@ impl JobProtocol {
         }
         // A node reported missing that is back, or reported and gone since: what it holds
         // next is a new change (versions start again with a new node).
-        if !self.reported.is_empty() {
-            if let Some(path) = garbage::path_of(&self.paths, node) {
-                // Parsed only for a node reported before: every change passes here.
-                let readable = || {
-                    ctx.view.exists(&path)
-                        && garbage::unreadable(ctx.view, &self.paths, node).is_none()
-                        && !matches!(node, JobNode::Config)
-                };
-                let missing = self.reported.get(&path).map(|(_, v)| v == MISSING);
-                if missing.is_some_and(|m| m == ctx.view.exists(&path) || (!m && readable())) {
-                    self.reported.remove(&path);
-                }
+        // Looked at (and parsed) only while something is reported: every change passes here.
+        let path = (!self.reported.is_empty()).then(|| garbage::path_of(&self.paths, node));
+        if let Some(path) = path.flatten() {
+            let readable = || {
+                ctx.view.exists(&path)
+                    && garbage::unreadable(ctx.view, &self.paths, node).is_none()
+                    && !matches!(node, JobNode::Config)
+            };
+            let missing = self.reported.get(&path).map(|(_, v)| v == MISSING);
+            if missing.is_some_and(|m| m == ctx.view.exists(&path) || (!m && readable())) {
+                self.reported.remove(&path);
             }
         }
         // Asked only where it decides something: every change passes here.
