@@ -43,6 +43,16 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (7_848_411, FaultProfile::Chaos, "a catch-up given to an owner cut off, then a count change"),
     (477_835_834, FaultProfile::Chaos, "a fire overtaken while a crashed leader's reshard waited"),
     (1_808_656_480, FaultProfile::Chaos, "a re-run and a catch-up of the same fire both ran"),
+    (
+        315_122_289,
+        FaultProfile::Failover,
+        "an overtaken fire counted by the old owner's restart and the new owner's",
+    ),
+    (
+        2_983_438_997,
+        FaultProfile::Chaos,
+        "a catch-up whose new owner was cut off in its run, then the job removed",
+    ),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3

@@ -274,6 +274,11 @@ pub type Owners = std::collections::BTreeMap<u32, String>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assigned {
     pub raised_ms: i64,
+    /// When the leader committed the reshard (by its clock), if the record says: the fires
+    /// after the raise that a later one overtook before then were handled `Late` by every
+    /// instance that waited for it (see [`Assigned::overtaken`]). Records written before
+    /// this line existed do not say.
+    pub made_ms: Option<i64>,
     pub owners: Owners,
     /// item → the fire whose catch-up this reshard owed on its old owner's behalf.
     pub caught_up: std::collections::BTreeMap<u32, i64>,
@@ -284,6 +289,8 @@ pub struct Assigned {
 enum Line<'a> {
     /// `previous {raised}`: an earlier reshard's lines follow.
     Previous(i64),
+    /// `made {commit}`: when the reshard of the lines around it was made.
+    Made(i64),
     /// `owed {item} {fire}`.
     Owed(u32, i64),
     /// `{item} {owner}`.
@@ -294,29 +301,36 @@ enum Line<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Section {
     pub raised_ms: i64,
+    pub made_ms: Option<i64>,
     pub owners: Owners,
     pub caught_up: std::collections::BTreeMap<u32, i64>,
 }
 
 impl Assigned {
-    /// `{raised}` then one `{item} {owner}` line per item and one `owed {item} {fire}` line
-    /// per catch-up; then, for each earlier reshard, `previous {raised}` and its lines.
+    /// `{raised}`, `made {commit}` (when known), then one `{item} {owner}` line per item and
+    /// one `owed {item} {fire}` line per catch-up; then, for each earlier reshard,
+    /// `previous {raised}` and its lines.
     pub fn encode(&self) -> String {
         use std::fmt::Write as _;
         let mut text = self.raised_ms.to_string();
-        let lines =
-            |text: &mut String, owners: &Owners, owed: &std::collections::BTreeMap<u32, i64>| {
-                for (item, owner) in owners {
-                    let _ = write!(text, "\n{item} {owner}");
-                }
-                for (item, fire) in owed {
-                    let _ = write!(text, "\nowed {item} {fire}");
-                }
-            };
-        lines(&mut text, &self.owners, &self.caught_up);
+        let lines = |text: &mut String,
+                     made: Option<i64>,
+                     owners: &Owners,
+                     owed: &std::collections::BTreeMap<u32, i64>| {
+            if let Some(made) = made {
+                let _ = write!(text, "\nmade {made}");
+            }
+            for (item, owner) in owners {
+                let _ = write!(text, "\n{item} {owner}");
+            }
+            for (item, fire) in owed {
+                let _ = write!(text, "\nowed {item} {fire}");
+            }
+        };
+        lines(&mut text, self.made_ms, &self.owners, &self.caught_up);
         for section in &self.earlier {
             let _ = write!(text, "\nprevious {}", section.raised_ms);
-            lines(&mut text, &section.owners, &section.caught_up);
+            lines(&mut text, section.made_ms, &section.owners, &section.caught_up);
         }
         text
     }
@@ -325,12 +339,17 @@ impl Assigned {
     /// read garbage as no record.
     pub fn parse(path: &str, data: &[u8]) -> Result<Assigned, Garbage> {
         let mut earlier: Vec<Section> = Vec::new();
-        let mut current =
-            Section { raised_ms: 0, owners: Owners::new(), caught_up: Default::default() };
+        let mut current = Section {
+            raised_ms: 0,
+            made_ms: None,
+            owners: Owners::new(),
+            caught_up: Default::default(),
+        };
         let raised_ms = Self::scan(data, |line| {
             if let Line::Previous(raised_ms) = line {
                 earlier.push(Section {
                     raised_ms,
+                    made_ms: None,
                     owners: Owners::new(),
                     caught_up: Default::default(),
                 });
@@ -338,6 +357,7 @@ impl Assigned {
             }
             let section = earlier.last_mut().unwrap_or(&mut current);
             match line {
+                Line::Made(made) => section.made_ms = Some(made),
                 Line::Owed(item, fire) => {
                     section.caught_up.insert(item, fire);
                 }
@@ -348,7 +368,13 @@ impl Assigned {
             }
         })
         .ok_or_else(|| Self::garbage(path, data))?;
-        Ok(Assigned { raised_ms, owners: current.owners, caught_up: current.caught_up, earlier })
+        Ok(Assigned {
+            raised_ms,
+            made_ms: current.made_ms,
+            owners: current.owners,
+            caught_up: current.caught_up,
+            earlier,
+        })
     }
 
     /// The raise time of a record that reads (what [`Assigned::parse`] would give as
@@ -372,6 +398,7 @@ impl Assigned {
             let (head, rest) = text.trim().split_once(' ')?;
             line(match head {
                 "previous" => Line::Previous(rest.parse().ok()?),
+                "made" => Line::Made(rest.parse().ok()?),
                 "owed" => {
                     let (item, fire) = rest.split_once(' ')?;
                     Line::Owed(item.parse().ok()?, fire.trim().parse().ok()?)
@@ -389,6 +416,20 @@ impl Assigned {
             .chain(self.earlier.iter().map(|s| (s.raised_ms, &s.owners)))
             .find(|&(raised, _)| fire_ms > raised)
             .map(|(_, owners)| owners.get(&item).map(String::as_str))
+    }
+
+    /// Whether `fire_ms` was overtaken while it waited for the reshard whose assignment it
+    /// falls under (`next_ms`, the schedule's next fire, came before that reshard was made),
+    /// and if so that reshard's raise time. Such a fire is `Late` whoever the reshard gave
+    /// its items to: no owner under it owes a run of it (a restart of the owner before, while
+    /// it waited, may have run it as one of its misses). `None` when it was not, or the record
+    /// does not say when the reshard was made.
+    pub fn overtaken(&self, fire_ms: i64, next_ms: Option<i64>) -> Option<i64> {
+        let next_ms = next_ms?;
+        std::iter::once((self.raised_ms, self.made_ms))
+            .chain(self.earlier.iter().map(|s| (s.raised_ms, s.made_ms)))
+            .find(|&(raised, _)| fire_ms > raised)
+            .and_then(|(raised, made)| (next_ms <= made?).then_some(raised))
     }
 
     /// Whether a reshard the record remembers owed the catch-up of `item`'s `fire_ms` (for

@@ -436,13 +436,23 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         }
         // The catch-up's owner went down (crashed or cut off) before it could start it: the
         // skipper itself, before its next start could follow its run's end, or the owner a
-        // reshard since the skip gave the item to, already down by then. After its departure
-        // the catch-up is its successor's, within the liveness bound of a failover (section
-        // 4); the job's removal before then leaves nothing to catch up (GUARANTEES.md,
-        // section 2).
+        // reshard since the skip gave the item to, down by then or before the run of the item
+        // it was in then ended (chaos 2,983,438,997: cut off during the run of the fire the
+        // reshard was made at, 3 s before the job's removal). After its departure the
+        // catch-up is its successor's, within the liveness bound of a failover (section 4);
+        // the job's removal before then leaves nothing to catch up (GUARANTEES.md, section 2).
         let skipper_down = tl.went_down(who, end, end + CHANGE_SLACK_MS).map(|(from, _)| from);
         let heir = facts.first_owner_after(&job, item, skip_at - 1).filter(|&o| o != who);
-        let heir_down = heir.and_then(|o| tl.down_since(o, end));
+        let heir_down = heir.and_then(|o| {
+            let busy_until = facts
+                .ends
+                .get(&(job.clone(), item, o))
+                .and_then(|ends| ends.iter().copied().find(|&t| t >= end))
+                .unwrap_or(end);
+            tl.down_since(o, end).or_else(|| {
+                tl.went_down(o, end, busy_until + CHANGE_SLACK_MS).map(|(from, _)| from)
+            })
+        });
         let successor_by = skipper_down.or(heir_down).map(|from| {
             let shows = from.saturating_add(tl.session_ms);
             shows.saturating_add(failover_slack_ms(tl, &job))

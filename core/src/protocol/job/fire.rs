@@ -362,6 +362,7 @@ impl JobProtocol {
                 &self.paths,
                 assignment,
                 unknown_raise,
+                ctx.now_ms,
                 caught_up,
             );
             owed.ops.push(record);
