@@ -345,7 +345,7 @@ pub fn read_assigned(view: &View, paths: &JobPaths) -> Option<Assigned> {
 /// it run under it.
 pub fn assigned_since(view: &View, paths: &JobPaths) -> Option<i64> {
     let path = paths.assigned();
-    view.get(&path).and_then(|node| Assigned::raised_ms(&path, &node.data).ok())
+    view.derived(&path, |node| node.and_then(|node| Assigned::raised_ms(&path, &node.data).ok()))
 }
 
 /// The record of the last reshard's assignment (and the one before), if readable.

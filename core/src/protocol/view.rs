@@ -52,6 +52,8 @@ pub struct View {
     audit: bool,
     /// Reads of paths outside `scope` (see [`View::take_strays`]).
     strays: Strays,
+    /// Values derived from one node each (see [`View::derived`]), dropped when it changes.
+    derived: parking_lot::Mutex<HashMap<Box<str>, Option<i64>, FxBuild>>,
 }
 
 /// Reads outside the scope, recorded by `&self` readers (the runners read under a shared
@@ -171,6 +173,15 @@ impl View {
 
     /// Counts a change of `path` (`None`: of anything).
     fn changed(&mut self, path: Option<&str>) {
+        let derived = self.derived.get_mut();
+        if !derived.is_empty() {
+            match path {
+                Some(path) => {
+                    derived.remove(path);
+                }
+                None => derived.clear(),
+            }
+        }
         self.revision += 1;
         if !path.is_some_and(is_execution_record) {
             self.shape_revision += 1;
@@ -266,6 +277,24 @@ impl View {
     pub fn get(&self, path: &str) -> Option<&Node> {
         self.note_read(path);
         self.peek(path)
+    }
+
+    /// `derive` of the node at `path` (as [`View::get`] reads it), computed once per change of
+    /// that node: every fire asks for the raise time of the assignment record, whose check
+    /// reads every line of a record up to 17 assignments long (a twentieth of a simulated
+    /// cluster's time went to it).
+    pub fn derived(
+        &self,
+        path: &str,
+        derive: impl FnOnce(Option<&Node>) -> Option<i64>,
+    ) -> Option<i64> {
+        self.note_read(path);
+        if let Some(&value) = self.derived.lock().get(path) {
+            return value;
+        }
+        let value = derive(self.peek(path));
+        self.derived.lock().insert(path.into(), value);
+        value
     }
 
     /// [`View::get`] without the scope check: for what asks what to watch (which may read a
