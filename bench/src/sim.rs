@@ -47,8 +47,10 @@ impl Point {
 const WHY_SLOW: &str =
     "\n**Where the time goes** (callgrind, 2026-11-28, 10×10 with the failover profile, seed \
     2: instruction counts, which repeat where CPU times on this shared machine do not). The \
-    simulator runs the unchanged core, and its time is the core's: 2.18 G instructions for the \
-    seed's 169 virtual s, 3.58 G the day before. What went: a job hears the changes queued in \
+    simulator runs the unchanged core, and its time is the core's: 2.13 G instructions for the \
+    seed's 169 virtual s, 3.58 G the day before (2.20 G before the last change: the raise time \
+    of the assignment record, checked line by line at every fire, is now checked once per \
+    change of the record). What went: a job hears the changes queued in \
     its mailbox in one step (at every step it looks at everything it might do next; the \
     seed's 35,000 steps of changes became 8,000, and a leader no longer raises the reshard \
     flag twice for one joiner), path ancestors found by a byte search (the scope checks of \
