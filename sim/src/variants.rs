@@ -68,10 +68,16 @@ pub enum Variant {
     /// of a `NoItems` record, which the checker accepts only for an item disabled when the
     /// owner handled the fire).
     LateAsNoItems,
+    /// Every reshard's record of the assignments loses the time it was made (its `made`
+    /// lines), as a record written before they existed: a fire overtaken while it waited for
+    /// that reshard passes for one its new owner missed, and a restart of that owner counts it
+    /// again after a restart of the owner before it counted it too (needs a leader down while
+    /// fires wait, then restarts, with failover and misfire on).
+    ForgetReshardTime,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 16] = [
+    pub const ALL: [Variant; 17] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -88,6 +94,7 @@ impl Variant {
         Variant::LateAsMisfire,
         Variant::MuteEveryLateSkip,
         Variant::LateAsNoItems,
+        Variant::ForgetReshardTime,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -106,7 +113,8 @@ impl Variant {
             | Variant::ForgetDeparture
             | Variant::DropCatchUp
             | Variant::DropMissedFires
-            | Variant::IgnoreGarbage => true,
+            | Variant::IgnoreGarbage
+            | Variant::ForgetReshardTime => true,
             Variant::ForgetItem
             | Variant::MuteClockSkew
             | Variant::MuteLateSkips
@@ -187,6 +195,17 @@ impl fmt::Display for Variant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self, f)
     }
+}
+
+fn is_assignment_record(path: &str) -> bool {
+    path.ends_with("/shardcron/assigned")
+}
+
+/// An assignment record without its `made {ms}` lines.
+fn without_commit_times(data: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(data);
+    let kept: Vec<&str> = text.lines().filter(|line| !line.starts_with("made ")).collect();
+    kept.join("\n").into_bytes()
 }
 
 fn is_owner_node(path: &str) -> bool {
@@ -320,6 +339,16 @@ impl CoordinatorRegistry for Buggy {
                     if missed_entry(&path, &data).is_some() || is_entry_of(&path, &missed) =>
                 {
                     None
+                }
+                (Variant::ForgetReshardTime, TxnOp::Create { path, data, mode })
+                    if is_assignment_record(&path) =>
+                {
+                    Some(TxnOp::Create { path, data: without_commit_times(&data), mode })
+                }
+                (Variant::ForgetReshardTime, TxnOp::Set { path, data, version })
+                    if is_assignment_record(&path) =>
+                {
+                    Some(TxnOp::Set { path, data: without_commit_times(&data), version })
                 }
                 (_, op) => Some(op),
             })

@@ -385,3 +385,33 @@ fn a_late_fire_passed_off_as_one_of_disabled_items_is_caught() {
     let sound = run(seed, None);
     assert!(sound.ok(), "seed {seed}: {}", sound.violations_text());
 }
+
+#[test]
+fn an_overtaken_fire_counted_by_two_restarts_is_caught() {
+    // What the commit times in the record of the assignments prevent (GUARANTEES.md, section
+    // 2: once the reshard is made, nobody counts a fire it overtook): on `failover` seed
+    // 315,122,289 the leader i2 is down while the 112 s fire waits for a reshard, restarts
+    // and runs item 7 of it as its own miss; the reshard then gives item 7 to i1, whose
+    // restart, with the record's commit times forgotten, takes the fire for its own and runs
+    // it again.
+    let seed = 315_122_289;
+    let run = |variant: Option<Variant>| {
+        let options = shardcron_sim::explore::ExploreOptions {
+            profile: FaultProfile::Failover,
+            variant,
+            ..shardcron_sim::explore::ExploreOptions::default()
+        };
+        let Some(builder) = options.builder(seed) else { panic!("no simulation for {seed}") };
+        builder.build().run()
+    };
+    let sound = run(None);
+    assert!(sound.ok(), "seed {seed}: {}", sound.violations_text());
+    let broken = run(Some(Variant::ForgetReshardTime));
+    assert!(
+        broken.violations.iter().any(|v| v.invariant == Invariant::Fires
+            && v.message.contains("j0#7")
+            && v.message.contains("ran 2 times")),
+        "seed {seed}: the fire run twice should be reported:\n{}",
+        broken.violations_text()
+    );
+}
