@@ -70,6 +70,13 @@ const FIXED_10X10: &[(u64, FaultProfile, &str)] = &[
     (3_983_268_745, FaultProfile::Chaos, "an overtaken fire whose new owner crashed as it waited"),
 ];
 
+/// Seeds of the 2 instances × 4 jobs shape (`--instances 2 --jobs 4`).
+const FIXED_2X4: &[(u64, FaultProfile, &str)] = &[(
+    2_088_254_478,
+    FaultProfile::Chaos,
+    "a ledger mark by a clock 8 s behind, as failover was turned on",
+)];
+
 /// Runs each seed with `options`' shape; fails with the replay command of the first that
 /// breaks an invariant.
 fn hold(seeds: &[(u64, FaultProfile, &str)], options: &ExploreOptions, shape: &str) {
@@ -108,4 +115,10 @@ fn fixed_seeds_of_the_5x3_shape_hold_every_invariant() {
 fn fixed_seeds_of_the_10x10_shape_hold_every_invariant() {
     let options = ExploreOptions { instances: 10, jobs: 10, ..ExploreOptions::default() };
     hold(FIXED_10X10, &options, " --instances 10 --jobs 10");
+}
+
+#[test]
+fn fixed_seeds_of_the_2x4_shape_hold_every_invariant() {
+    let options = ExploreOptions { instances: 2, jobs: 4, ..ExploreOptions::default() };
+    hold(FIXED_2X4, &options, " --instances 2 --jobs 4");
 }

@@ -733,8 +733,18 @@ impl JobProtocol {
             } else {
                 // What an earlier time with failover on left in it is stale (nothing was
                 // recorded while it was off, and the leader that was to clear it may have
-                // been gone): it is replaced.
-                let mark = Ledger { last_fire_ms: Some(ctx.now_ms - 1), ..Ledger::default() };
+                // been gone): it is replaced. The mark is a time by this clock, which a
+                // reshard compares with fire times: with clock checks on the clock is
+                // compared first, and one too far off marks by the registry's time (chaos
+                // seed 2,088,254,478 at 2 × 4: a clock 8 s behind marked 105.3 s at 113.3 s,
+                // before the 110 s fire this instance had run while failover was off, and
+                // the next reshard owed that fire again as a catch-up).
+                let now = match self.clock_unchecked_now(ctx) {
+                    Some(Some(next)) => return Some(next),
+                    Some(None) => ctx.now_ms + self.registry_offset_ms,
+                    None => ctx.now_ms,
+                };
+                let mark = Ledger { last_fire_ms: Some(now - 1), ..Ledger::default() };
                 let op = execution::write_ledger(ctx.view, &self.paths, &self.me, &mark);
                 return Some(Next::Request(Pending::MarkLedger, Request::Txn(vec![op])));
             }
