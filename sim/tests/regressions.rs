@@ -71,11 +71,18 @@ const FIXED_10X10: &[(u64, FaultProfile, &str)] = &[
 ];
 
 /// Seeds of the 2 instances × 4 jobs shape (`--instances 2 --jobs 4`).
-const FIXED_2X4: &[(u64, FaultProfile, &str)] = &[(
-    2_088_254_478,
-    FaultProfile::Chaos,
-    "a ledger mark by a clock 8 s behind, as failover was turned on",
-)];
+const FIXED_2X4: &[(u64, FaultProfile, &str)] = &[
+    (
+        2_088_254_478,
+        FaultProfile::Chaos,
+        "a ledger mark by a clock 8 s behind, as failover was turned on",
+    ),
+    (
+        1_034_104_214,
+        FaultProfile::Failover,
+        "a fire before the first reshard, recorded by the other instance",
+    ),
+];
 
 /// Runs each seed with `options`' shape; fails with the replay command of the first that
 /// breaks an invariant.

@@ -885,6 +885,14 @@ impl Fire<'_> {
         let owner_at_fire = facts.owner_at(job, item, at);
         let first_up = owner_at_fire.is_none_or(|o| tl.not_up(o, at).is_none());
         let unowned = owners.is_empty() && heir.is_none();
+        // Due before the job's first reshard: nobody owned the item, every instance waited for
+        // that reshard, and any instance's record is the record for all its items, whoever
+        // the reshard then gave them to (GUARANTEES.md, section 2; `failover` seed
+        // 1,034,104,214 at 2 × 4: the leader was cut off before the first fire, which it
+        // recorded `Disconnected`; the other instance waited, crashed while it waited, and
+        // made the first reshard itself once back).
+        let before_first =
+            facts.assignments.get(job).is_none_or(|list| list.iter().all(|(t, _)| *t > at));
         let covers = |(idx, w, r): &&(usize, usize, SkipReason)| {
             let skip_at = entries[*idx].at;
             let owned_at_skip = facts.owner_at(job, item, skip_at) == Some(*w);
@@ -927,6 +935,7 @@ impl Fire<'_> {
                         || heir == Some(*w)
                         || owned_at_skip
                         || unowned
+                        || before_first
                         || awaited_new
                 }
             }
