@@ -82,6 +82,12 @@ const FIXED_2X4: &[(u64, FaultProfile, &str)] = &[
         FaultProfile::Failover,
         "a fire before the first reshard, recorded by the other instance",
     ),
+    (
+        1_918_618_267,
+        FaultProfile::Chaos,
+        "the fires due while a new job's only registration took 7 s",
+    ),
+    (538_601_397, FaultProfile::Chaos, "a crash's catch-ups, then failover turned off unseen"),
 ];
 
 /// Runs each seed with `options`' shape; fails with the replay command of the first that

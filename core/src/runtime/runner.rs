@@ -93,6 +93,7 @@ impl JobRunner {
         mailbox: mailbox::Receiver<JobEvent>,
         me: mailbox::Sender<JobEvent>,
     ) -> Result<Box<Self>> {
+        let added_ms = shared.handles.clock.now_ms();
         let registry = shared.registry.as_ref();
         let store::Published { config, fingerprint, .. } =
             store::publish(registry, &config, &shared.known).await?;
@@ -125,7 +126,7 @@ impl JobRunner {
         });
         // The registration is work in hand like a message's handling.
         runner.mailbox.begin_work();
-        runner.feed(Input::Start, Urgency::Now).await;
+        runner.feed(Input::Start { added_ms }, Urgency::Now).await;
         runner.mailbox.handled();
         // It reads the job's whole subtree: it waits for the driver to watch it.
         while !runner.protocol.registered() && runner.protocol.awaiting_scope() {

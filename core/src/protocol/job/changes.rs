@@ -33,7 +33,9 @@ impl JobProtocol {
             }
             return;
         }
-        self.resume_window = None;
+        if let Some(from) = self.resume_window.take() {
+            self.record_overtaken_before_first_reshard(from, fire_ms);
+        }
         if self.stop.is_some() {
             self.skip(fire_ms, SkipReason::ShuttingDown);
             return;

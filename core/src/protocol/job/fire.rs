@@ -482,6 +482,9 @@ impl JobProtocol {
                 if let Some(assignment) = f.pending_assignment.take() {
                     self.emit_sharded(&assignment);
                 }
+                // Our own reshard's record comes back as no change: what a reshard seen late
+                // owes a registration that just ended (`late_reshard`) is settled now.
+                self.late_reshard(ctx);
             }
             (Step::Reshard { seen }, Err(e)) if sharding::is_flag_race(&e) => {
                 // The config is gone (deleted by hand, maybe before this instance led: the

@@ -50,8 +50,9 @@ pub enum Reply {
 /// Something that happened to the job, as the protocol learns it.
 #[derive(Debug)]
 pub enum Input {
-    /// The job was added to this instance: register it.
-    Start,
+    /// The job was added to this instance at `added_ms` (before its config was published,
+    /// which over a slow link takes a while): register it.
+    Start { added_ms: i64 },
     /// The schedule fell due for the fire at `fire_ms`.
     FireDue { fire_ms: i64 },
     /// Time for the leader's periodic check of the assignment.

@@ -475,7 +475,7 @@ impl JobProtocol {
             self.errored = false;
         }
         match input {
-            Input::Start => self.registration = Registration::starting(),
+            Input::Start { added_ms } => self.registration = Registration::starting(added_ms),
             Input::FireDue { fire_ms } => self.on_fire_due(fire_ms, ctx),
             Input::ReconcileDue => self.on_reconcile(ctx),
             Input::WaitDue => {

@@ -338,7 +338,8 @@ impl Harness {
             "skew" => self.skew = parse_num(&args.positional(1, 1)?[0])?,
             "start" => {
                 args.positional(0, 0)?;
-                self.feed(Input::Start, out)?;
+                let added_ms = self.now;
+                self.feed(Input::Start { added_ms }, out)?;
             }
             "fire" => {
                 let pos = args.positional(0, 1)?;
