@@ -104,6 +104,17 @@ fn caught_under_faults(specs: Vec<JobSpec>, scenario: Scenario, variant: Variant
     );
 }
 
+/// One run of `seed` of `profile` in the default shape, with `variant` planted if given.
+fn run_seed(profile: FaultProfile, seed: u64, variant: Option<Variant>) -> Report {
+    let options = shardcron_sim::explore::ExploreOptions {
+        profile,
+        variant,
+        ..shardcron_sim::explore::ExploreOptions::default()
+    };
+    let Some(builder) = options.builder(seed) else { panic!("no simulation for {seed}") };
+    builder.build().run()
+}
+
 #[test]
 fn ignoring_the_local_lease_loss_is_caught_under_a_partition() {
     // One item (i3 owns it), run 45 s, far longer than the session: cut off at 11 s, its owner
@@ -282,15 +293,7 @@ fn a_late_fire_recorded_as_a_misfire_is_caught_by_its_missing_catch_up() {
     // slow owner and a reshard (about one `chaos` seed in twenty): the first seed from 1,000
     // where instance 2 records one shows the missing catch-up, and the unbroken system passes
     // that seed.
-    let run = |seed: u64, variant: Option<Variant>| {
-        let options = shardcron_sim::explore::ExploreOptions {
-            profile: FaultProfile::Chaos,
-            variant,
-            ..shardcron_sim::explore::ExploreOptions::default()
-        };
-        let Some(builder) = options.builder(seed) else { panic!("no simulation for {seed}") };
-        builder.build().run()
-    };
+    let run = |seed: u64, variant: Option<Variant>| run_seed(FaultProfile::Chaos, seed, variant);
     let missing = |report: &Report| {
         report.violations.iter().any(|v| {
             v.invariant == Invariant::Fires
@@ -364,15 +367,7 @@ fn a_late_fire_passed_off_as_one_of_disabled_items_is_caught() {
     // `failover` 2,176,086,081: a slow owner handled a fire 4 s late, 0.7 s after an operator
     // disabled its item). With instance 2 reporting its `Late` skips as `NoItems`, of items
     // nobody disabled, the fires it passes off are reported.
-    let run = |seed: u64, variant: Option<Variant>| {
-        let options = shardcron_sim::explore::ExploreOptions {
-            profile: FaultProfile::Failover,
-            variant,
-            ..shardcron_sim::explore::ExploreOptions::default()
-        };
-        let Some(builder) = options.builder(seed) else { panic!("no simulation for {seed}") };
-        builder.build().run()
-    };
+    let run = |seed: u64, variant: Option<Variant>| run_seed(FaultProfile::Failover, seed, variant);
     let unrecorded = |report: &Report| {
         report.violations.iter().any(|v| {
             v.invariant == Invariant::Fires && v.message.contains("neither ran nor was recorded")
@@ -395,15 +390,7 @@ fn an_overtaken_fire_counted_by_two_restarts_is_caught() {
     // restart, with the record's commit times forgotten, takes the fire for its own and runs
     // it again.
     let seed = 315_122_289;
-    let run = |variant: Option<Variant>| {
-        let options = shardcron_sim::explore::ExploreOptions {
-            profile: FaultProfile::Failover,
-            variant,
-            ..shardcron_sim::explore::ExploreOptions::default()
-        };
-        let Some(builder) = options.builder(seed) else { panic!("no simulation for {seed}") };
-        builder.build().run()
-    };
+    let run = |variant: Option<Variant>| run_seed(FaultProfile::Failover, seed, variant);
     let sound = run(None);
     assert!(sound.ok(), "seed {seed}: {}", sound.violations_text());
     let broken = run(Some(Variant::ForgetReshardTime));
