@@ -48,6 +48,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
         FaultProfile::Failover,
         "an overtaken fire counted by the old owner's restart and the new owner's",
     ),
+    (53_084_486, FaultProfile::Chaos, "a departure's queue writing one misfire marker twice"),
     (
         2_983_438_997,
         FaultProfile::Chaos,
