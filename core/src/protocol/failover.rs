@@ -728,6 +728,40 @@ mod tests {
         assert!(Assigned::parse("/a", b"100\n0").is_err(), "an item line without an owner");
     }
 
+    #[test]
+    fn a_queue_writes_each_misfire_marker_once_with_the_earliest_fire() {
+        let marker = "/j/sharding/0/misfire";
+        let fire = |ops: &[TxnOp]| -> Vec<(String, Vec<u8>)> {
+            ops.iter()
+                .filter_map(|op| match op {
+                    TxnOp::Create { path, data, .. } | TxnOp::Set { path, data, .. } => {
+                        Some((path.clone(), data.clone()))
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        // An entry's takeover owes 80 s, the interrupted instance's own miss 90 s: one create.
+        let mut ops = Vec::new();
+        owe_misfire(&mut ops, TxnOp::create(marker, "80000", CreateMode::Persistent));
+        owe_misfire(&mut ops, TxnOp::create(marker, "90000", CreateMode::Persistent));
+        assert_eq!(fire(&ops), vec![(marker.to_owned(), b"80000".to_vec())]);
+        // The other order keeps the earlier fire too.
+        let mut ops = Vec::new();
+        owe_misfire(&mut ops, TxnOp::create(marker, "90000", CreateMode::Persistent));
+        owe_misfire(&mut ops, TxnOp::create(marker, "80000", CreateMode::Persistent));
+        assert_eq!(fire(&ops), vec![(marker.to_owned(), b"80000".to_vec())]);
+        // A check of the marker after a write of it would fail against that write: dropped.
+        owe_misfire(&mut ops, TxnOp::check(marker, Some(3)));
+        assert_eq!(ops.len(), 1);
+        // Another item's marker is its own.
+        owe_misfire(
+            &mut ops,
+            TxnOp::create("/j/sharding/1/misfire", "90000", CreateMode::Persistent),
+        );
+        assert_eq!(ops.len(), 2);
+    }
+
     fn e(rank: u64) -> FailoverEntry {
         FailoverEntry { fire_ms: 10, rank, why: Orphaned::Interrupted, dead: "x".into() }
     }
