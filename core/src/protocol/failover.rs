@@ -106,14 +106,45 @@ pub fn left_by(
     (orphans, garbage)
 }
 
-/// Adds `op`, a write or check of an item's misfire marker, to a queue's `ops`, once per
-/// marker: an item whose entry takes over another instance's missed fire and that also missed
-/// a later fire of its own owes both to one marker, and a transaction that creates a node
-/// twice (or, on etcd, writes one key twice) fails whole. Every departure of the dead instance
-/// then failed the same way, read as a race lost to another survivor, and its interrupted
-/// item stayed blocked behind its marker until it came back (chaos seed 53,084,486 at 3 × 2,
-/// 17 s). The marker keeps the earliest fire: one catch-up answers every fire missed since.
-fn owe_misfire(ops: &mut Vec<TxnOp>, op: TxnOp) {
+/// What [`owe_misfire`] does with a misfire marker the view shows already.
+#[derive(Clone, Copy)]
+enum Existing {
+    /// Writes `fire` over it.
+    Replace,
+    /// Keeps it (it owes a catch-up already, which answers this fire too), fenced on its
+    /// version.
+    Keep,
+}
+
+/// Owes `item`'s catch-up of `fire` in a queue's `ops`: creates its misfire marker, or, when
+/// the view shows one, as `existing` says. Once per marker: an item whose entry takes over
+/// another instance's missed fire and that also missed a later fire of its own owes both to
+/// one marker, and a transaction that creates a node twice (or, on etcd, writes one key
+/// twice) fails whole. Every departure of the dead instance then failed the same way, read
+/// as a race lost to another survivor, and its interrupted item stayed blocked behind its
+/// marker until it came back (chaos seed 53,084,486 at 3 × 2, 17 s). The marker keeps the
+/// earliest fire: one catch-up answers every fire missed since.
+fn owe_misfire(
+    ops: &mut Vec<TxnOp>,
+    view: &View,
+    paths: &JobPaths,
+    item: u32,
+    fire: i64,
+    existing: Existing,
+) {
+    let marker = paths.item_node(item, ItemNode::Misfire);
+    let op = match (view.get(&marker), existing) {
+        (None, _) => TxnOp::create(marker, fire.to_string(), CreateMode::Persistent),
+        (Some(_), Existing::Replace) => TxnOp::set(marker, fire.to_string(), None),
+        (Some(node), Existing::Keep) => TxnOp::check(marker, Some(node.version)),
+    };
+    once_per_marker(ops, op);
+}
+
+/// Adds `op` (a write or check of a misfire marker) to `ops` unless they write that marker
+/// already: then the write keeps the earlier of the two fires, and a check (of the version
+/// the view shows, which the write changes) is dropped.
+fn once_per_marker(ops: &mut Vec<TxnOp>, op: TxnOp) {
     let fire_of = |data: &[u8]| super::records::parse_time("", data, "a misfire marker").ok();
     let written = ops
         .iter_mut()
@@ -415,16 +446,7 @@ pub fn queue(
             if orphan.fire_ms <= entry_fire {
                 continue;
             }
-            let marker = paths.item_node(orphan.item, ItemNode::Misfire);
-            let data = orphan.fire_ms.to_string();
-            owe_misfire(
-                &mut ops,
-                if view.exists(&marker) {
-                    TxnOp::set(marker, data, None)
-                } else {
-                    TxnOp::create(marker, data, CreateMode::Persistent)
-                },
-            );
+            owe_misfire(&mut ops, view, paths, orphan.item, orphan.fire_ms, Existing::Replace);
             continue;
         }
         // A missed fire of an item queued already for an earlier fire (another instance's
@@ -451,18 +473,7 @@ pub fn queue(
             queued.push((orphan.item, entry.as_ref().map_or(orphan.fire_ms, |e| e.fire_ms)));
             ops.push(TxnOp::check(paths.failover_item(orphan.item), Some(version)));
             if entry.is_none_or(|e| e.fire_ms < orphan.fire_ms) {
-                let marker = paths.item_node(orphan.item, ItemNode::Misfire);
-                owe_misfire(
-                    &mut ops,
-                    match view.get(&marker) {
-                        Some(node) => TxnOp::check(marker, Some(node.version)),
-                        None => TxnOp::create(
-                            marker,
-                            orphan.fire_ms.to_string(),
-                            CreateMode::Persistent,
-                        ),
-                    },
-                );
+                owe_misfire(&mut ops, view, paths, orphan.item, orphan.fire_ms, Existing::Keep);
             }
             continue;
         }
@@ -489,18 +500,8 @@ pub fn queue(
             Some((version, other)) => {
                 ops.push(TxnOp::set(path, entry.encode(), Some(version)));
                 if let Some(missed) = other.filter(|e| e.why == Orphaned::Missed) {
-                    let marker = paths.item_node(orphan.item, ItemNode::Misfire);
-                    owe_misfire(
-                        &mut ops,
-                        match view.get(&marker) {
-                            Some(node) => TxnOp::check(marker, Some(node.version)),
-                            None => TxnOp::create(
-                                marker,
-                                missed.fire_ms.to_string(),
-                                CreateMode::Persistent,
-                            ),
-                        },
-                    );
+                    let (item, fire) = (orphan.item, missed.fire_ms);
+                    owe_misfire(&mut ops, view, paths, item, fire, Existing::Keep);
                 }
             }
         }
@@ -743,19 +744,19 @@ mod tests {
         };
         // An entry's takeover owes 80 s, the interrupted instance's own miss 90 s: one create.
         let mut ops = Vec::new();
-        owe_misfire(&mut ops, TxnOp::create(marker, "80000", CreateMode::Persistent));
-        owe_misfire(&mut ops, TxnOp::create(marker, "90000", CreateMode::Persistent));
+        once_per_marker(&mut ops, TxnOp::create(marker, "80000", CreateMode::Persistent));
+        once_per_marker(&mut ops, TxnOp::create(marker, "90000", CreateMode::Persistent));
         assert_eq!(fire(&ops), vec![(marker.to_owned(), b"80000".to_vec())]);
         // The other order keeps the earlier fire too.
         let mut ops = Vec::new();
-        owe_misfire(&mut ops, TxnOp::create(marker, "90000", CreateMode::Persistent));
-        owe_misfire(&mut ops, TxnOp::create(marker, "80000", CreateMode::Persistent));
+        once_per_marker(&mut ops, TxnOp::create(marker, "90000", CreateMode::Persistent));
+        once_per_marker(&mut ops, TxnOp::create(marker, "80000", CreateMode::Persistent));
         assert_eq!(fire(&ops), vec![(marker.to_owned(), b"80000".to_vec())]);
         // A check of the marker after a write of it would fail against that write: dropped.
-        owe_misfire(&mut ops, TxnOp::check(marker, Some(3)));
+        once_per_marker(&mut ops, TxnOp::check(marker, Some(3)));
         assert_eq!(ops.len(), 1);
         // Another item's marker is its own.
-        owe_misfire(
+        once_per_marker(
             &mut ops,
             TxnOp::create("/j/sharding/1/misfire", "90000", CreateMode::Persistent),
         );

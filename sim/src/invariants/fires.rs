@@ -260,6 +260,12 @@ impl Facts {
             .is_some_and(|end| tl.completion_lost(who, end))
     }
 
+    /// When the first run of `job`'s `item` on `who` that ends at or after `from` ended.
+    fn end_from(&self, job: &str, item: u32, who: usize, from: i64) -> Option<i64> {
+        let ends = self.ends.get(&(job.to_owned(), item, who))?;
+        ends.iter().copied().find(|&t| t >= from)
+    }
+
     /// The owner of `item` by the first assignment committed after `at` that has it (one made
     /// under the count before a change may not have the item yet).
     fn first_owner_after(&self, job: &str, item: u32, at: i64) -> Option<usize> {
@@ -404,9 +410,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // (GUARANTEES.md, section 2).
         let caught_up_by = tl.reshard_pending_until(&job, end).map(|reshard| {
             let owner = facts.owner_at(&job, item, reshard);
-            let busy_until = owner.and_then(|o| {
-                facts.ends.get(&(job.clone(), item, o))?.iter().copied().find(|&t| t >= reshard)
-            });
+            let busy_until = owner.and_then(|o| facts.end_from(&job, item, o, reshard));
             busy_until.unwrap_or(reshard).saturating_add(CHANGE_SLACK_MS)
         });
         let removed_while_waiting = caught_up_by.is_some_and(|until| {
@@ -444,11 +448,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         let skipper_down = tl.went_down(who, end, end + CHANGE_SLACK_MS).map(|(from, _)| from);
         let heir = facts.first_owner_after(&job, item, skip_at - 1).filter(|&o| o != who);
         let heir_down = heir.and_then(|o| {
-            let busy_until = facts
-                .ends
-                .get(&(job.clone(), item, o))
-                .and_then(|ends| ends.iter().copied().find(|&t| t >= end))
-                .unwrap_or(end);
+            let busy_until = facts.end_from(&job, item, o, end).unwrap_or(end);
             tl.down_since(o, end).or_else(|| {
                 tl.went_down(o, end, busy_until + CHANGE_SLACK_MS).map(|(from, _)| from)
             })

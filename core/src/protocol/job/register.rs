@@ -105,6 +105,11 @@ impl Registration {
         }
     }
 
+    /// When the job was added to this process (or, not known, when registering began).
+    fn added(&self) -> Option<i64> {
+        self.added_ms.or(self.began_ms)
+    }
+
     pub fn done(&self) -> bool {
         self.state != State::Registering
     }
@@ -406,8 +411,7 @@ impl JobProtocol {
         // instance was cut off and the other took 7 s to register; nobody recorded the two
         // fires due meanwhile).
         let first = self.registration.unassigned;
-        let added = self.registration.added_ms.or(self.registration.began_ms);
-        let made = match added.filter(|_| first) {
+        let made = match self.registration.added().filter(|_| first) {
             Some(added) => made.min(added),
             None => made,
         };
@@ -417,15 +421,9 @@ impl JobProtocol {
         self.resume_window = None;
         let Some(schedule) = self.schedule.as_ref() else { return };
         let Some(fire) = schedule.last_in(made, from) else { return };
-        let overtaken: Vec<i64> = if first {
-            let before_latest = schedule.iter_after(made).take_while(|&t| t < fire);
-            before_latest.take(MAX_OVERTAKEN_RECORDED).collect()
-        } else {
-            Vec::new()
-        };
         let late = schedule.next_after(from).is_some_and(|next| next <= ctx.now_ms);
-        for earlier in overtaken {
-            self.skip(earlier, SkipReason::Late);
+        if first {
+            self.record_late_between(made, fire);
         }
         if late {
             self.skip(fire, SkipReason::Late);
@@ -442,15 +440,17 @@ impl JobProtocol {
     /// 2 × 4: a job added while one instance was cut off and the other took 7 s to register,
     /// and nobody recorded the two fires due meanwhile).
     pub(super) fn record_overtaken_before_first_reshard(&mut self, from: i64, fire_ms: i64) {
-        if !self.registration.unassigned {
-            return;
+        if let Some(added) = self.registration.added().filter(|_| self.registration.unassigned) {
+            self.record_late_between(added, fire_ms.min(from.saturating_add(1)));
         }
-        let Some(added) = self.registration.added_ms.or(self.registration.began_ms) else {
-            return;
-        };
+    }
+
+    /// Records `Late` every fire after `after` and before `before` (at most
+    /// `MAX_OVERTAKEN_RECORDED`).
+    fn record_late_between(&mut self, after: i64, before: i64) {
         let overtaken: Vec<i64> = self.schedule.as_ref().map_or_else(Vec::new, |schedule| {
-            let waited = schedule.iter_after(added).take_while(|&t| t <= from && t < fire_ms);
-            waited.take(MAX_OVERTAKEN_RECORDED).collect()
+            let between = schedule.iter_after(after).take_while(|&t| t < before);
+            between.take(MAX_OVERTAKEN_RECORDED).collect()
         });
         for fire in overtaken {
             self.skip(fire, SkipReason::Late);
