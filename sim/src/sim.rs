@@ -668,18 +668,15 @@ impl World {
             // A stored config an operator garbled is refused (and a start may meet a registry
             // outage): the application retries, as a supervisor would, while the job's leader
             // writes the config back.
-            let mut attempts = 0;
-            while let Err(e) =
-                scheduler.add_job(spec.config(), spec.job(&self.env(inst.index))).await
-            {
-                let what = format!("add job {}", spec.name);
-                self.trace.note(inst.index, Note::Ignored { what, why: e.to_string() });
-                attempts += 1;
-                if attempts >= ADD_JOB_ATTEMPTS {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
+            add_with_retries(
+                &self.trace,
+                inst.index,
+                &scheduler,
+                &spec,
+                &self.env(inst.index),
+                || true,
+            )
+            .await;
         }
         inst.state.lock().status = Status::Up;
         self.trace.note(inst.index, Note::Started);
@@ -736,15 +733,23 @@ impl World {
         self.trace.note(0, Note::Work { work: Workload::AddJob(spec.clone()), error: None });
         self.record_config(JobState::of(&spec.config()), spec.item_ms);
         for inst in &self.instances {
-            let scheduler = inst.state.lock().scheduler.clone();
+            let (scheduler, client) = {
+                let state = inst.state.lock();
+                (state.scheduler.clone(), state.client)
+            };
             let (Some(scheduler), who) = (scheduler, inst.index) else { continue };
-            let (spec, trace) = (spec.clone(), self.trace.clone());
-            let job = spec.job(&self.env(who));
-            inst.spawner.run(async move {
-                if let Err(e) = scheduler.add_job(spec.config(), job).await {
-                    let what = format!("add job {}", spec.name);
-                    trace.note(who, Note::Ignored { what, why: e.to_string() });
-                }
+            let (spec, trace, env) = (spec.clone(), self.trace.clone(), self.env(who));
+            let (world, inst) = (self.clone(), inst.clone());
+            inst.spawner.clone().run(async move {
+                // The application retries a failed add as it does at its start, while the job
+                // is still the one it was asked to add and the instance still this scheduler
+                // (a restart adds every job itself).
+                let current = || {
+                    let same_job = world.jobs.lock().get(&spec.name) == Some(&spec);
+                    let same_start = inst.state.lock().client == client;
+                    same_job && same_start
+                };
+                add_with_retries(&trace, who, &scheduler, &spec, &env, current).await;
             });
         }
     }
@@ -787,6 +792,42 @@ impl World {
 
 /// How often a starting instance tries to add a job, a second apart.
 const ADD_JOB_ATTEMPTS: u32 = 30;
+
+/// Adds a job to an instance's scheduler as an application would: a failed add is noted and
+/// tried again a second later, up to `ADD_JOB_ATTEMPTS` times, while `current` says the add
+/// is still wanted. The checker reads the notes: an instance whose add failed, and did not
+/// succeed since, does not have the job.
+async fn add_with_retries(
+    trace: &Trace,
+    who: usize,
+    scheduler: &shardcron_core::runtime::Scheduler,
+    spec: &JobSpec,
+    env: &JobEnv,
+    current: impl Fn() -> bool,
+) {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match scheduler.add_job(spec.config(), spec.job(env)).await {
+            Ok(()) if attempts > 1 => {
+                let job = spec.name.clone();
+                return trace.note(who, Note::AddedAfterRetry { job, attempts });
+            }
+            Ok(()) => return,
+            Err(e) => {
+                let job = spec.name.clone();
+                trace.note(who, Note::AddFailed { job, why: e.to_string() });
+            }
+        }
+        if attempts >= ADD_JOB_ATTEMPTS {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if !current() {
+            return;
+        }
+    }
+}
 
 /// How long after the session timeout an expired instance's link comes back (it then learns
 /// of the expiry).

@@ -70,6 +70,17 @@ pub enum Note {
         what: String,
         why: String,
     },
+    /// The instance's `add_job` of a job failed (the application retries it, a second
+    /// later, a few times): until an add succeeds the instance does not have the job.
+    AddFailed {
+        job: String,
+        why: String,
+    },
+    /// The instance's `add_job` of a job succeeded after it had failed.
+    AddedAfterRetry {
+        job: String,
+        attempts: u32,
+    },
     /// A workload change completed (or failed, with the error).
     Work {
         work: Workload,
@@ -517,6 +528,10 @@ impl fmt::Display for Note {
             Note::Flag { job, data: None } => write!(f, "flag {job} gone"),
             Note::Fault(fault) => write!(f, "FAULT {fault}"),
             Note::Ignored { what, why } => write!(f, "ignored {what}: {why}"),
+            Note::AddFailed { job, why } => write!(f, "add-failed {job}: {why}"),
+            Note::AddedAfterRetry { job, attempts } => {
+                write!(f, "added {job} (attempt {attempts})")
+            }
             Note::Work { work, error: None } => write!(f, "WORK {work}"),
             Note::Work { work, error: Some(e) } => write!(f, "WORK {work} failed: {e}"),
             Note::Started => write!(f, "up"),

@@ -74,10 +74,16 @@ pub enum Variant {
     /// again after a restart of the owner before it counted it too (needs a leader down while
     /// fires wait, then restarts, with failover and misfire on).
     ForgetReshardTime,
+    /// Every instance's event sink drops its skips of a job until it has started one of the
+    /// job's items: the fires due before the job's first reshard, which each instance waiting
+    /// for it records, go unrecorded (needs that reshard held up, by a leader's crash before
+    /// the job's first fire; the boundary of the reading that a fire no assignment had is lost
+    /// only when no instance with the job could record it).
+    MuteSkipsBeforeFirstRun,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 17] = [
+    pub const ALL: [Variant; 18] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -95,6 +101,7 @@ impl Variant {
         Variant::MuteEveryLateSkip,
         Variant::LateAsNoItems,
         Variant::ForgetReshardTime,
+        Variant::MuteSkipsBeforeFirstRun,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -120,7 +127,8 @@ impl Variant {
             | Variant::MuteLateSkips
             | Variant::LateAsMisfire
             | Variant::MuteEveryLateSkip
-            | Variant::LateAsNoItems => false,
+            | Variant::LateAsNoItems
+            | Variant::MuteSkipsBeforeFirstRun => false,
         };
         if !affected {
             return inner;
@@ -160,6 +168,22 @@ impl Variant {
                         Variant::MuteClockSkew => matches!(reason, SkipReason::ClockSkew { .. }),
                         _ => *reason == SkipReason::Late,
                     },
+                    _ => false,
+                };
+                if !muted {
+                    sink(event);
+                }
+            });
+        }
+        if self == Variant::MuteSkipsBeforeFirstRun {
+            let started = parking_lot::Mutex::new(std::collections::BTreeSet::new());
+            return Arc::new(move |event: &SchedulerEvent| {
+                let muted = match event {
+                    SchedulerEvent::ItemStarted { job, .. } => {
+                        started.lock().insert(job.clone());
+                        false
+                    }
+                    SchedulerEvent::Skipped { job, .. } => !started.lock().contains(job),
                     _ => false,
                 };
                 if !muted {

@@ -89,6 +89,17 @@ const FIXED_2X4: &[(u64, FaultProfile, &str)] = &[
         "the fires due while a new job's only registration took 7 s",
     ),
     (538_601_397, FaultProfile::Chaos, "a crash's catch-ups, then failover turned off unseen"),
+    (2_831_513_216, FaultProfile::Chaos, "a job added while both instances were cut off"),
+    (2_601_912_491, FaultProfile::Failover, "a failover while the only survivor was disabled"),
+];
+
+/// Seeds of clusters of one instance (three jobs) that once failed.
+const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
+    (479_507_397, FaultProfile::Failover, "the only instance down at a job's first fire"),
+    (479_507_365, FaultProfile::Chaos, "a job added while the only instance was cut off"),
+    (479_507_338, FaultProfile::Chaos, "a count grown while the only instance was down"),
+    (479_507_292, FaultProfile::Failover, "an orphan's item removed while nobody was up"),
+    (909_050_433, FaultProfile::Failover, "an orphan while the only instance was disabled"),
 ];
 
 /// Runs each seed with `options`' shape; fails with the replay command of the first that
@@ -135,4 +146,10 @@ fn fixed_seeds_of_the_10x10_shape_hold_every_invariant() {
 fn fixed_seeds_of_the_2x4_shape_hold_every_invariant() {
     let options = ExploreOptions { instances: 2, jobs: 4, ..ExploreOptions::default() };
     hold(FIXED_2X4, &options, " --instances 2 --jobs 4");
+}
+
+#[test]
+fn fixed_seeds_of_the_1x3_shape_hold_every_invariant() {
+    let options = ExploreOptions { instances: 1, jobs: 3, ..ExploreOptions::default() };
+    hold(FIXED_1X3, &options, " --instances 1 --jobs 3");
 }

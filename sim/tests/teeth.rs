@@ -402,3 +402,44 @@ fn an_overtaken_fire_counted_by_two_restarts_is_caught() {
         broken.violations_text()
     );
 }
+
+#[test]
+fn fires_before_a_first_reshard_held_up_and_recorded_nowhere_are_caught() {
+    // The boundary of "a fire no assignment had is lost when no instance with the job could
+    // record it": the leader i3 crashes at 0.5 s, before the job's first fire (1 s), so the
+    // first reshard waits until its session ends (10.5 s) and a new leader is elected. i1 and
+    // i2, up and with the job, wait for it at each fire and record the fires it overtakes
+    // late. Muted, those fires went unrecorded while instances with the job were up.
+    let job = JobSpec::new("j0", "0/3 * * * * ?", 4).item_ms(500);
+    let scenario = Scenario::new("first-reshard-held-up-by-a-leader-crash")
+        .at(500, Fault::Crash(3))
+        .at(40_000, Fault::Restart(3));
+    caught_under_faults(
+        vec![job.clone()],
+        scenario.clone(),
+        Variant::MuteSkipsBeforeFirstRun,
+        Invariant::Fires,
+    );
+    let broken = under_faults(vec![job], scenario, Some(Variant::MuteSkipsBeforeFirstRun));
+    let unrecorded = |m: &str| m.starts_with("fire +1000 of j0#") && m.contains("neither ran");
+    assert!(
+        broken.violations.iter().any(|v| unrecorded(&v.message)),
+        "the first fire, which i2 and i3 waited for, should be reported unrecorded:\n{}",
+        broken.violations_text()
+    );
+}
+
+#[test]
+fn a_lost_failover_is_caught_past_the_bound_while_one_survivor_is_disabled() {
+    // The boundary of "section 4 does not count the time when every instance up has its server
+    // disabled": i2 dies mid-run at 11 s, its departure shows at 21 s; an operator disabled
+    // i1's server for the job at 5 s, but i3's stays enabled, so the 15 s bound runs, and the
+    // job's removal at 37 s is past it. Survivors that never see the departure must be
+    // caught.
+    let long = JobSpec::new("j0", "0/10 * * * * ?", 6).item_ms(4_000).failover(true);
+    let scenario = Scenario::new("crash-one-survivor-disabled-late-removal")
+        .at(5_000, Workload::DisableServer { job: "j0".into(), instance: 1 })
+        .at(11_000, Fault::Crash(2))
+        .at(37_000, Workload::RemoveJob { job: "j0".into() });
+    lost_rerun_caught(vec![long], scenario, Variant::ForgetDeparture, "j0#");
+}

@@ -455,7 +455,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         });
         let successor_by = skipper_down.or(heir_down).map(|from| {
             let shows = from.saturating_add(tl.session_ms);
-            shows.saturating_add(failover_slack_ms(tl, &job))
+            tl.bound_end(&job, shows, failover_slack_ms(tl, &job))
         });
         // Or a count change that removes the item by then, as for a failover re-run (chaos
         // 7,848,411: the reshard gave the catch-up to an instance cut off, then the count
@@ -495,7 +495,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // bound of a failover (section 4): the job's removal, or a count change that removes
         // the item, before then leaves nothing to catch up (GUARANTEES.md, section 2; chaos
         // 581,922,752: the catch-up waited for two reshards, then the job went).
-        let successor_by = noticed_by.saturating_add(failover_slack_ms(tl, &job));
+        let successor_by = tl.bound_end(&job, noticed_by, failover_slack_ms(tl, &job));
         let job_removed = tl.removed_by(&job, first.at, successor_by);
         // Or failover turned off by then: the catch-ups a crash owes are queued as failover
         // re-runs, and the leader clears the queue when failover is turned off (chaos
@@ -660,9 +660,12 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // see its instance leave, give or take a claimer busy with a run of its own.
         let noticed = shows;
         let first_start = takers.first().map(|&(i, _)| entries[i].at);
-        // While no instance was up (all crashed or cut off), nobody could take it over.
+        // While no instance was up (all crashed or cut off), or every one up had its server
+        // disabled for the job, nobody could take it over (GUARANTEES.md, section 4; 2 × 4
+        // `failover` 2,601,912,491: the only survivor's server was disabled for 15 s).
         let slack = failover_slack_ms(tl, job);
-        let late = |t: i64| t > noticed + slack + tl.nobody_up_ms(noticed, t);
+        let due = tl.bound_end(job, noticed, slack);
+        let late = |t: i64| t > due;
         if counted == 1 && first_start.is_some_and(late) {
             out.push(Violation {
                 invariant: Invariant::Fires,
@@ -692,11 +695,11 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // The job was removed, or a count change removed the item, before the re-run was due
         // (a claimer may be busy, or cut off, for up to the liveness bound): the item no
         // longer exists, nothing is owed any more (GUARANTEES.md, section 2).
-        let removed_before_due = tl.removed_by(job, *crash_at, noticed + slack - 1)
+        // (1 × 3 `failover` 479,507,292: the only instance crashed, and the count went down in
+        // the millisecond its session ended, before it came back.)
+        let removed_before_due = tl.removed_by(job, *crash_at, due.saturating_sub(1))
             || tl.configs.get(job).is_some_and(|configs| {
-                configs
-                    .iter()
-                    .any(|(t, c)| *t > *crash_at && *t < noticed + slack && c.count <= *item)
+                configs.iter().any(|(t, c)| *t > *crash_at && *t < due && c.count <= *item)
             });
         if counted == 0 && removed_before_due {
             acc.add(format!("interrupted: owner {how}, item removed before the re-run was due"));
@@ -705,7 +708,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // Failover turned off before the re-run was due: the leader clears the queue, claimed
         // or not (GUARANTEES.md, section 2).
         let off_before_due = tl.configs.get(job).is_some_and(|configs| {
-            configs.iter().any(|(t, c)| *t > *crash_at && *t < noticed + slack && !c.failover)
+            configs.iter().any(|(t, c)| *t > *crash_at && *t < due && !c.failover)
         });
         if counted == 0 && off_before_due {
             acc.add(format!(
@@ -1034,6 +1037,31 @@ impl Fire<'_> {
                 return;
             }
         }
+        // An instance handling the fire waits for a reshard at most the sharding timeout.
+        let held_up_ms = i64::try_from(Settings::default().sharding_timeout.as_millis())
+            .unwrap_or(i64::MAX)
+            .saturating_add(1_000);
+        // Due before any assignment had the item (before the job's first reshard, or before
+        // the reshard that creates an item a count change added), and no instance that had the
+        // job could record it: each was down, went down while it waited for that reshard
+        // without a word of the fire, or lacked the job (its add had failed). Nobody owned the
+        // item, so no restart or departure counts the fire among those it missed: it is lost,
+        // as a fire while the whole cluster is down (GUARANTEES.md, section 2; 1 × 3
+        // `failover` 479,507,397: the only instance crashed 0.6 s before the job's first fire;
+        // `chaos` 479,507,365: the only instance's add failed, its session expiring; `chaos`
+        // 479,507,338: the count grew while the only instance was down).
+        let could_record = |w: usize| {
+            tl.not_up(w, at).is_none()
+                && !tl.lacks_job(w, job, at)
+                && tl
+                    .went_down(w, at, at.saturating_add(held_up_ms))
+                    .is_none_or(|(from, _)| facts.said(job, w, self.fire, at, from))
+        };
+        let unassigned = before_first || (owner_at_fire.is_none() && awaited.is_none());
+        if unassigned && !(1..=tl.down.len()).any(could_record) {
+            acc.add("lost: no assignment had the item, no instance with the job could record it");
+            return;
+        }
         // Who answers for the fire: its owners, or before the first assignment its heir.
         let answering: Vec<usize> = match awaited {
             Some(w) => vec![w],
@@ -1057,11 +1085,7 @@ impl Fire<'_> {
         }
         // An owner that went down without a word about this fire (or anything of the job after
         // it) was held up handling it, typically waiting for a reshard from a leader whose crash
-        // was not detected yet, when it crashed, stopped or lost its session: lost with it. A
-        // fire waits for a reshard at most the sharding timeout.
-        let held_up_ms = i64::try_from(Settings::default().sharding_timeout.as_millis())
-            .unwrap_or(i64::MAX)
-            .saturating_add(1_000);
+        // was not detected yet, when it crashed, stopped or lost its session: lost with it.
         let first_down = answering.iter().find_map(|&w| {
             let (from, why) = tl.went_down(w, at, at.saturating_add(held_up_ms))?;
             let said = facts.said(job, w, self.fire, at, from);

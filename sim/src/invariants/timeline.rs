@@ -41,6 +41,10 @@ pub(crate) struct Timeline {
     pub skewed: BTreeMap<usize, Vec<(i64, i64)>>,
     /// Per job: its reshard flag's data from each time on (`None`: no flag).
     pub flags: BTreeMap<String, Vec<(i64, Option<String>)>>,
+    /// Per job and instance: from each time on, whether the instance lacks the job (its
+    /// `add_job` failed and has not succeeded since; a crash, a stop or the job's next add
+    /// clears it: the next start, or that add, tries again).
+    pub lacks: BTreeMap<(String, usize), Vec<(i64, bool)>>,
 }
 
 impl Timeline {
@@ -100,7 +104,14 @@ impl Timeline {
                     close(&mut open, &mut t.down, who, "starting", at);
                     open.insert((who, "down"), (at, format!("its start failed: {error}")));
                 }
+                Note::AddFailed { job, .. } => {
+                    t.lacks.entry((job.clone(), who)).or_default().push((at, true));
+                }
+                Note::AddedAfterRetry { job, .. } => {
+                    t.lacks.entry((job.clone(), who)).or_default().push((at, false));
+                }
                 Note::Crashed { .. } => {
+                    t.clear_lacks(|_, w| w == who, at);
                     t.crashes.push((at, who));
                     for what in ["starting", "stopping"] {
                         close(&mut open, &mut t.down, who, what, at);
@@ -111,6 +122,7 @@ impl Timeline {
                     open.insert((who, "stopping"), (at, format!("it was stopping since {at}")));
                 }
                 Note::Stopped => {
+                    t.clear_lacks(|_, w| w == who, at);
                     close(&mut open, &mut t.down, who, "stopping", at);
                     open.insert((who, "down"), (at, format!("it was stopped at {at}")));
                 }
@@ -172,6 +184,7 @@ impl Timeline {
                     gone.insert(job.clone());
                 }
                 Note::Work { work: Workload::AddJob(spec), error: None } => {
+                    t.clear_lacks(|job, _| job == spec.name, at);
                     gone.remove(&spec.name);
                     t.added.entry(spec.name.clone()).or_default().push(at);
                 }
@@ -196,6 +209,25 @@ impl Timeline {
             t.down.entry(who).or_default().push((from, end, why));
         }
         t
+    }
+
+    /// Whether instance `who` lacked `job` at `at`: its `add_job` of the job had failed, and
+    /// no add succeeded since.
+    pub fn lacks_job(&self, who: usize, job: &str, at: i64) -> bool {
+        self.lacks
+            .get(&(job.to_owned(), who))
+            .and_then(|list| list.iter().rev().find(|(t, _)| *t <= at))
+            .is_some_and(|(_, lacks)| *lacks)
+    }
+
+    /// Notes, at `at`, that every instance and job `which` picks has the job again (or will
+    /// try to add it again).
+    fn clear_lacks(&mut self, which: impl Fn(&str, usize) -> bool, at: i64) {
+        for ((job, who), list) in &mut self.lacks {
+            if which(job, *who) && list.last().is_some_and(|(_, lacks)| *lacks) {
+                list.push((at, false));
+            }
+        }
     }
 
     /// Why instance `who` could not run items at time `at`, if so.
@@ -276,20 +308,27 @@ impl Timeline {
         self.removed.get(job).is_some_and(|l| l.iter().any(|&t| t >= added && t <= until))
     }
 
-    /// How long, within `[from, to)` (to the nearest 100 ms), no instance at all was up:
-    /// nobody could have taken anything over then.
-    pub fn nobody_up_ms(&self, from: i64, to: i64) -> i64 {
+    /// When the liveness bound `bound_ms` of a failover of `job` that starts at `from` ends:
+    /// section 4 counts only the time when some instance was up with its server enabled for
+    /// the job (to the nearest 100 ms, and a server disabled within the change slack counts as
+    /// disabled): nobody could take anything over otherwise, so each stretch without one moves
+    /// the end on. `i64::MAX` when none comes up again before the run ends.
+    pub fn bound_end(&self, job: &str, from: i64, bound_ms: i64) -> i64 {
         const STEP: i64 = 100;
         let all: Vec<usize> = self.down.keys().copied().collect();
-        let mut t = from;
-        let mut total = 0;
-        while t < to {
-            if all.iter().all(|&w| self.not_up(w, t).is_some()) {
-                total += STEP;
+        let (mut t, mut counted) = (from, 0);
+        while counted < bound_ms {
+            if t > self.end {
+                return i64::MAX;
+            }
+            let taker =
+                |w: &usize| self.not_up(*w, t).is_none() && !self.server_disabled(job, *w, t);
+            if all.iter().any(taker) {
+                counted += STEP;
             }
             t += STEP;
         }
-        total
+        t
     }
 
     /// Whether `job` was removed at the end of the run (not added again since).
