@@ -91,6 +91,7 @@ const FIXED_2X4: &[(u64, FaultProfile, &str)] = &[
     (538_601_397, FaultProfile::Chaos, "a crash's catch-ups, then failover turned off unseen"),
     (2_831_513_216, FaultProfile::Chaos, "a job added while both instances were cut off"),
     (2_601_912_491, FaultProfile::Failover, "a failover while the only survivor was disabled"),
+    (595_355_891, FaultProfile::Chaos, "a server disabled between its claim and the re-run"),
 ];
 
 /// Seeds of clusters of one instance (three jobs) that once failed.
@@ -100,6 +101,9 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (479_507_338, FaultProfile::Chaos, "a count grown while the only instance was down"),
     (479_507_292, FaultProfile::Failover, "an orphan's item removed while nobody was up"),
     (909_050_433, FaultProfile::Failover, "an orphan while the only instance was disabled"),
+    (264_491_183, FaultProfile::Failover, "a fire that waited for a reshard nobody was up for"),
+    (937_939_617, FaultProfile::Chaos, "clock-skew records of a job's fires before its reshard"),
+    (937_940_233, FaultProfile::Chaos, "a job removed before a clock behind reached its fire"),
 ];
 
 /// Runs each seed with `options`' shape; fails with the replay command of the first that
