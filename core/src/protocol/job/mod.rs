@@ -126,7 +126,8 @@ enum Pending {
     Register(register::Step),
     RaiseFlag(FlagStep),
     Queue {
-        dead: Option<String>,
+        /// The departed instance, and the view revision its queue was computed from.
+        dead: Option<(String, u64)>,
     },
     Bid(BidStep),
     Abdicate,
@@ -287,6 +288,10 @@ pub struct JobProtocol {
     bid_blocked: Option<u64>,
     /// A claim lost to another taker the view did not show yet: likewise.
     claim_blocked: Option<u64>,
+    /// A departure whose queue transaction lost a race (another survivor queued first, the
+    /// view did not show it yet): the instance, the view revision then, and how many tries
+    /// lost so far. Tried again once the view changes; given up, loudly, after a few.
+    queue_lost: Option<(String, u64, u32)>,
     /// Queued failover entries by item, with when this instance first saw each.
     entries_seen: BTreeMap<u32, i64>,
     /// A catch-up that could not start: none again until the view changes.
@@ -394,6 +399,7 @@ impl JobProtocol {
             then: None,
             bid_blocked: None,
             claim_blocked: None,
+            queue_lost: None,
             entries_seen: BTreeMap::new(),
             catch_up_blocked: None,
             clock_checked: None,

@@ -11,10 +11,24 @@ use crate::protocol::failover::{self, Claim};
 use crate::protocol::sharding;
 use crate::registry::RegistryError;
 
+/// How many times a departure's queue may lose a race, each time with the view up to date,
+/// before it is given up as a bug (a legitimate race is lost once: the winner's entries reach
+/// the view, and the queue computed from it holds nothing more).
+const QUEUE_TRIES: u32 = 3;
+
 impl JobProtocol {
     /// Queues what the next departed instance left (failover on).
     pub(super) fn departure_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
         let dead = self.departed.iter().next()?.clone();
+        // Its queue lost a race the view did not show yet: tried again once the view moves on
+        // (the winner's entries come with it, and the queue computed then is empty).
+        if self
+            .queue_lost
+            .as_ref()
+            .is_some_and(|(d, at, _)| *d == dead && *at == ctx.view.revision())
+        {
+            return None;
+        }
         // Back already (a new session or process of the same id): what it left is its own to
         // queue when it registers (its leftovers); queueing it here would hand a taker the
         // items of runs it has started since.
@@ -57,7 +71,8 @@ impl JobProtocol {
             self.departed.remove(&dead);
             return Some(Next::Again);
         }
-        Some(Next::Request(Pending::Queue { dead: Some(dead) }, Request::Txn(ops)))
+        let pending = Pending::Queue { dead: Some((dead, ctx.view.revision())) };
+        Some(Next::Request(pending, Request::Txn(ops)))
     }
 
     /// With `maxTimeDiffSeconds` set, what to do before this clock may count fires: compare it
@@ -110,21 +125,50 @@ impl JobProtocol {
 
     pub(super) fn on_queue_reply(
         &mut self,
-        dead: Option<String>,
+        dead: Option<(String, u64)>,
         result: Result<Reply, RegistryError>,
     ) {
+        let Some((dead, computed_at)) = dead else {
+            // The queue's parent node: ensured, or there already.
+            match result {
+                Err(e) if !(failover::is_lost_race(&e) || e.is_node_exists()) => self.failed(&e),
+                _ => {}
+            }
+            return;
+        };
         match result {
-            // Another survivor queued them first, or a taker claimed one already.
             Ok(_) => {}
-            Err(e) if failover::is_lost_race(&e) || e.is_node_exists() => {}
+            // Another survivor queued them first, or a taker claimed one already: queued again
+            // from the view that shows it, which is then nothing, or what is left. A queue that
+            // keeps failing with the view up to date is a bug (one once wrote a marker twice in
+            // its transaction, refused whole every time, which left the items behind the dead
+            // instance's markers for good): said, not hidden.
+            Err(e) if failover::is_lost_race(&e) || e.is_node_exists() => {
+                let tries = match &self.queue_lost {
+                    Some((d, _, n)) if *d == dead => n + 1,
+                    _ => 1,
+                };
+                if tries < QUEUE_TRIES {
+                    // Tried again at once if the view moved on since the queue was computed.
+                    self.queue_lost = Some((dead, computed_at, tries));
+                    return;
+                }
+                let job = self.job().to_owned();
+                let message = format!(
+                    "queueing the failover of what {dead} left lost {tries} races in a row, each \
+                     retried once the registry's state had moved on ({e}); its items may wait \
+                     until it comes back. If this keeps happening it is a bug in shardcron: \
+                     please report it with this message"
+                );
+                self.emit(SchedulerEvent::Error { job, message });
+            }
             Err(e) => {
                 self.failed(&e);
                 return;
             }
         }
-        if let Some(dead) = dead {
-            self.departed.remove(&dead);
-        }
+        self.queue_lost = None;
+        self.departed.remove(&dead);
     }
 
     /// Removes the markers of items that returned, fenced: a marker a failover taker took
