@@ -54,6 +54,8 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
         FaultProfile::Chaos,
         "a catch-up whose new owner was cut off in its run, then the job removed",
     ),
+    (1_134, FaultProfile::Lease, "a catch-up that waited for two reshards in a row"),
+    (1_146, FaultProfile::Lease, "a catch-up whose reshard came in the ms its run ended"),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3
@@ -92,6 +94,7 @@ const FIXED_2X4: &[(u64, FaultProfile, &str)] = &[
     (2_831_513_216, FaultProfile::Chaos, "a job added while both instances were cut off"),
     (2_601_912_491, FaultProfile::Failover, "a failover while the only survivor was disabled"),
     (595_355_891, FaultProfile::Chaos, "a server disabled between its claim and the re-run"),
+    (955_160_766, FaultProfile::Chaos, "a departure handled in the ms its id came back"),
 ];
 
 /// Seeds of clusters of one instance (three jobs) that once failed.
@@ -104,6 +107,7 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (264_491_183, FaultProfile::Failover, "a fire that waited for a reshard nobody was up for"),
     (937_939_617, FaultProfile::Chaos, "clock-skew records of a job's fires before its reshard"),
     (937_940_233, FaultProfile::Chaos, "a job removed before a clock behind reached its fire"),
+    (14_732_640, FaultProfile::Failover, "an item disabled before the only instance came back"),
 ];
 
 /// Runs each seed with `options`' shape; fails with the replay command of the first that

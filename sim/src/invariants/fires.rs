@@ -261,6 +261,19 @@ impl Facts {
     }
 
     /// When the first run of `job`'s `item` on `who` that ends at or after `from` ended.
+    /// When the failover re-runs of `job` that `who` started within `[from, to]` ended (the
+    /// last of them), if it started any.
+    fn reruns_end(&self, job: &str, who: usize, from: i64, to: i64) -> Option<i64> {
+        self.runs
+            .range((job.to_owned(), 0)..=(job.to_owned(), u32::MAX))
+            .flat_map(|((_, item), runs)| runs.iter().map(move |r| (*item, r)))
+            .filter(|(_, (t, w, kind))| {
+                *w == who && *kind == FireKind::Failover && (from..=to).contains(t)
+            })
+            .filter_map(|(item, (t, _, _))| self.end_from(job, item, who, *t))
+            .max()
+    }
+
     fn end_from(&self, job: &str, item: u32, who: usize, from: i64) -> Option<i64> {
         let ends = self.ends.get(&(job.to_owned(), item, who))?;
         ends.iter().copied().find(|&t| t >= from)
@@ -407,12 +420,41 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // does), then falls to the item's owner under the assignment it makes, who runs it
         // after the run it started then, if any (the fire that waited). The job's removal, or
         // a count change that removed the item, before then leaves nothing to catch up
-        // (GUARANTEES.md, section 2).
-        let caught_up_by = tl.reshard_pending_until(&job, end).map(|reshard| {
-            let owner = facts.owner_at(&job, item, reshard);
-            let busy_until = owner.and_then(|o| facts.end_from(&job, item, o, reshard));
-            busy_until.unwrap_or(reshard).saturating_add(CHANGE_SLACK_MS)
-        });
+        // (GUARANTEES.md, section 2). When that run ends while another reshard is pending,
+        // the catch-up waits for that one too, and so on (`lease` seed 1,134: items that run
+        // 20 s, each reshard held back by the runs of the one before).
+        // And an owner with failover re-runs of the job claimed when the catch-up fell due
+        // runs them first (the older debt), then the catch-up (`lease` seed 1,077: two 20 s
+        // re-runs went first).
+        let mut due = end;
+        let mut waited = false;
+        for _ in 0..MAX_CHAINED_WAITS {
+            // (Pending until the run ended, the reshard may come in that very millisecond:
+            // it waited for the run; `lease` seed 1,146.)
+            if let Some(reshard) = tl.reshard_pending_until(&job, due - 1) {
+                waited = true;
+                if reshard == i64::MAX {
+                    due = i64::MAX;
+                    break;
+                }
+                let owner = facts.owner_at(&job, item, reshard);
+                due = owner.and_then(|o| facts.end_from(&job, item, o, reshard)).unwrap_or(reshard);
+                continue;
+            }
+            let owner = facts.owner_at(&job, item, due).unwrap_or(who);
+            match facts.reruns_end(&job, owner, due, due + CHANGE_SLACK_MS) {
+                Some(rerun_end) if rerun_end > due => {
+                    waited = true;
+                    due = rerun_end;
+                }
+                _ => break,
+            }
+        }
+        let caught_up_by = waited.then(|| due.saturating_add(CHANGE_SLACK_MS));
+        // Its turn came once the run was over (everything stops gracefully in its final phase).
+        if caught_up_by.is_some_and(|t| t >= final_at) {
+            continue;
+        }
         let removed_while_waiting = caught_up_by.is_some_and(|until| {
             tl.removed_by(&job, skip_at, until)
                 || tl.configs.get(&job).is_some_and(|configs| {
@@ -486,8 +528,11 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // An item an operator disabled, or a count change removed, before its owner's crash
         // was noticed (the session timeout after the last loss, at most) runs no catch-up:
         // disabled items run nothing, removed ones do not exist.
+        // Noticed by an instance up (one that could take it over): with none up when the
+        // session ended, once one is (1 × 3 `failover` 14,732,640: the only instance came back
+        // 18 s after its session ended, 5 s after an operator disabled the item).
         let last = losses.last().map_or(first.at, |l| l.at);
-        let noticed_by = last.saturating_add(tl.session_ms).saturating_add(1_000);
+        let noticed_by = tl.bound_end(&job, last.saturating_add(tl.session_ms), 1_000);
         let disabled_meanwhile = tl.item_disabled.get(&(job.clone(), item)).is_some_and(|l| {
             l.iter().any(|(from, on)| *on && *from > first.at && *from <= noticed_by)
         });
@@ -748,6 +793,10 @@ fn failover_slack_ms(tl: &Timeline, job: &str) -> i64 {
     let longest = longest.map_or(0, |ms| i64::try_from(ms).unwrap_or(i64::MAX));
     FAILOVER_SLACK_MS.max(longest.saturating_add(BEYOND_A_RUN_MS))
 }
+
+/// How many waits in a row a catch-up is followed through (a reshard pending, or failover
+/// re-runs its owner ran first, when the run it waited for ended).
+const MAX_CHAINED_WAITS: usize = 8;
 
 /// The slack for jobs whose items run a few seconds at most.
 const FAILOVER_SLACK_MS: i64 = 15_000;

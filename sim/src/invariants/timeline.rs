@@ -310,9 +310,10 @@ impl Timeline {
 
     /// When the liveness bound `bound_ms` of a failover of `job` that starts at `from` ends:
     /// section 4 counts only the time when some instance was up with its server enabled for
-    /// the job (to the nearest 100 ms, and a server disabled within the change slack counts as
-    /// disabled): nobody could take anything over otherwise, so each stretch without one moves
-    /// the end on. `i64::MAX` when none comes up again before the run ends.
+    /// the job and its clock within the job's `maxTimeDiffSeconds` (to the nearest 100 ms; a
+    /// server disabled within the change slack counts as disabled): nobody could take
+    /// anything over otherwise, so each stretch without one moves the end on. `i64::MAX` when
+    /// none comes up again before the run ends.
     pub fn bound_end(&self, job: &str, from: i64, bound_ms: i64) -> i64 {
         const STEP: i64 = 100;
         let all: Vec<usize> = self.down.keys().copied().collect();
@@ -321,8 +322,14 @@ impl Timeline {
             if t > self.end {
                 return i64::MAX;
             }
-            let taker =
-                |w: &usize| self.not_up(*w, t).is_none() && !self.server_disabled(job, *w, t);
+            let clock_bound_ms = self
+                .config_at(job, t)
+                .map_or(0, |c| i64::from(c.max_time_diff_seconds).saturating_mul(1_000));
+            let taker = |w: &usize| {
+                self.not_up(*w, t).is_none()
+                    && !self.server_disabled(job, *w, t)
+                    && self.clock_off_until(*w, t, clock_bound_ms).is_none()
+            };
             if all.iter().any(taker) {
                 counted += STEP;
             }
