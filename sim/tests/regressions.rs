@@ -56,6 +56,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     ),
     (1_134, FaultProfile::Lease, "a catch-up that waited for two reshards in a row"),
     (1_146, FaultProfile::Lease, "a catch-up whose reshard came in the ms its run ended"),
+    (2_320_651_129, FaultProfile::Failover, "a misfire and the reshard that made its item, one ms"),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3

@@ -102,6 +102,9 @@ struct Facts {
     configs_applied: BTreeMap<(String, usize), Vec<i64>>,
     /// job → (time, item → owner) of each committed assignment.
     assignments: Assignments,
+    /// job → the trace index of each assignment's `Sharded` event, in the order of
+    /// `assignments`: what came before what within one millisecond.
+    assignment_entries: BTreeMap<String, Vec<usize>>,
     /// (time, entry index, instance, job, item) of every run a crash or the end of its
     /// session interrupted: with failover on, another instance must re-execute it.
     /// The last field is the fire the interrupted run belonged to.
@@ -167,6 +170,7 @@ impl Facts {
                             .flat_map(|(who, items)| items.iter().map(move |&n| (n, who)))
                             .collect();
                         f.assignments.entry(job.clone()).or_default().push((e.at, owners));
+                        f.assignment_entries.entry(job.clone()).or_default().push(idx);
                     }
                     // A failover claim runs one orphaned fire: the assignment (who answers for
                     // the fires to come) stays the reshard's.
@@ -208,6 +212,15 @@ impl Facts {
                 !matches!(e.what, What::Note(Note::Crashed { .. }))
             });
         }
+    }
+
+    /// Whether an assignment committed before trace entry `idx` had `item`.
+    fn assigned_before(&self, job: &str, item: u32, idx: usize) -> bool {
+        let (Some(list), Some(at)) = (self.assignments.get(job), self.assignment_entries.get(job))
+        else {
+            return false;
+        };
+        list.iter().zip(at).any(|((_, owners), &i)| i < idx && owners.contains_key(&item))
     }
 
     /// The owner of `item` by the last assignment committed at or before `at`.
@@ -1027,7 +1040,10 @@ impl Fire<'_> {
         if let Some((idx, who, r)) = skip {
             // An item a count change added owes no catch-up for a misfire skipped before any
             // assignment had it: no marker could be written for it yet (GUARANTEES.md, 2).
-            let existed = facts.owner_at(job, item, entries[*idx].at).is_some();
+            // Before means before in the trace: the skip and the reshard that created the item
+            // can share a millisecond (`failover` 2,320,651,129: the skip's markers committed
+            // first, then the reshard).
+            let existed = facts.assigned_before(job, item, *idx);
             if *r == SkipReason::Misfire && misfire && existed {
                 misfires.push((*idx, *who, job.to_owned(), item));
             }
