@@ -80,10 +80,15 @@ pub enum Variant {
     /// the job's first fire; the boundary of the reading that a fire no assignment had is lost
     /// only when no instance with the job could record it).
     MuteSkipsBeforeFirstRun,
+    /// Instance 2's watch drops the changes of a job's config node: it never learns of a
+    /// cron change, and keeps firing the old schedule (needs a config change; the boundary of
+    /// the reading that a fire of a changed config is excused only for an owner that applied
+    /// the change, late).
+    IgnoreConfigChange,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 18] = [
+    pub const ALL: [Variant; 19] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -102,6 +107,7 @@ impl Variant {
         Variant::LateAsNoItems,
         Variant::ForgetReshardTime,
         Variant::MuteSkipsBeforeFirstRun,
+        Variant::IgnoreConfigChange,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -113,7 +119,10 @@ impl Variant {
         let affected = match self {
             // (GreedyOwner on a follower: the leader trusts its own committed assignment over a
             // watch event that contradicts it, which would hide the bug there.)
-            Variant::DropWatchEvent | Variant::FalseLeader | Variant::GreedyOwner => who == 2,
+            Variant::DropWatchEvent
+            | Variant::FalseLeader
+            | Variant::GreedyOwner
+            | Variant::IgnoreConfigChange => who == 2,
             Variant::LeakRunningMarkers => who == 1,
             Variant::StaleAssignment
             | Variant::IgnoreLeaseLoss
@@ -230,6 +239,11 @@ fn without_commit_times(data: &[u8]) -> Vec<u8> {
     let text = String::from_utf8_lossy(data);
     let kept: Vec<&str> = text.lines().filter(|line| !line.starts_with("made ")).collect();
     kept.join("\n").into_bytes()
+}
+
+/// A job's config node (`/{job}/config`).
+fn is_config_node(path: &str) -> bool {
+    path.strip_suffix("/config").is_some_and(|job| job.rfind('/') == Some(0))
 }
 
 fn is_owner_node(path: &str) -> bool {
@@ -433,6 +447,14 @@ impl CoordinatorRegistry for Buggy {
                     let garbage = matches!(event, WatchEvent::Changed { node, .. }
                     if crate::garbage::Junk::is_junk(&node.data));
                     std::future::ready(!garbage)
+                }),
+                scoper,
+            )),
+            Variant::IgnoreConfigChange => Ok(WatchStream::with_scoper(
+                stream.filter(|event| {
+                    let change =
+                        matches!(event, WatchEvent::Changed { path, .. } if is_config_node(path));
+                    std::future::ready(!change)
                 }),
                 scoper,
             )),

@@ -57,6 +57,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (1_134, FaultProfile::Lease, "a catch-up that waited for two reshards in a row"),
     (1_146, FaultProfile::Lease, "a catch-up whose reshard came in the ms its run ended"),
     (2_320_651_129, FaultProfile::Failover, "a misfire and the reshard that made its item, one ms"),
+    (836_920_862, FaultProfile::Lease, "a catch-up behind a re-run of its item, then a reshard"),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3
@@ -96,6 +97,7 @@ const FIXED_2X4: &[(u64, FaultProfile, &str)] = &[
     (2_601_912_491, FaultProfile::Failover, "a failover while the only survivor was disabled"),
     (595_355_891, FaultProfile::Chaos, "a server disabled between its claim and the re-run"),
     (955_160_766, FaultProfile::Chaos, "a departure handled in the ms its id came back"),
+    (417_371_193, FaultProfile::Failover, "a fire overtaken while both instances were down"),
 ];
 
 /// Seeds of clusters of one instance (three jobs) that once failed.
@@ -109,6 +111,7 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (937_939_617, FaultProfile::Chaos, "clock-skew records of a job's fires before its reshard"),
     (937_940_233, FaultProfile::Chaos, "a job removed before a clock behind reached its fire"),
     (14_732_640, FaultProfile::Failover, "an item disabled before the only instance came back"),
+    (200_204_689, FaultProfile::Failover, "a cron change applied late after a session expiry"),
 ];
 
 /// Runs each seed with `options`' shape; fails with the replay command of the first that

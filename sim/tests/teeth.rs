@@ -443,3 +443,27 @@ fn a_lost_failover_is_caught_past_the_bound_while_one_survivor_is_disabled() {
         .at(37_000, Workload::RemoveJob { job: "j0".into() });
     lost_rerun_caught(vec![long], scenario, Variant::ForgetDeparture, "j0#");
 }
+
+#[test]
+fn a_cron_change_never_applied_is_caught() {
+    // The boundary of "a fire of a changed config that fell due before its owner saw the
+    // change is not owed": the cron goes from every 5 s to every 3 s at 12 s. i2's watch
+    // drops the change, so it never applies it and keeps the old schedule; the new schedule's
+    // fires of its items go unrun, and it never saw the change late: they are reported.
+    let job = JobSpec::new("j0", "0/5 * * * * ?", 6).item_ms(500);
+    let scenario = Scenario::new("cron-change")
+        .at(12_000, Workload::SetCron { job: "j0".into(), cron: "0/3 * * * * ?".into() });
+    caught_under_faults(
+        vec![job.clone()],
+        scenario.clone(),
+        Variant::IgnoreConfigChange,
+        Invariant::Fires,
+    );
+    let broken = under_faults(vec![job], scenario, Some(Variant::IgnoreConfigChange));
+    let unrun = |m: &str| m.contains("neither ran nor was recorded") && m.contains("i2 was up");
+    assert!(
+        broken.violations.iter().any(|v| unrun(&v.message)),
+        "the new schedule's fires of i2's items should be reported:\n{}",
+        broken.violations_text()
+    );
+}

@@ -287,6 +287,17 @@ impl Facts {
             .max()
     }
 
+    /// Until when a run of `item` that started by `at` and had not ended then went on (the
+    /// latest end of such runs), if any.
+    fn item_busy_until(&self, job: &str, item: u32, at: i64) -> Option<i64> {
+        let runs = self.runs.get(&(job.to_owned(), item))?;
+        runs.iter()
+            .filter(|(t, _, _)| *t <= at)
+            .filter_map(|&(t, w, _)| self.end_from(job, item, w, t))
+            .filter(|&end| end > at)
+            .max()
+    }
+
     fn end_from(&self, job: &str, item: u32, who: usize, from: i64) -> Option<i64> {
         let ends = self.ends.get(&(job.to_owned(), item, who))?;
         ends.iter().copied().find(|&t| t >= from)
@@ -441,10 +452,13 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // re-runs went first).
         let mut due = end;
         let mut waited = false;
+        let mut last_reshard = i64::MIN;
         for _ in 0..MAX_CHAINED_WAITS {
             // (Pending until the run ended, the reshard may come in that very millisecond:
             // it waited for the run; `lease` seed 1,146.)
-            if let Some(reshard) = tl.reshard_pending_until(&job, due - 1) {
+            let pending = tl.reshard_pending_until(&job, due - 1).filter(|&r| r != last_reshard);
+            if let Some(reshard) = pending {
+                last_reshard = reshard;
                 waited = true;
                 if reshard == i64::MAX {
                     due = i64::MAX;
@@ -452,6 +466,26 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
                 }
                 let owner = facts.owner_at(&job, item, reshard);
                 due = owner.and_then(|o| facts.end_from(&job, item, o, reshard)).unwrap_or(reshard);
+                continue;
+            }
+            // The item itself still running (a failover taker re-running an earlier fire of
+            // it), or queued for failover then: the catch-up follows that run (`lease` seed
+            // 836,920,862: queued when the reshard gave the item to its catch-up's owner).
+            // Or queued for failover then, re-run by its taker first (`owed_catch_up`).
+            let rerun_soon = || {
+                let runs = facts.runs.get(&(job.clone(), item))?;
+                runs.iter()
+                    .filter(|(t, _, kind)| {
+                        *kind == FireKind::Failover && (due..=due + CHANGE_SLACK_MS).contains(t)
+                    })
+                    .filter_map(|&(t, w, _)| facts.end_from(&job, item, w, t))
+                    .max()
+            };
+            if let Some(busy_until) =
+                facts.item_busy_until(&job, item, due).or_else(rerun_soon).filter(|&e| e > due)
+            {
+                waited = true;
+                due = busy_until;
                 continue;
             }
             let owner = facts.owner_at(&job, item, due).unwrap_or(who);
@@ -1112,17 +1146,34 @@ impl Fire<'_> {
             tl.not_up(w, at).is_some()
                 || answered.is_some_and(|gone| tl.went_down(w, at, gone).is_some())
         });
+        // An instance handling the fire waits for a reshard at most the sharding timeout.
+        let held_up_ms = i64::try_from(Settings::default().sharding_timeout.as_millis())
+            .unwrap_or(i64::MAX)
+            .saturating_add(1_000);
+        // Whether instance `w` could record the fire: up with the job, and not gone down while
+        // it handled it (waiting for a reshard) without a word of it.
+        let could_record = |w: usize| {
+            tl.not_up(w, at).is_none()
+                && !tl.lacks_job(w, job, at)
+                && tl
+                    .went_down(w, at, at.saturating_add(held_up_ms))
+                    .is_none_or(|(from, _)| facts.said(job, w, self.fire, at, from))
+        };
         if overtaken && awaited_down {
             let late = skips.into_iter().flatten().any(|(_, _, r)| *r == SkipReason::Late);
             if late {
                 acc.add("skipped: late (overtaken while it waited; its owner there was down)");
                 return;
             }
+            // Nobody waited to record it: every instance with the job was down, or went down
+            // while it waited without a word of it (2 × 4 `failover` 417,371,193: both crashed
+            // while the reshard a count change asked for waited; the one it gave the item to
+            // restarted under its id, and lost nothing, the fire being overtaken).
+            if !(1..=tl.down.len()).any(could_record) {
+                acc.add("lost: overtaken while it waited, nobody up to record it");
+                return;
+            }
         }
-        // An instance handling the fire waits for a reshard at most the sharding timeout.
-        let held_up_ms = i64::try_from(Settings::default().sharding_timeout.as_millis())
-            .unwrap_or(i64::MAX)
-            .saturating_add(1_000);
         // Due before any assignment had the item (before the job's first reshard, or before
         // the reshard that creates an item a count change added), and no instance that had the
         // job could record it: each was down, went down while it waited for that reshard
@@ -1135,13 +1186,6 @@ impl Fire<'_> {
         // waited for a reshard which gave the item to an instance that was down for it and
         // came back anew (answered as before any assignment; `failover` 264,491,183: the count
         // grew while the only instance was down, its departure handled by its own restart).
-        let could_record = |w: usize| {
-            tl.not_up(w, at).is_none()
-                && !tl.lacks_job(w, job, at)
-                && tl
-                    .went_down(w, at, at.saturating_add(held_up_ms))
-                    .is_none_or(|(from, _)| facts.said(job, w, self.fire, at, from))
-        };
         if unassigned && !(1..=tl.down.len()).any(could_record) {
             acc.add("lost: no assignment had the item, no instance with the job could record it");
             return;
@@ -1225,8 +1269,8 @@ impl Fire<'_> {
             }
         }
         // The config change that made this fire had not reached its owner yet (a slow link:
-        // it applied the change only after the fire's time, up all along, and within the
-        // session timeout plus 15 s of it), which ran the schedule it knew (GUARANTEES.md,
+        // it applied the change only after the fire's time, not restarted meanwhile, and within
+        // the session timeout plus 15 s of it), which ran the schedule it knew (GUARANTEES.md,
         // section 2; chaos 1,012,580,706 at 10 × 10: a cron change reached a leader of ten
         // jobs on a 1 s link 9 s late). An owner that never applies it (a watch event lost,
         // the planted bug `DropWatchEvent`) is not excused.
@@ -1236,8 +1280,14 @@ impl Fire<'_> {
                 && answering.iter().all(|&w| {
                     let applied = facts.configs_applied.get(&(self.job.to_owned(), w));
                     let applied_at = applied.and_then(|l| l.iter().copied().find(|&t| t >= from));
-                    applied_at.is_some_and(|t| t > at && t <= seen_by)
-                        && tl.went_down(w, from - 1, at + 1).is_none()
+                    // Up all along, or back in a new session of the same process (a session
+                    // that ended while it was cut off: it registers again over the same slow
+                    // link; 1 × 3 `failover` 200,204,689: a cron change in the millisecond its
+                    // session ended, applied 2.3 s after it was back, over a 1 s link).
+                    let restarted = tl.went_down(w, from - 1, at + 1).is_some_and(|(_, why)| {
+                        why.contains("crashed") || why.contains("stop") || why.contains("start")
+                    });
+                    applied_at.is_some_and(|t| t > at && t <= seen_by) && !restarted
                 })
         });
         if unseen_change {
