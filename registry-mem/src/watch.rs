@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures::Stream;
-use shardcron_core::registry::{path, Node, ScopeChange, WatchEvent, WatchScope};
+use shardcron_core::registry::{Node, ScopeChange, ScopeIndex as Index, WatchEvent, WatchScope};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::namespace::Namespace;
@@ -54,44 +54,6 @@ fn snapshot_except(
         }
     }
     nodes
-}
-
-/// A scope's entries hashed: whether a change is covered is a lookup of its path and its
-/// ancestors, however many entries the scope has (a scheduler's narrow scopes have hundreds).
-#[derive(Debug, Default)]
-struct Index {
-    nodes: rustc_hash::FxHashSet<String>,
-    subtrees: rustc_hash::FxHashSet<String>,
-}
-
-impl Index {
-    fn of(scope: &WatchScope) -> Self {
-        Index {
-            nodes: scope.nodes().iter().cloned().collect(),
-            subtrees: scope.subtrees().iter().cloned().collect(),
-        }
-    }
-
-    fn covers(&self, path: &str) -> bool {
-        self.nodes.contains(path) || self.in_subtree(path)
-    }
-
-    /// The entries as a scope (sorted): for a resync, which reads everything anyway.
-    fn scope(&self) -> WatchScope {
-        WatchScope::of_entries(
-            self.subtrees.iter().cloned().collect(),
-            self.nodes.iter().cloned().collect(),
-        )
-    }
-
-    fn in_subtree(&self, path: &str) -> bool {
-        if self.subtrees.is_empty() {
-            return false;
-        }
-        self.subtrees.contains(path)
-            || self.subtrees.contains("/")
-            || path::ancestors(path).any(|ancestor| self.subtrees.contains(ancestor))
-    }
 }
 
 /// One subscription.
@@ -185,18 +147,7 @@ impl Watches {
             change.add.nodes().iter().filter(|n| !index.covers(n)).cloned().collect(),
         );
         let added = snapshot_except(tree, ns, &fresh, Some(index));
-        for root in change.remove.subtrees() {
-            index.subtrees.remove(root);
-        }
-        for node in change.remove.nodes() {
-            index.nodes.remove(node);
-        }
-        for root in change.add.subtrees() {
-            index.subtrees.insert(root.clone());
-        }
-        for node in change.add.nodes() {
-            index.nodes.insert(node.clone());
-        }
+        index.apply(change);
         let event = WatchEvent::Rescoped { change: client_change, added };
         // While a resync is due the stream's events are dropped, but not this one: the
         // subscriber must learn of the new scope, which the resync to come then shows.

@@ -6,12 +6,16 @@
 //! here a successful write is recorded at once as *pending*, and reads see it until the watch
 //! delivers the change (or a later one) for the same path.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
 use crate::layout::is_execution_record;
 use crate::path_map::PathMap;
-use crate::registry::{path, Node, ScopeChange, TxnOp, TxnResult, Version, WatchEvent, WatchScope};
+use crate::registry::{
+    path, Node, ScopeChange, ScopeIndex, TxnOp, TxnResult, Version, WatchEvent, WatchScope,
+};
+
+type FxBuild = std::hash::BuildHasherDefault<rustc_hash::FxHasher>;
 
 /// What this process last wrote to a path, until the watch catches up.
 #[derive(Debug, Clone)]
@@ -61,50 +65,6 @@ pub struct View {
 #[derive(Debug, Default)]
 struct Strays {
     seen: parking_lot::Mutex<(u64, Vec<String>)>,
-}
-
-/// A scope's entries in hash sets: whether a path is covered is a lookup of the path and of
-/// each of its ancestors, whatever the number of entries (a process with many jobs watches
-/// thousands of single nodes).
-#[derive(Debug, Default)]
-struct ScopeIndex {
-    nodes: HashSet<Box<str>, FxBuild>,
-    subtrees: HashSet<Box<str>, FxBuild>,
-}
-
-type FxBuild = std::hash::BuildHasherDefault<rustc_hash::FxHasher>;
-
-impl ScopeIndex {
-    fn of(scope: &WatchScope) -> Self {
-        ScopeIndex {
-            nodes: scope.nodes().iter().map(|p| p.as_str().into()).collect(),
-            subtrees: scope.subtrees().iter().map(|p| p.as_str().into()).collect(),
-        }
-    }
-
-    fn covers(&self, path: &str) -> bool {
-        self.nodes.contains(path) || self.in_subtree(path)
-    }
-
-    /// The entries as a scope (sorted).
-    fn scope(&self) -> WatchScope {
-        WatchScope::of_entries(
-            self.subtrees.iter().map(|p| p.to_string()).collect(),
-            self.nodes.iter().map(|p| p.to_string()).collect(),
-        )
-    }
-
-    /// Whether `path` is a subtree entry's root or lies below one.
-    fn in_subtree(&self, path: &str) -> bool {
-        if self.subtrees.contains(path) {
-            return true;
-        }
-        if self.subtrees.is_empty() {
-            return false;
-        }
-        self.subtrees.contains(path::ROOT)
-            || path::ancestors(path).any(|ancestor| self.subtrees.contains(ancestor))
-    }
 }
 
 /// How many stray paths are kept (the count goes on).
@@ -489,10 +449,10 @@ impl View {
                 out.push(path.to_owned());
             }
         };
-        for node in &self.index.nodes {
+        for node in self.index.nodes() {
             gone(node);
         }
-        let mut stack: Vec<String> = self.index.subtrees.iter().map(|r| r.to_string()).collect();
+        let mut stack: Vec<String> = self.index.subtrees().map(str::to_owned).collect();
         while let Some(path) = stack.pop() {
             gone(&path);
             for (name, _) in self.view.children(&path) {
@@ -551,18 +511,7 @@ impl View {
     /// Updates the index by `change`, entry by entry. Returns the nodes of the view no longer
     /// covered.
     fn reindex(&mut self, change: &ScopeChange) -> Vec<String> {
-        for root in change.remove.subtrees() {
-            self.index.subtrees.remove(root.as_str());
-        }
-        for node in change.remove.nodes() {
-            self.index.nodes.remove(node.as_str());
-        }
-        for root in change.add.subtrees() {
-            self.index.subtrees.insert(root.as_str().into());
-        }
-        for node in change.add.nodes() {
-            self.index.nodes.insert(node.as_str().into());
-        }
+        self.index.apply(change);
         let mut dropped: Vec<String> = change
             .remove
             .nodes()
@@ -593,7 +542,7 @@ impl View {
             for (name, _) in self.view.children(&at) {
                 stack.push(path::join(&at, name));
             }
-            if !self.index.nodes.contains(at.as_str()) {
+            if !self.index.has_node(&at) {
                 out.push(at);
             }
         }

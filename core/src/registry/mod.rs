@@ -127,6 +127,7 @@ pub mod lease;
 pub mod path;
 pub mod reachability;
 pub mod recipes;
+mod scope_index;
 mod types;
 
 use std::fmt;
@@ -136,6 +137,7 @@ use async_trait::async_trait;
 
 pub use error::{BackendCause, Op, RegistryError, Result};
 pub use ext::RegistryExt;
+pub use scope_index::ScopeIndex;
 pub use types::{
     Capability, CreateMode, Node, ScopeChange, SessionEvent, SessionEvents, TxnOp, TxnResult,
     Version, WatchEvent, WatchScope, WatchScoper, WatchStream, MAX_DATA_SIZE,
