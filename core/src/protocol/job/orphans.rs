@@ -33,7 +33,7 @@ impl JobProtocol {
         // queue when it registers (its leftovers); queueing it here would hand a taker the
         // items of runs it has started since.
         if ctx.view.exists(&self.paths.instance(&dead)) {
-            self.departed.remove(&dead);
+            self.forget_departure(&dead);
             return Some(Next::Again);
         }
         // The missed fires are counted by this clock: one too far off (`maxTimeDiffSeconds`)
@@ -73,7 +73,7 @@ impl JobProtocol {
         }
         let ops = failover::queue(ctx.view, &self.paths, &dead, &orphans, self.total());
         if ops.is_empty() {
-            self.departed.remove(&dead);
+            self.forget_departure(&dead);
             return Some(Next::Again);
         }
         let pending = Pending::Queue { dead: Some((dead, ctx.view.revision())) };
@@ -172,8 +172,16 @@ impl JobProtocol {
                 return;
             }
         }
-        self.queue_lost = None;
-        self.departed.remove(&dead);
+        self.forget_departure(&dead);
+    }
+
+    /// Done with a departure: queued, nothing left to queue, or given up. Its lost races go
+    /// with it (the same id may depart again later, and starts counting afresh).
+    fn forget_departure(&mut self, dead: &str) {
+        self.departed.remove(dead);
+        if self.queue_lost.as_ref().is_some_and(|(d, _, _)| d == dead) {
+            self.queue_lost = None;
+        }
     }
 
     /// Removes the markers of items that returned, fenced: a marker a failover taker took
