@@ -274,16 +274,27 @@ impl Facts {
     }
 
     /// When the first run of `job`'s `item` on `who` that ends at or after `from` ended.
-    /// When the failover re-runs of `job` that `who` started within `[from, to]` ended (the
-    /// last of them), if it started any.
-    fn reruns_end(&self, job: &str, who: usize, from: i64, to: i64) -> Option<i64> {
+    /// When the failover re-runs of `job` started within `[from, to]` ended (the last of
+    /// them), if any: those `who` started (any instance's if `None`), of `item` (any item if
+    /// `None`).
+    fn reruns_end(
+        &self,
+        job: &str,
+        who: Option<usize>,
+        item: Option<u32>,
+        from: i64,
+        to: i64,
+    ) -> Option<i64> {
+        let (first, last) = item.map_or((0, u32::MAX), |n| (n, n));
         self.runs
-            .range((job.to_owned(), 0)..=(job.to_owned(), u32::MAX))
+            .range((job.to_owned(), first)..=(job.to_owned(), last))
             .flat_map(|((_, item), runs)| runs.iter().map(move |r| (*item, r)))
             .filter(|(_, (t, w, kind))| {
-                *w == who && *kind == FireKind::Failover && (from..=to).contains(t)
+                who.is_none_or(|who| who == *w)
+                    && *kind == FireKind::Failover
+                    && (from..=to).contains(t)
             })
-            .filter_map(|(item, (t, _, _))| self.end_from(job, item, who, *t))
+            .filter_map(|(item, &(t, w, _))| self.end_from(job, item, w, t))
             .max()
     }
 
@@ -469,27 +480,21 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
                 continue;
             }
             // The item itself still running (a failover taker re-running an earlier fire of
-            // it), or queued for failover then: the catch-up follows that run (`lease` seed
-            // 836,920,862: queued when the reshard gave the item to its catch-up's owner).
-            // Or queued for failover then, re-run by its taker first (`owed_catch_up`).
-            let rerun_soon = || {
-                let runs = facts.runs.get(&(job.clone(), item))?;
-                runs.iter()
-                    .filter(|(t, _, kind)| {
-                        *kind == FireKind::Failover && (due..=due + CHANGE_SLACK_MS).contains(t)
-                    })
-                    .filter_map(|&(t, w, _)| facts.end_from(&job, item, w, t))
-                    .max()
-            };
-            if let Some(busy_until) =
-                facts.item_busy_until(&job, item, due).or_else(rerun_soon).filter(|&e| e > due)
-            {
+            // it), or queued for failover then and re-run by its taker first
+            // (`owed_catch_up`): the catch-up follows that run (`lease` seed 836,920,862:
+            // queued when the reshard gave the item to its catch-up's owner).
+            let slack_end = due + CHANGE_SLACK_MS;
+            let busy_until = facts
+                .item_busy_until(&job, item, due)
+                .or_else(|| facts.reruns_end(&job, None, Some(item), due, slack_end))
+                .filter(|&e| e > due);
+            if let Some(busy_until) = busy_until {
                 waited = true;
                 due = busy_until;
                 continue;
             }
             let owner = facts.owner_at(&job, item, due).unwrap_or(who);
-            match facts.reruns_end(&job, owner, due, due + CHANGE_SLACK_MS) {
+            match facts.reruns_end(&job, Some(owner), None, due, slack_end) {
                 Some(rerun_end) if rerun_end > due => {
                     waited = true;
                     due = rerun_end;
@@ -1096,6 +1101,8 @@ impl Fire<'_> {
         // job added and removed before its clock reached the job's first fire).
         let unassigned =
             before_first || awaited_new || (owner_at_fire.is_none() && awaited.is_none());
+        // The instances up at the fire that had the job (their add had not failed).
+        let up_with_job = |w: usize| tl.not_up(w, at).is_none() && !tl.lacks_job(w, job, at);
         let reached_late = |w: usize| match tl.skew_at(w, at) {
             0 => false,
             skew if skew < 0 => tl.removed_by(job, at, at - skew + 999),
@@ -1109,9 +1116,7 @@ impl Fire<'_> {
                 met.is_some_and(|own| tl.removed_by(job, at, own - EPOCH_MS - skew))
             }
         };
-        let with_job: Vec<usize> = (1..=tl.down.len())
-            .filter(|&w| tl.not_up(w, at).is_none() && !tl.lacks_job(w, job, at))
-            .collect();
+        let with_job: Vec<usize> = (1..=tl.down.len()).filter(|&w| up_with_job(w)).collect();
         let reached_after_removal = if unassigned && !with_job.is_empty() {
             with_job.iter().all(|&w| reached_late(w))
         } else {
@@ -1153,8 +1158,7 @@ impl Fire<'_> {
         // Whether instance `w` could record the fire: up with the job, and not gone down while
         // it handled it (waiting for a reshard) without a word of it.
         let could_record = |w: usize| {
-            tl.not_up(w, at).is_none()
-                && !tl.lacks_job(w, job, at)
+            up_with_job(w)
                 && tl
                     .went_down(w, at, at.saturating_add(held_up_ms))
                     .is_none_or(|(from, _)| facts.said(job, w, self.fire, at, from))
