@@ -37,7 +37,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
@@ -313,11 +313,15 @@ impl Cluster {
         });
         let stderr = Arc::new(Mutex::new(String::new()));
         let sink = stderr.clone();
-        let mut pipe = child.stderr.take().unwrap();
+        let pipe = child.stderr.take().unwrap();
+        // Line by line, not at the end: a failure message shows the live workers' stderr too.
         std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            sink.lock().unwrap().push_str(&text);
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                let mut text = sink.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
         });
         self.workers.push(Proc {
             child,
@@ -456,13 +460,15 @@ impl Cluster {
         s
     }
 
-    /// Writes every worker's lines to `dir/w{n}.jsonl`.
+    /// Writes every worker's lines to `dir/w{n}.jsonl`, and its stderr to `dir/w{n}.stderr`.
     fn save(&self) {
         for i in 0..self.workers.len() {
             let lines: Vec<&str> =
                 self.events.iter().filter(|e| e.worker == i).map(|e| e.raw.as_str()).collect();
             let path = self.dir.join(format!("{}.jsonl", self.name(i)));
             let _ = std::fs::write(path, lines.join("\n") + "\n");
+            let path = self.dir.join(format!("{}.stderr", self.name(i)));
+            let _ = std::fs::write(path, self.stderr(i));
         }
     }
 

@@ -1458,6 +1458,45 @@ pub async fn watch_rescope_under_writers(b: &dyn Backend) {
     }
 }
 
+/// A subtree's scope changed in place for its root's node and each child's (and back), the
+/// way a scheduler watches an item it owns whole and one it does not node by node, while
+/// another client writes every child: the stream's view ends up showing the registry. On
+/// ZooKeeper, which keeps one watch per path and client, a node watch on the root takes the
+/// place of the root's recursive watch the moment it is registered: a child written before its
+/// own node watch is in place would be lost for good.
+pub async fn watch_rescope_subtree_for_its_nodes_under_writers(b: &dyn Backend) {
+    let ns = "watch_rescope_subtree_for_its_nodes_under_writers";
+    let c = fresh(b, ns).await;
+    let r = c.registry.clone();
+    let writer = shared(&another(b, ns).await);
+    const ROUNDS: usize = 6;
+    const CHILDREN: usize = 80;
+    let children: Vec<String> = (0..CHILDREN).map(|i| format!("/s/item/c{i:02}")).collect();
+    for p in &children {
+        r.create(p, b"", CreateMode::Persistent).await.unwrap();
+    }
+    // Written in the reverse of the order the watches are registered in: the last child
+    // watched is among the first written.
+    let mut reversed = children.clone();
+    reversed.reverse();
+    let whole = WatchScope::subtree("/s/item");
+    let by_node = children.iter().fold(WatchScope::node("/s/item"), |s, p| s.with_node(p.clone()));
+    let (mut stream, mut view) = watch_scope_with_snapshot(r.as_ref(), &whole).await;
+    let scoper = stream.scoper().expect("a backend's stream can change its scope");
+    let mut generation = 0;
+    for round in 0..ROUNDS {
+        for (from, to) in [(&whole, &by_node), (&by_node, &whole)] {
+            let (started, write) = writes(&writer, &reversed, round, false);
+            let _ = started.await;
+            generation += 1;
+            scoper.rescope(from.change_to(to, generation)).await.unwrap();
+            write.await.unwrap();
+            let what = if to == &whole { "nodes to subtree" } else { "subtree to nodes" };
+            settle(&mut stream, &mut view, &read_scope(r.as_ref(), to).await, what).await;
+        }
+    }
+}
+
 /// Writes every path (creates, or sets), one after the other, on a task; the receiver hears
 /// when a quarter of them are written.
 fn writes(
@@ -1697,6 +1736,7 @@ macro_rules! registry_behaviour_suite {
             watch_scope_resyncs_after_expiry watch_scope_empty watch_scope_invalid_paths
             watch_scope_streams_of_one_client watch_scope_swapped_under_writers
             watch_rescope_adds_and_drops watch_rescope_under_writers
+            watch_rescope_subtree_for_its_nodes_under_writers
             latch_exclusive_among_five latch_handover_on_leave
             latch_handover_on_expiry latch_rejoins_after_expiry latch_rejects_bad_participant
             mutex_excludes mutex_timeout_leaves_no_waiter mutex_freed_by_holder_expiry

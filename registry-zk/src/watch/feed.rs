@@ -271,7 +271,7 @@ impl Feed {
         // What the new watches cover beyond the old ones, read once they are registered.
         let added = scope_of(&add);
         let attempt = async {
-            let watchers = register(&session.ns, &add).await?;
+            let watchers = register_change(&session.ns, &add, &remove).await?;
             let nodes = snapshot(&session.ns, &added).await?;
             Ok::<_, zk::Error>((watchers, nodes))
         };
@@ -511,7 +511,8 @@ impl Feed {
         // falls between. The view already holds what it covers.
         // Without a session they are registered with everything else once there is one.
         if let (false, Some(session)) = (add.is_empty(), &self.session) {
-            let registered = tokio::time::timeout(self.limit, register(&session.ns, &add)).await;
+            let registered =
+                tokio::time::timeout(self.limit, register_change(&session.ns, &add, &remove)).await;
             match registered {
                 Ok(Ok(watchers)) => {
                     for (entry, watcher) in add.into_iter().zip(watchers) {
@@ -672,6 +673,39 @@ async fn register(
     join_all(entries.iter().map(|e| client.watch(&e.path, e.mode()))).await.into_iter().collect()
 }
 
+/// Registers the watches `add` of a change that drops `remove` once they are in place: a
+/// watcher per entry of `add`, in its order; all or nothing.
+///
+/// ZooKeeper keeps one watch per path and client, the last one registered: an entry of `add`
+/// on the path of one of `remove` (a subtree's root watched as a node instead, or the other
+/// way round) replaces the old watch the moment the server registers it. Those go in a second
+/// round, once the rest of `add` is in place. In one round, the node watch on a subtree's root
+/// could end its recursive watch before the watches of the nodes below were registered, and a
+/// change of one of those in between reached the client through neither: a scheduler that
+/// stopped watching an item whole missed the reshard that gave it the item, for good.
+async fn register_change(
+    client: &zk::Client,
+    add: &[Entry],
+    remove: &[Entry],
+) -> Result<Vec<zk::PersistentWatcher>, zk::Error> {
+    let (replacing, rest) = replacing_last(add, remove);
+    let mut watchers: Vec<Option<zk::PersistentWatcher>> = add.iter().map(|_| None).collect();
+    for round in [rest, replacing] {
+        let entries: Vec<Entry> = round.iter().map(|&i| add[i].clone()).collect();
+        for (i, watcher) in round.into_iter().zip(register(client, &entries).await?) {
+            watchers[i] = Some(watcher);
+        }
+    }
+    Ok(watchers.into_iter().flatten().collect())
+}
+
+/// The positions in `add` of the entries on a path of `remove` (registered last, see
+/// [`register_change`]), and of the others.
+fn replacing_last(add: &[Entry], remove: &[Entry]) -> (Vec<usize>, Vec<usize>) {
+    let replaced: BTreeSet<&str> = remove.iter().map(|e| e.path.as_str()).collect();
+    (0..add.len()).partition(|&i| replaced.contains(add[i].path.as_str()))
+}
+
 /// The watches to add and to remove to go from `from` to `to` (both minimal): one pass over
 /// their sorted entries (a registration changes a scope of tens of thousands of entries at ten
 /// thousand jobs by a few dozen).
@@ -723,5 +757,38 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(path: &str) -> Entry {
+        Entry { path: path.to_owned(), recursive: false }
+    }
+
+    fn subtree(path: &str) -> Entry {
+        Entry { path: path.to_owned(), recursive: true }
+    }
+
+    #[test]
+    fn a_node_watch_replacing_its_subtree_is_registered_after_the_nodes_below() {
+        let from = WatchScope::subtree("/j/sharding/5").with_node("/j/config".to_owned());
+        let to = WatchScope::node("/j/sharding/5")
+            .with_node("/j/sharding/5/instance".to_owned())
+            .with_node("/j/sharding/5/failover".to_owned())
+            .with_node("/j/config".to_owned());
+        let (add, remove) = changes(&from, &to);
+        assert_eq!(remove, [subtree("/j/sharding/5")]);
+        let (last, first) = replacing_last(&add, &remove);
+        let names = |at: &[usize]| at.iter().map(|&i| add[i].clone()).collect::<Vec<_>>();
+        assert_eq!(names(&last), [node("/j/sharding/5")]);
+        assert_eq!(names(&first), [node("/j/sharding/5/failover"), node("/j/sharding/5/instance")]);
+        // The other way, the subtree's watch replaces the root's node watch: alone, and last.
+        let (add, remove) = changes(&to, &from);
+        let (last, first) = replacing_last(&add, &remove);
+        assert_eq!((last, first), (vec![0], vec![]));
+        assert_eq!(add, [subtree("/j/sharding/5")]);
     }
 }
