@@ -98,6 +98,7 @@ const FIXED_2X4: &[(u64, FaultProfile, &str)] = &[
     (595_355_891, FaultProfile::Chaos, "a server disabled between its claim and the re-run"),
     (955_160_766, FaultProfile::Chaos, "a departure handled in the ms its id came back"),
     (417_371_193, FaultProfile::Failover, "a fire overtaken while both instances were down"),
+    (487_904_635, FaultProfile::Failover, "a stopped owner's items of a fire at a late raise"),
 ];
 
 /// Seeds of clusters of one instance (three jobs) that once failed.

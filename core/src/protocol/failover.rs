@@ -297,13 +297,26 @@ pub fn owed_on_reshard(
         if old.is_empty() || !moved || marked {
             continue;
         }
-        let Some(ledger) = view.get(&paths.ledger(&old)) else { continue };
-        let Ok(started) = Ledger::parse(&paths.ledger(&old), &ledger.data) else { continue };
-        if started.last_fire_ms.is_none_or(|last| last >= fire_ms) {
+        // What the old owner accounted for: its ledger's mark, or, once its leaving removed
+        // the ledger, the mark the record kept of it (fenced with the record, which the
+        // reshard rewrites at the version it read).
+        let (mark, ledger_version) = match view.get(&paths.ledger(&old)) {
+            Some(ledger) => {
+                let Ok(started) = Ledger::parse(&paths.ledger(&old), &ledger.data) else {
+                    continue;
+                };
+                (started.last_fire_ms, Some(ledger.version))
+            }
+            None if !super::garbage::is_live(view, paths, &old) => {
+                (record.departed.get(&old).copied(), None)
+            }
+            None => continue,
+        };
+        if mark.is_none_or(|last| last >= fire_ms) {
             continue;
         }
-        if !fenced.contains(&old) {
-            ops.push(TxnOp::check(paths.ledger(&old), Some(ledger.version)));
+        if let Some(version) = ledger_version.filter(|_| !fenced.contains(&old)) {
+            ops.push(TxnOp::check(paths.ledger(&old), Some(version)));
             fenced.push(old);
         }
         ops.push(match later_mark {
@@ -344,7 +357,14 @@ pub fn record_assigned(
         .flat_map(|(id, items)| items.iter().map(move |&n| (n, id.to_owned())))
         .collect();
     let mut earlier = Vec::new();
+    let mut departed = std::collections::BTreeMap::new();
     if let Some(last) = read_assigned(view, paths) {
+        // Consumed by this reshard (`owed_on_reshard`) for every instance it moves items away
+        // from; kept for one it leaves items with (its departure not shown here yet).
+        departed = last.departed;
+        departed.retain(|id, _| {
+            assignment.iter().any(|(owner, items)| owner == id && !items.is_empty())
+        });
         earlier.push(Section {
             raised_ms: last.raised_ms,
             made_ms: last.made_ms,
@@ -380,7 +400,7 @@ pub fn record_assigned(
     };
     earlier.truncate(reach.min(MAX_EARLIER_ASSIGNMENTS));
     let made_ms = Some(made_ms);
-    let data = Assigned { raised_ms, made_ms, owners, caught_up, earlier }.encode();
+    let data = Assigned { raised_ms, made_ms, owners, caught_up, departed, earlier }.encode();
     let path = paths.assigned();
     // At the version the view shows: a write this reshard has not seen (an operator's, garbage
     // nobody reported yet) fails the commit rather than being erased unseen.
@@ -413,15 +433,18 @@ pub fn assigned_record(view: &View, paths: &JobPaths) -> Option<Assigned> {
     read_assigned(view, paths)
 }
 
-/// The transaction that queues `orphans` of `dead` and removes its ledger. The parent
-/// `leader/failover/items` must exist. It fails ([`is_lost_race`]) when another survivor queued
-/// them first, or a taker already claimed one: nothing more is needed then.
+/// The transaction that queues `orphans` of `dead` and removes its ledger, noting in the
+/// record of the assignments what the ledger and the missed fires counted (up to
+/// `counted_until`, when counted) accounted for. The parent `leader/failover/items` must
+/// exist. It fails ([`is_lost_race`]) when another survivor queued them first, or a taker
+/// already claimed one: nothing more is needed then.
 pub fn queue(
     view: &View,
     paths: &JobPaths,
     dead: &str,
     orphans: &[Orphan],
     total: u32,
+    counted_until: Option<i64>,
 ) -> Vec<TxnOp> {
     let mut ops = Vec::new();
     // Items queued (by this transaction or before it), with the fire their entry runs.
@@ -508,8 +531,28 @@ pub fn queue(
     }
     if let Some(ledger) = view.get(&paths.ledger(dead)) {
         ops.push(TxnOp::delete(paths.ledger(dead), Some(ledger.version)));
+        // What the ledger accounted for goes into the record, with what this queue counted.
+        let mark =
+            Ledger::parse(&paths.ledger(dead), &ledger.data).ok().and_then(|l| l.last_fire_ms);
+        if let Some(op) = mark.max(counted_until).and_then(|m| note_departed(view, paths, dead, m))
+        {
+            ops.push(op);
+        }
     }
     ops
+}
+
+/// The op that notes in the record of the assignments that `id` left with its fires up to
+/// `mark` accounted for, as its ledger goes (see [`Assigned::departed`]); `None` without a
+/// record that reads (no reshard owes catch-ups then). At the version the view shows: a
+/// reshard committed meanwhile fails it, and it is computed again on the view that shows it.
+pub fn note_departed(view: &View, paths: &JobPaths, id: &str, mark: i64) -> Option<TxnOp> {
+    let path = paths.assigned();
+    let node = view.get(&path)?;
+    let mut record = Assigned::parse(&path, &node.data).ok()?;
+    let noted = record.departed.entry(id.to_owned()).or_insert(mark);
+    *noted = (*noted).max(mark);
+    Some(TxnOp::set(path, record.encode(), Some(node.version)))
 }
 
 /// A queue or claim transaction that failed because another instance got there first.
@@ -697,6 +740,7 @@ mod tests {
             made_ms: Some(130),
             owners: owners(&[(0, "b@-@1"), (1, "a@-@1")]),
             caught_up: [(1, 45)].into_iter().collect(),
+            departed: [("c@-@1".to_owned(), 95)].into_iter().collect(),
             earlier: vec![
                 Section { made_ms: Some(60), ..section(50, owners(&[(0, "a@-@1"), (1, "a@-@1")])) },
                 Section {

@@ -282,6 +282,12 @@ pub struct Assigned {
     pub owners: Owners,
     /// item → the fire whose catch-up this reshard owed on its old owner's behalf.
     pub caught_up: std::collections::BTreeMap<u32, i64>,
+    /// Instances that left since (a crash whose departure a survivor handled, a graceful
+    /// stop), each with the mark of the ledger their leaving removed: the fires up to it are
+    /// accounted for (started, or queued as missed). The reshard that moves their items away
+    /// reads it in the ledger's place: a fire after it, due under this assignment before that
+    /// reshard's raise, ran nowhere, and is owed as a catch-up.
+    pub departed: std::collections::BTreeMap<String, i64>,
     pub earlier: Vec<Section>,
 }
 
@@ -293,6 +299,8 @@ enum Line<'a> {
     Made(i64),
     /// `owed {item} {fire}`.
     Owed(u32, i64),
+    /// `left {instance} {mark}`.
+    Left(&'a str, i64),
     /// `{item} {owner}`.
     Owner(u32, &'a str),
 }
@@ -307,9 +315,10 @@ pub struct Section {
 }
 
 impl Assigned {
-    /// `{raised}`, `made {commit}` (when known), then one `{item} {owner}` line per item and
-    /// one `owed {item} {fire}` line per catch-up; then, for each earlier reshard,
-    /// `previous {raised}` and its lines.
+    /// `{raised}`, `made {commit}` (when known), then one `{item} {owner}` line per item,
+    /// one `owed {item} {fire}` line per catch-up and one `left {instance} {mark}` line per
+    /// instance departed since; then, for each earlier reshard, `previous {raised}` and its
+    /// lines (no `left` lines: the next reshard consumed them).
     pub fn encode(&self) -> String {
         use std::fmt::Write as _;
         let mut text = self.raised_ms.to_string();
@@ -328,6 +337,9 @@ impl Assigned {
             }
         };
         lines(&mut text, self.made_ms, &self.owners, &self.caught_up);
+        for (id, mark) in &self.departed {
+            let _ = write!(text, "\nleft {id} {mark}");
+        }
         for section in &self.earlier {
             let _ = write!(text, "\nprevious {}", section.raised_ms);
             lines(&mut text, section.made_ms, &section.owners, &section.caught_up);
@@ -345,7 +357,14 @@ impl Assigned {
             owners: Owners::new(),
             caught_up: Default::default(),
         };
+        let mut departed = std::collections::BTreeMap::new();
         let raised_ms = Self::scan(data, |line| {
+            if let Line::Left(id, mark) = line {
+                if earlier.is_empty() {
+                    departed.insert(id.to_owned(), mark);
+                }
+                return;
+            }
             if let Line::Previous(raised_ms) = line {
                 earlier.push(Section {
                     raised_ms,
@@ -364,7 +383,7 @@ impl Assigned {
                 Line::Owner(item, owner) => {
                     section.owners.insert(item, owner.to_owned());
                 }
-                Line::Previous(_) => {}
+                Line::Previous(_) | Line::Left(..) => {}
             }
         })
         .ok_or_else(|| Self::garbage(path, data))?;
@@ -373,6 +392,7 @@ impl Assigned {
             made_ms: current.made_ms,
             owners: current.owners,
             caught_up: current.caught_up,
+            departed,
             earlier,
         })
     }
@@ -402,6 +422,10 @@ impl Assigned {
                 "owed" => {
                     let (item, fire) = rest.split_once(' ')?;
                     Line::Owed(item.parse().ok()?, fire.trim().parse().ok()?)
+                }
+                "left" => {
+                    let (id, mark) = rest.rsplit_once(' ')?;
+                    Line::Left(id.trim(), mark.trim().parse().ok()?)
                 }
                 item => Line::Owner(item.parse().ok()?, rest),
             });

@@ -65,13 +65,15 @@ impl JobProtocol {
             (true, Some(schedule)) => Some((schedule, until)),
             _ => None,
         };
+        let counted_until = missed.map(|(_, until)| until);
         let fallback = self.latest_fire_by(ctx.now_ms);
         let (orphans, garbage) =
             failover::left_by(ctx.view, &self.paths, &dead, self.total(), missed, fallback);
         if let Some(garbage) = garbage {
             self.report_garbage(&garbage);
         }
-        let ops = failover::queue(ctx.view, &self.paths, &dead, &orphans, self.total());
+        let ops =
+            failover::queue(ctx.view, &self.paths, &dead, &orphans, self.total(), counted_until);
         if ops.is_empty() {
             self.forget_departure(&dead);
             return Some(Next::Again);

@@ -598,9 +598,12 @@ impl JobProtocol {
         for (rank, orphan) in orphans.iter_mut().enumerate() {
             orphan.rank = rank as u64;
         }
-        let mut ops = failover::queue(ctx.view, &self.paths, &self.me, &orphans, self.total());
-        // `queue` removes a departed instance's ledger; ours stays, without the queued items.
-        ops.retain(|op| op.path() != self.paths.ledger(&self.me));
+        let mut ops =
+            failover::queue(ctx.view, &self.paths, &self.me, &orphans, self.total(), None);
+        // `queue` removes a departed instance's ledger and notes its leaving in the record of
+        // the assignments; ours stays, without the queued items, and we did not leave.
+        let (ledger_path, record) = (self.paths.ledger(&self.me), self.paths.assigned());
+        ops.retain(|op| op.path() != ledger_path && op.path() != record);
         ops.extend(unfailed);
         if ops.is_empty() && !mark_owed {
             return None;
