@@ -115,6 +115,10 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (200_204_689, FaultProfile::Failover, "a cron change applied late after a session expiry"),
 ];
 
+/// Seeds of clusters of two instances with one job that once failed.
+const FIXED_2X1: &[(u64, FaultProfile, &str)] =
+    &[(238_241_136, FaultProfile::Chaos, "a share claimed one item per second over a 1 s link")];
+
 /// Runs each seed with `options`' shape; fails with the replay command of the first that
 /// breaks an invariant.
 fn hold(seeds: &[(u64, FaultProfile, &str)], options: &ExploreOptions, shape: &str) {
@@ -165,4 +169,10 @@ fn fixed_seeds_of_the_2x4_shape_hold_every_invariant() {
 fn fixed_seeds_of_the_1x3_shape_hold_every_invariant() {
     let options = ExploreOptions { instances: 1, jobs: 3, ..ExploreOptions::default() };
     hold(FIXED_1X3, &options, " --instances 1 --jobs 3");
+}
+
+#[test]
+fn fixed_seeds_of_the_2x1_shape_hold_every_invariant() {
+    let options = ExploreOptions { instances: 2, jobs: 1, ..ExploreOptions::default() };
+    hold(FIXED_2X1, &options, " --instances 2 --jobs 1");
 }

@@ -26,7 +26,7 @@ use crate::layout::{Detailed, ItemNode, JobPaths};
 use crate::registry::{CreateMode, RegistryError, TxnOp};
 use crate::sharding::Assignment;
 
-use super::execution::{ledger_of, misfire_mark, running_owner, write_ledger};
+use super::execution::{ledger_of, misfire_mark, running_owner};
 use super::records::{parse_owner, Assigned, FailoverEntry, Garbage, Ledger, Orphaned, Section};
 use super::view::View;
 
@@ -635,15 +635,16 @@ pub enum Claim {
     Wait,
 }
 
-/// Decides the claim of queued `item` (entry `entry`) for `me`, with `me`'s ledger to record
-/// the item in.
+/// Decides the claim of queued `item` (entry `entry`) for `me`, recording the item in
+/// `ledger` (`me`'s ledger as the claims of the same transaction leave it): a `Take`'s ops
+/// leave the ledger's write to the caller, one for every claim of the transaction.
 pub fn claim(
     view: &View,
     paths: &JobPaths,
     item: u32,
     entry: &FailoverEntry,
     me: &str,
-    ledger: &Ledger,
+    ledger: &mut Ledger,
 ) -> Claim {
     let queue_entry = paths.failover_item(item);
     let entry_version = view.get(&queue_entry).map(|n| n.version);
@@ -677,8 +678,7 @@ pub fn claim(
         _ => return Claim::Drop(remove_entry(view, paths, item, entry_version)),
     };
     let owner = paths.item_node(item, ItemNode::Instance);
-    let mut next = ledger.clone();
-    next.running.insert(item, entry.fire_ms);
+    ledger.running.insert(item, entry.fire_ms);
     // The op that leaves the taker's marker, whose result gives its version.
     let running_op = 1 + take_marker.len();
     let mut ops = vec![
@@ -701,7 +701,6 @@ pub fn claim(
         me.as_bytes(),
         CreateMode::Ephemeral,
     ));
-    ops.push(write_ledger(view, paths, me, &next));
     // A misfire marker owing this very fire is settled by this run, as a scheduled start
     // settles one naming its fire: left, the owner's catch-up would run the fire again (an
     // interrupted run whose fire the ledger no longer said takes the latest fire due, which

@@ -146,11 +146,9 @@ enum Pending {
     FlagClock,
     ConfirmGone,
     Fire(fire::Step),
-    Claim {
-        item: u32,
-        fire_ms: i64,
-        running_op: usize,
-    },
+    /// The claims of one transaction (our share of the failover queue, or what of it can
+    /// be claimed now).
+    Claim(Vec<orphans::Taken>),
     DropEntry,
     /// The registry's time, before a departure's fires are counted by this clock.
     SkewCheck,
@@ -721,9 +719,7 @@ impl JobProtocol {
             }
             Pending::ConfirmGone => self.on_confirm_gone(result, ctx),
             Pending::Fire(step) => self.on_fire_reply(step, result, ctx),
-            Pending::Claim { item, fire_ms, running_op } => {
-                self.on_claim_reply(item, fire_ms, running_op, result, ctx)
-            }
+            Pending::Claim(taken) => self.on_claim_reply(taken, result, ctx),
             Pending::DropEntry => {
                 // Look at the queue again once the view shows the entry gone.
                 self.claim_blocked = Some(ctx.view.revision());
