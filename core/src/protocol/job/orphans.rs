@@ -381,9 +381,9 @@ impl JobProtocol {
         } else {
             ours.iter().chain(left_waiting).cloned().collect()
         };
-        // The whole share in one transaction, with one write of our ledger: one claim per
-        // round trip took a survivor on a 1 s link a second per item, and its last re-run
-        // came past section 4's bound (2 x 1 `chaos` seed 238,241,136). A claim lost to
+        // The share in one transaction (up to `CLAIM_OPS`), with one write of our ledger: one
+        // claim per round trip took a survivor on a 1 s link a second per item, and its last
+        // re-run came past section 4's bound (2 x 1 `chaos` seed 238,241,136). A claim lost to
         // another claimer fails them all; the share is decided again on the view that shows
         // the winner's.
         let mut ledger = self.ledger_for_write(ctx).unwrap_or_default();
@@ -395,8 +395,16 @@ impl JobProtocol {
             if !ours.iter().any(|(n, _)| *n == item) {
                 self.entries_seen.insert(item, ctx.now_ms);
             }
-            match failover::claim(ctx.view, &self.paths, item, &entry, &self.me, &mut ledger) {
+            let mut next = ledger.clone();
+            match failover::claim(ctx.view, &self.paths, item, &entry, &self.me, &mut next) {
+                // Full: the rest of the share goes in the next transaction.
+                Claim::Take { ops: claim, .. }
+                    if !taken.is_empty() && ops.len() + claim.len() + 1 > CLAIM_OPS =>
+                {
+                    break;
+                }
                 Claim::Take { ops: claim, running_op } => {
+                    ledger = next;
                     taken.push(Taken {
                         item,
                         fire_ms: entry.fire_ms,
@@ -472,6 +480,14 @@ pub(super) struct CatchUp {
     pub items: Vec<u32>,
     pub item_fires: Vec<(u32, i64)>,
 }
+
+/// How many ops a claim transaction holds at most (with at least one item): the items of a
+/// share beyond it go in the next one. An item's claim is five or six ops, and the runtime
+/// adds the detail node of an ElasticJob node that has one (the queue entry's): some 30
+/// registry ops for four items, within the 40 or so an etcd of default `--max-txn-ops` (128)
+/// takes in one transaction (see `registry-etcd`). The share of a crashed owner of many items
+/// in one transaction would be refused there, every time.
+const CLAIM_OPS: usize = 24;
 
 /// How long a queued failover entry of another instance's share waits for that instance
 /// before an idle one claims it (its claimer may be busy for a long run, or cut off).
