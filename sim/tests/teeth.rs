@@ -93,7 +93,14 @@ fn under_faults(specs: Vec<JobSpec>, scenario: Scenario, variant: Option<Variant
     .run()
 }
 
-fn caught_under_faults(specs: Vec<JobSpec>, scenario: Scenario, variant: Variant, inv: Invariant) {
+/// The unbroken system passes the scenario and `variant` breaks `inv` in it; the broken run's
+/// report, for the callers that also look at what was reported.
+fn caught_under_faults(
+    specs: Vec<JobSpec>,
+    scenario: Scenario,
+    variant: Variant,
+    inv: Invariant,
+) -> Report {
     let clean = under_faults(specs.clone(), scenario.clone(), None);
     assert!(clean.ok(), "the unbroken system fails the scenario:\n{}", clean.violations_text());
     let broken = under_faults(specs, scenario, Some(variant));
@@ -102,6 +109,7 @@ fn caught_under_faults(specs: Vec<JobSpec>, scenario: Scenario, variant: Variant
         "{variant} should break {inv}; the checker reported:\n{}",
         broken.violations_text()
     );
+    broken
 }
 
 /// One run of `seed` of `profile` in the default shape, with `variant` planted if given.
@@ -178,13 +186,7 @@ fn a_fire_that_waited_for_a_reshard_and_went_unrecorded_is_caught() {
         .at(14_200, Fault::Stop(1))
         .at(40_000, Fault::Restart(3))
         .at(41_000, Fault::Restart(1));
-    caught_under_faults(
-        vec![job.clone()],
-        scenario.clone(),
-        Variant::MuteLateSkips,
-        Invariant::Fires,
-    );
-    let broken = under_faults(vec![job], scenario, Some(Variant::MuteLateSkips));
+    let broken = caught_under_faults(vec![job], scenario, Variant::MuteLateSkips, Invariant::Fires);
     // Item 0 was the crashed leader's: the fire is judged i2's, not a loss of the crash.
     let unrecorded =
         |m: &str| m.contains("j0#0 neither ran nor was recorded") && m.contains("i3/i2 was up");
@@ -198,8 +200,7 @@ fn a_fire_that_waited_for_a_reshard_and_went_unrecorded_is_caught() {
 /// As [`caught_under_faults`], and the violation is the lost (or late) re-run of an item of
 /// `item` (a job name and `#`) itself, not only the fires the missing reshard lost after it.
 fn lost_rerun_caught(specs: Vec<JobSpec>, scenario: Scenario, variant: Variant, item: &str) {
-    caught_under_faults(specs.clone(), scenario.clone(), variant, Invariant::Fires);
-    let broken = under_faults(specs, scenario, Some(variant));
+    let broken = caught_under_faults(specs, scenario, variant, Invariant::Fires);
     let lost = |m: &str| {
         m.starts_with(item)
             && m.contains("was running on i2 when it crashed")
@@ -414,13 +415,12 @@ fn fires_before_a_first_reshard_held_up_and_recorded_nowhere_are_caught() {
     let scenario = Scenario::new("first-reshard-held-up-by-a-leader-crash")
         .at(500, Fault::Crash(3))
         .at(40_000, Fault::Restart(3));
-    caught_under_faults(
-        vec![job.clone()],
-        scenario.clone(),
+    let broken = caught_under_faults(
+        vec![job],
+        scenario,
         Variant::MuteSkipsBeforeFirstRun,
         Invariant::Fires,
     );
-    let broken = under_faults(vec![job], scenario, Some(Variant::MuteSkipsBeforeFirstRun));
     let unrecorded = |m: &str| m.starts_with("fire +1000 of j0#") && m.contains("neither ran");
     assert!(
         broken.violations.iter().any(|v| unrecorded(&v.message)),
@@ -453,13 +453,8 @@ fn a_cron_change_never_applied_is_caught() {
     let job = JobSpec::new("j0", "0/5 * * * * ?", 6).item_ms(500);
     let scenario = Scenario::new("cron-change")
         .at(12_000, Workload::SetCron { job: "j0".into(), cron: "0/3 * * * * ?".into() });
-    caught_under_faults(
-        vec![job.clone()],
-        scenario.clone(),
-        Variant::IgnoreConfigChange,
-        Invariant::Fires,
-    );
-    let broken = under_faults(vec![job], scenario, Some(Variant::IgnoreConfigChange));
+    let broken =
+        caught_under_faults(vec![job], scenario, Variant::IgnoreConfigChange, Invariant::Fires);
     let unrun = |m: &str| m.contains("neither ran nor was recorded") && m.contains("i2 was up");
     assert!(
         broken.violations.iter().any(|v| unrun(&v.message)),
