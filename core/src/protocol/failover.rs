@@ -532,8 +532,7 @@ pub fn queue(
     if let Some(ledger) = view.get(&paths.ledger(dead)) {
         ops.push(TxnOp::delete(paths.ledger(dead), Some(ledger.version)));
         // What the ledger accounted for goes into the record, with what this queue counted.
-        let mark =
-            Ledger::parse(&paths.ledger(dead), &ledger.data).ok().and_then(|l| l.last_fire_ms);
+        let mark = ledger_of(view, paths, dead).and_then(Result::ok).and_then(|l| l.last_fire_ms);
         if let Some(op) = mark.max(counted_until).and_then(|m| note_departed(view, paths, dead, m))
         {
             ops.push(op);

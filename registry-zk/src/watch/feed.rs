@@ -266,12 +266,12 @@ impl Feed {
         scope: &WatchScope,
     ) -> Result<BTreeMap<Box<str>, Node>, RegistryError> {
         let target = self.watched.union(scope).minimal();
-        let (add, remove) = changes(&self.watched, &target);
+        let (add, remove, replacing) = changes(&self.watched, &target);
         let label = super::label(scope).to_owned();
         // What the new watches cover beyond the old ones, read once they are registered.
         let added = scope_of(&add);
         let attempt = async {
-            let watchers = register_change(&session.ns, &add, &remove).await?;
+            let watchers = register_change(&session.ns, &add, replacing).await?;
             let nodes = snapshot(&session.ns, &added).await?;
             Ok::<_, zk::Error>((watchers, nodes))
         };
@@ -505,14 +505,15 @@ impl Feed {
         if target == self.watched {
             return;
         }
-        let (add, remove) = changes(&self.watched, &target);
+        let (add, remove, replacing) = changes(&self.watched, &target);
         // A narrower watch takes over part of a wider one (a node inside a subtree left alone,
         // a subtree's root kept as a node): registered before the wider one goes, so nothing
         // falls between. The view already holds what it covers.
         // Without a session they are registered with everything else once there is one.
         if let (false, Some(session)) = (add.is_empty(), &self.session) {
             let registered =
-                tokio::time::timeout(self.limit, register_change(&session.ns, &add, &remove)).await;
+                tokio::time::timeout(self.limit, register_change(&session.ns, &add, replacing))
+                    .await;
             match registered {
                 Ok(Ok(watchers)) => {
                     for (entry, watcher) in add.into_iter().zip(watchers) {
@@ -673,50 +674,46 @@ async fn register(
     join_all(entries.iter().map(|e| client.watch(&e.path, e.mode()))).await.into_iter().collect()
 }
 
-/// Registers the watches `add` of a change that drops `remove` once they are in place: a
-/// watcher per entry of `add`, in its order; all or nothing.
+/// Registers the watches `add` of a change (ordered by [`changes`]: the entries that replace a
+/// watch the change drops come last), a watcher per entry, in its order; all or nothing.
 ///
-/// ZooKeeper keeps one watch per path and client, the last one registered: an entry of `add`
-/// on the path of one of `remove` (a subtree's root watched as a node instead, or the other
-/// way round) replaces the old watch the moment the server registers it. Those go in a second
-/// round, once the rest of `add` is in place. In one round, the node watch on a subtree's root
-/// could end its recursive watch before the watches of the nodes below were registered, and a
-/// change of one of those in between reached the client through neither: a scheduler that
-/// stopped watching an item whole missed the reshard that gave it the item, for good.
+/// ZooKeeper keeps one watch per path and client, the last one registered: an entry on the
+/// path of a dropped one (a subtree's root watched as a node instead, or the other way round)
+/// replaces the old watch the moment the server registers it. Those go in a second round,
+/// once the rest of `add` is in place. In one round, the node watch on a subtree's root could
+/// end its recursive watch before the watches of the nodes below were registered, and a change
+/// of one of those in between reached the client through neither: a scheduler that stopped
+/// watching an item whole missed the reshard that gave it the item, for good.
 async fn register_change(
     client: &zk::Client,
     add: &[Entry],
-    remove: &[Entry],
+    replacing: usize,
 ) -> Result<Vec<zk::PersistentWatcher>, zk::Error> {
-    let (replacing, rest) = replacing_last(add, remove);
-    let mut watchers: Vec<Option<zk::PersistentWatcher>> = add.iter().map(|_| None).collect();
-    for round in [rest, replacing] {
-        let entries: Vec<Entry> = round.iter().map(|&i| add[i].clone()).collect();
-        for (i, watcher) in round.into_iter().zip(register(client, &entries).await?) {
-            watchers[i] = Some(watcher);
-        }
-    }
-    Ok(watchers.into_iter().flatten().collect())
+    let (rest, replacing) = add.split_at(add.len() - replacing);
+    let mut watchers = register(client, rest).await?;
+    watchers.extend(register(client, replacing).await?);
+    Ok(watchers)
 }
 
-/// The positions in `add` of the entries on a path of `remove` (registered last, see
-/// [`register_change`]), and of the others.
-fn replacing_last(add: &[Entry], remove: &[Entry]) -> (Vec<usize>, Vec<usize>) {
-    let replaced: BTreeSet<&str> = remove.iter().map(|e| e.path.as_str()).collect();
-    (0..add.len()).partition(|&i| replaced.contains(add[i].path.as_str()))
-}
-
-/// The watches to add and to remove to go from `from` to `to` (both minimal): one pass over
-/// their sorted entries (a registration changes a scope of tens of thousands of entries at ten
-/// thousand jobs by a few dozen).
-fn changes(from: &WatchScope, to: &WatchScope) -> (Vec<Entry>, Vec<Entry>) {
+/// The watches to add and to remove to go from `from` to `to` (both minimal), and how many of
+/// the added ones (at the end) are on the path of a removed one: one pass over their sorted
+/// entries (a registration changes a scope of tens of thousands of entries at ten thousand
+/// jobs by a few dozen). See [`register_change`] for why the replacing ones come last.
+fn changes(from: &WatchScope, to: &WatchScope) -> (Vec<Entry>, Vec<Entry>, usize) {
     let (added_subtrees, added_nodes, removed_subtrees, removed_nodes) = from.entry_changes(to);
     let entries = |subtrees: Vec<&str>, nodes: Vec<&str>| -> Vec<Entry> {
         let subtrees = subtrees.into_iter().map(|p| Entry { path: p.to_owned(), recursive: true });
         let nodes = nodes.into_iter().map(|p| Entry { path: p.to_owned(), recursive: false });
         subtrees.chain(nodes).collect()
     };
-    (entries(added_subtrees, added_nodes), entries(removed_subtrees, removed_nodes))
+    let remove = entries(removed_subtrees, removed_nodes);
+    let replaced: BTreeSet<&str> = remove.iter().map(|e| e.path.as_str()).collect();
+    let (mut add, replacing): (Vec<Entry>, Vec<Entry>) = entries(added_subtrees, added_nodes)
+        .into_iter()
+        .partition(|e| !replaced.contains(e.path.as_str()));
+    let last = replacing.len();
+    add.extend(replacing);
+    (add, remove, last)
 }
 
 /// The paths of `view` that `added` (a change's added entries) covers and `old` does not: the
@@ -779,16 +776,16 @@ mod tests {
             .with_node("/j/sharding/5/instance".to_owned())
             .with_node("/j/sharding/5/failover".to_owned())
             .with_node("/j/config".to_owned());
-        let (add, remove) = changes(&from, &to);
+        let (add, remove, replacing) = changes(&from, &to);
         assert_eq!(remove, [subtree("/j/sharding/5")]);
-        let (last, first) = replacing_last(&add, &remove);
-        let names = |at: &[usize]| at.iter().map(|&i| add[i].clone()).collect::<Vec<_>>();
-        assert_eq!(names(&last), [node("/j/sharding/5")]);
-        assert_eq!(names(&first), [node("/j/sharding/5/failover"), node("/j/sharding/5/instance")]);
+        assert_eq!(
+            add,
+            [node("/j/sharding/5/failover"), node("/j/sharding/5/instance"), node("/j/sharding/5")],
+            "the root's node watch last"
+        );
+        assert_eq!(replacing, 1);
         // The other way, the subtree's watch replaces the root's node watch: alone, and last.
-        let (add, remove) = changes(&to, &from);
-        let (last, first) = replacing_last(&add, &remove);
-        assert_eq!((last, first), (vec![0], vec![]));
-        assert_eq!(add, [subtree("/j/sharding/5")]);
+        let (add, _, replacing) = changes(&to, &from);
+        assert_eq!((add, replacing), (vec![subtree("/j/sharding/5")], 1));
     }
 }

@@ -8,9 +8,8 @@
 
 use super::{Action, Ctx, JobProtocol, Next, Pending, Reply, Request};
 use crate::events::{SchedulerEvent, SkipReason};
-use crate::protocol::execution::running_owner;
+use crate::protocol::execution::{ledger_of, running_owner};
 use crate::protocol::failover;
-use crate::protocol::records::Ledger;
 use crate::registry::{RegistryError, TxnOp};
 
 /// Where a stop is.
@@ -173,8 +172,9 @@ impl JobProtocol {
                 // our items away, ran nowhere, and that reshard owes their catch-up (2 x 4
                 // `failover` seed 487,904,635: a raise committed late, moved to the
                 // millisecond of the next fire, which ran without our items).
-                let path = self.paths.ledger(&self.me);
-                let mark = Ledger::parse(&path, &node.data).ok().and_then(|l| l.last_fire_ms);
+                let mark = ledger_of(view, &self.paths, &self.me)
+                    .and_then(Result::ok)
+                    .and_then(|l| l.last_fire_ms);
                 ops.extend(
                     mark.and_then(|m| failover::note_departed(view, &self.paths, &self.me, m)),
                 );
