@@ -58,6 +58,11 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (1_146, FaultProfile::Lease, "a catch-up whose reshard came in the ms its run ended"),
     (2_320_651_129, FaultProfile::Failover, "a misfire and the reshard that made its item, one ms"),
     (836_920_862, FaultProfile::Lease, "a catch-up behind a re-run of its item, then a reshard"),
+    (
+        3_924_902_754,
+        FaultProfile::Failover,
+        "an overtaken fire whose only other instance up had its server disabled",
+    ),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3

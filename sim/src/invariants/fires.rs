@@ -1173,7 +1173,12 @@ impl Fire<'_> {
             // while it waited without a word of it (2 × 4 `failover` 417,371,193: both crashed
             // while the reshard a count change asked for waited; the one it gave the item to
             // restarted under its id, and lost nothing, the fire being overtaken).
-            if !(1..=tl.down.len()).any(could_record) {
+            // An instance whose server is disabled for the job takes none of its fires: it
+            // records its own skip at once and waits for no reshard (3 × 2 `failover`
+            // 3,924,902,754: the only other instance up had its server disabled; the owner
+            // crashed while it waited and came back under its id as the reshard was made).
+            let could_wait = |w: usize| could_record(w) && !tl.server_disabled(job, w, at);
+            if !(1..=tl.down.len()).any(could_wait) {
                 acc.add("lost: overtaken while it waited, nobody up to record it");
                 return;
             }
