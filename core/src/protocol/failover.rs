@@ -27,7 +27,9 @@ use crate::registry::{CreateMode, RegistryError, TxnOp};
 use crate::sharding::Assignment;
 
 use super::execution::{ledger_of, misfire_mark, running_owner};
-use super::records::{parse_owner, Assigned, FailoverEntry, Garbage, Ledger, Orphaned, Section};
+use super::records::{
+    parse_flag, parse_owner, Assigned, FailoverEntry, Garbage, Ledger, Orphaned, Section,
+};
 use super::view::View;
 
 /// How far back a garbage ledger's missed fires are looked for.
@@ -251,12 +253,17 @@ pub fn owed_on_reshard(
     now_ms: i64,
 ) -> OwedOnReshard {
     let mut owed = OwedOnReshard::default();
-    let raised = super::detail::flag_time(view, paths).flatten();
+    let flag = super::detail::read(view, paths, Detailed::Flag).map(|(_, data)| data);
+    let raised = flag.and_then(|data| parse_flag("", data).ok().flatten());
     let record = read_assigned(view, paths);
     let (Some(raised), Some(record)) = (raised, record) else { return owed };
     let since = record.raised_ms;
     let Some(fire_ms) = schedule.last_in(since, raised.min(now_ms)) else { return owed };
-    let ops = &mut owed.ops;
+    // The raise was moved from an earlier time to when it committed (a slow link), and this
+    // fire came between: it ran under the old assignment, whose owners lacked the items a
+    // count change added before the raise (1 × 3 `chaos` 812,787,233: nobody ran them).
+    let unowned_missed =
+        flag.and_then(super::records::parse_flag_moved_from).is_some_and(|from| from < fire_ms);
     let mut fenced: Vec<String> = Vec::new();
     for item in 0..total {
         let owner = paths.item_node(item, ItemNode::Instance);
@@ -271,6 +278,9 @@ pub fn owed_on_reshard(
             // Garbage, nobody, or another instance that is not there: the record says.
             _ => recorded.cloned(),
         }) else {
+            if unowned_missed {
+                owe_unowned(view, paths, assignment, item, fire_ms, &mut owed);
+            }
             continue;
         };
         // A failover claim since the last reshard moved the item (the claimer owns it for
@@ -316,16 +326,40 @@ pub fn owed_on_reshard(
             continue;
         }
         if let Some(version) = ledger_version.filter(|_| !fenced.contains(&old)) {
-            ops.push(TxnOp::check(paths.ledger(&old), Some(version)));
+            owed.ops.push(TxnOp::check(paths.ledger(&old), Some(version)));
             fenced.push(old);
         }
-        ops.push(match later_mark {
+        owed.ops.push(match later_mark {
             Some(version) => TxnOp::set(misfire, fire_ms.to_string(), Some(version)),
             None => TxnOp::create(misfire, fire_ms.to_string(), CreateMode::Persistent),
         });
         owed.catch_ups.insert(item, fire_ms);
     }
     owed
+}
+
+/// An item that no assignment had at `fire_ms`, which the old assignment's owners ran
+/// without it: the new one's owner catches it up (unless it is disabled, runs, or a misfire
+/// marker owes it a catch-up already). The marker is created in the reshard's transaction,
+/// after the item's node.
+fn owe_unowned(
+    view: &View,
+    paths: &JobPaths,
+    assignment: &Assignment,
+    item: u32,
+    fire_ms: i64,
+    owed: &mut OwedOnReshard,
+) {
+    let given = assignment.iter().any(|(_, items)| items.contains(&item));
+    let marked = [ItemNode::Disabled, ItemNode::Running, ItemNode::Misfire]
+        .into_iter()
+        .any(|leaf| view.exists(&paths.item_node(item, leaf)));
+    if !given || marked {
+        return;
+    }
+    let misfire = paths.item_node(item, ItemNode::Misfire);
+    owed.ops.push(TxnOp::create(misfire, fire_ms.to_string(), CreateMode::Persistent));
+    owed.catch_ups.insert(item, fire_ms);
 }
 
 /// What [`owed_on_reshard`] found: the ops, and the catch-up each item was given (by fire).

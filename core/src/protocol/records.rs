@@ -108,11 +108,48 @@ impl ServerStatus {
 
 /// What the reshard flag (`leader/sharding/necessary`) holds: the time it was raised, or
 /// nothing (as ElasticJob writes it: the time is unknown, and the flag holds every fire).
+/// A raise that committed late and was moved to its commit time holds both:
+/// `{raised} {moved_from}` (see [`parse_flag_moved_from`]).
 pub fn parse_flag(path: &str, data: &[u8]) -> Result<Option<i64>, Garbage> {
+    parse_flag_times(path, data).map(|times| times.map(|(raised, _)| raised))
+}
+
+/// The time a raise first wrote, when it was moved to its commit time since (a slow link):
+/// fires between the two ran under the assignment before the reshard although they came
+/// after the raise (see `failover::owed_on_reshard`). `None` for a flag never moved, as
+/// ElasticJob writes it, or unreadable.
+pub fn parse_flag_moved_from(data: &[u8]) -> Option<i64> {
+    parse_flag_times("", data).ok().flatten().and_then(|(_, from)| from)
+}
+
+/// The flag's text for a raise at `raised_ms`, moved there from `moved_from_ms` if it was.
+pub fn flag_text(raised_ms: i64, moved_from_ms: Option<i64>) -> String {
+    match moved_from_ms {
+        Some(from) => format!("{raised_ms} {from}"),
+        None => raised_ms.to_string(),
+    }
+}
+
+fn parse_flag_times(path: &str, data: &[u8]) -> Result<Option<(i64, Option<i64>)>, Garbage> {
     if data.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    parse_time(path, data, "the reshard flag").map(Some)
+    let bad = || {
+        Garbage::new(
+            path,
+            data,
+            "the reshard flag is not a time in epoch ms (or two: raised, moved from)",
+        )
+    };
+    let text = std::str::from_utf8(data).map_err(|_| bad())?;
+    let mut fields = text.split_ascii_whitespace().map(str::parse::<i64>);
+    let raised = fields.next().and_then(Result::ok).ok_or_else(bad)?;
+    let from = fields.next().map(|f| f.map_err(|_| bad())).transpose()?;
+    // Moved to a later time only; a third field is no flag of ours.
+    if fields.next().is_some() || from.is_some_and(|f| f >= raised) {
+        return Err(bad());
+    }
+    Ok(Some((raised, from)))
 }
 
 /// A message of at most `SHOWN_MESSAGE_CHARS` characters, marked when cut.
@@ -484,6 +521,24 @@ mod tests {
         }
         let e = FailoverEntry::parse("/e", b"garbage value").unwrap_err();
         assert_eq!(e.value, "\"garbage value\"");
+    }
+
+    #[test]
+    fn flags_hold_a_time_or_a_moved_raise_and_nothing_else() {
+        let p = "/j/shardcron/necessary";
+        assert_eq!(parse_flag(p, b""), Ok(None));
+        assert_eq!(parse_flag(p, b" 5000\n"), Ok(Some(5000)));
+        assert_eq!(parse_flag_moved_from(b"5000"), None);
+        let moved = flag_text(5700, Some(5000));
+        assert_eq!(moved, "5700 5000");
+        assert_eq!(parse_flag(p, moved.as_bytes()), Ok(Some(5700)));
+        assert_eq!(parse_flag_moved_from(moved.as_bytes()), Some(5000));
+        assert_eq!(flag_text(5700, None), "5700");
+        // Moved back, three fields, or words: no flag of ours.
+        for bad in [&b"5000 5700"[..], b"5700 5700", b"1 2 3", b"soon", b"5700 soon"] {
+            assert!(parse_flag(p, bad).is_err(), "{bad:?}");
+            assert_eq!(parse_flag_moved_from(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

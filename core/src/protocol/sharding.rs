@@ -247,7 +247,7 @@ pub fn raise(view: &View, paths: &JobPaths, now_ms: i64) -> Vec<TxnOp> {
     let path = paths.sharding_necessary();
     match super::detail::read(view, paths, Detailed::Flag) {
         Some((flag, detail)) => {
-            let data = raised_time(view, paths, detail, now_ms).to_string();
+            let data = raised_text(view, paths, detail, now_ms);
             vec![TxnOp::set(path, data, Some(flag.version))]
         }
         None => vec![TxnOp::create(path, now_ms.to_string(), CreateMode::Persistent)],
@@ -268,7 +268,7 @@ pub fn raise_over(
     detail_version: Option<u64>,
     now_ms: i64,
 ) -> Vec<TxnOp> {
-    let data = raised_time(view, paths, data, now_ms).to_string();
+    let data = raised_text(view, paths, data, now_ms);
     let detail = paths.detail(Detailed::Flag);
     vec![
         TxnOp::set(paths.sharding_necessary(), Vec::new(), Some(version)),
@@ -290,6 +290,16 @@ pub fn raised_time(view: &View, paths: &JobPaths, data: &[u8], now_ms: i64) -> i
         .flatten()
         .filter(|&r| answered.is_none_or(|a| r > a))
         .map_or(now_ms, |r| r.min(now_ms))
+}
+
+/// What `necessary` should hold after a raise at `now_ms`: [`raised_time`], with the time the
+/// stored raise was moved from when that raise is kept (its fires between the two still
+/// ran under the old assignment).
+fn raised_text(view: &View, paths: &JobPaths, data: &[u8], now_ms: i64) -> String {
+    let raised = raised_time(view, paths, data, now_ms);
+    let kept = parse_flag("", data).ok().flatten() == Some(raised);
+    let from = kept.then(|| super::records::parse_flag_moved_from(data)).flatten();
+    super::records::flag_text(raised, from)
 }
 
 /// The raise time of the pending flag, if one is raised (`None` for an unreadable time).

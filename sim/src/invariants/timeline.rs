@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use shardcron_core::__private::protocol::records::parse_flag;
+
 use crate::faults::Fault;
 use crate::trace::{Entry, JobState, Note, Phase, What};
 use crate::workload::Workload;
@@ -281,7 +283,9 @@ impl Timeline {
         let mut answered: Option<i64> = None;
         for (_, data) in list.iter().take_while(|(t, _)| *t <= at) {
             match data {
-                Some(d) => flag = Some(d.trim().parse().ok()),
+                // Read as the instances read it (a raise moved to its commit time holds
+                // both times; the first is the one that holds fires).
+                Some(d) => flag = Some(parse_flag("", d.as_bytes()).ok().flatten()),
                 None => {
                     if let Some(raised) = flag.take().flatten() {
                         answered = Some(raised);

@@ -582,9 +582,12 @@ impl JobProtocol {
                 };
                 if let (Some(written), Some(version)) = (stamped, version) {
                     if now > written {
+                        // The time written stays beside: the fires between the two ran under
+                        // the old assignment, which lacks any item a count change added, and
+                        // the reshard owes those items the last one's catch-up.
                         let ops = vec![TxnOp::set(
                             self.paths.sharding_necessary(),
-                            now.to_string(),
+                            crate::protocol::records::flag_text(now, Some(written)),
                             Some(version),
                         )];
                         self.then = Some(Box::new((
