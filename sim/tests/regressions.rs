@@ -116,6 +116,7 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (264_491_183, FaultProfile::Failover, "a fire that waited for a reshard nobody was up for"),
     (812_787_233, FaultProfile::Chaos, "a count change's items at a fire a late raise let by"),
     (2_588_539_946, FaultProfile::Chaos, "a job's first raise moved past the fire it held"),
+    (1_188_597_844, FaultProfile::Failover, "a crash after the jobs stopped in a restart"),
     (937_939_617, FaultProfile::Chaos, "clock-skew records of a job's fires before its reshard"),
     (937_940_233, FaultProfile::Chaos, "a job removed before a clock behind reached its fire"),
     (14_732_640, FaultProfile::Failover, "an item disabled before the only instance came back"),

@@ -1207,6 +1207,13 @@ impl Fire<'_> {
         };
         for &w in &answering {
             if let Some(why) = tl.not_up(w, at) {
+                // Stopped the job gracefully, then crashed (say while the rest of its process
+                // stopped): its leave removed its ledger, and nothing counts the fires after it
+                // (GUARANTEES.md, section 2; 1 × 3 `failover` 1,188,597,844).
+                if why.contains("crashed") && tl.left_before_crash(job, w, at) {
+                    acc.add("lost: owner left the job, then crashed");
+                    return;
+                }
                 acc.add(format!("lost: owner {}", why_class(why)));
                 if why.contains("crashed") {
                     let fo = tl.config_at(job, at).is_some_and(|s| s.failover && s.misfire);

@@ -7,6 +7,8 @@ use std::time::Duration;
 use shardcron_core::__private::protocol::records::parse_flag;
 
 use crate::faults::Fault;
+use shardcron_core::events::SchedulerEvent;
+
 use crate::trace::{Entry, JobState, Note, Phase, What};
 use crate::workload::Workload;
 
@@ -47,6 +49,10 @@ pub(crate) struct Timeline {
     /// `add_job` failed and has not succeeded since; a crash, a stop or the job's next add
     /// clears it: the next start, or that add, tries again).
     pub lacks: BTreeMap<(String, usize), Vec<(i64, bool)>>,
+    /// Per job and instance: when the instance stopped the job while its registry link was up
+    /// (its leave could remove its ledger), and per instance when its process started.
+    pub stops: BTreeMap<(String, usize), Vec<i64>>,
+    pub starts: BTreeMap<usize, Vec<i64>>,
 }
 
 impl Timeline {
@@ -73,8 +79,20 @@ impl Timeline {
             }
         };
         for e in entries {
-            let What::Note(note) = &e.what else { continue };
             let (who, at) = (e.who, e.at);
+            if let What::Event { event: SchedulerEvent::JobStopped { job, .. }, .. } = &e.what {
+                let cut = t.down.get(&who).is_some_and(|d| {
+                    d.iter().any(|(from, to, why)| *from <= at && at <= *to && why.contains("cut"))
+                });
+                let connected = !cut
+                    && ["cut", "session", "crashed", "down"]
+                        .iter()
+                        .all(|what| !open.contains_key(&(who, *what)));
+                if connected {
+                    t.stops.entry((job.clone(), who)).or_default().push(at);
+                }
+            }
+            let What::Note(note) = &e.what else { continue };
             match note {
                 Note::Begin { instances: n, .. } => {
                     instances = *n;
@@ -98,6 +116,7 @@ impl Timeline {
                     }
                 }
                 Note::Started => {
+                    t.starts.entry(who).or_default().push(at);
                     for what in ["starting", "crashed", "down", "cut"] {
                         close(&mut open, &mut t.down, who, what, at);
                     }
@@ -239,6 +258,25 @@ impl Timeline {
             .iter()
             .find(|(from, to, _)| *from <= at && at <= *to)
             .map(|(_, _, why)| why.as_str())
+    }
+
+    /// Whether `who`, down at `at` after a crash, had stopped `job` gracefully before that crash,
+    /// in the same run of its process, while its registry link was up: its leave removed its
+    /// ledger, so the fires after it were nobody's to count (GUARANTEES.md, section 2).
+    pub fn left_before_crash(&self, job: &str, who: usize, at: i64) -> bool {
+        let Some(crash) =
+            self.crashes.iter().filter(|&&(t, w)| w == who && t <= at).map(|c| c.0).max()
+        else {
+            return false;
+        };
+        let started = self
+            .starts
+            .get(&who)
+            .and_then(|s| s.iter().copied().filter(|&t| t <= crash).max())
+            .unwrap_or(i64::MIN);
+        self.stops
+            .get(&(job.to_owned(), who))
+            .is_some_and(|stops| stops.iter().any(|&s| s >= started && s <= crash))
     }
 
     /// The first removal of `job` at or after `at`.
