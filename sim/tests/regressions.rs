@@ -124,8 +124,11 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
 ];
 
 /// Seeds of clusters of two instances with one job that once failed.
-const FIXED_2X1: &[(u64, FaultProfile, &str)] =
-    &[(238_241_136, FaultProfile::Chaos, "a share claimed one item per second over a 1 s link")];
+const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
+    (238_241_136, FaultProfile::Chaos, "a share claimed one item per second over a 1 s link"),
+    (4_231_656_484, FaultProfile::Chaos, "a departed mark kept past its instance's comeback"),
+    (4_231_657_252, FaultProfile::Chaos, "a departed mark kept while failover was off"),
+];
 
 /// Runs each seed with `options`' shape; fails with the replay command of the first that
 /// breaks an invariant.

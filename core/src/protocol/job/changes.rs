@@ -754,10 +754,12 @@ impl JobProtocol {
                 return Some(Next::Request(Pending::MarkLedger, Request::Txn(vec![op])));
             }
         }
-        if self.clear_queue_owed {
+        if self.clear_queue_owed && self.clear_queue_raced_at != Some(ctx.view.revision()) {
             let entries = ctx.view.children(&self.paths.failover_items());
             let ledgers = ctx.view.children(&self.paths.ledgers());
-            if (entries.is_empty() && ledgers.is_empty()) || !self.is_leader(ctx) {
+            let marks = failover::forget_departed(ctx.view, &self.paths);
+            if (entries.is_empty() && ledgers.is_empty() && marks.is_none()) || !self.is_leader(ctx)
+            {
                 self.clear_queue_owed = false;
             } else {
                 let entries = entries.iter().flat_map(|e| match e.parse::<u32>() {
@@ -770,7 +772,7 @@ impl JobProtocol {
                 let ledgers = ledgers
                     .iter()
                     .map(|l| TxnOp::delete(format!("{}/{l}", self.paths.ledgers()), None));
-                let ops = entries.chain(ledgers).collect();
+                let ops = entries.chain(ledgers).chain(marks).collect();
                 return Some(Next::Request(Pending::ClearQueue, Request::Txn(ops)));
             }
         }

@@ -227,6 +227,8 @@ pub struct JobProtocol {
     abdicate_owed: bool,
     trigger_owed: bool,
     clear_queue_owed: bool,
+    /// The clear lost a race at this view revision: tried again once the view moved on.
+    clear_queue_raced_at: Option<u64>,
     /// Failover was turned on: the directories it needs, and our ledger's mark (from when on
     /// our missed fires are owed), are to be written.
     ledger_mark_owed: bool,
@@ -370,6 +372,7 @@ impl JobProtocol {
             abdicate_owed: false,
             trigger_owed: false,
             clear_queue_owed: false,
+            clear_queue_raced_at: None,
             ledger_mark_owed: false,
             passed_fires_owed: None,
             own_markers_owed: false,
@@ -698,9 +701,14 @@ impl JobProtocol {
                     self.enqueue(ctx.now_ms, FireKind::Manual, None);
                 }
             }
+            // A lost race (a reshard rewrote the record of the assignments, an entry went) is
+            // cleared again on the view that shows it: a departed mark left behind would
+            // outlive the ledgers it stands for.
             Pending::ClearQueue => {
+                let raced = result.as_ref().err().is_some_and(super::failover::is_lost_race);
                 if self.tolerate(result, super::failover::is_lost_race) {
-                    self.clear_queue_owed = false;
+                    self.clear_queue_owed = raced;
+                    self.clear_queue_raced_at = raced.then(|| ctx.view.revision());
                 }
             }
             // Changed or gone meanwhile: looked at again on the view that shows it.
