@@ -104,6 +104,7 @@ const FIXED_2X4: &[(u64, FaultProfile, &str)] = &[
     (955_160_766, FaultProfile::Chaos, "a departure handled in the ms its id came back"),
     (417_371_193, FaultProfile::Failover, "a fire overtaken while both instances were down"),
     (487_904_635, FaultProfile::Failover, "a stopped owner's items of a fire at a late raise"),
+    (2_136_335_092, FaultProfile::Failover, "a new item's later misfire mark at a late raise"),
 ];
 
 /// Seeds of clusters of one instance (three jobs) that once failed.
