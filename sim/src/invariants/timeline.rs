@@ -261,8 +261,9 @@ impl Timeline {
     }
 
     /// Whether `who`, down at `at` after a crash, had stopped `job` gracefully before that crash,
-    /// in the same run of its process, while its registry link was up: its leave removed its
-    /// ledger, so the fires after it were nobody's to count (GUARANTEES.md, section 2).
+    /// in the same run of its process, while its registry link was up, and it was not added
+    /// again before the crash: its leave removed its ledger, so the fires after it were
+    /// nobody's to count (GUARANTEES.md, section 2).
     pub fn left_before_crash(&self, job: &str, who: usize, at: i64) -> bool {
         let Some(crash) =
             self.crashes.iter().filter(|&&(t, w)| w == who && t <= at).map(|c| c.0).max()
@@ -274,9 +275,13 @@ impl Timeline {
             .get(&who)
             .and_then(|s| s.iter().copied().filter(|&t| t <= crash).max())
             .unwrap_or(i64::MIN);
-        self.stops
-            .get(&(job.to_owned(), who))
-            .is_some_and(|stops| stops.iter().any(|&s| s >= started && s <= crash))
+        // Not added again since (a job removed, then added back under its name, runs again).
+        let added_after = |stop: i64| {
+            self.added.get(job).is_some_and(|a| a.iter().any(|&t| t > stop && t <= crash))
+        };
+        self.stops.get(&(job.to_owned(), who)).is_some_and(|stops| {
+            stops.iter().any(|&s| s >= started && s <= crash && !added_after(s))
+        })
     }
 
     /// The first removal of `job` at or after `at`.
