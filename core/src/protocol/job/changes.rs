@@ -773,6 +773,7 @@ impl JobProtocol {
                     .iter()
                     .map(|l| TxnOp::delete(format!("{}/{l}", self.paths.ledgers()), None));
                 let ops = entries.chain(ledgers).chain(marks).collect();
+                self.clear_queue_sent_at = Some(ctx.view.revision());
                 return Some(Next::Request(Pending::ClearQueue, Request::Txn(ops)));
             }
         }

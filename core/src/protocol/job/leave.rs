@@ -19,8 +19,10 @@ pub(super) struct StopState {
     phase: Phase,
     /// Leave steps answered (done, or found done by someone else).
     answered: Vec<Step>,
-    /// The ledger's removal lost its race for the record of the assignments (a reshard
-    /// rewrote it) at this view revision: made again once the view moved on.
+    /// The view revision the ledger's removal was decided on, and, once it lost its race for
+    /// the record of the assignments (another writer rewrote it), the same: made again once
+    /// the view moved past it (it may have by the time the failure comes back).
+    ledger_sent_at: Option<u64>,
     ledger_raced_at: Option<u64>,
 }
 
@@ -90,6 +92,7 @@ impl JobProtocol {
             reason,
             phase,
             answered: Vec::new(),
+            ledger_sent_at: None,
             ledger_raced_at: None,
         }));
     }
@@ -190,6 +193,9 @@ impl JobProtocol {
                 ops.extend(
                     mark.and_then(|m| failover::note_departed(view, &self.paths, &self.me, m)),
                 );
+                if let Some(stop) = self.stop.as_mut() {
+                    stop.ledger_sent_at = Some(view.revision());
+                }
                 return Next::Request(Pending::Leave(Step::Ledger), Request::Txn(ops));
             }
             if view.exists(&self.paths.instance(&self.me)) && !answered(self, Step::Instance) {
@@ -211,7 +217,7 @@ impl JobProtocol {
         &mut self,
         step: Step,
         result: Result<Reply, RegistryError>,
-        ctx: &Ctx<'_>,
+        _ctx: &Ctx<'_>,
     ) {
         match result {
             // A node gone or changed already is fine: someone else removed it. But not the
@@ -224,7 +230,7 @@ impl JobProtocol {
                 if step == Step::Ledger && e.transaction_failure().is_some_and(|(i, _)| i > 0) =>
             {
                 if let Some(stop) = self.stop.as_mut() {
-                    stop.ledger_raced_at = Some(ctx.view.revision());
+                    stop.ledger_raced_at = stop.ledger_sent_at;
                 }
                 return;
             }

@@ -227,7 +227,9 @@ pub struct JobProtocol {
     abdicate_owed: bool,
     trigger_owed: bool,
     clear_queue_owed: bool,
-    /// The clear lost a race at this view revision: tried again once the view moved on.
+    /// The view revision the clear was decided on, and, once it lost a race, the same: tried
+    /// again once the view moved past it (it may have by the time the failure comes back).
+    clear_queue_sent_at: Option<u64>,
     clear_queue_raced_at: Option<u64>,
     /// Failover was turned on: the directories it needs, and our ledger's mark (from when on
     /// our missed fires are owed), are to be written.
@@ -372,6 +374,7 @@ impl JobProtocol {
             abdicate_owed: false,
             trigger_owed: false,
             clear_queue_owed: false,
+            clear_queue_sent_at: None,
             clear_queue_raced_at: None,
             ledger_mark_owed: false,
             passed_fires_owed: None,
@@ -708,7 +711,7 @@ impl JobProtocol {
                 let raced = result.as_ref().err().is_some_and(super::failover::is_lost_race);
                 if self.tolerate(result, super::failover::is_lost_race) {
                     self.clear_queue_owed = raced;
-                    self.clear_queue_raced_at = raced.then(|| ctx.view.revision());
+                    self.clear_queue_raced_at = self.clear_queue_sent_at.filter(|_| raced);
                 }
             }
             // Changed or gone meanwhile: looked at again on the view that shows it.
