@@ -289,11 +289,11 @@ pub fn owed_on_reshard(
             continue;
         }
         let moved = assignment.iter().any(|(id, items)| id != old && items.contains(&item));
-        // Unless a misfire marker owes the item a catch-up already (see `misfire_op`).
-        let Some(mark_op) = misfire_op(view, paths, item, fire_ms) else { continue };
         if old.is_empty() || !moved {
             continue;
         }
+        // Unless a misfire marker owes the item a catch-up already (see `misfire_op`).
+        let Some(mark_op) = misfire_op(view, paths, item, fire_ms) else { continue };
         // What the old owner accounted for: its ledger's mark, or, once its leaving removed
         // the ledger, the mark the record kept of it (fenced with the record, which the
         // reshard rewrites at the version it read).

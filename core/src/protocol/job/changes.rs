@@ -754,7 +754,7 @@ impl JobProtocol {
                 return Some(Next::Request(Pending::MarkLedger, Request::Txn(vec![op])));
             }
         }
-        if self.clear_queue_owed && self.clear_queue_raced_at != Some(ctx.view.revision()) {
+        if self.clear_queue_owed && !self.clear_queue_race.holds(ctx.view.revision()) {
             let entries = ctx.view.children(&self.paths.failover_items());
             let ledgers = ctx.view.children(&self.paths.ledgers());
             let marks = failover::forget_departed(ctx.view, &self.paths);
@@ -773,7 +773,7 @@ impl JobProtocol {
                     .iter()
                     .map(|l| TxnOp::delete(format!("{}/{l}", self.paths.ledgers()), None));
                 let ops = entries.chain(ledgers).chain(marks).collect();
-                self.clear_queue_sent_at = Some(ctx.view.revision());
+                self.clear_queue_race.sent(ctx.view.revision());
                 return Some(Next::Request(Pending::ClearQueue, Request::Txn(ops)));
             }
         }

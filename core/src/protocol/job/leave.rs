@@ -6,7 +6,7 @@
 //! nothing to take over. Cancelled items keep their persistent markers (failover on), which
 //! name this instance: once its node is gone, the survivors queue them and run them again.
 
-use super::{Action, Ctx, JobProtocol, Next, Pending, Reply, Request};
+use super::{Action, Ctx, JobProtocol, Next, Pending, RaceFence, Reply, Request};
 use crate::events::{SchedulerEvent, SkipReason};
 use crate::protocol::execution::{ledger_of, running_owner};
 use crate::protocol::failover;
@@ -19,11 +19,9 @@ pub(super) struct StopState {
     phase: Phase,
     /// Leave steps answered (done, or found done by someone else).
     answered: Vec<Step>,
-    /// The view revision the ledger's removal was decided on, and, once it lost its race for
-    /// the record of the assignments (another writer rewrote it), the same: made again once
-    /// the view moved past it (it may have by the time the failure comes back).
-    ledger_sent_at: Option<u64>,
-    ledger_raced_at: Option<u64>,
+    /// The ledger's removal lost its race for the record of the assignments (another writer
+    /// rewrote it): made again once the view moved on.
+    ledger_race: RaceFence,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,8 +90,7 @@ impl JobProtocol {
             reason,
             phase,
             answered: Vec::new(),
-            ledger_sent_at: None,
-            ledger_raced_at: None,
+            ledger_race: RaceFence::default(),
         }));
     }
 
@@ -176,8 +173,8 @@ impl JobProtocol {
             let marked = (0..self.total())
                 .any(|n| running_owner(view, &self.paths, n).as_deref() == Some(self.me.as_str()));
             let ledger = view.get(&self.paths.ledger(&self.me));
-            let raced = self.stop.as_ref().and_then(|s| s.ledger_raced_at);
-            if ledger.is_some() && raced == Some(view.revision()) {
+            let raced = self.stop.as_ref().is_some_and(|s| s.ledger_race.holds(view.revision()));
+            if ledger.is_some() && raced {
                 return Next::Idle;
             }
             if let Some(node) = ledger.filter(|_| !marked && !answered(self, Step::Ledger)) {
@@ -194,7 +191,7 @@ impl JobProtocol {
                     mark.and_then(|m| failover::note_departed(view, &self.paths, &self.me, m)),
                 );
                 if let Some(stop) = self.stop.as_mut() {
-                    stop.ledger_sent_at = Some(view.revision());
+                    stop.ledger_race.sent(view.revision());
                 }
                 return Next::Request(Pending::Leave(Step::Ledger), Request::Txn(ops));
             }
@@ -230,7 +227,7 @@ impl JobProtocol {
                 if step == Step::Ledger && e.transaction_failure().is_some_and(|(i, _)| i > 0) =>
             {
                 if let Some(stop) = self.stop.as_mut() {
-                    stop.ledger_raced_at = stop.ledger_sent_at;
+                    stop.ledger_race.answered(true);
                 }
                 return;
             }

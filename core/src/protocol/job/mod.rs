@@ -181,6 +181,32 @@ enum BidStep {
 }
 
 /// Items running here.
+/// A request that may lose a race to another writer, decided again once the view moved past
+/// the revision it was decided on: that revision, not the one its failure comes back at (the
+/// view may show the other writer's change first, and then nothing moves it again).
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct RaceFence {
+    sent_at: Option<u64>,
+    lost_at: Option<u64>,
+}
+
+impl RaceFence {
+    /// The request goes out, decided on the view at `revision`.
+    pub fn sent(&mut self, revision: u64) {
+        self.sent_at = Some(revision);
+    }
+
+    /// Its answer came back: lost to a race, or not.
+    pub fn answered(&mut self, lost: bool) {
+        self.lost_at = self.sent_at.filter(|_| lost);
+    }
+
+    /// Whether the view at `revision` is still the one the lost request was decided on.
+    pub fn holds(&self, revision: u64) -> bool {
+        self.lost_at == Some(revision)
+    }
+}
+
 #[derive(Debug)]
 struct InFlight {
     launch: LaunchId,
@@ -227,10 +253,8 @@ pub struct JobProtocol {
     abdicate_owed: bool,
     trigger_owed: bool,
     clear_queue_owed: bool,
-    /// The view revision the clear was decided on, and, once it lost a race, the same: tried
-    /// again once the view moved past it (it may have by the time the failure comes back).
-    clear_queue_sent_at: Option<u64>,
-    clear_queue_raced_at: Option<u64>,
+    /// The clear lost a race: tried again once the view moved on.
+    clear_queue_race: RaceFence,
     /// Failover was turned on: the directories it needs, and our ledger's mark (from when on
     /// our missed fires are owed), are to be written.
     ledger_mark_owed: bool,
@@ -374,8 +398,7 @@ impl JobProtocol {
             abdicate_owed: false,
             trigger_owed: false,
             clear_queue_owed: false,
-            clear_queue_sent_at: None,
-            clear_queue_raced_at: None,
+            clear_queue_race: RaceFence::default(),
             ledger_mark_owed: false,
             passed_fires_owed: None,
             own_markers_owed: false,
@@ -711,7 +734,7 @@ impl JobProtocol {
                 let raced = result.as_ref().err().is_some_and(super::failover::is_lost_race);
                 if self.tolerate(result, super::failover::is_lost_race) {
                     self.clear_queue_owed = raced;
-                    self.clear_queue_raced_at = self.clear_queue_sent_at.filter(|_| raced);
+                    self.clear_queue_race.answered(raced);
                 }
             }
             // Changed or gone meanwhile: looked at again on the view that shows it.
