@@ -2,7 +2,7 @@
 //! registry, queues what an earlier session of it left, asks for a reshard and bids for
 //! leadership.
 
-use super::{Ctx, JobProtocol, Next, Pending, Reply, Request};
+use super::{Ctx, JobProtocol, Next, Pending, RaceFence, Reply, Request};
 use crate::events::{FireKind, SkipReason};
 use crate::protocol::execution::{ledger_of, running_owner};
 use crate::protocol::failover::{self, Orphan};
@@ -57,9 +57,9 @@ pub(super) struct Registration {
     unassigned: bool,
     /// When the job was added to this process (before its config was published).
     added_ms: Option<i64>,
-    /// The leftovers' transaction lost a race at this view revision: decided again once the
-    /// view moved on, a bounded number of times (`leftovers_attempts`).
-    leftovers_raced_at: Option<u64>,
+    /// The leftovers' transaction lost a race: decided again once the view moved past the
+    /// revision it was decided on, a bounded number of times (`leftovers_attempts`).
+    leftovers_race: RaceFence,
     leftovers_attempts: u32,
 }
 
@@ -100,7 +100,7 @@ impl Registration {
             counted_until: None,
             clock_reported: false,
             unassigned: false,
-            leftovers_raced_at: None,
+            leftovers_race: RaceFence::default(),
             leftovers_attempts: 0,
         }
     }
@@ -124,7 +124,7 @@ impl Registration {
             self.state = State::Registering;
         }
         self.leftovers_done = false;
-        self.leftovers_raced_at = None;
+        self.leftovers_race = RaceFence::default();
         self.leftovers_attempts = 0;
         self.ensured.clear();
         self.began_ms = None;
@@ -222,7 +222,7 @@ impl JobProtocol {
             // alongside.
             if self.in_flight.as_ref().is_some_and(|f| f.cancelled)
                 || (!self.registration.leftovers_done
-                    && self.registration.leftovers_raced_at == Some(view.revision()))
+                    && self.registration.leftovers_race.holds(view.revision()))
             {
                 return Next::Idle;
             }
@@ -246,6 +246,7 @@ impl JobProtocol {
                         self.registration.counted_until = Some(registry_now.now_ms);
                         match self.leftovers(&registry_now) {
                             Some(ops) => {
+                                self.registration.leftovers_race.sent(view.revision());
                                 let request = Request::Txn(ops);
                                 return Next::Request(Pending::Register(Step::Leftovers), request);
                             }
@@ -253,7 +254,11 @@ impl JobProtocol {
                         }
                     }
                     None => {
-                        return Next::Request(Pending::Register(Step::Leftovers), Request::Txn(ops))
+                        self.registration.leftovers_race.sent(view.revision());
+                        return Next::Request(
+                            Pending::Register(Step::Leftovers),
+                            Request::Txn(ops),
+                        );
                     }
                 }
             }
@@ -735,10 +740,9 @@ impl JobProtocol {
             (Step::Leftovers, Err(e)) if failover::is_lost_race(&e) => {
                 let r = &mut self.registration;
                 r.leftovers_attempts += 1;
+                r.leftovers_race.answered(true);
                 if r.leftovers_attempts >= LEFTOVERS_ATTEMPTS {
                     r.leftovers_done = true;
-                } else {
-                    r.leftovers_raced_at = Some(ctx.view.revision());
                 }
             }
             (Step::Leftovers, Ok(_)) => self.registration.leftovers_done = true,
