@@ -130,6 +130,32 @@ fn map_status(status: &tonic::Status, op: Op, path: String) -> RegistryError {
     }
 }
 
+/// A `Txn` of `compares` compares and `writes` writes that the server refused as larger than
+/// its `--max-txn-ops`: the error says how large it was and what to raise the limit to. `None`
+/// for any other error.
+pub(crate) fn txn_too_large(
+    err: &EtcdError,
+    op: Op,
+    path: &str,
+    compares: usize,
+    writes: usize,
+) -> Option<RegistryError> {
+    let EtcdError::GRpcStatus(status) = err else { return None };
+    if !status.message().contains("too many operations in txn request") {
+        return None;
+    }
+    let needed = compares.max(writes);
+    let message = format!(
+        "{}: this transaction needs {compares} compares and {writes} writes in one etcd Txn, \
+         more than the server's --max-txn-ops allows (etcd's default is 128); restart etcd with \
+         --max-txn-ops of at least {needed}. shardcron's transactions grow with a job's \
+         sharding items, about 6 ops per item: see \"Server settings\" in the \
+         shardcron-registry-etcd README",
+        status.message()
+    );
+    Some(backend(op, path.to_owned(), message, false))
+}
+
 /// Whether an etcd error means the revision asked for was compacted away.
 pub(crate) fn is_compacted(err: &EtcdError) -> bool {
     matches!(err, EtcdError::GRpcStatus(s) if s.message().contains("compacted"))

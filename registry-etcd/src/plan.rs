@@ -62,6 +62,11 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
+    /// How many compares and writes its `Txn` holds.
+    pub fn size(&self) -> (usize, usize) {
+        (self.compares.len(), self.writes.len())
+    }
+
     /// The `Txn`: the compares, the writes, and `on_failure` (the engine's first reads).
     pub fn txn(self, on_failure: Vec<EtcdOp>) -> Option<(Txn, Vec<TxnResult>)> {
         if on_failure.len() > MAX_TXN_OPS {

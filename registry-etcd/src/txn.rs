@@ -424,6 +424,7 @@ pub(crate) async fn run(
     let mut seeded = None;
     if let Some(plan) = plan::plan(keys, steps, lease) {
         let needs = static_needs(keys, steps);
+        let (compares, writes) = plan.size();
         if let Some((txn, results)) = plan.txn(read_ops(keys, &needs, 0, child_limit)) {
             let mut client = kv.clone();
             match client.txn(txn).await {
@@ -434,7 +435,11 @@ pub(crate) async fn run(
                     seeded = Some(reads);
                 }
                 Err(e) if error::is_lease_gone(&e) => return Ok(Err(lease_gone(steps, op, at))),
-                Err(e) => return Err(map(e, op, at)),
+                Err(e) => {
+                    let size = compares.max(needs.len());
+                    let too_large = error::txn_too_large(&e, op, at, size, writes);
+                    return Err(too_large.unwrap_or_else(|| map(e, op, at)));
+                }
             }
         }
     }
@@ -471,13 +476,18 @@ pub(crate) async fn run(
                     if eval.writes.is_empty() {
                         return Ok(Ok(results));
                     }
-                    match commit(kv, keys, &reads, eval.writes.into_vec()).await {
+                    let writes = eval.writes.into_vec();
+                    let (compares, puts) = (reads.keys.len() + reads.children.len(), writes.len());
+                    match commit(kv, keys, &reads, writes).await {
                         Ok(true) => return Ok(Ok(results)),
                         Ok(false) => continue 'attempt,
                         Err(e) if error::is_lease_gone(&e) => {
                             return Ok(Err(lease_gone(steps, op, at)))
                         }
-                        Err(e) => return Err(map(e, op, at)),
+                        Err(e) => {
+                            let too_large = error::txn_too_large(&e, op, at, compares, puts);
+                            return Err(too_large.unwrap_or_else(|| map(e, op, at)));
+                        }
                     }
                 }
             }
@@ -517,7 +527,9 @@ fn read_ops(keys: &KeySpace, needs: &[Need], rev: i64, child_limit: i64) -> Vec<
         .collect()
 }
 
-/// Reads `needs` into `reads`, at `reads.rev` once that is fixed.
+/// Reads `needs` into `reads`, at `reads.rev` once that is fixed: in `Txn`s of at most
+/// [`READS_PER_TXN`] reads, the later ones at the revision the first one fixed (one snapshot
+/// however many keys a transaction depends on; the commit's own size is the server's to judge).
 async fn read(
     kv: &KvClient,
     keys: &KeySpace,
@@ -525,12 +537,17 @@ async fn read(
     needs: &[Need],
     child_limit: i64,
 ) -> Result<(), etcd_client::Error> {
-    let ops = read_ops(keys, needs, reads.rev.unwrap_or(0), child_limit);
-    let mut client = kv.clone();
-    let resp = client.txn(Txn::new().and_then(ops)).await?;
-    absorb(keys, reads, needs, &resp);
+    for chunk in needs.chunks(READS_PER_TXN) {
+        let ops = read_ops(keys, chunk, reads.rev.unwrap_or(0), child_limit);
+        let mut client = kv.clone();
+        let resp = client.txn(Txn::new().and_then(ops)).await?;
+        absorb(keys, reads, chunk, &resp);
+    }
     Ok(())
 }
+
+/// Reads per `Txn` of the engine's read rounds: etcd's default `--max-txn-ops`.
+const READS_PER_TXN: usize = 128;
 
 /// Takes the answers to [`read_ops`] of `needs` from a `Txn` response into `reads`; the first
 /// answer fixes the snapshot revision.
