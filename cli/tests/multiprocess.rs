@@ -14,6 +14,9 @@
 //!   tokens never go back;
 //! - nothing the registry contract calls a leak is left once every worker stopped.
 //!
+//! The job has 6 items (2 per worker); the `many_items` tests give it 24, so that the victim's 8
+//! are queued in one larger transaction and each survivor claims its share of 4 in more than one.
+//!
 //! The lease tests at the end (issue 14) take an owner out without killing it: its link frozen
 //! by a proxy the test starts (a silent partition) or its process stopped (SIGSTOP), each for
 //! three session timeouts, and check that its items stop before anyone takes them over and that
@@ -222,6 +225,8 @@ struct Cluster {
     /// The job's schedule (every worker publishes it) and whether failover is on.
     cron: &'static str,
     failover: bool,
+    /// The job's sharding items (`TOTAL` unless a scenario says otherwise).
+    total: u32,
     dir: PathBuf,
     workers: Vec<Proc>,
     tx: mpsc::Sender<Message>,
@@ -269,6 +274,7 @@ impl Cluster {
             registry,
             cron,
             failover,
+            total: TOTAL,
             dir,
             workers: Vec::new(),
             tx,
@@ -291,7 +297,7 @@ impl Cluster {
         let mut child = Command::new(BIN)
             .arg("worker")
             .args(["--registry", registry, "--job", JOB, "--cron", self.cron])
-            .args(["--total", &TOTAL.to_string(), "--instance-suffix", &suffix])
+            .args(["--total", &self.total.to_string(), "--instance-suffix", &suffix])
             .args(failover)
             .args(extra)
             .stdin(Stdio::null())
@@ -489,7 +495,7 @@ impl Cluster {
             }
         }
         started.into_iter().find_map(|(fire, items)| {
-            (items.len() == TOTAL as usize).then(|| (fire, *items.values().max().unwrap()))
+            (items.len() == self.total as usize).then(|| (fire, *items.values().max().unwrap()))
         })
     }
 
@@ -503,7 +509,8 @@ impl Cluster {
                 }
             }
         }
-        done.into_iter().find_map(|(fire, items)| (items.len() == TOTAL as usize).then_some(fire))
+        done.into_iter()
+            .find_map(|(fire, items)| (items.len() == self.total as usize).then_some(fire))
     }
 }
 
@@ -536,6 +543,8 @@ struct Scenario {
     join_later: bool,
     /// Complete fires to wait for after the failover before stopping the survivors.
     fires_after: usize,
+    /// The job's sharding items.
+    total: u32,
 }
 
 /// The item duration of the workers (kill -9), or of the survivors (graceful stop).
@@ -586,6 +595,7 @@ fn run_scenario(address: &str, s: Scenario) -> Outcome {
     let label =
         format!("{} {how} (session {} ms, namespace {namespace})", s.backend.name(), s.session_ms);
     let mut c = Cluster::new(label, registry.clone(), &namespace);
+    c.total = s.total;
     let begun = Instant::now();
 
     // With a graceful stop, the victim must have the long items: the third worker.
@@ -713,7 +723,7 @@ fn run_scenario(address: &str, s: Scenario) -> Outcome {
         assert!(status.success(), "{} exits 0 on SIGTERM: {status}\n{}", c.name(w), c.story(40));
     }
     let mut violations = Vec::new();
-    let leaks = leaks(&registry, &mut violations);
+    let leaks = leaks(&registry, s.total, &mut violations);
     let outcome = judge(&c, s, (victim, role), fire, &victim_items, last, &mut violations);
     let mut report = outcome.report;
     let _ = writeln!(
@@ -858,7 +868,7 @@ fn judge(
     let mut fires = 0;
     while fire <= last_fire {
         fires += 1;
-        for item in 0..TOTAL {
+        for item in 0..c.total {
             let done: Vec<&Run> = runs
                 .iter()
                 .filter(|r| r.item == item && r.fire == fire && r.ok == Some(true))
@@ -916,7 +926,7 @@ fn judge(
     }
 
     // No item on two instances at once; fencing tokens never go back.
-    for item in 0..TOTAL {
+    for item in 0..c.total {
         let mine: Vec<&Run> = runs.iter().filter(|r| r.item == item).collect();
         for pair in mine.windows(2) {
             let (a, b) = (pair[0], pair[1]);
@@ -949,14 +959,15 @@ fn judge(
     let _ = writeln!(
         report,
         "{}: {how} of {} ({role}{}) at {stopped_at} during fire {victim_fire}; {fires} fires \
-         x {TOTAL} items from {first_fire} to {last_fire}: {counts:?}",
+         x {} items from {first_fire} to {last_fire}: {counts:?}",
         c.label,
         name(victim),
         if s.stop == Stop::Graceful {
             format!(", shutdown timeout {VICTIM_SHUTDOWN_MS} ms")
         } else {
             String::new()
-        }
+        },
+        c.total
     );
     for d in &delays {
         let from = match s.stop {
@@ -999,7 +1010,7 @@ fn judge(
 /// What is left in the job's subtree after every worker stopped: nodes that are leaks by the
 /// contract (no registry node left behind) go to `violations`; the rest is summarised. Then
 /// the subtree is deleted.
-fn leaks(registry: &str, violations: &mut Vec<String>) -> String {
+fn leaks(registry: &str, total: u32, violations: &mut Vec<String>) -> String {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         use shardcron::registry::RegistryExt;
@@ -1014,7 +1025,7 @@ fn leaks(registry: &str, violations: &mut Vec<String>) -> String {
         {
             leaked.push(child);
         }
-        for item in 0..TOTAL {
+        for item in 0..total {
             for node in ["running", "failover"] {
                 let path = format!("{job}/sharding/{item}/{node}");
                 if r.exists(&path).await.unwrap() {
@@ -1033,7 +1044,7 @@ fn leaks(registry: &str, violations: &mut Vec<String>) -> String {
             violations.push(format!("left behind after every worker stopped: {leaked:?}"));
         }
         let mut kept = Vec::new();
-        for item in 0..TOTAL {
+        for item in 0..total {
             let path = format!("{job}/sharding/{item}/misfire");
             if r.exists(&path).await.unwrap() {
                 kept.push(path);
@@ -1055,7 +1066,8 @@ fn leaks(registry: &str, violations: &mut Vec<String>) -> String {
 // ---------------------------------------------------------------------------------- tests
 
 fn scenario(backend: Backend, stop: Stop, victim: Victim) -> Scenario {
-    Scenario { backend, session_ms: 2_000, stop, victim, join_later: true, fires_after: 2 }
+    let total = TOTAL;
+    Scenario { backend, session_ms: 2_000, stop, victim, join_later: true, fires_after: 2, total }
 }
 
 fn run_test(s: Scenario) {
@@ -1075,6 +1087,26 @@ fn kill_9_fails_over_on_zookeeper() {
 #[test]
 fn kill_9_fails_over_on_etcd() {
     run_test(scenario(Backend::Etcd, Stop::Kill, Victim::Follower));
+}
+
+/// A job of `MANY_ITEMS`: the victim owns 8 of them, so each survivor claims its share of 4 in
+/// more than one transaction (a claim holds at most 24 registry ops), and the queue of the
+/// victim's items is one transaction of some 65 etcd writes, within etcd's default
+/// `--max-txn-ops` (128) that the test server keeps.
+const MANY_ITEMS: u32 = 24;
+
+/// ZooKeeper: kill -9 of the leader, owner of 8 items, in the middle of a fire.
+#[test]
+fn kill_9_of_an_owner_of_many_items_on_zookeeper() {
+    let s = scenario(Backend::ZooKeeper, Stop::Kill, Victim::Leader);
+    run_test(Scenario { total: MANY_ITEMS, ..s });
+}
+
+/// etcd: kill -9 of a follower, owner of 8 items, in the middle of a fire.
+#[test]
+fn kill_9_of_an_owner_of_many_items_on_etcd() {
+    let s = scenario(Backend::Etcd, Stop::Kill, Victim::Follower);
+    run_test(Scenario { total: MANY_ITEMS, ..s });
 }
 
 /// ZooKeeper: SIGTERM of a worker whose items outlast its shutdown timeout.
@@ -1134,6 +1166,7 @@ fn measure(backend: Backend) {
                     victim,
                     join_later: false,
                     fires_after: 1,
+                    total: TOTAL,
                 };
                 // A run whose cluster never formed (a worker stuck at start-up, the cache bug
                 // the CI tests catch) measures nothing about failover: count it and run again.
@@ -1457,7 +1490,7 @@ fn check_exclusion(
             r.end.map_or("?".into(), |e| e.to_string())
         )
     };
-    for item in 0..TOTAL {
+    for item in 0..c.total {
         let mine: Vec<&Run> = runs.iter().filter(|r| r.item == item).collect();
         for (i, a) in mine.iter().enumerate() {
             for b in &mine[i + 1..] {
@@ -1490,7 +1523,7 @@ fn check_exactly_once(
     let mut fire = first;
     while fire <= last {
         fires += 1;
-        for item in 0..TOTAL {
+        for item in 0..c.total {
             let done: Vec<&Run> = runs
                 .iter()
                 .filter(|r| r.item == item && r.fire == fire && r.ok == Some(true))
@@ -1667,7 +1700,7 @@ fn run_outage(backend: Backend, address: &str, outage: Outage) -> String {
     ));
 
     let mut violations = Vec::new();
-    let leaks = leaks(&registry, &mut violations);
+    let leaks = leaks(&registry, c.total, &mut violations);
     check_exclusion(&c, paused, ended, &mut violations);
     let fires = check_exactly_once(&c, (first_judged, last_judged, period), &mut violations);
 
@@ -1815,7 +1848,7 @@ fn run_leader_kill_without_failover(backend: Backend, address: &str) -> String {
     }
     let (_, last) = await_complete_fires(&mut c, first, 3, PERIOD_MS);
     stop_all(&mut c);
-    let leaks = leaks(&registry, &mut violations);
+    let leaks = leaks(&registry, c.total, &mut violations);
     check_exclusion(&c, None, killed_at, &mut violations);
     let fires = check_exactly_once(&c, (first, last, PERIOD_MS), &mut violations);
     let mut report = format!(
@@ -2027,7 +2060,7 @@ fn run_garbage(backend: Backend, address: &str) {
         assert!(status.success(), "{}: {} exited with {status}", c.label, c.name(w));
     }
     let mut violations = Vec::new();
-    let leaked = leaks(&registry, &mut violations);
+    let leaked = leaks(&registry, c.total, &mut violations);
     assert!(violations.is_empty(), "{}: {violations:?} ({leaked})", c.label);
     println!("{}: reported and repaired; every item ran again within three fires", c.label);
 }
