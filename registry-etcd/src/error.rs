@@ -149,8 +149,8 @@ pub(crate) fn txn_too_large(
         "{}: this transaction needs {compares} compares and {writes} writes in one etcd Txn, \
          more than the server's --max-txn-ops allows (etcd's default is 128); restart etcd with \
          --max-txn-ops of at least {needed}. shardcron's transactions grow with a job's \
-         sharding items, about 6 ops per item: see \"Server settings\" in the \
-         shardcron-registry-etcd README",
+         sharding items (it needs at least 8 x the largest job's items + 16): see \"Server \
+         settings\" in the shardcron-registry-etcd README",
         status.message()
     );
     Some(backend(op, path.to_owned(), message, false))
