@@ -132,6 +132,10 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (4_231_657_252, FaultProfile::Chaos, "a departed mark kept while failover was off"),
 ];
 
+/// Seeds found at 2 instances × 2 jobs.
+const FIXED_2X2: &[(u64, FaultProfile, &str)] =
+    &[(2_611_186_689, FaultProfile::Lease, "claimed re-runs of two fires run one after the other")];
+
 /// Runs each seed with `options`' shape; fails with the replay command of the first that
 /// breaks an invariant.
 fn hold(seeds: &[(u64, FaultProfile, &str)], options: &ExploreOptions, shape: &str) {
@@ -188,4 +192,10 @@ fn fixed_seeds_of_the_1x3_shape_hold_every_invariant() {
 fn fixed_seeds_of_the_2x1_shape_hold_every_invariant() {
     let options = ExploreOptions { instances: 2, jobs: 1, ..ExploreOptions::default() };
     hold(FIXED_2X1, &options, " --instances 2 --jobs 1");
+}
+
+#[test]
+fn fixed_seeds_of_the_2x2_shape_hold_every_invariant() {
+    let options = ExploreOptions { instances: 2, jobs: 2, ..ExploreOptions::default() };
+    hold(FIXED_2X2, &options, " --instances 2 --jobs 2");
 }
