@@ -393,8 +393,10 @@ impl World {
         });
     }
 
-    /// Two fire periods of the slowest job plus its item time: long enough for every item to
-    /// run once more after things are healthy.
+    /// Two fire periods of the slowest job plus twice its item time: long enough for every
+    /// item to run once more after things are healthy, behind the run its owner may have in
+    /// flight and one launch of the re-runs it claimed, which come before its own catch-ups
+    /// (GUARANTEES.md, section 4).
     fn live_window(&self) -> Duration {
         let now = EPOCH_MS + self.trace.now();
         let mut window = 10_000i64;
@@ -407,7 +409,7 @@ impl World {
             let Some(a) = schedule.next_after(now) else { continue };
             let Some(b) = schedule.next_after(a) else { continue };
             let item = i64::try_from(state.item_ms).unwrap_or(0);
-            window = window.max(2 * (b - a) + item + 2_000);
+            window = window.max(2 * (b - a) + 2 * item + 2_000);
         }
         Duration::from_millis(u64::try_from(window).unwrap_or(10_000))
     }

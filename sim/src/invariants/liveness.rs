@@ -2,7 +2,9 @@
 //!
 //! "Healthy" is the Live phase: faults stopped, links healed, every instance up again, and a
 //! session timeout plus five seconds passed (so sessions of crashed processes are gone). The
-//! Live phase lasts two fire periods of the slowest job plus its item time; every item below
+//! Live phase lasts two fire periods of the slowest job plus twice its item time (the
+//! run an owner may have in flight, then one launch of the re-runs it claimed, which come before
+//! its catch-ups: GUARANTEES.md, section 4); every item below
 //! the count, not disabled, of a job not disabled, must start (any kind) within it, provided
 //! some live instance may run the job (not every server disabled). Every instance must also
 //! have finished starting or stopping by the Live checkpoint: an instance still in the middle
