@@ -58,6 +58,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (1_146, FaultProfile::Lease, "a catch-up whose reshard came in the ms its run ended"),
     (2_320_651_129, FaultProfile::Failover, "a misfire and the reshard that made its item, one ms"),
     (836_920_862, FaultProfile::Lease, "a catch-up behind a re-run of its item, then a reshard"),
+    (1_389, FaultProfile::Lease, "a catch-up started after a claim lost to an unseen reshard"),
     (
         3_924_902_754,
         FaultProfile::Failover,
@@ -133,8 +134,14 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
 ];
 
 /// Seeds found at 2 instances × 2 jobs.
-const FIXED_2X2: &[(u64, FaultProfile, &str)] =
-    &[(2_611_186_689, FaultProfile::Lease, "claimed re-runs of two fires run one after the other")];
+const FIXED_2X2: &[(u64, FaultProfile, &str)] = &[
+    (2_611_186_689, FaultProfile::Lease, "claimed re-runs of two fires run one after the other"),
+    (
+        3_146_654_328,
+        FaultProfile::Lease,
+        "a catch-up started after a claim lost to an unseen write",
+    ),
+];
 
 /// Runs each seed with `options`' shape; fails with the replay command of the first that
 /// breaks an invariant.

@@ -312,8 +312,16 @@ pub struct JobProtocol {
     then: Option<Box<(Pending, Request)>>,
     /// A bid lost to a leader the view did not show yet: no new bid until the view changes.
     bid_blocked: Option<u64>,
-    /// A claim lost to another taker the view did not show yet: likewise.
+    /// Every entry of our share waited for a run at this view revision, or a stale entry's
+    /// drop was answered at it: the queue is looked at again once the view changes.
     claim_blocked: Option<u64>,
+    /// A claim that lost a race to a write the view did not show when it was decided (another
+    /// taker, a reshard): decided again, and the catch-ups behind it held, once the view
+    /// moved past that revision (`claim_behind`: the failure was on a version or a node gone,
+    /// which the watch shows within a round trip; not a node that exists, which may be a
+    /// lingering session's for as long as that session lasts).
+    claim_race: RaceFence,
+    claim_behind: bool,
     /// A departure whose queue transaction lost a race (another survivor queued first, the
     /// view did not show it yet): the instance, the view revision then, and how many tries
     /// lost so far. Tried again once the view changes; given up, loudly, after a few.
@@ -426,6 +434,8 @@ impl JobProtocol {
             then: None,
             bid_blocked: None,
             claim_blocked: None,
+            claim_race: RaceFence::default(),
+            claim_behind: false,
             queue_lost: None,
             entries_seen: BTreeMap::new(),
             catch_up_blocked: None,
