@@ -9,7 +9,7 @@
 //! | 4. after membership settles, the assignment is the strategy's for the live enabled instances | `assignment` | Live checkpoint |
 //! | 5. no node leaks after every instance stopped | `leaks` | Final checkpoint |
 //! | 6. garbage written into the registry is reported, its fires recorded by the report, and repaired by the live checkpoint | `garbage` | trace + Live checkpoint |
-//! | liveness: once healthy, every enabled item runs again within two fire periods | `liveness` | trace |
+//! | liveness: once healthy, every enabled item runs again within two fire periods plus twice its run time | `liveness` | trace |
 //!
 //! Every violation names the invariant, the virtual time, and the trace entries that led to it.
 //! `timeline` reads the simulator's notes (instance lifecycle, sessions, config and workload
