@@ -8,7 +8,8 @@
 //!    at their times.
 //! 2. **Quiet**: links healed, latencies and clocks reset, every instance not up (re)started;
 //!    then the registry gets a session timeout and a little more to settle.
-//! 3. **Live**: for two fire periods every enabled item must run again; then a registry
+//! 3. **Live**: for two fire periods plus twice the longest item time every enabled item must
+//!    run again; then a registry
 //!    checkpoint for the leader, flag and assignment invariants.
 //! 4. **Final**: every instance stops gracefully; once the sessions are gone a last checkpoint
 //!    shows whether anything was left behind.
