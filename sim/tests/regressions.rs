@@ -60,6 +60,12 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (836_920_862, FaultProfile::Lease, "a catch-up behind a re-run of its item, then a reshard"),
     (1_389, FaultProfile::Lease, "a catch-up started after a claim lost to an unseen reshard"),
     (
+        3_780_741_665,
+        FaultProfile::Lease,
+        "a peer's entry counted as waiting from a look, not its queue",
+    ),
+    (1_215, FaultProfile::Lease, "a claim of a share failed by one item's lingering failover node"),
+    (
         3_924_902_754,
         FaultProfile::Failover,
         "an overtaken fire whose only other instance up had its server disabled",

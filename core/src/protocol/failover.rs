@@ -736,6 +736,14 @@ pub fn claim(
         }
         _ => return Claim::Drop(remove_entry(view, paths, item, entry_version)),
     };
+    // A taker's `failover` marker still there: the session of a taker that was gone before
+    // its re-run ended lingers (the marker is ephemeral and goes with it). Creating ours would
+    // fail, and with it every other claim of the transaction, each time (3 × 2 `lease` seed
+    // 1,215: a survivor's claim of its own share failed on a stolen entry's, and it ran its
+    // catch-ups first, 25 s): the claim waits for the marker to go.
+    if view.exists(&paths.item_node(item, ItemNode::Failover)) {
+        return Claim::Wait;
+    }
     let owner = paths.item_node(item, ItemNode::Instance);
     ledger.running.insert(item, entry.fire_ms);
     // The op that leaves the taker's marker, whose result gives its version.

@@ -195,6 +195,14 @@ impl JobProtocol {
                 self.trigger_owed = true;
             }
             JobNode::Assigned => self.late_reshard(ctx),
+            // When a queue entry first shows, busy or not: the wait after which another's share
+            // is ours to claim counts from then, not from our first look at the queue once
+            // idle (3 × 2 `lease` seed 3,780,741,665: a survivor idle 12 s after the departure
+            // took only its own share, its peer's entry waited 5 s more, and the peer, cut off,
+            // never came).
+            JobNode::FailoverItem(n) if ctx.view.exists(&self.paths.failover_item(n)) => {
+                self.entries_seen.entry(n).or_insert(ctx.now_ms);
+            }
             _ => {}
         }
     }
