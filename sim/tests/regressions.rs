@@ -65,6 +65,12 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
         "a peer's entry counted as waiting from a look, not its queue",
     ),
     (1_215, FaultProfile::Lease, "a claim of a share failed by one item's lingering failover node"),
+    (1_077, FaultProfile::Lease, "a catch-up behind the run in flight and a claimed re-run"),
+    (
+        942_392_493,
+        FaultProfile::Lease,
+        "a reshard flag held up behind runs longer than the session",
+    ),
     (
         3_924_902_754,
         FaultProfile::Failover,
