@@ -50,7 +50,7 @@ use crate::watch::prefix_end;
 
 /// etcd's default `--max-txn-ops`: a plan with more compares or writes than this goes to the
 /// engine, which gives the server's own error if the transaction is too large for it.
-const MAX_TXN_OPS: usize = 128;
+pub(crate) const MAX_TXN_OPS: usize = 128;
 
 /// A write decided by compares: the `Txn` without its failure branch, and the results it
 /// gives when it commits.

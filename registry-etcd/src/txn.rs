@@ -528,7 +528,7 @@ fn read_ops(keys: &KeySpace, needs: &[Need], rev: i64, child_limit: i64) -> Vec<
 }
 
 /// Reads `needs` into `reads`, at `reads.rev` once that is fixed: in `Txn`s of at most
-/// [`READS_PER_TXN`] reads, the later ones at the revision the first one fixed (one snapshot
+/// [`plan::MAX_TXN_OPS`] reads, the later ones at the revision the first one fixed (one snapshot
 /// however many keys a transaction depends on; the commit's own size is the server's to judge).
 async fn read(
     kv: &KvClient,
@@ -537,7 +537,7 @@ async fn read(
     needs: &[Need],
     child_limit: i64,
 ) -> Result<(), etcd_client::Error> {
-    for chunk in needs.chunks(READS_PER_TXN) {
+    for chunk in needs.chunks(plan::MAX_TXN_OPS) {
         let ops = read_ops(keys, chunk, reads.rev.unwrap_or(0), child_limit);
         let mut client = kv.clone();
         let resp = client.txn(Txn::new().and_then(ops)).await?;
@@ -545,9 +545,6 @@ async fn read(
     }
     Ok(())
 }
-
-/// Reads per `Txn` of the engine's read rounds: etcd's default `--max-txn-ops`.
-const READS_PER_TXN: usize = 128;
 
 /// Takes the answers to [`read_ops`] of `needs` from a `Txn` response into `reads`; the first
 /// answer fixes the snapshot revision.
