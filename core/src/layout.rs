@@ -315,7 +315,7 @@ impl JobNode {
     /// Splits a registry path into its job name and the classified node; `None` for the root.
     pub fn parse(path: &str) -> Option<(&str, JobNode)> {
         let rest = path.strip_prefix('/')?;
-        let mut parts = rest.split('/');
+        let mut parts = crate::registry::path::segments(rest);
         let job = parts.next().filter(|j| !j.is_empty())?;
         // Every watch event is classified here, so no allocation: the longest exact pattern
         // below has three segments, so four say everything (a fifth only matters to `latch`'s
@@ -381,7 +381,7 @@ impl JobNode {
 /// view asks at every change.
 pub fn is_execution_record(path: &str) -> bool {
     let Some(rest) = path.strip_prefix('/') else { return false };
-    let mut parts = rest.split('/');
+    let mut parts = crate::registry::path::segments(rest);
     let (Some(_job), Some(a), Some(b), Some(c), None) =
         (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
     else {

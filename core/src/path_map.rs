@@ -225,6 +225,14 @@ impl PathMap {
             .collect()
     }
 
+    /// Whether `children(parent)` lists any.
+    pub fn has_child_nodes(&self, parent: &str) -> bool {
+        if parent == path::ROOT {
+            return self.tops.iter().any(|(top, s)| !top.is_empty() && s.node.is_some());
+        }
+        self.segment(parent).is_some_and(|s| s.children.iter().any(|c| c.segment.node.is_some()))
+    }
+
     /// Whether any node lies strictly below `parent` (the root's own top, which only `/` itself
     /// and malformed `//...` paths have, is not below it).
     pub fn has_below(&self, parent: &str) -> bool {
@@ -285,6 +293,9 @@ mod tests {
         assert_eq!(names(m.children("/a")), ["x", "x-y", "y"]);
         assert_eq!(names(m.children("/a/x")), ["1"]);
         assert!(m.children("/c").is_empty(), "only nodes are listed");
+        for parent in ["/", "/a", "/a/x", "/a/x/1", "/c", "/c/deep", "/zz"] {
+            assert_eq!(m.has_child_nodes(parent), !m.children(parent).is_empty(), "{parent}");
+        }
         assert_eq!(sorted(names(m.children("/"))), ["a", "ab", "b"]);
         assert!(m.has_below("/c") && m.has_below("/") && !m.has_below("/a/y"));
         assert!(m.any_below("/a", |p| p == "/a/y"));

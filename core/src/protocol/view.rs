@@ -312,6 +312,21 @@ impl View {
     /// The names of the direct children of `parent`, sorted.
     pub fn children(&self, parent: &str) -> Vec<String> {
         self.note_read(parent);
+        self.list_children(parent)
+    }
+
+    /// Whether [`View::children`] lists any, without listing them: the leader asks at every
+    /// change of an owner node whether the job was ever sharded.
+    pub fn has_child_nodes(&self, parent: &str) -> bool {
+        self.note_read(parent);
+        let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };
+        if self.pending_below(&prefix).next().is_none() {
+            return self.view.has_child_nodes(parent);
+        }
+        !self.list_children(parent).is_empty()
+    }
+
+    fn list_children(&self, parent: &str) -> Vec<String> {
         let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };
         let mut names: Vec<String>;
         if self.pending_below(&prefix).next().is_none() {

@@ -428,7 +428,7 @@ impl JobProtocol {
     /// change still reshards, and failover still re-runs what a departed instance was
     /// running). For fixed instance ids that come back, say one per host.
     pub(super) fn static_assignment(&self, ctx: &Ctx<'_>) -> bool {
-        self.config.static_sharding && !ctx.view.children(&self.paths.sharding()).is_empty()
+        self.config.static_sharding && ctx.view.has_child_nodes(&self.paths.sharding())
     }
 
     /// Bids for leadership when the job has no leader, abdicates when owed.

@@ -50,7 +50,6 @@ use crate::layout::JobPaths;
 use crate::registry::{RegistryError, TxnOp};
 use crate::sharding::ShardingStrategies;
 
-use super::election;
 use super::execution::Held;
 use super::records::Garbage;
 use super::view::View;
@@ -837,7 +836,7 @@ impl JobProtocol {
     }
 
     fn is_leader(&self, ctx: &Ctx<'_>) -> bool {
-        election::is_leader(ctx.view, &self.paths, &self.me)
+        self.leads(ctx.view)
     }
 
     fn failover_enabled(&self) -> bool {

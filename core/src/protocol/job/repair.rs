@@ -209,7 +209,7 @@ impl JobProtocol {
     pub(super) fn on_owner_change(&mut self, n: u32, ctx: &Ctx<'_>, changed: bool) {
         // Before the first reshard there are no owner nodes; with a reshard pending, its
         // commit writes every one of them.
-        let sharded = !ctx.view.children(&self.paths.sharding()).is_empty();
+        let sharded = ctx.view.has_child_nodes(&self.paths.sharding());
         if n >= self.total() || !sharded || !self.is_leader(ctx) {
             return;
         }

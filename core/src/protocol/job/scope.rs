@@ -75,8 +75,10 @@ struct ViewFacts {
     at: Option<(u64, u32)>,
     /// The items whose owner node names this instance.
     owned: Vec<u32>,
-    /// The leader node names this instance.
+    /// The leader node names this instance (its text trimmed).
     leading: bool,
+    /// The leader node's text is exactly this instance's id ([`crate::protocol::election::is_leader`]).
+    leader_exact: bool,
     /// A reshard is asked for or under way.
     flagged: bool,
     /// The failover queue holds entries.
@@ -135,14 +137,26 @@ impl JobProtocol {
                 view.peek(&path).is_some_and(|owner| owner.text().trim() == self.me)
             })
             .collect();
-        let leading = view
-            .peek(&self.paths.leader_instance())
-            .is_some_and(|node| node.text().trim() == self.me);
+        let (leading, leader_exact) = match view.peek(&self.paths.leader_instance()) {
+            Some(node) => {
+                let text = node.text();
+                (text.trim() == self.me, text == self.me)
+            }
+            None => (false, false),
+        };
         let flagged = view.peek(&self.paths.sharding_necessary()).is_some()
             || view.peek(&self.paths.sharding_processing()).is_some();
         let queued = view.peek_has_children(&self.paths.failover_items());
-        *facts = ViewFacts { at: key, owned, leading, flagged, queued };
+        *facts = ViewFacts { at: key, owned, leading, leader_exact, flagged, queued };
         facts
+    }
+
+    /// [`crate::protocol::election::is_leader`], from the facts read at this shape revision: the audit of
+    /// every changed node asks it (a path built and looked up each time was a twentieth of
+    /// a simulated cluster's time). The leader node is in every scope a job asks for, so
+    /// skipping the view's scope check of the read hides nothing.
+    pub(super) fn leads(&self, view: &View) -> bool {
+        self.view_facts(view).leader_exact
     }
 
     /// Whether anything this job owes reads the other instances' markers or ledgers.
