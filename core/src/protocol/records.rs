@@ -336,12 +336,16 @@ fn byte_lines(text: &str) -> impl Iterator<Item = &str> {
         if rest.is_empty() {
             return None;
         }
-        let (line, next) = match rest.bytes().position(|b| b == b'\n') {
-            Some(at) => (&rest[..at], &rest[at + 1..]),
-            None => (rest, ""),
+        // As the library: a `\r` goes only before a `\n`.
+        let line = match rest.bytes().position(|b| b == b'\n') {
+            Some(at) => {
+                let line = &rest[..at];
+                rest = &rest[at + 1..];
+                line.strip_suffix('\r').unwrap_or(line)
+            }
+            None => std::mem::take(&mut rest),
         };
-        rest = next;
-        Some(line.strip_suffix('\r').unwrap_or(line))
+        Some(line)
     })
 }
 
