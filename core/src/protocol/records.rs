@@ -535,7 +535,8 @@ mod tests {
 
     #[test]
     fn byte_splitting_agrees_with_the_library() {
-        for text in ["", "\n", "a", "a\n", "a\r\nb", "a\rb\n\n", "1 2\n\nx y z\r", "é ü\n ", "\r"] {
+        for text in ["", "\n", "a", "a\n", "a\r\nb", "a\rb\n\n", "1 2\n\nx y z\r", "é ü\n ", "\r"]
+        {
             assert_eq!(byte_lines(text).collect::<Vec<_>>(), text.lines().collect::<Vec<_>>());
             assert_eq!(split_at_space(text), text.split_once(' '));
         }

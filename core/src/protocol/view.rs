@@ -35,6 +35,13 @@ pub struct View {
     /// Bumped on every change but those of execution records ([`is_execution_record`]),
     /// scope changes included.
     shape_revision: u64,
+    /// The same count per top-level node (a job's root), for changes below it; a change of
+    /// anything (a snapshot, a scope change) bumps `shape_revision` only, which every job's
+    /// [`View::shape_revision_of`] includes. The jobs of a process share the view, and each
+    /// reads again what its scope needs at every change of its own nodes, not of theirs.
+    shape_by_top: HashMap<Box<str>, u64, FxBuild>,
+    /// `shape_revision` when it last counted a change of anything.
+    shape_everywhere: u64,
     /// Whether a scope is in force; `false`: the watch feeding the view covers everything (a
     /// view fed by a watch of the whole namespace, as the protocol's transcripts feed it).
     scoped: bool,
@@ -58,6 +65,12 @@ pub struct View {
     strays: Strays,
     /// Values derived from one node each (see [`View::derived`]), dropped when it changes.
     derived: parking_lot::Mutex<HashMap<Box<str>, Option<i64>, FxBuild>>,
+}
+
+/// The top-level segment of a path (`/job/a/b` → `job`, `/` → ``).
+fn top_of(path: &str) -> &str {
+    let rest = path.strip_prefix('/').unwrap_or(path);
+    rest.split_at(rest.bytes().position(|b| b == b'/').unwrap_or(rest.len())).0
 }
 
 /// Reads outside the scope, recorded by `&self` readers (the runners read under a shared
@@ -145,6 +158,18 @@ impl View {
         self.revision += 1;
         if !path.is_some_and(is_execution_record) {
             self.shape_revision += 1;
+            match path {
+                Some(path) => {
+                    let top = top_of(path);
+                    match self.shape_by_top.get_mut(top) {
+                        Some(revision) => *revision = self.shape_revision,
+                        None => {
+                            self.shape_by_top.insert(top.into(), self.shape_revision);
+                        }
+                    }
+                }
+                None => self.shape_everywhere = self.shape_revision,
+            }
         }
     }
 
@@ -366,6 +391,14 @@ impl View {
     /// fire's own writes.
     pub fn shape_revision(&self) -> u64 {
         self.shape_revision
+    }
+
+    /// [`View::shape_revision`] as far as the subtree of the top-level node `root` (a job's
+    /// root, `/job`) shows: it moves with every change below it and every change of
+    /// everything, not with the other jobs' changes.
+    pub fn shape_revision_of(&self, root: &str) -> u64 {
+        let own = self.shape_by_top.get(top_of(root)).copied().unwrap_or(0);
+        own.max(self.shape_everywhere)
     }
 
     /// What the watch feeding the view covers (`None`: everything). Built from the index:

@@ -116,12 +116,13 @@ impl JobProtocol {
         JobScope::Narrow { total: self.total(), markers }
     }
 
-    /// What the view says about the scope this job needs, read again only when the view (its
-    /// scope included) or the item count changed since the last read. The markers and ledgers
-    /// every fire writes are not among what it reads, so their changes do not count
-    /// ([`View::shape_revision`]): a fire's later steps find the facts its first step read.
+    /// What the view says about the scope this job needs, read again only when the job's
+    /// nodes in the view (its scope included) or the item count changed since the last read.
+    /// The markers and ledgers every fire writes are not among what it reads, so their changes
+    /// do not count, nor do the other jobs' changes ([`View::shape_revision_of`]): a fire's
+    /// later steps find the facts its first step read.
     fn view_facts(&self, view: &View) -> parking_lot::MutexGuard<'_, ViewFacts> {
-        let key = Some((view.shape_revision(), self.total()));
+        let key = Some((view.shape_revision_of(self.paths.root()), self.total()));
         let mut facts = self.granted.facts.lock();
         if facts.at == key {
             return facts;
@@ -151,10 +152,10 @@ impl JobProtocol {
         facts
     }
 
-    /// [`crate::protocol::election::is_leader`], from the facts read at this shape revision: the audit of
-    /// every changed node asks it (a path built and looked up each time was a twentieth of
-    /// a simulated cluster's time). The leader node is in every scope a job asks for, so
-    /// skipping the view's scope check of the read hides nothing.
+    /// [`crate::protocol::election::is_leader`], from the facts read at this shape revision:
+    /// the audit of every changed node asks it (a path built and looked up each time was a
+    /// twentieth of a simulated cluster's time). The leader node is in every scope a job asks
+    /// for, so skipping the view's scope check of the read hides nothing.
     pub(super) fn leads(&self, view: &View) -> bool {
         self.view_facts(view).leader_exact
     }
