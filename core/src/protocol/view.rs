@@ -35,13 +35,14 @@ pub struct View {
     /// Bumped on every change but those of execution records ([`is_execution_record`]),
     /// scope changes included.
     shape_revision: u64,
-    /// The same count per top-level node (a job's root), for changes below it; a change of
-    /// anything (a snapshot, a scope change) bumps `shape_revision` only, which every job's
-    /// [`View::shape_revision_of`] includes. The jobs of a process share the view, and each
-    /// reads again what its scope needs at every change of its own nodes, not of theirs.
-    shape_by_top: HashMap<Box<str>, u64, FxBuild>,
-    /// `shape_revision` when it last counted a change of anything.
-    shape_everywhere: u64,
+    /// Both counts per top-level node (a job's root), for changes below it; a change of
+    /// anything (a snapshot, a scope change) is counted in `everywhere`, which every job's
+    /// [`View::revision_of`] and [`View::shape_revision_of`] include. The jobs of a process
+    /// share the view, and each reads again what it derives from its own nodes at their
+    /// changes, not at the other jobs'.
+    by_top: HashMap<Box<str>, Revisions, FxBuild>,
+    /// The counts when a change of anything was last counted.
+    everywhere: Revisions,
     /// Whether a scope is in force; `false`: the watch feeding the view covers everything (a
     /// view fed by a watch of the whole namespace, as the protocol's transcripts feed it).
     scoped: bool,
@@ -65,6 +66,13 @@ pub struct View {
     strays: Strays,
     /// Values derived from one node each (see [`View::derived`]), dropped when it changes.
     derived: parking_lot::Mutex<HashMap<Box<str>, Option<i64>, FxBuild>>,
+}
+
+/// The view's two change counts ([`View::revision`], [`View::shape_revision`]) at some change.
+#[derive(Debug, Default, Clone, Copy)]
+struct Revisions {
+    any: u64,
+    shape: u64,
 }
 
 /// The top-level segment of a path (`/job/a/b` → `job`, `/` → ``).
@@ -156,20 +164,23 @@ impl View {
             }
         }
         self.revision += 1;
-        if !path.is_some_and(is_execution_record) {
+        let shape = !path.is_some_and(is_execution_record);
+        if shape {
             self.shape_revision += 1;
-            match path {
-                Some(path) => {
-                    let top = top_of(path);
-                    match self.shape_by_top.get_mut(top) {
-                        Some(revision) => *revision = self.shape_revision,
-                        None => {
-                            self.shape_by_top.insert(top.into(), self.shape_revision);
-                        }
-                    }
-                }
-                None => self.shape_everywhere = self.shape_revision,
-            }
+        }
+        let now = Revisions { any: self.revision, shape: self.shape_revision };
+        let Some(path) = path else {
+            self.everywhere = now;
+            return;
+        };
+        let top = top_of(path);
+        let revisions = match self.by_top.get_mut(top) {
+            Some(revisions) => revisions,
+            None => self.by_top.entry(top.into()).or_default(),
+        };
+        revisions.any = now.any;
+        if shape {
+            revisions.shape = now.shape;
         }
     }
 
@@ -393,12 +404,25 @@ impl View {
         self.shape_revision
     }
 
-    /// [`View::shape_revision`] as far as the subtree of the top-level node `root` (a job's
-    /// root, `/job`) shows: it moves with every change below it and every change of
-    /// everything, not with the other jobs' changes.
+    /// [`View::revision`] as far as the subtree of the top-level node `root` (a job's root,
+    /// `/job`) shows: it moves with every change below it and every change of everything, not
+    /// with the other jobs' changes.
+    pub fn revision_of(&self, root: &str) -> u64 {
+        self.revisions_of(root).any
+    }
+
+    /// [`View::shape_revision`] as far as the subtree of `root` shows (see
+    /// [`View::revision_of`]).
     pub fn shape_revision_of(&self, root: &str) -> u64 {
-        let own = self.shape_by_top.get(top_of(root)).copied().unwrap_or(0);
-        own.max(self.shape_everywhere)
+        self.revisions_of(root).shape
+    }
+
+    fn revisions_of(&self, root: &str) -> Revisions {
+        let own = self.by_top.get(top_of(root)).copied().unwrap_or_default();
+        Revisions {
+            any: own.any.max(self.everywhere.any),
+            shape: own.shape.max(self.everywhere.shape),
+        }
     }
 
     /// What the watch feeding the view covers (`None`: everything). Built from the index:

@@ -329,6 +329,10 @@ pub struct JobProtocol {
     entries_seen: BTreeMap<u32, i64>,
     /// A catch-up that could not start: none again until the view changes.
     catch_up_blocked: Option<u64>,
+    /// The job's own view revision and item count at which the idle look found no catch-up
+    /// owed: the answer depends on nothing else, and every idle step asks
+    /// (`catch_up_owed_now`).
+    no_catch_up: Option<(u64, u32)>,
     /// The last comparison of this clock with the registry's (with `maxTimeDiffSeconds` set):
     /// when, and whether it was within the bound.
     clock_checked: Option<(i64, bool)>,
@@ -438,6 +442,7 @@ impl JobProtocol {
             queue_lost: None,
             entries_seen: BTreeMap::new(),
             catch_up_blocked: None,
+            no_catch_up: None,
             clock_checked: None,
             registry_offset_ms: 0,
             flag_attempts: 0,

@@ -278,7 +278,7 @@ impl JobProtocol {
         }
         if self.config.misfire
             && self.catch_up_blocked != Some(ctx.view.revision())
-            && self.owed_catch_up(&self.my_items(ctx), ctx).is_some()
+            && self.catch_up_owed_now(ctx)
         {
             self.enqueue(ctx.now_ms, FireKind::Misfire, None);
             return Next::Again;
@@ -288,6 +288,19 @@ impl JobProtocol {
             return Next::Again;
         }
         Next::Idle
+    }
+
+    /// Whether [`Self::owed_catch_up`] finds a catch-up owed by this instance's items. A "no"
+    /// is remembered until the job's nodes in the view or its item count change: it reads
+    /// nothing else (what it reports and the fire it names come only with a "yes").
+    fn catch_up_owed_now(&mut self, ctx: &Ctx<'_>) -> bool {
+        let key = (ctx.view.revision_of(self.paths.root()), self.total());
+        if self.no_catch_up == Some(key) {
+            return false;
+        }
+        let owed = self.owed_catch_up(&self.my_items(ctx), ctx).is_some();
+        self.no_catch_up = (!owed).then_some(key);
+        owed
     }
 
     /// Failover work: claiming this instance's share of the queue, then running what was
