@@ -462,10 +462,12 @@ impl JobProtocol {
 
     /// The enabled items this instance owns, ascending.
     pub(super) fn my_items(&self, ctx: &Ctx<'_>) -> Vec<u32> {
-        sharding::items_of(ctx.view, &self.paths, &self.me, self.total())
-            .into_iter()
-            .filter(|&n| !execution::item_disabled(ctx.view, &self.paths, n))
-            .collect()
+        self.cached_items(ctx.view, || {
+            sharding::items_of(ctx.view, &self.paths, &self.me, self.total())
+                .into_iter()
+                .filter(|&n| !execution::item_disabled(ctx.view, &self.paths, n))
+                .collect()
+        })
     }
 
     pub(super) fn on_fire_reply(

@@ -83,6 +83,10 @@ struct ViewFacts {
     flagged: bool,
     /// The failover queue holds entries.
     queued: bool,
+    /// The enabled items this instance owns ([`JobProtocol::my_items`]), once asked at this
+    /// revision: owner nodes and `disabled` markers are not execution records, so the
+    /// revision covers them, and every fire and idle look asks.
+    my_items: Option<Vec<u32>>,
 }
 
 /// The per-item nodes every instance reads.
@@ -148,7 +152,7 @@ impl JobProtocol {
         let flagged = view.peek(&self.paths.sharding_necessary()).is_some()
             || view.peek(&self.paths.sharding_processing()).is_some();
         let queued = view.peek_has_children(&self.paths.failover_items());
-        *facts = ViewFacts { at: key, owned, leading, leader_exact, flagged, queued };
+        *facts = ViewFacts { at: key, owned, leading, leader_exact, flagged, queued, my_items: None };
         facts
     }
 
@@ -158,6 +162,12 @@ impl JobProtocol {
     /// for, so skipping the view's scope check of the read hides nothing.
     pub(super) fn leads(&self, view: &View) -> bool {
         self.view_facts(view).leader_exact
+    }
+
+    /// `compute` of the enabled items this instance owns, read once per shape revision.
+    pub(super) fn cached_items(&self, view: &View, compute: impl FnOnce() -> Vec<u32>) -> Vec<u32> {
+        let mut facts = self.view_facts(view);
+        facts.my_items.get_or_insert_with(compute).clone()
     }
 
     /// Whether anything this job owes reads the other instances' markers or ledgers.
