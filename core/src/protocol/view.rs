@@ -546,6 +546,7 @@ impl View {
         // Which pending writes the old scope covered (their events kept coming).
         let covered_before: Vec<bool> = self.pending.keys().map(|at| self.covers(at)).collect();
         let generation = self.scope_generation + 1;
+        let was_scoped = self.scoped;
         let dropped = if self.scoped {
             self.note_narrowing(&change.remove, generation);
             self.reindex(change)
@@ -577,7 +578,42 @@ impl View {
             self.view.insert(&at, node);
         }
         self.scope_generation = generation;
-        self.changed(None);
+        if was_scoped {
+            self.changed_tops(change);
+        } else {
+            self.changed(None);
+        }
+    }
+
+    /// Counts a scope change in force: what it added or dropped, nodes and pending writes,
+    /// lies under its entries, so only the top-level nodes of those saw anything change (the
+    /// registrations of a process's jobs, one after the other, each widen and narrow the
+    /// scope of one job). An entry at the root changes everything.
+    fn changed_tops(&mut self, change: &ScopeChange) {
+        let entries = [&change.add, &change.remove]
+            .into_iter()
+            .flat_map(|scope| scope.subtrees().iter().chain(scope.nodes()));
+        let mut tops: Vec<&str> = Vec::new();
+        for entry in entries {
+            let top = top_of(entry);
+            if top.is_empty() {
+                return self.changed(None);
+            }
+            if !tops.contains(&top) {
+                tops.push(top);
+            }
+        }
+        let tops: Vec<String> = tops.into_iter().map(str::to_owned).collect();
+        self.revision += 1;
+        self.shape_revision += 1;
+        let now = Revisions { any: self.revision, shape: self.shape_revision };
+        let derived = self.derived.get_mut();
+        if !derived.is_empty() {
+            derived.retain(|path, _| !tops.iter().any(|top| top_of(path) == top));
+        }
+        for top in tops {
+            self.by_top.insert(top.into(), now);
+        }
     }
 
     /// Updates the index by `change`, entry by entry. Returns the nodes of the view no longer

@@ -152,7 +152,8 @@ impl JobProtocol {
         let flagged = view.peek(&self.paths.sharding_necessary()).is_some()
             || view.peek(&self.paths.sharding_processing()).is_some();
         let queued = view.peek_has_children(&self.paths.failover_items());
-        *facts = ViewFacts { at: key, owned, leading, leader_exact, flagged, queued, my_items: None };
+        *facts =
+            ViewFacts { at: key, owned, leading, leader_exact, flagged, queued, my_items: None };
         facts
     }
 
