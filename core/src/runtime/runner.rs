@@ -260,6 +260,7 @@ impl JobRunner {
         // watch when the union of its jobs' scopes changes.
         let scope = self.protocol.scope(&view);
         if self.scope.as_ref() != Some(&scope) {
+            tracing::trace!(target: "shardcron_core::scope", now_ms, instance = self.protocol.instance(), job = self.protocol.job(), "scope {scope:?}");
             let watch = self.protocol.watch_scope(&scope);
             self.shared.command(Command::Scope { job: self.id, scope: watch });
             self.scope = Some(scope);
