@@ -156,13 +156,13 @@ impl JobPaths {
 }
 
 /// An item number's decimal digits on the stack (no formatter, no allocation).
-struct Digits {
+pub(crate) struct Digits {
     buf: [u8; 10],
     start: usize,
 }
 
 impl Digits {
-    fn of(mut n: u32) -> Self {
+    pub(crate) fn of(mut n: u32) -> Self {
         let mut buf = [b'0'; 10];
         let mut start = buf.len();
         loop {
@@ -176,7 +176,7 @@ impl Digits {
         Digits { buf, start }
     }
 
-    fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         // ASCII digits only.
         std::str::from_utf8(&self.buf[self.start..]).unwrap_or("0")
     }

@@ -330,7 +330,7 @@ impl View {
 
     /// [`View::has_children`] without the scope check (see [`View::peek`]).
     pub fn peek_has_children(&self, parent: &str) -> bool {
-        let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };
+        let prefix = path::below(parent);
         let mut deleted = false;
         for (_, pending) in self.pending_below(&prefix) {
             match pending {
@@ -355,7 +355,7 @@ impl View {
     /// change of an owner node whether the job was ever sharded.
     pub fn has_child_nodes(&self, parent: &str) -> bool {
         self.note_read(parent);
-        let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };
+        let prefix = path::below(parent);
         if self.pending_below(&prefix).next().is_none() {
             return self.view.has_child_nodes(parent);
         }
@@ -363,7 +363,7 @@ impl View {
     }
 
     fn list_children(&self, parent: &str) -> Vec<String> {
-        let prefix = if parent == path::ROOT { "/".to_owned() } else { format!("{parent}/") };
+        let prefix = path::below(parent);
         let mut names: Vec<String>;
         if self.pending_below(&prefix).next().is_none() {
             names = self.view.children(parent).into_iter().map(|(n, _)| n.to_owned()).collect();

@@ -107,13 +107,28 @@ pub fn name(path: &str) -> &str {
     path.rfind('/').map_or(path, |i| &path[i + 1..])
 }
 
-/// `parent` + `/` + `child`, without doubling the slash at the root.
+/// `parent` + `/` + `child`, without doubling the slash at the root. Concatenated, not
+/// formatted: listings and snapshots join every child's path (the formatter cost several
+/// times the copy).
 pub fn join(parent: &str, child: &str) -> String {
+    let parent = if parent == ROOT { "" } else { parent };
+    let mut path = String::with_capacity(parent.len() + 1 + child.len());
+    path.push_str(parent);
+    path.push('/');
+    path.push_str(child);
+    path
+}
+
+/// The prefix every path strictly below `parent` starts with: `parent` + `/` (`/` for the
+/// root).
+pub fn below(parent: &str) -> String {
     if parent == ROOT {
-        format!("/{child}")
-    } else {
-        format!("{parent}/{child}")
+        return ROOT.to_owned();
     }
+    let mut prefix = String::with_capacity(parent.len() + 1);
+    prefix.push_str(parent);
+    prefix.push('/');
+    prefix
 }
 
 /// Whether `path` is `root` or lies below it.
@@ -156,6 +171,17 @@ pub fn segments(text: &str) -> impl Iterator<Item = &str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn joins_and_prefixes_as_formatting_did() {
+        for (parent, child) in [("/", "a"), ("/a", "b"), ("/a/b", "c-d"), ("/é", "ü")] {
+            let formatted =
+                if parent == ROOT { format!("/{child}") } else { format!("{parent}/{child}") };
+            assert_eq!(join(parent, child), formatted);
+            let prefix = if parent == ROOT { "/".to_owned() } else { format!("{parent}/") };
+            assert_eq!(below(parent), prefix);
+        }
+    }
 
     #[test]
     fn segments_split_as_the_library_does() {

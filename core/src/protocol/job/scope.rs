@@ -21,10 +21,8 @@
 //! reconnect. The view records reads outside the scope it covers, so a missing widening shows
 //! up (in the simulator, as a failure) instead of a decision on stale data.
 
-use std::fmt::Write as _;
-
 use super::{Ctx, JobProtocol};
-use crate::layout::{GuaranteeStage, ItemNode, JobNode, JobPaths};
+use crate::layout::{Digits, GuaranteeStage, ItemNode, JobNode, JobPaths};
 use crate::protocol::garbage;
 use crate::protocol::view::View;
 use crate::registry::WatchScope;
@@ -138,7 +136,8 @@ impl JobProtocol {
         let owned: Vec<u32> = (0..self.total())
             .filter(|&n| {
                 path.truncate(base);
-                let _ = write!(path, "{n}/instance");
+                path.push_str(Digits::of(n).as_str());
+                path.push_str("/instance");
                 view.peek(&path).is_some_and(|owner| owner.text().trim() == self.me)
             })
             .collect();
