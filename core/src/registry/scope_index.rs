@@ -131,6 +131,46 @@ mod tests {
         scope.covers(path)
     }
 
+    /// Every path of up to four segments over a small alphabet, against scopes of two
+    /// subtree roots among them, before and after one is removed: the lookups of the ancestors
+    /// at the depths where roots are agree with the scope's own answer.
+    #[test]
+    fn roots_at_every_depth_agree_with_the_scope() {
+        let mut paths = vec!["/".to_owned()];
+        let mut last = vec![String::new()];
+        for _ in 1..=4 {
+            last = last
+                .iter()
+                .flat_map(|p| ["a", "b", "ab"].map(|seg| format!("{p}/{seg}")))
+                .collect();
+            paths.extend(last.iter().cloned());
+        }
+        assert_eq!(paths.len(), 121);
+        let roots: Vec<&String> = paths.iter().step_by(7).collect();
+        for (i, a) in roots.iter().enumerate() {
+            for b in &roots[i..] {
+                let scope = WatchScope::new().with_subtree(a.as_str()).with_subtree(b.as_str());
+                let mut index = ScopeIndex::of(&scope);
+                for p in &paths {
+                    assert_eq!(index.covers(p), naive(&scope, p), "{p} under {a}, {b}");
+                }
+                index.apply(&ScopeChange {
+                    generation: 1,
+                    add: WatchScope::new(),
+                    remove: WatchScope::new().with_subtree(a.as_str()),
+                });
+                let left = if a == b {
+                    WatchScope::new()
+                } else {
+                    WatchScope::new().with_subtree(b.as_str())
+                };
+                for p in &paths {
+                    assert_eq!(index.covers(p), naive(&left, p), "{p} under {b} without {a}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn agrees_with_the_scope_on_every_path_and_after_changes() {
         let scope = WatchScope::new()
