@@ -8,7 +8,7 @@ use crate::events::{FireKind, SchedulerEvent, SkipReason};
 use crate::layout::{Detailed, ItemNode, JobNode};
 use crate::protocol::execution::ledger_of;
 use crate::protocol::records::Ledger;
-use crate::protocol::{election, execution, failover, sharding};
+use crate::protocol::{execution, failover, sharding};
 use crate::registry::{CreateMode, RegistryError, SessionEvent, TxnOp};
 
 impl JobProtocol {
@@ -433,7 +433,7 @@ impl JobProtocol {
 
     /// Bids for leadership when the job has no leader, abdicates when owed.
     pub(super) fn leadership_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
-        let led = election::has_leader(ctx.view, &self.paths);
+        let led = self.led(ctx.view);
         if self.abdicate_owed {
             let node = ctx.view.get(&self.paths.leader_instance());
             match node.filter(|n| n.data == self.me.as_bytes()) {

@@ -203,10 +203,14 @@ impl JobProtocol {
         }
         // A flag that holds no fire (a raise of a change the last reshard answered, committed
         // late): the leader raises it again now, for the fires to come.
-        if self.is_leader(ctx) && sharding::stale_for(view, &self.paths, f.sharded_by) {
+        // Without a flag up neither holds: most fires look no further.
+        let flag_up = self.flag_up(view);
+        if flag_up && self.is_leader(ctx) && sharding::stale_for(view, &self.paths, f.sharded_by) {
             self.flag_owed = true;
         }
-        if sharding::pending_for(view, &self.paths, f.sharded_by) || self.first_reshard_asked(view)
+        if flag_up
+            && (sharding::pending_for(view, &self.paths, f.sharded_by)
+                || self.first_reshard_asked(view))
         {
             let deadline =
                 *f.sharding_deadline.get_or_insert(ctx.now_ms + self.settings.sharding_timeout_ms);
@@ -419,6 +423,7 @@ impl JobProtocol {
         // items are ours.
         let flag = [self.paths.sharding_necessary(), self.paths.sharding_processing()]
             .into_iter()
+            .filter(|_| self.flag_up(view))
             .find(|p| view.exists(p))
             .filter(|_| !f.flag_gone && sharding::pending_for(view, &self.paths, f.fire_ms));
         let candidates: Vec<u32> = match &flag {

@@ -868,11 +868,7 @@ impl JobProtocol {
     }
 
     fn server_disabled(&self, ctx: &Ctx<'_>) -> bool {
-        let path = self.paths.server(&self.ip);
-        let status =
-            ctx.view.get(&path).map(|n| super::records::ServerStatus::parse(&path, &n.data));
-        // Garbage reads as enabled, as ElasticJob reads it (reported, and rewritten by us).
-        status == Some(Ok(super::records::ServerStatus::Disabled))
+        self.server_off(ctx.view)
     }
 
     /// The earliest deadline of what the job waits for.

@@ -24,6 +24,7 @@
 use super::{Ctx, JobProtocol};
 use crate::layout::{Digits, GuaranteeStage, ItemNode, JobNode, JobPaths};
 use crate::protocol::garbage;
+use crate::protocol::records::ServerStatus;
 use crate::protocol::view::View;
 use crate::registry::WatchScope;
 
@@ -77,8 +78,12 @@ struct ViewFacts {
     leading: bool,
     /// The leader node's text is exactly this instance's id ([`crate::protocol::election::is_leader`]).
     leader_exact: bool,
-    /// A reshard is asked for or under way.
+    /// A reshard is asked for or under way (the `necessary` or `processing` flag shows).
     flagged: bool,
+    /// The leader node shows (`election::has_leader`).
+    led: bool,
+    /// This instance's server node says `DISABLED` (`JobProtocol::server_disabled`).
+    server_disabled: bool,
     /// The failover queue holds entries.
     queued: bool,
     /// The enabled items this instance owns ([`JobProtocol::my_items`]), once asked at this
@@ -151,8 +156,23 @@ impl JobProtocol {
         let flagged = view.peek(&self.paths.sharding_necessary()).is_some()
             || view.peek(&self.paths.sharding_processing()).is_some();
         let queued = view.peek_has_children(&self.paths.failover_items());
-        *facts =
-            ViewFacts { at: key, owned, leading, leader_exact, flagged, queued, my_items: None };
+        let led = view.peek(&self.paths.leader_instance()).is_some();
+        let server = self.paths.server(&self.ip);
+        // Garbage reads as enabled, as ElasticJob reads it (reported, and rewritten by us).
+        let server_disabled = view
+            .peek(&server)
+            .is_some_and(|n| ServerStatus::parse(&server, &n.data) == Ok(ServerStatus::Disabled));
+        *facts = ViewFacts {
+            at: key,
+            owned,
+            leading,
+            leader_exact,
+            flagged,
+            led,
+            server_disabled,
+            queued,
+            my_items: None,
+        };
         facts
     }
 
@@ -162,6 +182,24 @@ impl JobProtocol {
     /// for, so skipping the view's scope check of the read hides nothing.
     pub(super) fn leads(&self, view: &View) -> bool {
         self.view_facts(view).leader_exact
+    }
+
+    /// Whether the view shows a leader, from the facts (every step's look at leadership
+    /// asks).
+    pub(super) fn led(&self, view: &View) -> bool {
+        self.view_facts(view).led
+    }
+
+    /// Whether a reshard flag (`necessary` or `processing`) shows, from the facts: without
+    /// one no fire waits for a reshard, which every fire asks in three places.
+    pub(super) fn flag_up(&self, view: &View) -> bool {
+        self.view_facts(view).flagged
+    }
+
+    /// Whether this instance's server is disabled for the job, from the facts (the fire
+    /// and the look at leadership ask at every step).
+    pub(super) fn server_off(&self, view: &View) -> bool {
+        self.view_facts(view).server_disabled
     }
 
     /// `compute` of the enabled items this instance owns, read once per shape revision.
