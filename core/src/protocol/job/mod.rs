@@ -333,6 +333,9 @@ pub struct JobProtocol {
     /// owed: the answer depends on nothing else, and every idle step asks
     /// (`catch_up_owed_now`).
     no_catch_up: Option<(u64, u32)>,
+    /// The job's shape revision and item count at which none of this instance's items had a
+    /// misfire marker: no catch-up is owed until one shows (`catch_up_owed_now`).
+    no_misfires: Option<(u64, u32)>,
     /// The last comparison of this clock with the registry's (with `maxTimeDiffSeconds` set):
     /// when, and whether it was within the bound.
     clock_checked: Option<(i64, bool)>,
@@ -443,6 +446,7 @@ impl JobProtocol {
             entries_seen: BTreeMap::new(),
             catch_up_blocked: None,
             no_catch_up: None,
+            no_misfires: None,
             clock_checked: None,
             registry_offset_ms: 0,
             flag_attempts: 0,

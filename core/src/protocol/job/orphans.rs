@@ -292,13 +292,26 @@ impl JobProtocol {
 
     /// Whether [`Self::owed_catch_up`] finds a catch-up owed by this instance's items. A "no"
     /// is remembered until the job's nodes in the view or its item count change: it reads
-    /// nothing else (what it reports and the fire it names come only with a "yes").
+    /// nothing else (what it reports and the fire it names come only with a "yes"). Nothing
+    /// is owed without a misfire marker on one of the items, and neither those markers nor
+    /// the owner and `disabled` nodes are execution records: a "none" of those holds until
+    /// the job's shape changes, whatever its fires write (every fire's end asks).
     fn catch_up_owed_now(&mut self, ctx: &Ctx<'_>) -> bool {
-        let key = (ctx.view.revision_of(self.paths.root()), self.total());
+        let root = self.paths.root();
+        let shape = (ctx.view.shape_revision_of(root), self.total());
+        if self.no_misfires == Some(shape) {
+            return false;
+        }
+        let key = (ctx.view.revision_of(root), self.total());
         if self.no_catch_up == Some(key) {
             return false;
         }
-        let owed = self.owed_catch_up(&self.my_items(ctx), ctx).is_some();
+        let items = self.my_items(ctx);
+        if execution::misfired(ctx.view, &self.paths, &items).is_empty() {
+            self.no_misfires = Some(shape);
+            return false;
+        }
+        let owed = self.owed_catch_up(&items, ctx).is_some();
         self.no_catch_up = (!owed).then_some(key);
         owed
     }
