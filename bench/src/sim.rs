@@ -57,15 +57,37 @@ const WHY_SLOW: &str =
     every read), the assignment record's raise time read without building the record at each \
     fire, garbage checks only where they decide something, the process's watch entries \
     hashed and changed only where a job's scope changed, the in-memory registry reading only \
-    what a scope change adds. What is left, inclusive: the job runners' protocol steps 55 % \
-    (the choice of the next thing to do 41 %: the fire path 12 %, the audit of changed nodes \
-    10 %, whether the view covers the job's scope yet 8 %, the idle checks 7 %; which scope \
-    the job needs, asked after every step, 7 %); path lookups in the views 14 %, spread \
-    through those; the drivers' watch handling 14 %; the registry's transactions 9 %; the \
-    changes of the process's watch as jobs register, widen and narrow 15 %; the check of \
-    every read against the scope (the simulator counts a read outside it as a protocol bug; \
-    production schedulers skip it) 6 %; instances starting and adding their jobs 6 %. \
-    Allocation is 9 %. No single cost dominates: the gap to 2,000 virtual s per wall s is a \
+    what a scope change adds. Later that day, 1.68 G (-21 %; the traces of 43 runs of nine \
+    shapes, 50 × 100 among them, byte for byte the same before and after each change, so \
+    the runs decide exactly what they decided): a job's facts about its scope (which items \
+    it owns and which of them are enabled, whether it leads, whether a leader shows, whether \
+    a reshard flag or a failover entry is up, whether its server is disabled) are read again \
+    at changes of its own nodes, not at every change of any job of the process (a change \
+    count per job root in the view, and a scope change counts for the jobs whose entries it \
+    moved), and the audit of changed nodes, every step's look at leadership and every fire \
+    ask those facts instead of building paths and looking them up (about 9 %); an idle job \
+    remembers that it owes no catch-up until its own nodes change, and that none of its \
+    items has a misfire marker until its shape changes; the assignment record is checked \
+    once per change, not parsed whole at each look (4 %); path segments and record lines \
+    are cut by a byte search and paths joined by concatenation, not by the formatter \
+    (6 %). The same build without LTO went from 1,207 to 1,487 virtual s per wall s (20 \
+    seeds on one thread, run one after the other); the table's LTO build read 1,005 before \
+    these changes, 1,302 after the first of them, 1,335 and 1,298 in two runs after the last \
+    (medians of 5 seeds on a shared machine): its time follows the memory's latency more \
+    than the instruction count (a lookup among a node's children waits for their cache \
+    lines: 10 % of the time at 50 × 100 in `Segment::position` alone). A tree of the scope \
+    index's subtree roots by segment (one lookup of the job's name, then short names) \
+    measured no faster than the hashed ancestors and was dropped. What is left, inclusive: \
+    the job runners' protocol steps 43 % (the choice of the next thing to do 30 %: whether \
+    the view covers the job's scope yet 8 %, the audit of changed nodes 7 %, the fire path \
+    6 %, the idle checks 4 %; which scope the job needs, asked after every step, 7 %); \
+    path lookups in the views 10 %, spread through those; the drivers' watch handling \
+    16 %; the committer and the registry's transactions 12 %; the changes of the process's \
+    watch as jobs register, widen and narrow 11 %; the check of every read and every \
+    published change against a scope (the simulator counts a read outside it as a protocol \
+    bug; production schedulers skip the reads' check) 7 %; instances starting and adding \
+    their jobs 6 %. Allocation is 9 %. No single cost dominates: the gap to 2,000 virtual s \
+    per wall s is a \
     protocol step that looks at everything again, in the view, at each input. **Large \
     clusters**: a cluster's start has every instance's registration of every job seen by \
     the job's runners on every other instance, so its cost grows with the square of the \
