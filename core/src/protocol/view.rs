@@ -35,7 +35,7 @@ pub struct View {
     /// Bumped on every change but those of execution records ([`is_execution_record`]),
     /// scope changes included.
     shape_revision: u64,
-    /// Both counts per top-level node (a job's root), for changes below it; a change of
+    /// Both counts per top-level node (a job's root, `/job`), for changes at or below it; a change of
     /// anything (a snapshot, a scope change) is counted in `everywhere`, which every job's
     /// [`View::revision_of`] and [`View::shape_revision_of`] include. The jobs of a process
     /// share the view, and each reads again what it derives from its own nodes at their
@@ -73,12 +73,6 @@ pub struct View {
 struct Revisions {
     any: u64,
     shape: u64,
-}
-
-/// The top-level segment of a path (`/job/a/b` → `job`, `/` → ``).
-fn top_of(path: &str) -> &str {
-    let rest = path.strip_prefix('/').unwrap_or(path);
-    rest.split_at(rest.bytes().position(|b| b == b'/').unwrap_or(rest.len())).0
 }
 
 /// Reads outside the scope, recorded by `&self` readers (the runners read under a shared
@@ -173,7 +167,8 @@ impl View {
             self.everywhere = now;
             return;
         };
-        let top = top_of(path);
+        // The root node itself is no job's.
+        let Some(top) = top_level(path) else { return };
         let revisions = match self.by_top.get_mut(top) {
             Some(revisions) => revisions,
             None => self.by_top.entry(top.into()).or_default(),
@@ -418,7 +413,7 @@ impl View {
     }
 
     fn revisions_of(&self, root: &str) -> Revisions {
-        let own = self.by_top.get(top_of(root)).copied().unwrap_or_default();
+        let own = top_level(root).and_then(|top| self.by_top.get(top)).copied().unwrap_or_default();
         Revisions {
             any: own.any.max(self.everywhere.any),
             shape: own.shape.max(self.everywhere.shape),
@@ -560,45 +555,45 @@ impl View {
         for at in &dropped {
             self.view.remove(at);
         }
+        // The pending writes the new scope settles or leaves out, whose paths then read
+        // otherwise: their jobs saw a change too.
+        let mut settled: Vec<String> = Vec::new();
         if !self.pending.is_empty() {
             let pending = std::mem::take(&mut self.pending);
-            let index = &self.index;
-            self.pending = pending
-                .into_iter()
-                .zip(covered_before)
-                .filter(|((at, mine), before)| {
-                    index.covers(at)
-                        && ((*before && !added.contains_key(at))
-                            || settle_against(mine, added.get(at)))
-                })
-                .map(|(entry, _)| entry)
-                .collect();
+            for ((at, mine), before) in pending.into_iter().zip(covered_before) {
+                let keep = self.index.covers(&at)
+                    && ((before && !added.contains_key(&at))
+                        || settle_against(&mine, added.get(&at)));
+                if keep {
+                    self.pending.insert(at, mine);
+                } else {
+                    settled.push(at);
+                }
+            }
         }
         for (at, node) in added {
             self.view.insert(&at, node);
         }
         self.scope_generation = generation;
         if was_scoped {
-            self.changed_tops(change);
+            self.changed_tops(change, &settled);
         } else {
             self.changed(None);
         }
     }
 
-    /// Counts a scope change in force: what it added or dropped, nodes and pending writes,
-    /// lies under its entries, so only the top-level nodes of those saw anything change (the
-    /// registrations of a process's jobs, one after the other, each widen and narrow the
-    /// scope of one job). An entry at the root changes everything.
-    fn changed_tops(&mut self, change: &ScopeChange) {
+    /// Counts a scope change in force: the nodes it added or dropped lie under its entries,
+    /// so only the top-level nodes of those, and of the pending writes it `settled`, saw
+    /// anything change (the registrations of a process's jobs, one after the other, each
+    /// widen and narrow the scope of one job). An entry at the root changes everything.
+    fn changed_tops(&mut self, change: &ScopeChange, settled: &[String]) {
         let entries = [&change.add, &change.remove]
             .into_iter()
-            .flat_map(|scope| scope.subtrees().iter().chain(scope.nodes()));
+            .flat_map(|scope| scope.subtrees().iter().chain(scope.nodes()))
+            .chain(settled);
         let mut tops: Vec<&str> = Vec::new();
         for entry in entries {
-            let top = top_of(entry);
-            if top.is_empty() {
-                return self.changed(None);
-            }
+            let Some(top) = top_level(entry) else { return self.changed(None) };
             if !tops.contains(&top) {
                 tops.push(top);
             }
@@ -609,7 +604,9 @@ impl View {
         let now = Revisions { any: self.revision, shape: self.shape_revision };
         let derived = self.derived.get_mut();
         if !derived.is_empty() {
-            derived.retain(|path, _| !tops.iter().any(|top| top_of(path) == top));
+            derived.retain(|path, _| {
+                !top_level(path).is_some_and(|at| tops.iter().any(|top| top == at))
+            });
         }
         for top in tops {
             self.by_top.insert(top.into(), now);
@@ -685,7 +682,8 @@ fn top_level(at: &str) -> Option<&str> {
     if rest.is_empty() {
         return None;
     }
-    let end = rest.find('/').map_or(at.len(), |i| i + 1);
+    // A byte search: every change of the view asks.
+    let end = rest.bytes().position(|b| b == b'/').map_or(at.len(), |i| i + 1);
     Some(&at[..end])
 }
 
@@ -866,6 +864,44 @@ mod tests {
         c.apply(&WatchEvent::Changed { path: "/j/c/z".into(), node: node("mine", 3) });
         c.apply(&WatchEvent::Changed { path: "/j/c/z".into(), node: node("later", 4) });
         assert_eq!(c.text("/j/c/z").as_deref(), Some("later"), "settled by its event");
+    }
+
+    #[test]
+    fn each_job_counts_the_changes_of_its_own_nodes() {
+        let mut c = View::default();
+        c.swap(BTreeMap::new(), WatchScope::subtree("/j").with_subtree("/k"));
+        let counts = |c: &View| {
+            [
+                c.revision_of("/j"),
+                c.shape_revision_of("/j"),
+                c.revision_of("/k"),
+                c.shape_revision_of("/k"),
+            ]
+        };
+        let start = counts(&c);
+        c.apply(&WatchEvent::Created { path: "/j/config".into(), node: node("a", 0) });
+        let after_j = counts(&c);
+        assert!(after_j[0] > start[0] && after_j[1] > start[1], "{after_j:?}");
+        assert_eq!(after_j[2..], start[2..], "the other job's counts stay");
+        // A running marker moves the revision, not the shape.
+        c.wrote("/k/sharding/0/running", b"i1", 0, true);
+        let after_k = counts(&c);
+        assert!(after_k[2] > after_j[2] && after_k[3] == after_j[3], "{after_k:?}");
+        assert_eq!(after_k[..2], after_j[..2]);
+        // A scope change moves the jobs whose entries it moves, and those of the pending
+        // writes it settles (here the marker, which the new scope leaves out).
+        let change = c.scope().unwrap_or_default().change_to(&WatchScope::subtree("/j"), 1);
+        c.rescope(&change, BTreeMap::new());
+        let rescoped = counts(&c);
+        assert!(rescoped[2] > after_k[2] && rescoped[3] > after_k[3], "{rescoped:?}");
+        let change =
+            c.scope().unwrap_or_default().change_to(&WatchScope::subtree("/j").with_node("/m"), 2);
+        c.rescope(&change, BTreeMap::new());
+        assert_eq!(counts(&c)[..], rescoped[..], "an entry under another top");
+        // A snapshot is everyone's change.
+        c.swap(BTreeMap::new(), WatchScope::subtree("/"));
+        let swapped = counts(&c);
+        assert!((0..4).all(|i| swapped[i] > rescoped[i]), "{swapped:?}");
     }
 
     #[test]
