@@ -421,11 +421,15 @@ impl JobProtocol {
         // runs the fire for an item settles its marker (see `execution::start`). That holds
         // only while the flag does; once the reshard committed, the new assignment says which
         // items are ours.
-        let flag = [self.paths.sharding_necessary(), self.paths.sharding_processing()]
-            .into_iter()
-            .filter(|_| self.flag_up(view))
-            .find(|p| view.exists(p))
-            .filter(|_| !f.flag_gone && sharding::pending_for(view, &self.paths, f.fire_ms));
+        // (Neither flag shows in most fires: the cached facts say so without a lookup.)
+        let flag = if self.flag_up(view) {
+            [self.paths.sharding_necessary(), self.paths.sharding_processing()]
+                .into_iter()
+                .find(|p| view.exists(p))
+                .filter(|_| !f.flag_gone && sharding::pending_for(view, &self.paths, f.fire_ms))
+        } else {
+            None
+        };
         let candidates: Vec<u32> = match &flag {
             Some(_) => (0..self.total())
                 .filter(|&n| view.exists(&self.paths.item(n)))

@@ -76,7 +76,8 @@ struct ViewFacts {
     owned: Vec<u32>,
     /// The leader node names this instance (its text trimmed).
     leading: bool,
-    /// The leader node's text is exactly this instance's id ([`crate::protocol::election::is_leader`]).
+    /// The leader node's text is exactly this instance's id
+    /// ([`crate::protocol::election::is_leader`]).
     leader_exact: bool,
     /// A reshard is asked for or under way (the `necessary` or `processing` flag shows).
     flagged: bool,
@@ -146,17 +147,16 @@ impl JobProtocol {
                 view.peek(&path).is_some_and(|owner| owner.text().trim() == self.me)
             })
             .collect();
-        let (leading, leader_exact) = match view.peek(&self.paths.leader_instance()) {
+        let (led, leading, leader_exact) = match view.peek(&self.paths.leader_instance()) {
             Some(node) => {
                 let text = node.text();
-                (text.trim() == self.me, text == self.me)
+                (true, text.trim() == self.me, text == self.me)
             }
-            None => (false, false),
+            None => (false, false, false),
         };
         let flagged = view.peek(&self.paths.sharding_necessary()).is_some()
             || view.peek(&self.paths.sharding_processing()).is_some();
         let queued = view.peek_has_children(&self.paths.failover_items());
-        let led = view.peek(&self.paths.leader_instance()).is_some();
         let server = self.paths.server(&self.ip);
         // Garbage reads as enabled, as ElasticJob reads it (reported, and rewritten by us).
         let server_disabled = view
