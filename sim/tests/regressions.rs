@@ -153,6 +153,11 @@ const FIXED_2X2: &[(u64, FaultProfile, &str)] = &[
         FaultProfile::Lease,
         "a catch-up started after a claim lost to an unseen write",
     ),
+    (
+        2_908_977_819,
+        FaultProfile::Lease,
+        "a restarted survivor left a busy claimer's entry waiting behind its run and its crash",
+    ),
 ];
 
 /// Runs each seed with `options`' shape; fails with the replay command of the first that

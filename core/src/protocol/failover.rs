@@ -675,9 +675,14 @@ pub fn share_of(
     eligible: &[String],
     me: &str,
 ) -> Vec<(u32, FailoverEntry)> {
-    let Some(index) = eligible.iter().position(|i| i == me) else { return Vec::new() };
+    queue.iter().filter(|(_, e)| claimer_of(e, eligible) == Some(me)).cloned().collect()
+}
+
+/// The instance whose share `entry` is in ([`share_of`]), if any is eligible.
+pub fn claimer_of<'a>(entry: &FailoverEntry, eligible: &'a [String]) -> Option<&'a str> {
     let seats = eligible.len() as u64;
-    queue.iter().filter(|(_, e)| e.rank % seats == index as u64).cloned().collect()
+    let index = entry.rank.checked_rem(seats)?;
+    eligible.get(usize::try_from(index).ok()?).map(String::as_str)
 }
 
 /// A claim as decided from the view.

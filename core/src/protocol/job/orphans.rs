@@ -2,12 +2,15 @@
 //! departed instance left, claiming and running this instance's share of the failover queue,
 //! and the misfire catch-up.
 
+use std::collections::BTreeSet;
+
 use super::{Ctx, JobProtocol, LaunchId, Next, Pending, Reply, Request};
 use crate::events::{FireKind, SchedulerEvent, SkipReason};
 use crate::job::{FireReport, ItemOutcome};
 use crate::layout::GuaranteeStage;
 use crate::protocol::execution::{self, Held};
 use crate::protocol::failover::{self, Claim};
+use crate::protocol::records::FailoverEntry;
 use crate::protocol::sharding;
 use crate::registry::RegistryError;
 
@@ -426,8 +429,26 @@ impl JobProtocol {
         let waited = |item: &u32| {
             self.entries_seen.get(item).is_some_and(|&seen| ctx.now_ms >= seen + STEAL_AFTER_MS)
         };
-        let left_waiting =
-            queue.iter().filter(|(item, _)| !ours.iter().any(|(n, _)| n == item) && waited(item));
+        // A claimer running an item of the job takes its share only once idle, a whole run
+        // later: an idle instance takes such an entry at once, not after the wait (which
+        // counts from when this instance first saw the entry: a restarted one sees it anew).
+        // `lease` 2 x 2 seed 2,908,977,819: the restarted survivor claimed only its share
+        // while the other's waited behind its 25 s run, and then behind its crash; the re-run
+        // came 41 s after the departure. Not at a revision where a claim was blocked or lost:
+        // the entry is tried again once the view moves.
+        let busy: BTreeSet<String> = if blocked {
+            BTreeSet::new()
+        } else {
+            (0..self.total())
+                .filter_map(|n| execution::running_owner(ctx.view, &self.paths, n))
+                .collect()
+        };
+        let claimer_busy = |entry: &FailoverEntry| {
+            failover::claimer_of(entry, &eligible).is_some_and(|c| c != self.me && busy.contains(c))
+        };
+        let left_waiting = queue.iter().filter(|(item, entry)| {
+            !ours.iter().any(|(n, _)| n == item) && (waited(item) || claimer_busy(entry))
+        });
         let share: Vec<_> = if blocked {
             left_waiting.cloned().collect()
         } else {
