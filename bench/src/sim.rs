@@ -72,7 +72,8 @@ const WHY_SLOW: &str =
     are cut by a byte search and paths joined by concatenation, not by the formatter \
     (6 %). The same build without LTO went from 1,207 to 1,487 virtual s per wall s (20 \
     seeds on one thread, run one after the other); the table's LTO build read 1,005 before \
-    these changes, 1,302 after the first of them, 1,335 and 1,298 in two runs after the last \
+    these changes, 1,302 after the first of them, 1,335, 1,298 and 1,295 in three runs after \
+    the last \
     (medians of 5 seeds on a shared machine): its time follows the memory's latency more \
     than the instruction count (a lookup among a node's children waits for their cache \
     lines: 10 % of the time at 50 × 100 in `Segment::position` alone). A tree of the scope \
