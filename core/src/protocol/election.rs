@@ -4,16 +4,15 @@
 //! the watch and race to create it again. No latch and no extra watch per job are needed, which
 //! keeps one watch per process for any number of jobs.
 
+use std::borrow::Cow;
+
 use crate::layout::JobPaths;
 
 use super::view::View;
 
-/// Whether the view shows `me` leading (without copying the leader's id: every step asks).
-pub fn is_leader(view: &View, paths: &JobPaths, me: &str) -> bool {
-    view.get(&paths.leader_instance()).is_some_and(|node| node.text() == me)
-}
-
-/// Whether the view shows a leader.
-pub fn has_leader(view: &View, paths: &JobPaths) -> bool {
-    view.exists(&paths.leader_instance())
+/// The id the leader node holds, if the view shows one (read without the view's scope check:
+/// the leader node is in every scope a job asks for). Whether `me` leads is this text equal
+/// to `me` exactly; a text naming `me` only once trimmed is the leader node as garbage left it.
+pub fn leader_text<'v>(view: &'v View, paths: &JobPaths) -> Option<Cow<'v, str>> {
+    view.peek(&paths.leader_instance()).map(|node| node.text())
 }

@@ -844,10 +844,6 @@ impl JobProtocol {
         });
     }
 
-    fn is_leader(&self, ctx: &Ctx<'_>) -> bool {
-        self.leads(ctx.view)
-    }
-
     fn failover_enabled(&self) -> bool {
         self.config.failover && self.config.monitor_execution
     }
@@ -869,10 +865,6 @@ impl JobProtocol {
             return Some(SkipReason::ServerDisabled);
         }
         None
-    }
-
-    fn server_disabled(&self, ctx: &Ctx<'_>) -> bool {
-        self.server_off(ctx.view)
     }
 
     /// The earliest deadline of what the job waits for.

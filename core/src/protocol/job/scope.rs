@@ -23,9 +23,9 @@
 
 use super::{Ctx, JobProtocol};
 use crate::layout::{Digits, GuaranteeStage, ItemNode, JobNode, JobPaths};
-use crate::protocol::garbage;
 use crate::protocol::records::ServerStatus;
 use crate::protocol::view::View;
+use crate::protocol::{election, garbage};
 use crate::registry::WatchScope;
 
 /// The scope a job needs, in the terms it decides it in.
@@ -76,12 +76,11 @@ struct ViewFacts {
     owned: Vec<u32>,
     /// The leader node names this instance (its text trimmed).
     leading: bool,
-    /// The leader node's text is exactly this instance's id
-    /// ([`crate::protocol::election::is_leader`]).
+    /// The leader node's text is exactly this instance's id: it leads.
     leader_exact: bool,
     /// A reshard is asked for or under way (the `necessary` or `processing` flag shows).
     flagged: bool,
-    /// The leader node shows (`election::has_leader`).
+    /// The leader node shows.
     led: bool,
     /// This instance's server node says `DISABLED` (`JobProtocol::server_disabled`).
     server_disabled: bool,
@@ -147,11 +146,8 @@ impl JobProtocol {
                 view.peek(&path).is_some_and(|owner| owner.text().trim() == self.me)
             })
             .collect();
-        let (led, leading, leader_exact) = match view.peek(&self.paths.leader_instance()) {
-            Some(node) => {
-                let text = node.text();
-                (true, text.trim() == self.me, text == self.me)
-            }
+        let (led, leading, leader_exact) = match election::leader_text(view, &self.paths) {
+            Some(text) => (true, text.trim() == self.me, text == self.me),
             None => (false, false, false),
         };
         let flagged = view.peek(&self.paths.sharding_necessary()).is_some()
@@ -176,12 +172,11 @@ impl JobProtocol {
         facts
     }
 
-    /// [`crate::protocol::election::is_leader`], from the facts read at this shape revision:
-    /// the audit of every changed node asks it (a path built and looked up each time was a
-    /// twentieth of a simulated cluster's time). The leader node is in every scope a job asks
-    /// for, so skipping the view's scope check of the read hides nothing.
-    pub(super) fn leads(&self, view: &View) -> bool {
-        self.view_facts(view).leader_exact
+    /// Whether this instance leads the job, from the facts read at this shape revision: the
+    /// audit of every changed node asks it (a path built and looked up each time was a
+    /// twentieth of a simulated cluster's time).
+    pub(super) fn is_leader(&self, ctx: &Ctx<'_>) -> bool {
+        self.view_facts(ctx.view).leader_exact
     }
 
     /// Whether the view shows a leader, from the facts (every step's look at leadership
@@ -197,9 +192,10 @@ impl JobProtocol {
     }
 
     /// Whether this instance's server is disabled for the job, from the facts (the fire
-    /// and the look at leadership ask at every step).
-    pub(super) fn server_off(&self, view: &View) -> bool {
-        self.view_facts(view).server_disabled
+    /// and the look at leadership ask at every step). Garbage in the server node reads as
+    /// enabled, as ElasticJob reads it (reported, and rewritten by us).
+    pub(super) fn server_disabled(&self, ctx: &Ctx<'_>) -> bool {
+        self.view_facts(ctx.view).server_disabled
     }
 
     /// `compute` of the enabled items this instance owns, read once per shape revision.
