@@ -61,6 +61,7 @@
 mod client;
 mod error;
 mod keys;
+mod nest;
 mod options;
 mod plan;
 mod session;

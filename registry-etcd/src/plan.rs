@@ -36,7 +36,8 @@
 //! writes of the root, anything decided by an earlier op of the same transaction in a way the
 //! compares cannot state (a create over a node created or not deleted earlier, a delete of a
 //! node with a child created earlier...), an ephemeral create without a session lease, and
-//! plans larger than etcd's default `--max-txn-ops` (128).
+//! plans with more compares than etcd's default `--max-txn-ops` (128) or reads too many for
+//! the failure branch beside their writes ([`crate::nest`]; many writes are nested).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -45,12 +46,9 @@ use etcd_client::{DeleteOptions, Txn};
 use shardcron_core::registry::{path, TxnResult, Version};
 
 use crate::keys::{encode_value, KeySpace};
+use crate::nest::{self, MAX_TXN_OPS};
 use crate::txn::{NetWrites, Step};
 use crate::watch::prefix_end;
-
-/// etcd's default `--max-txn-ops`: a plan with more compares or writes than this goes to the
-/// engine, which gives the server's own error if the transaction is too large for it.
-pub(crate) const MAX_TXN_OPS: usize = 128;
 
 /// A write decided by compares: the `Txn` without its failure branch, and the results it
 /// gives when it commits.
@@ -67,13 +65,14 @@ impl Plan {
         (self.compares.len(), self.writes.len())
     }
 
-    /// The `Txn`: the compares, the writes, and `on_failure` (the engine's first reads).
+    /// The `Txn`: the compares, the writes (nested when they are many, [`crate::nest`]), and
+    /// `on_failure` (the engine's first reads). `None` when no `Txn` of etcd's default limits
+    /// holds them: the engine then decides the ops.
     pub fn txn(self, on_failure: Vec<EtcdOp>) -> Option<(Txn, Vec<TxnResult>)> {
-        if on_failure.len() > MAX_TXN_OPS {
+        if !nest::fits(self.compares.len(), self.writes.len(), on_failure.len()) {
             return None;
         }
-        let txn = Txn::new().when(self.compares).and_then(self.writes).or_else(on_failure);
-        Some((txn, self.results))
+        Some((nest::txn(self.compares, self.writes, on_failure), self.results))
     }
 }
 
@@ -125,10 +124,7 @@ pub(crate) fn plan(keys: &KeySpace, steps: &[Step], lease: Option<i64>) -> Optio
     for step in steps {
         results.push(planner.step(step)?);
     }
-    if planner.writes.is_empty()
-        || planner.compares.len() > MAX_TXN_OPS
-        || planner.writes.len() > MAX_TXN_OPS
-    {
+    if planner.writes.is_empty() || planner.compares.len() > MAX_TXN_OPS {
         // Checks only: the engine answers them with one read and no commit, as cheap as this.
         return None;
     }

@@ -34,6 +34,7 @@ use shardcron_core::registry::{path, CreateMode, Op, RegistryError, TxnResult, V
 
 use crate::error::{self, map};
 use crate::keys::{decode_counter, decode_value, encode_value, sequential_name, KeySpace};
+use crate::nest;
 use crate::plan;
 
 /// One op as the engine evaluates it.
@@ -160,10 +161,6 @@ impl<W> NetWrites<W> {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.list.is_empty()
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.list.len()
     }
 
     pub(crate) fn into_vec(self) -> Vec<(Vec<u8>, W)> {
@@ -477,8 +474,9 @@ pub(crate) async fn run(
                         return Ok(Ok(results));
                     }
                     let writes = eval.writes.into_vec();
-                    let (compares, puts) = (reads.keys.len() + reads.children.len(), writes.len());
-                    match commit(kv, keys, &reads, writes).await {
+                    let guards = guards(keys, &reads);
+                    let (compares, puts) = (guards.len(), writes.len());
+                    match commit(kv, guards, writes).await {
                         Ok(true) => return Ok(Ok(results)),
                         Ok(false) => continue 'attempt,
                         Err(e) if error::is_lease_gone(&e) => {
@@ -528,7 +526,7 @@ fn read_ops(keys: &KeySpace, needs: &[Need], rev: i64, child_limit: i64) -> Vec<
 }
 
 /// Reads `needs` into `reads`, at `reads.rev` once that is fixed: in `Txn`s of at most
-/// [`plan::MAX_TXN_OPS`] reads, the later ones at the revision the first one fixed (one snapshot
+/// [`nest::MAX_TXN_OPS`] reads, the later ones at the revision the first one fixed (one snapshot
 /// however many keys a transaction depends on; the commit's own size is the server's to judge).
 async fn read(
     kv: &KvClient,
@@ -537,7 +535,7 @@ async fn read(
     needs: &[Need],
     child_limit: i64,
 ) -> Result<(), etcd_client::Error> {
-    for chunk in needs.chunks(plan::MAX_TXN_OPS) {
+    for chunk in needs.chunks(nest::MAX_TXN_OPS) {
         let ops = read_ops(keys, chunk, reads.rev.unwrap_or(0), child_limit);
         let mut client = kv.clone();
         let resp = client.txn(Txn::new().and_then(ops)).await?;
@@ -575,33 +573,13 @@ fn absorb(keys: &KeySpace, reads: &mut Reads, needs: &[Need], resp: &TxnResponse
     }
 }
 
-/// Commits `writes` if nothing read has changed since `reads.rev`. Returns whether it did.
+/// Commits `writes` if `compares` (the [`guards`] of what was read) hold. Returns whether it
+/// did.
 async fn commit(
     kv: &KvClient,
-    keys: &KeySpace,
-    reads: &Reads,
+    compares: Vec<Compare>,
     writes: Vec<(Vec<u8>, Write)>,
 ) -> Result<bool, etcd_client::Error> {
-    let rev = reads.rev.unwrap_or(0);
-    let mut compares: Vec<Compare> = reads
-        .keys
-        .iter()
-        .map(|(key, seen)| {
-            Compare::mod_revision(
-                key.clone(),
-                CompareOp::Equal,
-                seen.as_ref().map_or(0, |s| s.mod_rev),
-            )
-        })
-        .collect();
-    // No child appeared (or changed) under a node whose children decided the outcome. A child
-    // that vanished needs no guard: it is either one of ours to delete (guarded by its node
-    // key) or made a delete fail, which commits nothing.
-    compares.extend(
-        reads.children.keys().map(|p| {
-            Compare::mod_revision(keys.children(p), CompareOp::Less, rev + 1).with_prefix()
-        }),
-    );
     let ops: Vec<EtcdOp> = writes
         .into_iter()
         .map(|(key, write)| match write {
@@ -612,6 +590,44 @@ async fn commit(
         })
         .collect();
     let mut client = kv.clone();
-    let resp = client.txn(Txn::new().when(compares).and_then(ops)).await?;
+    let resp = client.txn(nest::txn(compares, ops, Vec::new())).await?;
     Ok(resp.succeeded())
+}
+
+/// The compares that hold exactly when nothing `reads` saw has changed since its revision: each
+/// key at the `mod_revision` it had (0: still absent), and no child appeared (or changed) under
+/// a node whose children decided the outcome. A child that vanished needs no guard: it is
+/// either one of ours to delete (guarded by its node key) or made a delete fail, which commits
+/// nothing.
+///
+/// A node read absent whose parent was read absent too needs no compare of its own, nor do its
+/// children: to appear, it needs its parent to appear first, which the parent's compare sees,
+/// unless the parent is gone again by then, which takes the node with it. That keeps a large
+/// transaction within the compares etcd allows (a job's first reshard creates two nodes per
+/// sharding item, the second below the first: one compare per item, not two).
+fn guards(keys: &KeySpace, reads: &Reads) -> Vec<Compare> {
+    let rev = reads.rev.unwrap_or(0);
+    let read_absent =
+        |p: &str| p != path::ROOT && matches!(reads.keys.get(&keys.node(p)), Some(None));
+    let parent_absent = |p: &str| path::parent(p).is_some_and(read_absent);
+    let mut compares: Vec<Compare> = reads
+        .keys
+        .iter()
+        .filter(|(key, seen)| {
+            seen.is_some() || !keys.path_of(key).is_some_and(|p| parent_absent(&p))
+        })
+        .map(|(key, seen)| {
+            Compare::mod_revision(
+                key.clone(),
+                CompareOp::Equal,
+                seen.as_ref().map_or(0, |s| s.mod_rev),
+            )
+        })
+        .collect();
+    compares.extend(
+        reads.children.keys().filter(|p| !read_absent(p)).map(|p| {
+            Compare::mod_revision(keys.children(p), CompareOp::Less, rev + 1).with_prefix()
+        }),
+    );
+    compares
 }

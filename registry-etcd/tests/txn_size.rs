@@ -1,13 +1,20 @@
-//! Transactions against etcd's `--max-txn-ops`, on private servers with the limit set: one too
-//! large for the server is refused whole, with an error that says how large it was and what to
-//! raise the limit to; on a server with room it commits, and a transaction that depends on
-//! more keys than one read `Txn` holds is read in several, at one revision.
+//! Transactions against etcd's `--max-txn-ops`, on private servers with the limit set: many
+//! writes under few compares commit on a server of default settings (the writes nested); one
+//! with more compares than the server allows is refused whole, with an error that says how
+//! large it was and what to raise the limit to; on a server with room it commits, and a
+//! transaction that depends on more keys than one read `Txn` holds is read in several, at one
+//! revision.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 
-use shardcron_core::registry::{CoordinatorRegistry, CreateMode, RegistryExt, TxnOp};
+use std::time::Duration;
+
+use futures::StreamExt;
+use shardcron_core::registry::{
+    CoordinatorRegistry, CreateMode, RegistryExt, TxnOp, WatchEvent, WatchStream,
+};
 use support::{connect, endpoint, PrivateServer};
 
 /// Creates of `n` nodes under `/big`: two etcd writes each (the node and its index key).
@@ -17,6 +24,80 @@ fn creates(n: usize) -> Vec<TxnOp> {
         .collect()
 }
 
+async fn next(stream: &mut WatchStream) -> WatchEvent {
+    tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("a watch event in time")
+        .expect("the watch stream goes on")
+}
+
+/// What a job's first reshard writes, for `items` sharding items: `/job/sharding/{n}` and its
+/// `instance` child per item (four etcd writes per item, one compare: the child's parent is
+/// created by the same transaction), after `first` (the op that decides the form).
+fn reshard_like(first: TxnOp, items: usize) -> Vec<TxnOp> {
+    let mut ops = vec![first];
+    for n in 0..items {
+        let item = format!("/job/sharding/{n}");
+        ops.push(TxnOp::create(item.clone(), Vec::new(), CreateMode::Persistent));
+        ops.push(TxnOp::create(
+            format!("{item}/instance"),
+            b"i@-@1".to_vec(),
+            CreateMode::Persistent,
+        ));
+    }
+    ops
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_writes_under_few_compares_commit_on_a_server_of_default_limits() {
+    let Some(_) = endpoint() else { return };
+    let server = PrivateServer::start("txn-nested", &["--max-txn-ops", "128"]).await;
+    let r = connect(&server.endpoint(), "/limits").await;
+    r.ensure("/job/sharding").await.unwrap();
+    let watcher = connect(&server.endpoint(), "/limits").await;
+    let mut stream = watcher.watch("/job").await.unwrap();
+    assert!(matches!(next(&mut stream).await, WatchEvent::Resync { .. }));
+
+    // The one-`Txn` form: 40 items, 161 writes.
+    let fenced = TxnOp::set("/job", b"leader".to_vec(), Some(0));
+    r.transaction(reshard_like(fenced, 40)).await.unwrap();
+    assert_eq!(r.children("/job/sharding").await.unwrap().len(), 40);
+    // The engine's form (a set without a version is decided by reading first): 100 items,
+    // 401 writes; 201 keys read, of which the 100 `instance` children need no compare.
+    r.delete_recursive("/job/sharding").await.unwrap();
+    r.ensure("/job/sharding").await.unwrap();
+    let unfenced = TxnOp::set("/job", b"again".to_vec(), None);
+    r.transaction(reshard_like(unfenced, 100)).await.unwrap();
+    let items = r.children("/job/sharding").await.unwrap();
+    assert_eq!(items.len(), 100);
+    let owner = r.get("/job/sharding/99/instance").await.unwrap().map(|n| n.data);
+    assert_eq!(owner, Some(b"i@-@1".to_vec()));
+
+    // A watcher sees every write, in the order of the ops, each once: the 40 items' nodes
+    // (created, then deleted with their subtree), then the 100 items' nodes.
+    let mut created = Vec::new();
+    while created.len() < 2 * 140 {
+        match next(&mut stream).await {
+            // `ensure` created it again in between.
+            WatchEvent::Created { path, .. } if path == "/job/sharding" => {}
+            WatchEvent::Created { path, .. } => created.push(path),
+            _ => {}
+        }
+    }
+    let expected: Vec<String> = [40, 100]
+        .into_iter()
+        .flat_map(|items| {
+            (0..items).flat_map(|n| {
+                let item = format!("/job/sharding/{n}");
+                [item.clone(), format!("{item}/instance")]
+            })
+        })
+        .collect();
+    assert!(created == expected, "created, in order: {created:?}");
+    r.close().await.unwrap();
+    watcher.close().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_beyond_the_servers_limit_says_what_to_raise_it_to() {
     let Some(_) = endpoint() else { return };
@@ -24,16 +105,18 @@ async fn a_transaction_beyond_the_servers_limit_says_what_to_raise_it_to() {
     let r = connect(&server.endpoint(), "/limits").await;
     r.ensure("/big").await.unwrap();
 
-    let err = r.transaction(creates(100)).await.unwrap_err();
+    // 200 creates under one parent: 201 compares (each node absent, the parent there), more
+    // than any shape holds.
+    let err = r.transaction(creates(200)).await.unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("200 writes"), "{text}");
-    assert!(text.contains("--max-txn-ops of at least 200"), "{text}");
+    assert!(text.contains("201 compares and 400 writes"), "{text}");
+    assert!(text.contains("--max-txn-ops of at least 400"), "{text}");
     assert!(!err.is_retryable(), "a larger limit fixes it, not a retry: {text}");
     assert!(r.children("/big").await.unwrap().is_empty(), "nothing of it was written");
 
     // Within the limit, on the same server: commits.
-    r.transaction(creates(50)).await.unwrap();
-    assert_eq!(r.children("/big").await.unwrap().len(), 50);
+    r.transaction(creates(100)).await.unwrap();
+    assert_eq!(r.children("/big").await.unwrap().len(), 100);
     r.close().await.unwrap();
 }
 
