@@ -54,9 +54,9 @@ pub(crate) fn txn(compares: Vec<Compare>, writes: Vec<EtcdOp>, on_failure: Vec<E
 }
 
 /// How many nested `Txn`s (`k`) of how many writes each hold `writes` under a parent whose
-/// compare or failure list is `fixed` long: the fewest `k` with `k × (budget - max(fixed, k))
-/// >= writes`, the budget each nested `Txn` gets being what its parent leaves. `None` when
-/// none does.
+/// compare or failure list is `fixed` long: the fewest `k` for which `k` times what the parent
+/// leaves each of them (the budget less `max(fixed, k)`) reaches `writes`. `None` when none
+/// does.
 fn shape(fixed: usize, writes: usize) -> Option<(usize, usize)> {
     (1..=MAX_TXN_OPS).find_map(|k| {
         let per = MAX_TXN_OPS.checked_sub(fixed.max(k))?;
