@@ -66,13 +66,21 @@ impl Plan {
     }
 
     /// The `Txn`: the compares, the writes (nested when they are many, [`crate::nest`]), and
-    /// `on_failure` (the engine's first reads). `None` when no `Txn` of etcd's default limits
-    /// holds them: the engine then decides the ops.
-    pub fn txn(self, on_failure: Vec<EtcdOp>) -> Option<(Txn, Vec<TxnResult>)> {
-        if !nest::fits(self.compares.len(), self.writes.len(), on_failure.len()) {
+    /// `on_failure` (the engine's first reads), or no failure branch when it does not fit
+    /// beside the rest (the engine then reads after a failed compare, one round trip more);
+    /// whether it has it. `None` when no `Txn` of etcd's default limits holds the compares and
+    /// writes: the engine then decides the ops.
+    pub fn txn(self, on_failure: Vec<EtcdOp>) -> Option<(Txn, Vec<TxnResult>, bool)> {
+        let (compares, writes) = (self.compares.len(), self.writes.len());
+        let on_failure = if nest::fits(compares, writes, on_failure.len()) {
+            on_failure
+        } else if nest::fits(compares, writes, 0) {
+            Vec::new()
+        } else {
             return None;
-        }
-        Some((nest::txn(self.compares, self.writes, on_failure), self.results))
+        };
+        let reads = !on_failure.is_empty();
+        Some((nest::txn(self.compares, self.writes, on_failure), self.results, reads))
     }
 }
 

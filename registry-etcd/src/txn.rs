@@ -13,10 +13,11 @@
 //!    first failing op is the error, and since every read is as of `R`, the failure is what a
 //!    transaction at `R` would have found: nothing is written.
 //! 3. **Commit** the net writes (one put or delete per key, in first-touch order, so parents
-//!    precede children in the watch stream) in one etcd `Txn` whose compares require every key
-//!    read to be unchanged since `R` (`mod_revision == seen`, 0 for an absent key) and every
-//!    children range read to have no key modified after `R`. If a compare fails, someone wrote
-//!    in between: start over from 1.
+//!    precede children in the watch stream) in one etcd `Txn` whose compares ([`guards`])
+//!    require what the evaluation depended on to be unchanged since `R`: every key read at its
+//!    `mod_revision` (0 for an absent one), no child appeared under a node a delete needs empty,
+//!    with the savings [`guards`] explains for large transactions. Many writes go in nested
+//!    `Txn`s ([`crate::nest`]). If a compare fails, someone wrote in between: start over from 1.
 //!
 //! A transaction of checks only is answered from the snapshot and needs no commit. The retries
 //! are bounded by the operation timeout of the caller.
@@ -26,7 +27,7 @@
 //! step 1, so that the evaluation (2) names the failing op, or commits (3) after a compare that
 //! was stricter than the contract, without another read.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use etcd_client::{Compare, CompareOp, GetOptions, KvClient, PutOptions, Txn, TxnOp as EtcdOp};
 use etcd_client::{DeleteOptions, TxnOpResponse, TxnResponse};
@@ -176,6 +177,12 @@ struct Eval<'a> {
     nodes: HashMap<String, Option<NodeState>>,
     counters: HashMap<String, u64>,
     writes: NetWrites<Write>,
+    /// Nodes whose state decided something beyond "exists and is persistent": a check's or a
+    /// set's or a delete's own node, a create's own (absent) node.
+    decided: BTreeSet<String>,
+    /// Nodes looked at as the parent (or ancestor) of a create: only their existence and
+    /// persistence decided anything.
+    parents: BTreeSet<String>,
 }
 
 impl<'a> Eval<'a> {
@@ -187,7 +194,28 @@ impl<'a> Eval<'a> {
             nodes: HashMap::new(),
             counters: HashMap::new(),
             writes: NetWrites::new(),
+            decided: BTreeSet::new(),
+            parents: BTreeSet::new(),
         }
+    }
+
+    /// The state of `p`, as something the step decides on.
+    fn decide_on(&mut self, p: &str) -> Result<Option<NodeState>, Stop> {
+        let state = self.node(p)?;
+        self.decided.insert(p.to_owned());
+        Ok(state)
+    }
+
+    /// The state of `p`, as the parent (or an ancestor) of a create.
+    fn parent_state(&mut self, p: &str) -> Result<Option<NodeState>, Stop> {
+        let state = self.node(p)?;
+        self.parents.insert(p.to_owned());
+        Ok(state)
+    }
+
+    /// The nodes the evaluation looked at only as parents (see [`guards`]).
+    fn parents_only(&self) -> BTreeSet<String> {
+        self.parents.difference(&self.decided).cloned().collect()
     }
 
     fn write(&mut self, key: Vec<u8>, write: Write) {
@@ -270,7 +298,7 @@ impl<'a> Eval<'a> {
         let at = |p: &str| p.to_owned();
         match step {
             Step::Check { path: p, version } => {
-                let Some(node) = self.node(p)? else {
+                let Some(node) = self.decide_on(p)? else {
                     return fail(RegistryError::NoNode { op, path: at(p) });
                 };
                 if let Some(v) = version.filter(|v| *v != node.version) {
@@ -282,7 +310,7 @@ impl<'a> Eval<'a> {
                 if *parents {
                     // Check first: an ephemeral ancestor must not leave half a chain behind.
                     for ancestor in path::ancestors(p) {
-                        match self.node(ancestor)? {
+                        match self.parent_state(ancestor)? {
                             Some(n) if n.lease != 0 => {
                                 return fail(RegistryError::EphemeralParent { op, path: at(p) })
                             }
@@ -298,7 +326,7 @@ impl<'a> Eval<'a> {
                     }
                 }
                 let parent = path::parent(p).unwrap_or(path::ROOT);
-                match self.node(parent)? {
+                match self.parent_state(parent)? {
                     None => return fail(RegistryError::NoNode { op, path: at(p) }),
                     Some(n) if n.lease != 0 => {
                         return fail(RegistryError::EphemeralParent { op, path: at(p) })
@@ -310,7 +338,7 @@ impl<'a> Eval<'a> {
                 } else {
                     p.clone()
                 };
-                if self.node(&full)?.is_some() {
+                if self.decide_on(&full)?.is_some() {
                     return fail(RegistryError::NodeExists { op, path: at(p) });
                 }
                 let lease = if mode.is_ephemeral() {
@@ -331,7 +359,7 @@ impl<'a> Eval<'a> {
                 Ok(TxnResult::Created { path: full })
             }
             Step::Set { path: p, data, version } => {
-                let Some(node) = self.node(p)? else {
+                let Some(node) = self.decide_on(p)? else {
                     return fail(RegistryError::NoNode { op, path: at(p) });
                 };
                 if let Some(v) = version.filter(|v| *v != node.version) {
@@ -344,7 +372,7 @@ impl<'a> Eval<'a> {
             }
             Step::Delete { path: p, version } => {
                 // ZooKeeper's order: existence, then version, then children.
-                let Some(node) = self.node(p)? else {
+                let Some(node) = self.decide_on(p)? else {
                     return fail(RegistryError::NoNode { op, path: at(p) });
                 };
                 if let Some(v) = version.filter(|v| *v != node.version) {
@@ -422,15 +450,16 @@ pub(crate) async fn run(
     if let Some(plan) = plan::plan(keys, steps, lease) {
         let needs = static_needs(keys, steps);
         let (compares, writes) = plan.size();
-        if let Some((txn, results)) = plan.txn(read_ops(keys, &needs, 0, child_limit)) {
+        if let Some((txn, results, with_reads)) = plan.txn(read_ops(keys, &needs, 0, child_limit)) {
             let mut client = kv.clone();
             match client.txn(txn).await {
                 Ok(resp) if resp.succeeded() => return Ok(Ok(results)),
-                Ok(resp) => {
+                Ok(resp) if with_reads => {
                     let mut reads = Reads::default();
                     absorb(keys, &mut reads, &needs, &resp);
                     seeded = Some(reads);
                 }
+                Ok(_) => {}
                 Err(e) if error::is_lease_gone(&e) => return Ok(Err(lease_gone(steps, op, at))),
                 Err(e) => {
                     let size = compares.max(needs.len());
@@ -454,28 +483,15 @@ pub(crate) async fn run(
                     Err(e) => return Err(map(e, op, at)),
                 }
             }
-            let mut eval = Eval::new(keys, &reads, lease);
-            let mut results = Vec::with_capacity(steps.len());
-            let mut stopped = None;
-            for (index, step) in steps.iter().enumerate() {
-                match eval.apply(step) {
-                    Ok(result) => results.push(result),
-                    Err(stop) => {
-                        stopped = Some((index, stop));
-                        break;
-                    }
-                }
-            }
-            match stopped {
-                Some((_, Stop::Need(need))) => pending = vec![need],
-                Some((index, Stop::Fail(e))) => return Ok(Err((index, e))),
-                None => {
-                    if eval.writes.is_empty() {
-                        return Ok(Ok(results));
-                    }
-                    let writes = eval.writes.into_vec();
-                    let guards = guards(keys, &reads);
+            match evaluate(keys, &reads, steps, lease) {
+                Evaluated::Needs(need) => pending = vec![need],
+                Evaluated::Failed(index, e) => return Ok(Err((index, e))),
+                Evaluated::Checked(results) => return Ok(Ok(results)),
+                Evaluated::Writes { results, writes, parents_only } => {
+                    let budget = |compares: usize| nest::fits(compares, writes.len(), 0);
+                    let guards = guards(keys, &reads, &parents_only, budget);
                     let (compares, puts) = (guards.len(), writes.len());
+                    tracing::debug!(%op, %at, compares, writes = puts, "etcd transaction, read first");
                     match commit(kv, guards, writes).await {
                         Ok(true) => return Ok(Ok(results)),
                         Ok(false) => continue 'attempt,
@@ -491,6 +507,40 @@ pub(crate) async fn run(
             }
         }
     }
+}
+
+/// What one evaluation of the steps over the reads so far came to.
+enum Evaluated {
+    /// It needs this read first.
+    Needs(Need),
+    /// Op `index` fails: the transaction's answer, nothing to write.
+    Failed(usize, RegistryError),
+    /// Checks only, all fine: nothing to write.
+    Checked(Vec<TxnResult>),
+    /// These writes make it, with the nodes looked at only as parents ([`guards`]).
+    Writes {
+        results: Vec<TxnResult>,
+        writes: Vec<(Vec<u8>, Write)>,
+        parents_only: BTreeSet<String>,
+    },
+}
+
+/// Evaluates `steps` over `reads` (step 2 of the module documentation).
+fn evaluate(keys: &KeySpace, reads: &Reads, steps: &[Step], lease: Option<i64>) -> Evaluated {
+    let mut eval = Eval::new(keys, reads, lease);
+    let mut results = Vec::with_capacity(steps.len());
+    for (index, step) in steps.iter().enumerate() {
+        match eval.apply(step) {
+            Ok(result) => results.push(result),
+            Err(Stop::Need(need)) => return Evaluated::Needs(need),
+            Err(Stop::Fail(e)) => return Evaluated::Failed(index, e),
+        }
+    }
+    if eval.writes.is_empty() {
+        return Evaluated::Checked(results);
+    }
+    let parents_only = eval.parents_only();
+    Evaluated::Writes { results, writes: eval.writes.into_vec(), parents_only }
 }
 
 /// Our session lease vanished under an ephemeral create: the failure, reported at the first op
@@ -573,13 +623,13 @@ fn absorb(keys: &KeySpace, reads: &mut Reads, needs: &[Need], resp: &TxnResponse
     }
 }
 
-/// Commits `writes` if `compares` (the [`guards`] of what was read) hold. Returns whether it
-/// did.
+/// Commits `writes` if `guards` (of what was read) hold. Returns whether it did.
 async fn commit(
     kv: &KvClient,
-    compares: Vec<Compare>,
+    guards: Vec<Guard>,
     writes: Vec<(Vec<u8>, Write)>,
 ) -> Result<bool, etcd_client::Error> {
+    let compares = guards.into_iter().map(Guard::compare).collect();
     let ops: Vec<EtcdOp> = writes
         .into_iter()
         .map(|(key, write)| match write {
@@ -594,40 +644,168 @@ async fn commit(
     Ok(resp.succeeded())
 }
 
-/// The compares that hold exactly when nothing `reads` saw has changed since its revision: each
-/// key at the `mod_revision` it had (0: still absent), and no child appeared (or changed) under
-/// a node whose children decided the outcome. A child that vanished needs no guard: it is
-/// either one of ours to delete (guarded by its node key) or made a delete fail, which commits
-/// nothing.
+/// A compare of the commit, in terms the tests can check against a model of the keyspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Guard {
+    /// `key` has this `mod_revision` (0: absent).
+    At { key: Vec<u8>, mod_rev: i64 },
+    /// No key under `prefix` was written after revision `rev`.
+    Unwritten { prefix: Vec<u8>, rev: i64 },
+}
+
+impl Guard {
+    fn compare(self) -> Compare {
+        match self {
+            Guard::At { key, mod_rev } => Compare::mod_revision(key, CompareOp::Equal, mod_rev),
+            Guard::Unwritten { prefix, rev } => {
+                Compare::mod_revision(prefix, CompareOp::Less, rev + 1).with_prefix()
+            }
+        }
+    }
+}
+
+/// The compares under which the evaluation over `reads` still holds at commit time: nothing it
+/// depended on changed since the snapshot's revision. A child that vanished needs no guard: it
+/// is either one of ours to delete (guarded by its node key) or made a delete fail, which
+/// commits nothing. The rules below keep a large transaction within the compares etcd allows
+/// beside its writes (`budget` says whether a number of compares fits; the queue of a departed owner's items reads five nodes per item, the
+/// start of a catch-up of many items six):
 ///
-/// A node read absent whose parent was read absent too needs no compare of its own, nor do its
-/// children: to appear, it needs its parent to appear first, which the parent's compare sees,
-/// unless the parent is gone again by then, which takes the node with it. That keeps a large
-/// transaction within the compares etcd allows (a job's first reshard creates two nodes per
-/// sharding item, the second below the first: one compare per item, not two).
-fn guards(keys: &KeySpace, reads: &Reads) -> Vec<Compare> {
+/// - A key read present keeps its `mod_revision` (a change, a delete or a delete and re-create
+///   fails it), unless it is a node looked at only as a create's parent (`parents_only`) below
+///   which another node read present keeps its own: that one's existence at commit implies the
+///   parent's, persistent (ephemeral nodes have no children).
+/// - A node read absent whose parent was read absent too needs nothing: to appear, it needs its
+///   parent to appear first, which the parent's guard sees, unless the parent is gone again by
+///   then, which takes the node with it. The same holds for the children of such a node.
+/// - The other nodes read absent, and the children of the nodes a delete needs empty, must not
+///   appear: every create writes its node's index key, so "no index key written after the
+///   snapshot" in a range of index keys guards every one of them in it. The nodes read absent
+///   under one parent, when there are two or more or the parent's children were read anyway,
+///   share the range of the parent's children; a single one keeps its own compare
+///   (`mod_revision` 0). When that is still too many compares, the ranges widen to whole
+///   subtrees, from the deepest level up, until they fit ([`appearing_in`]): stricter (a node
+///   created anywhere in the subtree fails the commit, which is then tried again from a new
+///   snapshot), but one compare each.
+/// - Any other key keeps its `mod_revision`.
+fn guards(
+    keys: &KeySpace,
+    reads: &Reads,
+    parents_only: &BTreeSet<String>,
+    budget: impl Fn(usize) -> bool,
+) -> Vec<Guard> {
     let rev = reads.rev.unwrap_or(0);
     let read_absent =
         |p: &str| p != path::ROOT && matches!(reads.keys.get(&keys.node(p)), Some(None));
-    let parent_absent = |p: &str| path::parent(p).is_some_and(read_absent);
-    let mut compares: Vec<Compare> = reads
-        .keys
-        .iter()
-        .filter(|(key, seen)| {
-            seen.is_some() || !keys.path_of(key).is_some_and(|p| parent_absent(&p))
-        })
-        .map(|(key, seen)| {
-            Compare::mod_revision(
-                key.clone(),
-                CompareOp::Equal,
-                seen.as_ref().map_or(0, |s| s.mod_rev),
-            )
-        })
-        .collect();
-    compares.extend(
-        reads.children.keys().filter(|p| !read_absent(p)).map(|p| {
-            Compare::mod_revision(keys.children(p), CompareOp::Less, rev + 1).with_prefix()
-        }),
-    );
+    // The nodes read present whose own compare stands, and what it implies exists.
+    let mut implied = BTreeSet::new();
+    for (key, seen) in &reads.keys {
+        let Some(p) = seen.as_ref().and_then(|_| keys.path_of(key)) else { continue };
+        if !parents_only.contains(&p) {
+            implied.extend(path::ancestors(&p).map(str::to_owned));
+        }
+    }
+    let mut kept = Vec::new();
+    // Nodes that must not appear (read absent), and nodes that must not gain children.
+    let mut absent = Vec::new();
+    for (key, seen) in &reads.keys {
+        match (seen, keys.path_of(key)) {
+            (Some(_), Some(p)) if parents_only.contains(&p) && implied.contains(&p) => {}
+            (None, Some(p)) => {
+                if !path::parent(&p).is_some_and(read_absent) {
+                    absent.push(p);
+                }
+            }
+            (seen, _) => {
+                let mod_rev = seen.as_ref().map_or(0, |s| s.mod_rev);
+                kept.push(Guard::At { key: key.clone(), mod_rev });
+            }
+        }
+    }
+    let emptied: Vec<&str> =
+        reads.children.keys().map(String::as_str).filter(|p| !read_absent(p)).collect();
+    let (points, ranges) = appearing(&absent, &emptied);
+    let fine = kept.len() + points.len() + ranges.len();
+    let mut compares = kept;
+    if budget(fine) {
+        let point = |p: &str| Guard::At { key: keys.node(p), mod_rev: 0 };
+        compares.extend(points.into_iter().map(point));
+        let children = |p: &str| Guard::Unwritten { prefix: keys.children(p), rev };
+        compares.extend(ranges.into_iter().map(children));
+        return compares;
+    }
+    let room = |n: usize| budget(compares.len() + n);
+    let subtrees = appearing_in(&absent, &emptied, room);
+    let below = |p: String| Guard::Unwritten { prefix: keys.index_below(&p), rev };
+    compares.extend(subtrees.into_iter().map(below));
     compares
 }
+
+/// The fine guards against appearing nodes: the nodes read `absent` to compare one by one, and
+/// the parents whose children's range is guarded (those of `emptied`, and those with two or
+/// more nodes read absent).
+fn appearing<'p>(absent: &'p [String], emptied: &[&'p str]) -> (Vec<&'p str>, BTreeSet<&'p str>) {
+    let mut under: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for p in absent {
+        under.entry(path::parent(p).unwrap_or(path::ROOT)).or_default().push(p);
+    }
+    let mut ranges: BTreeSet<&str> = emptied.iter().copied().collect();
+    let mut points = Vec::new();
+    for (parent, nodes) in under {
+        match nodes.as_slice() {
+            [one] if !ranges.contains(parent) => points.push(*one),
+            _ => {
+                ranges.insert(parent);
+            }
+        }
+    }
+    (points, ranges)
+}
+
+/// The subtrees whose index keys, guarded as ranges, cover every node read `absent` and every
+/// child of the `emptied` nodes: the ancestors at the deepest level at which `room` allows as
+/// many compares (the root's whole tree at worst).
+fn appearing_in(
+    absent: &[String],
+    emptied: &[&str],
+    room: impl Fn(usize) -> bool,
+) -> BTreeSet<String> {
+    // The node whose descendants' index keys must stay unwritten, for each guard.
+    let bases: Vec<&str> = absent
+        .iter()
+        .map(|p| path::parent(p).unwrap_or(path::ROOT))
+        .chain(emptied.iter().copied())
+        .collect();
+    let deepest = bases.iter().map(|b| depth(b)).max().unwrap_or(0);
+    for level in (0..=deepest).rev() {
+        let roots: BTreeSet<String> = bases.iter().map(|b| at_depth(b, level).to_owned()).collect();
+        if room(roots.len()) || level == 0 {
+            return roots;
+        }
+    }
+    BTreeSet::new()
+}
+
+/// How many segments `p` has (`/` none).
+fn depth(p: &str) -> usize {
+    if p == path::ROOT {
+        0
+    } else {
+        p.bytes().filter(|&b| b == b'/').count()
+    }
+}
+
+/// The ancestor of `p` (or `p` itself) with at most `level` segments.
+fn at_depth(p: &str, level: usize) -> &str {
+    if level == 0 {
+        return path::ROOT;
+    }
+    match p.match_indices('/').nth(level) {
+        Some((cut, _)) => &p[..cut],
+        None => p,
+    }
+}
+
+#[cfg(test)]
+#[path = "txn_guards_tests.rs"]
+mod guards_tests;

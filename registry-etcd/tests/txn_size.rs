@@ -98,6 +98,48 @@ async fn many_writes_under_few_compares_commit_on_a_server_of_default_limits() {
     watcher.close().await.unwrap();
 }
 
+/// The start of a catch-up of `items` items by their one owner: per item, its `instance` node
+/// checked, its misfire marker deleted (a node that must have no children), its `running`
+/// marker created.
+fn catch_up_like(items: usize) -> Vec<TxnOp> {
+    let mut ops = Vec::new();
+    for n in 0..items {
+        ops.push(TxnOp::check(format!("/job/sharding/{n}/instance"), Some(0)));
+        ops.push(TxnOp::delete(format!("/job/sharding/{n}/misfire"), Some(0)));
+        let running = format!("/job/sharding/{n}/running");
+        ops.push(TxnOp::create(running, b"fire".to_vec(), CreateMode::Persistent));
+    }
+    ops
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catch_up_of_sixty_items_commits_on_a_server_of_default_limits() {
+    let Some(_) = endpoint() else { return };
+    let server = PrivateServer::start("txn-catch-up", &["--max-txn-ops", "128"]).await;
+    let r = connect(&server.endpoint(), "/limits").await;
+    for n in 0..60 {
+        r.create(&format!("/job/sharding/{n}/instance"), b"i@-@1", CreateMode::Persistent)
+            .await
+            .unwrap();
+        r.create(&format!("/job/sharding/{n}/misfire"), b"1", CreateMode::Persistent)
+            .await
+            .unwrap();
+    }
+    // 120 keys read present, 60 `running` markers read absent and 60 markers that must have no
+    // children: one compare each would be 240; the absent ones and the children share one
+    // guard over the index keys below `/job/sharding`.
+    r.transaction(catch_up_like(60)).await.unwrap();
+    for n in [0, 59] {
+        assert!(r.get(&format!("/job/sharding/{n}/misfire")).await.unwrap().is_none());
+        let running = r.get(&format!("/job/sharding/{n}/running")).await.unwrap();
+        assert_eq!(running.map(|node| node.data), Some(b"fire".to_vec()));
+    }
+    // The same transaction again fails where the first op does, and writes nothing.
+    let err = r.transaction(catch_up_like(60)).await.unwrap_err();
+    assert_eq!(err.transaction_failure().map(|(i, _)| i), Some(1), "{err}");
+    r.close().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_beyond_the_servers_limit_says_what_to_raise_it_to() {
     let Some(_) = endpoint() else { return };
@@ -105,18 +147,28 @@ async fn a_transaction_beyond_the_servers_limit_says_what_to_raise_it_to() {
     let r = connect(&server.endpoint(), "/limits").await;
     r.ensure("/big").await.unwrap();
 
-    // 200 creates under one parent: 201 compares (each node absent, the parent there), more
-    // than any shape holds.
-    let err = r.transaction(creates(200)).await.unwrap_err();
+    // 300 creates under one parent: one transaction (the nodes read absent share one guard).
+    r.transaction(creates(300)).await.unwrap();
+    assert_eq!(r.children("/big").await.unwrap().len(), 300);
+
+    // 200 nodes checked at their version and one set: each node read present keeps its own
+    // compare, 201 in all, more than any shape holds.
+    let checks = |n: usize| -> Vec<TxnOp> {
+        let mut ops: Vec<TxnOp> =
+            (0..n).map(|k| TxnOp::check(format!("/big/n{k:03}"), Some(0))).collect();
+        ops.push(TxnOp::set("/big", b"checked".to_vec(), None));
+        ops
+    };
+    let err = r.transaction(checks(200)).await.unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("201 compares and 400 writes"), "{text}");
-    assert!(text.contains("--max-txn-ops of at least 400"), "{text}");
+    assert!(text.contains("201 compares and 1 writes"), "{text}");
+    assert!(text.contains("--max-txn-ops of at least 201"), "{text}");
     assert!(!err.is_retryable(), "a larger limit fixes it, not a retry: {text}");
-    assert!(r.children("/big").await.unwrap().is_empty(), "nothing of it was written");
+    assert_eq!(r.get("/big").await.unwrap().map(|n| n.version), Some(0), "nothing was written");
 
     // Within the limit, on the same server: commits.
-    r.transaction(creates(100)).await.unwrap();
-    assert_eq!(r.children("/big").await.unwrap().len(), 100);
+    r.transaction(checks(100)).await.unwrap();
+    assert_eq!(r.get("/big").await.unwrap().map(|n| n.data), Some(b"checked".to_vec()));
     r.close().await.unwrap();
 }
 
