@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Certificate, Client, ConnectOptions, DeleteOptions, GetOptions, Identity, KvClient,
-    LeaseClient, TlsOptions, Txn, TxnOp as EtcdOp, TxnOpResponse, WatchClient,
+    Certificate, Client, ConnectOptions, GetOptions, Identity, KvClient, LeaseClient, TlsOptions,
+    Txn, TxnOp as EtcdOp, TxnOpResponse, WatchClient,
 };
 use parking_lot::Mutex;
 use shardcron_core::handles::{Clock, SystemClock};
@@ -26,7 +26,7 @@ use crate::error::{self, map, BACKEND};
 use crate::keys::{decode_value, KeySpace};
 use crate::options::{ConfigError, EtcdOptions};
 use crate::session::{self, Session};
-use crate::txn::{self, Outcome, Step};
+use crate::txn::{self, Outcome, RecursiveDelete, Step};
 use crate::watch::{self as scope_watch, WatchTask};
 
 /// gRPC messages the client accepts: a snapshot page or a watch response may hold many nodes of
@@ -474,16 +474,9 @@ impl CoordinatorRegistry for EtcdRegistry {
     async fn delete_recursive(&self, path: &str) -> Result<()> {
         path::validate_node(path)?;
         self.guarded(Op::DeleteRecursive, path, async {
-            let keys = &self.inner.keys;
-            let prefix = || Some(DeleteOptions::new().with_prefix());
-            // Four range deletes cover the whole subtree in every key family (see `keys`), so
-            // one etcd transaction suffices whatever the subtree's size.
-            let ops = vec![
-                EtcdOp::delete(keys.subtree(path), prefix()),
-                EtcdOp::delete(keys.index(path), None),
-                EtcdOp::delete(keys.index_below(path), prefix()),
-                EtcdOp::delete(keys.counters_below(path), prefix()),
-            ];
+            // Range deletes cover the whole subtree in every key family (see `keys`), so one
+            // etcd transaction suffices whatever the subtree's size.
+            let ops = RecursiveDelete::of(&self.inner.keys, path).ops();
             let mut kv = self.inner.kv.clone();
             kv.txn(Txn::new().and_then(ops))
                 .await

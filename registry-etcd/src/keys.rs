@@ -1,6 +1,6 @@
 //! How the registry's tree of nodes is laid out on etcd's flat, sorted keyspace.
 //!
-//! Three key families live under the namespace prefix `{ns}` (`/demo` for namespace `demo`, empty
+//! Four key families live under the namespace prefix `{ns}` (`/demo` for namespace `demo`, empty
 //! without one). For a node `/a/b`:
 //!
 //! | family | key | value | why |
@@ -8,12 +8,17 @@
 //! | node | `{ns}/n/a/b/` | [`encode_value`]: contract version + data; lease = owning session | the subtree of `/a` is exactly the prefix `{ns}/n/a/`, so a subtree watch and a snapshot are one prefix range, and `/ab` (which does not start with `/a/`) stays out |
 //! | child index | `{ns}/c/a//b` | empty; same lease as the node | the direct children of `/a` are exactly the prefix `{ns}/c/a//`: valid paths never contain `//`, so grandchildren (`{ns}/c/a/b//c`) cannot match. `children` is one range read of direct children, whatever the subtree's size |
 //! | sequence counter | `{ns}/s/a/` | next sequence number of `/a`'s sequential children, decimal | updated in the same etcd transaction as the create, so numbers are contiguous |
+//! | child version | `{ns}/v/a/` | empty | written (its `mod_revision` moves) by every transaction of this crate that creates or deletes a child of `/a`: ZooKeeper's `cversion`. A delete leaves no trace in a range of node keys; this key does, so one compare over the prefix `{ns}/v/a/` sees a child created or deleted anywhere below `/a` since a revision (the guards of a large transaction, `crate::txn`). Not written for a session's ephemeral nodes that its lease's expiry removes: those are guarded one by one |
 //!
 //! The families nest the same way the tree does: everything belonging to the subtree of `/a` is
 //! the node prefix `{ns}/n/a/`, the index prefix `{ns}/c/a/` plus the index key of `/a` itself,
-//! and the counter prefix `{ns}/s/a/`. A recursive delete is therefore four range deletes in one
-//! etcd transaction, whatever the subtree's size (etcd counts a range delete as one op of its
-//! `--max-txn-ops`, default 128).
+//! the counter prefix `{ns}/s/a/` and the child-version prefix `{ns}/v/a/`. A recursive delete is
+//! therefore five range deletes and a write of the parent's child version in one etcd
+//! transaction, whatever the subtree's size (etcd counts a range delete as one op of its
+//! `--max-txn-ops`, default 128). A node deleted on its own leaves its child version behind (one
+//! empty key, for nodes that had children; a later node of that path takes it over, and a
+//! recursive delete above removes it): deleting it would cost every delete of the hot path (the
+//! end of an item's run) one more etcd op.
 //!
 //! The root `/` is implicit: it always exists, has no key, version 0 and empty data.
 //!
@@ -114,6 +119,20 @@ impl KeySpace {
         std::str::from_utf8(key.strip_prefix(prefix.as_slice())?).ok()
     }
 
+    /// The child-version key of `path` (the root's too).
+    pub fn cversion(&self, path: &str) -> Vec<u8> {
+        self.cversions_below(path)
+    }
+
+    /// The prefix of the child-version keys of `path` and every node below it.
+    pub fn cversions_below(&self, path: &str) -> Vec<u8> {
+        if path == path::ROOT {
+            format!("{}/v/", self.ns).into_bytes()
+        } else {
+            format!("{}/v{path}/", self.ns).into_bytes()
+        }
+    }
+
     /// The key of `parent`'s sequence counter.
     pub fn counter(&self, parent: &str) -> Vec<u8> {
         self.counters_below(parent)
@@ -209,6 +228,17 @@ mod tests {
         assert_eq!(s(k.counter("/a")), "/demo/s/a/");
         assert!(k.counter("/a/b").starts_with(&k.counters_below("/a")));
         assert!(!k.counter("/ab").starts_with(&k.counters_below("/a")));
+    }
+
+    #[test]
+    fn child_versions_nest_like_the_tree() {
+        let k = ks();
+        assert_eq!(s(k.cversion("/")), "/demo/v/");
+        assert_eq!(s(k.cversion("/a")), "/demo/v/a/");
+        assert!(k.cversion("/a").starts_with(&k.cversions_below("/a")));
+        assert!(k.cversion("/a/b").starts_with(&k.cversions_below("/a")));
+        assert!(!k.cversion("/ab").starts_with(&k.cversions_below("/a")));
+        assert!(!k.cversion("/a").starts_with(&k.subtree("/")), "outside the node family");
     }
 
     #[test]

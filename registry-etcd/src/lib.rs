@@ -60,6 +60,7 @@
 
 mod client;
 mod error;
+mod guards;
 mod keys;
 mod nest;
 mod options;

@@ -195,6 +195,7 @@ impl Planner<'_> {
                     self.keys.index(p),
                     Write::Put { value: Vec::new(), lease: Some(lease) },
                 );
+                self.children_changed(p);
                 self.nodes.insert(
                     p.clone(),
                     Known::Present {
@@ -211,10 +212,18 @@ impl Planner<'_> {
                 self.write(self.keys.node(p), Write::Delete);
                 self.write(self.keys.index(p), Write::Delete);
                 self.write(self.keys.counter(p), Write::Delete);
+                self.children_changed(p);
                 self.nodes.insert(p.clone(), Known::Absent);
                 Some(TxnResult::Deleted)
             }
         }
+    }
+
+    /// Moves the child version of `p`'s parent ([`KeySpace::cversion`]): `p` is created or
+    /// deleted.
+    fn children_changed(&mut self, p: &str) {
+        let parent = path::parent(p).unwrap_or(path::ROOT);
+        self.write(self.keys.cversion(parent), Write::Put { value: Vec::new(), lease: Some(0) });
     }
 
     /// Requires node `p` to exist (at `version`, when given). Returns its version if known and
@@ -411,7 +420,8 @@ mod tests {
         steps.push(set("/job/ledger/me", Some(5)));
         let planned = plan(&ks(), &steps, Some(7)).unwrap();
         assert_eq!(planned.compares.len(), 3 * 2 + 3 + 2, "version ranges, absences, the ledger");
-        assert_eq!(planned.writes.len(), 3 * 2 + 1);
+        // Node, index and the parent's child version per marker; the ledger.
+        assert_eq!(planned.writes.len(), 3 * 3 + 1);
         assert_eq!(planned.results[6], TxnResult::Set { version: 6 });
         assert_eq!(
             planned.results[3],
@@ -426,8 +436,9 @@ mod tests {
             delete("/job/sharding/1/running", Some(0)),
             set("/job/ledger/me", Some(6)),
         ];
-        // Per delete: the version range and the empty child range; node, index and counter.
-        assert_eq!(sizes(&steps), Some((2 * 3 + 2, 3 * 2 + 1)));
+        // Per delete: the version range and the empty child range; node, index, counter and
+        // the parent's child version.
+        assert_eq!(sizes(&steps), Some((2 * 3 + 2, 4 * 2 + 1)));
     }
 
     #[test]
@@ -460,7 +471,7 @@ mod tests {
         let steps = [create("/a", p), create("/a/b", p), set("/a/b", Some(0))];
         let planned = plan(&ks(), &steps, Some(7)).unwrap();
         assert_eq!(planned.compares.len(), 2, "/a absent, /a/b absent; the parents need none");
-        assert_eq!(planned.writes.len(), 4, "node and index of each; the set merges");
+        assert_eq!(planned.writes.len(), 6, "node, index, parent's child version; the set merges");
         assert_eq!(planned.results[2], TxnResult::Set { version: 1 });
         // Deleting every child then the parent: the child range is split around them.
         let steps = [delete("/p/a", None), delete("/p/c", None), delete("/p", None)];

@@ -27,13 +27,14 @@
 //! step 1, so that the evaluation (2) names the failing op, or commits (3) after a compare that
 //! was stricter than the contract, without another read.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
-use etcd_client::{Compare, CompareOp, GetOptions, KvClient, PutOptions, Txn, TxnOp as EtcdOp};
 use etcd_client::{DeleteOptions, TxnOpResponse, TxnResponse};
+use etcd_client::{GetOptions, KvClient, PutOptions, Txn, TxnOp as EtcdOp};
 use shardcron_core::registry::{path, CreateMode, Op, RegistryError, TxnResult, Version};
 
 use crate::error::{self, map};
+use crate::guards::{guards, Guard};
 use crate::keys::{decode_counter, decode_value, encode_value, sequential_name, KeySpace};
 use crate::nest;
 use crate::plan;
@@ -88,26 +89,26 @@ pub(crate) type Outcome = Result<Vec<TxnResult>, (usize, RegistryError)>;
 
 /// A key as read at the snapshot revision.
 #[derive(Debug, Clone)]
-struct Seen {
-    value: Vec<u8>,
-    mod_rev: i64,
-    lease: i64,
+pub(crate) struct Seen {
+    pub value: Vec<u8>,
+    pub mod_rev: i64,
+    pub lease: i64,
 }
 
 /// Direct children of a node as the index showed them at `R`, at most `limit` of them.
 #[derive(Debug, Clone, Default)]
-struct ChildList {
-    names: BTreeSet<String>,
+pub(crate) struct ChildList {
+    pub names: BTreeSet<String>,
     /// The index held more than the limit: the node cannot become empty in this transaction.
-    truncated: bool,
+    pub truncated: bool,
 }
 
 /// Everything read so far, at revision `rev`.
 #[derive(Debug, Default)]
-struct Reads {
-    rev: Option<i64>,
-    keys: HashMap<Vec<u8>, Option<Seen>>,
-    children: HashMap<String, ChildList>,
+pub(crate) struct Reads {
+    pub rev: Option<i64>,
+    pub keys: HashMap<Vec<u8>, Option<Seen>>,
+    pub children: HashMap<String, ChildList>,
 }
 
 /// Something the evaluation needs that has not been read yet.
@@ -280,6 +281,7 @@ impl<'a> Eval<'a> {
         self.write(self.keys.node(p), Write::Put { value, lease: state.lease });
         if new {
             self.write(self.keys.index(p), Write::Put { value: Vec::new(), lease: state.lease });
+            self.children_changed(p);
         }
         self.nodes.insert(p.to_owned(), Some(state));
     }
@@ -288,8 +290,16 @@ impl<'a> Eval<'a> {
         self.write(self.keys.node(p), Write::Delete);
         self.write(self.keys.index(p), Write::Delete);
         self.write(self.keys.counter(p), Write::Delete);
+        self.children_changed(p);
         self.nodes.insert(p.to_owned(), None);
         self.counters.insert(p.to_owned(), 0);
+    }
+
+    /// Moves the child version of `p`'s parent ([`KeySpace::cversion`]): `p` was created or
+    /// deleted.
+    fn children_changed(&mut self, p: &str) {
+        let parent = path::parent(p).unwrap_or(path::ROOT);
+        self.write(self.keys.cversion(parent), Write::Put { value: Vec::new(), lease: 0 });
     }
 
     fn apply(&mut self, step: &Step) -> Result<TxnResult, Stop> {
@@ -543,6 +553,43 @@ fn evaluate(keys: &KeySpace, reads: &Reads, steps: &[Step], lease: Option<i64>) 
     Evaluated::Writes { results, writes: eval.writes.into_vec(), parents_only }
 }
 
+/// What a recursive delete of `path` writes, in one etcd `Txn` without compares: the whole
+/// subtree in every key family ([`crate::keys`]), and the parent's child version.
+#[derive(Debug)]
+pub(crate) struct RecursiveDelete {
+    /// Every key under these prefixes goes.
+    pub prefixes: Vec<Vec<u8>>,
+    /// These keys go.
+    pub keys: Vec<Vec<u8>>,
+    /// This key is written (empty, no lease).
+    pub touched: Vec<u8>,
+}
+
+impl RecursiveDelete {
+    pub fn of(keys: &KeySpace, p: &str) -> Self {
+        RecursiveDelete {
+            prefixes: vec![
+                keys.subtree(p),
+                keys.index_below(p),
+                keys.counters_below(p),
+                keys.cversions_below(p),
+            ],
+            keys: vec![keys.index(p)],
+            touched: keys.cversion(path::parent(p).unwrap_or(path::ROOT)),
+        }
+    }
+
+    /// The etcd ops: the deletes, then the write.
+    pub fn ops(self) -> Vec<EtcdOp> {
+        let prefix = || Some(DeleteOptions::new().with_prefix());
+        let mut ops: Vec<EtcdOp> =
+            self.prefixes.into_iter().map(|p| EtcdOp::delete(p, prefix())).collect();
+        ops.extend(self.keys.into_iter().map(|k| EtcdOp::delete(k, None)));
+        ops.push(EtcdOp::put(self.touched, Vec::new(), Some(PutOptions::new().with_lease(0))));
+        ops
+    }
+}
+
 /// Our session lease vanished under an ephemeral create: the failure, reported at the first op
 /// that needed the lease.
 fn lease_gone(steps: &[Step], op: Op, at: &str) -> (usize, RegistryError) {
@@ -644,168 +691,6 @@ async fn commit(
     Ok(resp.succeeded())
 }
 
-/// A compare of the commit, in terms the tests can check against a model of the keyspace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Guard {
-    /// `key` has this `mod_revision` (0: absent).
-    At { key: Vec<u8>, mod_rev: i64 },
-    /// No key under `prefix` was written after revision `rev`.
-    Unwritten { prefix: Vec<u8>, rev: i64 },
-}
-
-impl Guard {
-    fn compare(self) -> Compare {
-        match self {
-            Guard::At { key, mod_rev } => Compare::mod_revision(key, CompareOp::Equal, mod_rev),
-            Guard::Unwritten { prefix, rev } => {
-                Compare::mod_revision(prefix, CompareOp::Less, rev + 1).with_prefix()
-            }
-        }
-    }
-}
-
-/// The compares under which the evaluation over `reads` still holds at commit time: nothing it
-/// depended on changed since the snapshot's revision. A child that vanished needs no guard: it
-/// is either one of ours to delete (guarded by its node key) or made a delete fail, which
-/// commits nothing. The rules below keep a large transaction within the compares etcd allows
-/// beside its writes (`budget` says whether a number of compares fits; the queue of a departed owner's items reads five nodes per item, the
-/// start of a catch-up of many items six):
-///
-/// - A key read present keeps its `mod_revision` (a change, a delete or a delete and re-create
-///   fails it), unless it is a node looked at only as a create's parent (`parents_only`) below
-///   which another node read present keeps its own: that one's existence at commit implies the
-///   parent's, persistent (ephemeral nodes have no children).
-/// - A node read absent whose parent was read absent too needs nothing: to appear, it needs its
-///   parent to appear first, which the parent's guard sees, unless the parent is gone again by
-///   then, which takes the node with it. The same holds for the children of such a node.
-/// - The other nodes read absent, and the children of the nodes a delete needs empty, must not
-///   appear: every create writes its node's index key, so "no index key written after the
-///   snapshot" in a range of index keys guards every one of them in it. The nodes read absent
-///   under one parent, when there are two or more or the parent's children were read anyway,
-///   share the range of the parent's children; a single one keeps its own compare
-///   (`mod_revision` 0). When that is still too many compares, the ranges widen to whole
-///   subtrees, from the deepest level up, until they fit ([`appearing_in`]): stricter (a node
-///   created anywhere in the subtree fails the commit, which is then tried again from a new
-///   snapshot), but one compare each.
-/// - Any other key keeps its `mod_revision`.
-fn guards(
-    keys: &KeySpace,
-    reads: &Reads,
-    parents_only: &BTreeSet<String>,
-    budget: impl Fn(usize) -> bool,
-) -> Vec<Guard> {
-    let rev = reads.rev.unwrap_or(0);
-    let read_absent =
-        |p: &str| p != path::ROOT && matches!(reads.keys.get(&keys.node(p)), Some(None));
-    // The nodes read present whose own compare stands, and what it implies exists.
-    let mut implied = BTreeSet::new();
-    for (key, seen) in &reads.keys {
-        let Some(p) = seen.as_ref().and_then(|_| keys.path_of(key)) else { continue };
-        if !parents_only.contains(&p) {
-            implied.extend(path::ancestors(&p).map(str::to_owned));
-        }
-    }
-    let mut kept = Vec::new();
-    // Nodes that must not appear (read absent), and nodes that must not gain children.
-    let mut absent = Vec::new();
-    for (key, seen) in &reads.keys {
-        match (seen, keys.path_of(key)) {
-            (Some(_), Some(p)) if parents_only.contains(&p) && implied.contains(&p) => {}
-            (None, Some(p)) => {
-                if !path::parent(&p).is_some_and(read_absent) {
-                    absent.push(p);
-                }
-            }
-            (seen, _) => {
-                let mod_rev = seen.as_ref().map_or(0, |s| s.mod_rev);
-                kept.push(Guard::At { key: key.clone(), mod_rev });
-            }
-        }
-    }
-    let emptied: Vec<&str> =
-        reads.children.keys().map(String::as_str).filter(|p| !read_absent(p)).collect();
-    let (points, ranges) = appearing(&absent, &emptied);
-    let fine = kept.len() + points.len() + ranges.len();
-    let mut compares = kept;
-    if budget(fine) {
-        let point = |p: &str| Guard::At { key: keys.node(p), mod_rev: 0 };
-        compares.extend(points.into_iter().map(point));
-        let children = |p: &str| Guard::Unwritten { prefix: keys.children(p), rev };
-        compares.extend(ranges.into_iter().map(children));
-        return compares;
-    }
-    let room = |n: usize| budget(compares.len() + n);
-    let subtrees = appearing_in(&absent, &emptied, room);
-    let below = |p: String| Guard::Unwritten { prefix: keys.index_below(&p), rev };
-    compares.extend(subtrees.into_iter().map(below));
-    compares
-}
-
-/// The fine guards against appearing nodes: the nodes read `absent` to compare one by one, and
-/// the parents whose children's range is guarded (those of `emptied`, and those with two or
-/// more nodes read absent).
-fn appearing<'p>(absent: &'p [String], emptied: &[&'p str]) -> (Vec<&'p str>, BTreeSet<&'p str>) {
-    let mut under: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for p in absent {
-        under.entry(path::parent(p).unwrap_or(path::ROOT)).or_default().push(p);
-    }
-    let mut ranges: BTreeSet<&str> = emptied.iter().copied().collect();
-    let mut points = Vec::new();
-    for (parent, nodes) in under {
-        match nodes.as_slice() {
-            [one] if !ranges.contains(parent) => points.push(*one),
-            _ => {
-                ranges.insert(parent);
-            }
-        }
-    }
-    (points, ranges)
-}
-
-/// The subtrees whose index keys, guarded as ranges, cover every node read `absent` and every
-/// child of the `emptied` nodes: the ancestors at the deepest level at which `room` allows as
-/// many compares (the root's whole tree at worst).
-fn appearing_in(
-    absent: &[String],
-    emptied: &[&str],
-    room: impl Fn(usize) -> bool,
-) -> BTreeSet<String> {
-    // The node whose descendants' index keys must stay unwritten, for each guard.
-    let bases: Vec<&str> = absent
-        .iter()
-        .map(|p| path::parent(p).unwrap_or(path::ROOT))
-        .chain(emptied.iter().copied())
-        .collect();
-    let deepest = bases.iter().map(|b| depth(b)).max().unwrap_or(0);
-    for level in (0..=deepest).rev() {
-        let roots: BTreeSet<String> = bases.iter().map(|b| at_depth(b, level).to_owned()).collect();
-        if room(roots.len()) || level == 0 {
-            return roots;
-        }
-    }
-    BTreeSet::new()
-}
-
-/// How many segments `p` has (`/` none).
-fn depth(p: &str) -> usize {
-    if p == path::ROOT {
-        0
-    } else {
-        p.bytes().filter(|&b| b == b'/').count()
-    }
-}
-
-/// The ancestor of `p` (or `p` itself) with at most `level` segments.
-fn at_depth(p: &str, level: usize) -> &str {
-    if level == 0 {
-        return path::ROOT;
-    }
-    match p.match_indices('/').nth(level) {
-        Some((cut, _)) => &p[..cut],
-        None => p,
-    }
-}
-
 #[cfg(test)]
-#[path = "txn_guards_tests.rs"]
+#[path = "guards_tests.rs"]
 mod guards_tests;

@@ -58,12 +58,12 @@ async fn many_writes_under_few_compares_commit_on_a_server_of_default_limits() {
     let mut stream = watcher.watch("/job").await.unwrap();
     assert!(matches!(next(&mut stream).await, WatchEvent::Resync { .. }));
 
-    // The one-`Txn` form: 40 items, 161 writes.
+    // The one-`Txn` form: 40 items, 202 writes.
     let fenced = TxnOp::set("/job", b"leader".to_vec(), Some(0));
     r.transaction(reshard_like(fenced, 40)).await.unwrap();
     assert_eq!(r.children("/job/sharding").await.unwrap().len(), 40);
     // The engine's form (a set without a version is decided by reading first): 100 items,
-    // 401 writes; 201 keys read, of which the 100 `instance` children need no compare.
+    // 502 writes; 202 keys read, of which the 100 `instance` children need no compare.
     r.delete_recursive("/job/sharding").await.unwrap();
     r.ensure("/job/sharding").await.unwrap();
     let unfenced = TxnOp::set("/job", b"again".to_vec(), None);
@@ -113,29 +113,35 @@ fn catch_up_like(items: usize) -> Vec<TxnOp> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_catch_up_of_sixty_items_commits_on_a_server_of_default_limits() {
+async fn a_catch_up_of_two_hundred_items_commits_on_a_server_of_default_limits() {
     let Some(_) = endpoint() else { return };
     let server = PrivateServer::start("txn-catch-up", &["--max-txn-ops", "128"]).await;
     let r = connect(&server.endpoint(), "/limits").await;
-    for n in 0..60 {
-        r.create(&format!("/job/sharding/{n}/instance"), b"i@-@1", CreateMode::Persistent)
-            .await
-            .unwrap();
-        r.create(&format!("/job/sharding/{n}/misfire"), b"1", CreateMode::Persistent)
-            .await
-            .unwrap();
+    r.ensure("/job/sharding").await.unwrap();
+    let mut setup = Vec::new();
+    for n in 0..200 {
+        let item = format!("/job/sharding/{n}");
+        setup.push(TxnOp::create(item.clone(), Vec::new(), CreateMode::Persistent));
+        setup.push(TxnOp::create(
+            format!("{item}/instance"),
+            b"i@-@1".to_vec(),
+            CreateMode::Persistent,
+        ));
+        setup.push(TxnOp::create(format!("{item}/misfire"), b"1".to_vec(), CreateMode::Persistent));
     }
-    // 120 keys read present, 60 `running` markers read absent and 60 markers that must have no
-    // children: one compare each would be 240; the absent ones and the children share one
-    // guard over the index keys below `/job/sharding`.
-    r.transaction(catch_up_like(60)).await.unwrap();
-    for n in [0, 59] {
+    // 600 creates, 1,800 etcd writes: the items' nodes are read absent under a parent read
+    // absent, or share one guard.
+    r.transaction(setup).await.unwrap();
+    // 400 keys read present, 200 `running` markers read absent and 200 markers that must have
+    // no children: a compare each would be 800; `/job/sharding` is pinned instead.
+    r.transaction(catch_up_like(200)).await.unwrap();
+    for n in [0, 199] {
         assert!(r.get(&format!("/job/sharding/{n}/misfire")).await.unwrap().is_none());
         let running = r.get(&format!("/job/sharding/{n}/running")).await.unwrap();
         assert_eq!(running.map(|node| node.data), Some(b"fire".to_vec()));
     }
     // The same transaction again fails where the first op does, and writes nothing.
-    let err = r.transaction(catch_up_like(60)).await.unwrap_err();
+    let err = r.transaction(catch_up_like(200)).await.unwrap_err();
     assert_eq!(err.transaction_failure().map(|(i, _)| i), Some(1), "{err}");
     r.close().await.unwrap();
 }
@@ -150,21 +156,32 @@ async fn a_transaction_beyond_the_servers_limit_says_what_to_raise_it_to() {
     // 300 creates under one parent: one transaction (the nodes read absent share one guard).
     r.transaction(creates(300)).await.unwrap();
     assert_eq!(r.children("/big").await.unwrap().len(), 300);
+    // 300 checks of persistent nodes and a set: the subtree of `/big` pinned, three compares.
+    let mut ops: Vec<TxnOp> =
+        (0..300).map(|k| TxnOp::check(format!("/big/n{k:03}"), Some(0))).collect();
+    ops.push(TxnOp::set("/big", b"pinned".to_vec(), None));
+    r.transaction(ops).await.unwrap();
 
-    // 200 nodes checked at their version and one set: each node read present keeps its own
-    // compare, 201 in all, more than any shape holds.
+    // Ephemeral nodes keep a compare each (their session's expiry removes them without a
+    // trace a wider guard would see): 200 of them checked, and a set, are 202 compares, more
+    // than any shape holds.
+    r.ensure("/eph").await.unwrap();
+    let ephemeral = (0..200)
+        .map(|k| TxnOp::create(format!("/eph/e{k:03}"), b"x".to_vec(), CreateMode::Ephemeral));
+    r.transaction(ephemeral.collect()).await.unwrap();
     let checks = |n: usize| -> Vec<TxnOp> {
         let mut ops: Vec<TxnOp> =
-            (0..n).map(|k| TxnOp::check(format!("/big/n{k:03}"), Some(0))).collect();
+            (0..n).map(|k| TxnOp::check(format!("/eph/e{k:03}"), Some(0))).collect();
         ops.push(TxnOp::set("/big", b"checked".to_vec(), None));
         ops
     };
     let err = r.transaction(checks(200)).await.unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("201 compares and 1 writes"), "{text}");
-    assert!(text.contains("--max-txn-ops of at least 201"), "{text}");
+    assert!(text.contains("202 compares and 1 writes"), "{text}");
+    assert!(text.contains("--max-txn-ops of at least 202"), "{text}");
     assert!(!err.is_retryable(), "a larger limit fixes it, not a retry: {text}");
-    assert_eq!(r.get("/big").await.unwrap().map(|n| n.version), Some(0), "nothing was written");
+    let big = r.get("/big").await.unwrap().map(|n| n.data);
+    assert_eq!(big, Some(b"pinned".to_vec()), "nothing was written");
 
     // Within the limit, on the same server: commits.
     r.transaction(checks(100)).await.unwrap();

@@ -9,7 +9,10 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use shardcron_core::registry::CreateMode;
 
+use std::collections::BTreeSet;
+
 use super::*;
+use crate::guards::{appearing, at_depth, pin};
 
 /// etcd's keyspace as the layout stores it, and its revision.
 #[derive(Debug, Clone, Default)]
@@ -94,8 +97,51 @@ impl Model {
                 .range(prefix.clone()..)
                 .take_while(|(k, _)| k.starts_with(prefix))
                 .all(|(_, s)| s.mod_rev <= *rev),
+            Guard::KeyUnwritten { key, rev } => {
+                self.keys.get(key).is_none_or(|s| s.mod_rev <= *rev)
+            }
         }
     }
+
+    /// A recursive delete of `p`, as the client sends it.
+    fn delete_recursive(&mut self, keys: &KeySpace, p: &str) {
+        let delete = RecursiveDelete::of(keys, p);
+        self.rev += 1;
+        for prefix in &delete.prefixes {
+            self.keys.retain(|k, _| !k.starts_with(prefix));
+        }
+        for key in &delete.keys {
+            self.keys.remove(key);
+        }
+        let seen = Seen { value: Vec::new(), mod_rev: self.rev, lease: 0 };
+        self.keys.insert(delete.touched, seen);
+    }
+
+    /// The session's lease expires: etcd removes its keys, and writes nothing else.
+    fn expire(&mut self) {
+        self.rev += 1;
+        self.keys.retain(|_, s| s.lease != LEASE);
+    }
+}
+
+/// What another client does between the snapshot and the commit.
+#[derive(Debug, Clone)]
+enum Other {
+    /// A transaction of drawn ops (or, when it fails whole, its ops one by one).
+    Txn(Vec<Drawn>),
+    /// A recursive delete of the drawn path.
+    DeleteRecursive(usize),
+    /// The session owning the ephemeral nodes expires.
+    Expire,
+}
+
+fn others() -> impl Strategy<Value = Vec<Other>> {
+    let other = prop_oneof![
+        6 => ops().prop_map(Other::Txn),
+        2 => (0usize..6).prop_map(Other::DeleteRecursive),
+        1 => Just(Other::Expire),
+    ];
+    prop::collection::vec(other, 1..4)
 }
 
 const LEASE: i64 = 7;
@@ -144,8 +190,8 @@ proptest! {
         tree in prop::collection::vec(any::<bool>(), 6),
         ephemeral_leaves in any::<bool>(),
         txn in ops(),
-        others in prop::collection::vec(ops(), 1..4),
-        budget in prop::option::of(0usize..6),
+        others in others(),
+        budget in prop::option::of(0usize..12),
     ) {
         let keys = KeySpace::new(Some("ns")).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let paths = paths();
@@ -164,11 +210,17 @@ proptest! {
         // Each of the others' transactions commits whole, or else its ops one by one (a
         // random list of ops mostly has one that fails, which would leave nothing changed).
         for other in others {
-            let other: Vec<Step> = other.into_iter().map(|d| step(d, &paths)).collect();
-            if !model.run(&keys, &other) {
-                for op in other {
-                    model.run(&keys, &[op]);
+            match other {
+                Other::Txn(ops) => {
+                    let ops: Vec<Step> = ops.into_iter().map(|d| step(d, &paths)).collect();
+                    if !model.run(&keys, &ops) {
+                        for op in ops {
+                            model.run(&keys, &[op]);
+                        }
+                    }
                 }
+                Other::DeleteRecursive(at) => model.delete_recursive(&keys, &paths[at % paths.len()]),
+                Other::Expire => model.expire(),
             }
         }
         if guards.iter().all(|g| model.holds(g)) {
@@ -178,9 +230,9 @@ proptest! {
     }
 }
 
-/// The guards widen level by level until they fit.
+/// Nodes read absent share a range; pinned subtrees widen level by level until they fit.
 #[test]
-fn guards_widen_to_the_deepest_subtrees_that_fit() {
+fn guards_share_ranges_and_pin_the_deepest_subtrees_that_fit() {
     let absent: Vec<String> =
         ["/j/sharding/1/running", "/j/sharding/2/running", "/j/queue/3", "/j/queue/4"]
             .map(String::from)
@@ -190,22 +242,37 @@ fn guards_widen_to_the_deepest_subtrees_that_fit() {
     let (points, ranges) = appearing(&absent, &emptied);
     assert_eq!(points, vec!["/j/sharding/1/running", "/j/sharding/2/running"]);
     assert_eq!(ranges.into_iter().collect::<Vec<_>>(), vec!["/j/queue", "/j/sharding/1/misfire"]);
+    // Pinned subtrees: two compares each, and one per node above them.
+    let covered =
+        ["/j/sharding/1/running", "/j/sharding/2/running", "/j/queue/3", "/j/sharding/1/misfire"];
     let at = |room: usize| {
-        appearing_in(&absent, &emptied, |n| n <= room).into_iter().collect::<Vec<_>>()
+        let (roots, above) = pin(&covered, |n| n <= room);
+        (roots.into_iter().collect::<Vec<_>>(), above.len())
     };
-    assert_eq!(at(4), vec!["/j/queue", "/j/sharding/1", "/j/sharding/1/misfire", "/j/sharding/2"]);
-    assert_eq!(at(3), vec!["/j/queue", "/j/sharding/1", "/j/sharding/2"]);
-    assert_eq!(at(2), vec!["/j/queue", "/j/sharding"]);
-    assert_eq!(at(1), vec!["/j"]);
-    assert_eq!(at(0), vec!["/"], "the whole tree at worst");
+    let level_4 =
+        (covered.iter().map(|p| p.to_string()).collect::<BTreeSet<_>>().into_iter().collect(), 6);
+    assert_eq!(at(14), level_4);
+    assert_eq!(
+        at(13),
+        (vec!["/j/queue/3".into(), "/j/sharding/1".into(), "/j/sharding/2".into()], 4)
+    );
+    assert_eq!(at(9), (vec!["/j/queue".into(), "/j/sharding".into()], 2));
+    assert_eq!(at(5), (vec!["/j".into()], 1));
+    assert_eq!(at(2), (vec!["/".into()], 0), "the whole tree at worst");
+    assert_eq!(at(0), (vec!["/".into()], 0));
     assert_eq!(at_depth("/j/sharding/1", 2), "/j/sharding");
     assert_eq!(at_depth("/j", 2), "/j");
     assert_eq!(at_depth("/j", 0), "/");
 }
 
 /// Runs `txn` on a tree of `tree` (persistent nodes), then `other`; the guards of `txn`'s commit
-/// (fine ones) and whether they still hold.
-fn interleave(tree: &[&str], txn: Vec<Step>, other: Vec<Step>) -> (Vec<Guard>, bool) {
+/// (within `budget` compares) and whether they still hold.
+fn interleave_within(
+    tree: &[&str],
+    txn: Vec<Step>,
+    budget: usize,
+    other: impl FnOnce(&KeySpace, &mut Model),
+) -> (Vec<Guard>, bool) {
     let Ok(keys) = KeySpace::new(Some("ns")) else { panic!("a valid namespace") };
     let mut model = Model::default();
     for p in tree {
@@ -219,10 +286,45 @@ fn interleave(tree: &[&str], txn: Vec<Step>, other: Vec<Step>) -> (Vec<Guard>, b
     }
     let (reads, evaluated) = model.evaluate(&keys, &txn);
     let Evaluated::Writes { parents_only, .. } = &evaluated else { panic!("{txn:?} writes") };
-    let guards = guards(&keys, &reads, parents_only, |_| true);
-    assert!(model.run(&keys, &other), "{other:?} commits");
+    let guards = guards(&keys, &reads, parents_only, |n| n <= budget);
+    other(&keys, &mut model);
     let hold = guards.iter().all(|g| model.holds(g));
     (guards, hold)
+}
+
+/// [`interleave_within`] with guards as fine as they come, `other` a transaction.
+fn interleave(tree: &[&str], txn: Vec<Step>, other: Vec<Step>) -> (Vec<Guard>, bool) {
+    interleave_within(tree, txn, usize::MAX, |keys, model| {
+        assert!(model.run(keys, &other), "{other:?} commits");
+    })
+}
+
+#[test]
+fn a_recursive_delete_above_a_pinned_subtree_fails_the_commit() {
+    let create = |p: &str| Step::Create {
+        path: p.into(),
+        data: Vec::new(),
+        mode: CreateMode::Persistent,
+        parents: false,
+    };
+    let txn = vec![
+        create("/a/a/a"),
+        create("/a/a/b"),
+        Step::Check { path: "/a/b".into(), version: Some(0) },
+        Step::Set { path: "/a".into(), data: b"x".to_vec(), version: None },
+    ];
+    // Four fine guards; three pin `/a` (its node keys, its child versions, the root's).
+    let (guards, hold) = interleave_within(&["/a/a", "/a/b"], txn.clone(), 3, |keys, model| {
+        model.delete_recursive(keys, "/a");
+    });
+    assert_eq!(guards.len(), 3, "{guards:?}");
+    assert!(!hold, "{guards:?}");
+    // A recursive delete in another subtree leaves it alone (one at the top level would not:
+    // it writes the root's child version).
+    let (_, hold) = interleave_within(&["/a/a", "/a/b", "/b/a"], txn, 3, |keys, model| {
+        model.delete_recursive(keys, "/b/a");
+    });
+    assert!(hold);
 }
 
 #[test]
