@@ -9,8 +9,8 @@
 # which the test script sources; the etcd tests read SHARDCRON_ETCD. The server accepts requests
 # of up to 10 MiB (--max-request-bytes) so that transactions carrying several nodes of the
 # contract's 1 MiB maximum fit. It keeps etcd's default of 128 ops per transaction
-# (--max-txn-ops), as most deployments do: the tests' jobs (14 sharding items at most per job
-# on etcd) fit it, and a test that needs another limit starts a private server with it.
+# (--max-txn-ops), as most deployments do: the backend fits large transactions into it (nested
+# writes, guards by subtree), and a test that needs another limit starts a private server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -148,9 +148,10 @@ pub(crate) fn txn_too_large(
     let message = format!(
         "{}: this transaction needs {compares} compares and {writes} writes in one etcd Txn, \
          more than the server's --max-txn-ops allows (etcd's default is 128); restart etcd with \
-         --max-txn-ops of at least {needed}. shardcron's transactions grow with a job's \
-         sharding items (it needs at least 8 x the largest job's items + 16): see \"Server \
-         settings\" in the shardcron-registry-etcd README",
+         --max-txn-ops of at least {needed}. shardcron nests many writes and guards many reads \
+         by subtree, but a transaction that reads more than about 120 ephemeral nodes or \
+         writes more than some 4,000 keys does not fit: see \"Transaction size\" in the \
+         shardcron-registry-etcd README",
         status.message()
     );
     Some(backend(op, path.to_owned(), message, false))

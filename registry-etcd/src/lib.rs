@@ -8,9 +8,9 @@
 //!
 //! | contract | etcd |
 //! |---|---|
-//! | tree of nodes | three key families per namespace (see `keys.rs` and the README): nodes, a child index, sequence counters |
+//! | tree of nodes | four key families per namespace (see `keys.rs` and the README): nodes, a child index, sequence counters, child versions |
 //! | session, ephemeral nodes | a lease kept alive every TTL/3 by its own task; ephemeral keys carry the lease; `Lost` when no keep-alive was answered for the TTL less the margin, counted from its send |
-//! | every write, transactions | one etcd `Txn` whose compares state the contract's conditions (existence, version, absence, persistent parent, no children), its failure branch reading what decides the error; where compares cannot state them, a read at one revision and a `Txn` guarded by compares on everything read (optimistic, STM style) |
+//! | every write, transactions | one etcd `Txn` whose compares state the contract's conditions (existence, version, absence, persistent parent, no children), its failure branch reading what decides the error; where compares cannot state them, a read at one revision and a `Txn` guarded by compares on everything read (optimistic, STM style); many writes nested, many reads guarded by subtree, within etcd's default `--max-txn-ops` |
 //! | watches | one watch per scope entry on one stream; a one-entry scope resumes from the last delivered revision, a scope of several resyncs after a break; `Resync` after compaction or expiry |
 //! | latch, mutex | the core's recipes over ephemeral-sequential nodes |
 //! | registry time | the local clock after a round trip (etcd has no clock API) |

@@ -563,9 +563,10 @@ pub(super) struct CatchUp {
 /// How many ops a claim transaction holds at most (with at least one item): the items of a
 /// share beyond it go in the next one. An item's claim is five or six ops, and the runtime
 /// adds the detail node of an ElasticJob node that has one (the queue entry's): some 30
-/// registry ops for four items, within the 40 or so an etcd of default `--max-txn-ops` (128)
-/// takes in one transaction (see `registry-etcd`). The share of a crashed owner of many items
-/// in one transaction would be refused there, every time.
+/// registry ops for four items. Chosen when an etcd of default `--max-txn-ops` (128) took
+/// some 40 ops in one transaction; the etcd backend now takes far more (`registry-etcd`,
+/// "Transaction size"), but a claim of a few items stays a short transaction on every server,
+/// and it is the bound the simulator's checked runs claim with.
 const CLAIM_OPS: usize = 24;
 
 /// How long a queued failover entry of another instance's share waits for that instance
