@@ -20,6 +20,17 @@ use std::num::NonZeroU64;
 use shardcron_core::__private::InlineName as Name;
 use shardcron_core::registry::{path, Node, Version};
 
+/// What [`Tree::subtree_where`] does with a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Visit {
+    /// Returns it, and walks below it.
+    Keep,
+    /// Leaves it out, and walks below it.
+    Skip,
+    /// Leaves it and everything below it out.
+    Prune,
+}
+
 /// A session's id, as reported in `SessionEvent::Connected`.
 pub(crate) type SessionId = u64;
 
@@ -169,21 +180,37 @@ impl Tree {
 
     /// The node at `root` and everything below it, in path order.
     pub fn subtree<'a>(&'a self, root: &'a str) -> Vec<(&'a str, &'a Entry)> {
+        let mut found = self.subtree_where(root, |_| Visit::Keep);
+        found.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        found
+    }
+
+    /// The nodes of the subtree at `root` that `visit` keeps, in no order: top down, so that
+    /// `visit` may say [`Visit::Prune`] for a node whose whole subtree it does not want (a
+    /// watch's snapshot of what a widened scope adds leaves out what the old scope covered,
+    /// subtree by subtree, without looking at every node below).
+    pub fn subtree_where<'a>(
+        &'a self,
+        root: &'a str,
+        mut visit: impl FnMut(&str) -> Visit,
+    ) -> Vec<(&'a str, &'a Entry)> {
         let Some((own, entry)) = self.nodes.get_key_value(root) else { return Vec::new() };
-        let mut found = vec![(&**own, entry)];
-        // Walk the children lists (every node lists its children), then sort by path.
-        let mut next = 0;
-        while next < found.len() {
-            let (parent, entry) = found[next];
-            next += 1;
+        let mut found = Vec::new();
+        // Walk the children lists (every node lists its children).
+        let mut pending = vec![(&**own, entry)];
+        while let Some((at, entry)) = pending.pop() {
+            match visit(at) {
+                Visit::Prune => continue,
+                Visit::Keep => found.push((at, entry)),
+                Visit::Skip => {}
+            }
             for name in entry.children.iter() {
-                let child = path::join(parent, name);
+                let child = path::join(at, name);
                 if let Some((p, e)) = self.nodes.get_key_value(child.as_str()) {
-                    found.push((&**p, e));
+                    pending.push((&**p, e));
                 }
             }
         }
-        found.sort_unstable_by(|a, b| a.0.cmp(b.0));
         found
     }
 

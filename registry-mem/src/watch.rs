@@ -17,7 +17,7 @@ use shardcron_core::registry::{Node, ScopeChange, ScopeIndex as Index, WatchEven
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::namespace::Namespace;
-use crate::tree::{Change, Tree};
+use crate::tree::{Change, Tree, Visit};
 
 /// The receiving end of an unbounded channel as a stream; ends when every sender is dropped.
 #[derive(Debug)]
@@ -43,10 +43,21 @@ fn snapshot_except(
     known: Option<&Index>,
 ) -> BTreeMap<String, Node> {
     let fresh = |path: &str| known.is_none_or(|index| !index.covers(path));
+    // Top down from a root the old scope does not cover (an added subtree below an old one
+    // brings nothing), a node below is covered by an old subtree exactly when it is one's root
+    // itself: its ancestors down to the added root were not.
+    let visit = |path: &str| match known {
+        Some(index) if index.is_subtree_root(path) => Visit::Prune,
+        Some(index) if index.has_node(path) => Visit::Skip,
+        _ => Visit::Keep,
+    };
     let mut nodes = BTreeMap::new();
     for root in scope.subtrees() {
-        let below = tree.subtree(root).into_iter().filter(|(p, _)| fresh(p));
-        nodes.extend(below.map(|(p, e)| (ns.to_client(p), e.node())));
+        if known.is_some_and(|index| index.in_subtree(root)) {
+            continue;
+        }
+        let below = tree.subtree_where(root, visit);
+        nodes.extend(below.into_iter().map(|(p, e)| (ns.to_client(p), e.node())));
     }
     for at in scope.nodes() {
         if let Some(entry) = tree.get(at).filter(|_| fresh(at)) {

@@ -58,6 +58,11 @@ impl ScopeIndex {
         })
     }
 
+    /// Whether `path` is a subtree entry's root (not below one: [`Self::in_subtree`]).
+    pub fn is_subtree_root(&self, path: &str) -> bool {
+        self.subtrees.contains(path)
+    }
+
     /// Whether `path` is a single-node entry.
     pub fn has_node(&self, path: &str) -> bool {
         self.nodes.contains(path)
