@@ -126,11 +126,7 @@ impl KeySpace {
 
     /// The prefix of the child-version keys of `path` and every node below it.
     pub fn cversions_below(&self, path: &str) -> Vec<u8> {
-        if path == path::ROOT {
-            format!("{}/v/", self.ns).into_bytes()
-        } else {
-            format!("{}/v{path}/", self.ns).into_bytes()
-        }
+        self.per_node("v", path)
     }
 
     /// The key of `parent`'s sequence counter.
@@ -140,11 +136,14 @@ impl KeySpace {
 
     /// The prefix of the counters of `path` and every node below it.
     pub fn counters_below(&self, path: &str) -> Vec<u8> {
-        if path == path::ROOT {
-            format!("{}/s/", self.ns).into_bytes()
-        } else {
-            format!("{}/s{path}/", self.ns).into_bytes()
-        }
+        self.per_node("s", path)
+    }
+
+    /// `path`'s key in a family that has one per node, the root's included (`{ns}/{family}/`
+    /// for the root): also the prefix of the keys of every node below it.
+    fn per_node(&self, family: &str, path: &str) -> Vec<u8> {
+        let path = if path == path::ROOT { "" } else { path };
+        format!("{}/{family}{path}/", self.ns).into_bytes()
     }
 }
 
