@@ -1,15 +1,14 @@
-//! The guards of a commit, checked against a model of etcd's keyspace: whatever other
-//! transactions commit between the snapshot and the commit, when the guards still hold, the
-//! transaction evaluated again on the new state comes to the same results and the same writes.
-//! So a commit the guards let through is one the snapshot's evaluation got right. Run with the
-//! guards as fine as they come, and with a budget small enough to widen them to subtrees.
+//! The guards of a commit, checked against a model of etcd's keyspace: whatever other clients
+//! do between the snapshot and the commit (transactions, recursive deletes, a session's expiry),
+//! when the guards still hold, the transaction evaluated again on the new state comes to the
+//! same results and the same writes. So a commit the guards let through is one the snapshot's
+//! evaluation got right. Run with the guards as fine as they come, and with budgets small
+//! enough to pin subtrees.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 use shardcron_core::registry::CreateMode;
-
-use std::collections::BTreeSet;
 
 use super::*;
 use crate::guards::{appearing, at_depth, pin};
