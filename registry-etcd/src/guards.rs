@@ -168,7 +168,7 @@ pub(crate) fn pin(
     covered: &[&str],
     room: impl Fn(usize) -> bool,
 ) -> (BTreeSet<String>, BTreeSet<String>) {
-    let deepest = covered.iter().map(|p| depth(p)).max().unwrap_or(0);
+    let deepest = covered.iter().map(|p| path::depth(p)).max().unwrap_or(0);
     for level in (0..=deepest).rev() {
         let mut roots: BTreeSet<&str> = covered.iter().map(|p| at_depth(p, level)).collect();
         // A root below another one is pinned by it.
@@ -196,15 +196,6 @@ fn above_of(p: &str) -> Vec<&str> {
         up.push(path::ROOT);
     }
     up
-}
-
-/// How many segments `p` has (`/` none).
-fn depth(p: &str) -> usize {
-    if p == path::ROOT {
-        0
-    } else {
-        p.bytes().filter(|&b| b == b'/').count()
-    }
 }
 
 /// The ancestor of `p` (or `p` itself) with at most `level` segments.

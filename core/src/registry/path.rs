@@ -140,6 +140,15 @@ pub fn is_within(path: &str, root: &str) -> bool {
             && path.as_bytes()[root.len()] == b'/')
 }
 
+/// How many segments a valid path has: `/` none, `/a` one, `/a/b` two.
+pub fn depth(path: &str) -> usize {
+    if path == ROOT {
+        0
+    } else {
+        path.bytes().filter(|&b| b == b'/').count()
+    }
+}
+
 /// The ancestors of a valid path from the top down, excluding the root and the path itself:
 /// `/a/b/c` gives `/a`, `/a/b`.
 pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
@@ -289,5 +298,6 @@ mod tests {
         assert!(is_within("/ab", "/"));
         assert_eq!(ancestors("/a/b/c").collect::<Vec<_>>(), vec!["/a", "/a/b"]);
         assert_eq!(ancestors("/a").count(), 0);
+        assert_eq!([depth("/"), depth("/a"), depth("/a/b"), depth("/a/b/c")], [0, 1, 2, 3]);
     }
 }

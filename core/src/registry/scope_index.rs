@@ -108,24 +108,21 @@ impl ScopeIndex {
 
     fn add_subtree(&mut self, root: &str) {
         if self.subtrees.insert(root.into()) {
-            self.roots_at[depth(root)] += 1;
+            self.roots_at[slot_of(root)] += 1;
         }
     }
 
     fn remove_subtree(&mut self, root: &str) {
         if self.subtrees.remove(root) {
-            let slot = &mut self.roots_at[depth(root)];
+            let slot = &mut self.roots_at[slot_of(root)];
             *slot = slot.saturating_sub(1);
         }
     }
 }
 
 /// The number of segments of `path` (`/` has none), capped at the last tracked slot.
-fn depth(path: &str) -> usize {
-    if path == path::ROOT {
-        return 0;
-    }
-    path.bytes().filter(|&b| b == b'/').count().min(DEPTHS)
+fn slot_of(path: &str) -> usize {
+    path::depth(path).min(DEPTHS)
 }
 
 #[cfg(test)]
