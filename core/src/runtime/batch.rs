@@ -5,10 +5,10 @@
 //! the same second each ask for a start transaction within the same few milliseconds, and their
 //! items end together too. Each job's protocol still issues its own transaction and gets its own
 //! outcome; the runtime hands the transactions to one committer, which waits until the runners
-//! have no work left in hand ([`Activity`]: every runner idle or waiting for the registry), then
-//! concatenates every transaction queued into one registry transaction (within the backend's
-//! [`Capability::txn_batch_ops`] and a byte budget), and gives each job its slice of the
-//! results. So the fires of one tick start with one registry write, and their ends take one
+//! have no work left in hand ([`Activity`]: every runner idle or waiting for the registry, every
+//! answer taken up), then concatenates every transaction queued into one registry transaction
+//! (within the backend's [`Capability::txn_batch_ops`] and a byte budget), and gives each job
+//! its slice of the results. So the fires of one tick start with one registry write, and their ends take one
 //! more: the removal of a returned item's marker waits for the other items launched for the same
 //! fire time to return too ([`Launches`]), at most [`END_LINGER_MS`] after the last of them was
 //! launched. The wait for the runners is bounded too ([`GATHER_LIMIT_MS`]): a runner that
@@ -71,6 +71,29 @@ pub(crate) const END_HOLD_MAX_MS: i64 = 200;
 
 type Outcome = Result<Vec<TxnResult>, RegistryError>;
 
+/// An answer the committer sent that its runner has not taken up yet: it counts as work in
+/// hand ([`Activity`]) until the runner counts its own again (`mailbox::Receiver::resume`)
+/// and drops this. Without it, a runner woken by its start's answer but not yet polled counts
+/// as nothing: the items launched before it could all end, the ends of its tick be committed
+/// without its own, and its end take a write of its own.
+#[derive(Debug)]
+pub(crate) struct InHand {
+    activity: Arc<Activity>,
+}
+
+impl InHand {
+    fn new(activity: &Arc<Activity>) -> Self {
+        activity.begin(1);
+        InHand { activity: activity.clone() }
+    }
+}
+
+impl Drop for InHand {
+    fn drop(&mut self) {
+        self.activity.end(1);
+    }
+}
+
 /// Whether a transaction's commit may wait for others to join it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Urgency {
@@ -83,7 +106,15 @@ pub(crate) enum Urgency {
 
 struct Queued {
     ops: Vec<TxnOp>,
-    reply: oneshot::Sender<Outcome>,
+    reply: oneshot::Sender<(Outcome, InHand)>,
+}
+
+impl Queued {
+    /// Sends the outcome, counted as work in hand until its runner takes it up (dropped with
+    /// the message if the runner is gone).
+    fn answer(self, activity: &Arc<Activity>, outcome: Outcome) {
+        let _ = self.reply.send((outcome, InHand::new(activity)));
+    }
 }
 
 /// The launches of the process whose items have not all returned, by the fire time they were
@@ -138,8 +169,10 @@ impl Drop for LaunchGuard {
 }
 
 /// How much work the job runners have in hand: events queued in their mailboxes or being
-/// handled, less the runners waiting for the registry. While it is above zero a runner may
-/// still be on its way to a transaction of the same tick.
+/// handled, less the runners waiting for the registry, plus the committer's answers their
+/// runners have not taken up yet ([`InHand`]). While it is above zero a runner may still be on
+/// its way to a transaction of the same tick (a start's answer leads to a launch, whose end
+/// belongs with its tick's).
 #[derive(Debug, Default)]
 pub(crate) struct Activity {
     busy: AtomicI64,
@@ -248,8 +281,19 @@ impl TxnBatcher {
 
     /// Commits `ops` atomically, possibly together with other jobs' transactions, and records
     /// what they wrote in the view before it returns their results. A deferrable transaction
-    /// may wait up to [`END_LINGER_MS`] for the other ends of its tick.
-    pub async fn transaction(&self, ops: Vec<TxnOp>, urgency: Urgency) -> Outcome {
+    /// may wait up to [`END_LINGER_MS`] for the other ends of its tick. The answer counts as
+    /// work in hand until the [`InHand`] returned with it is dropped: the caller drops it once
+    /// its own work counts again.
+    pub fn transaction(
+        &self,
+        ops: Vec<TxnOp>,
+        urgency: Urgency,
+    ) -> impl std::future::Future<Output = (Outcome, Option<InHand>)> + Send + 'static {
+        // Queued now, not when first polled: the caller stops counting as work in hand only
+        // once its transaction is in the queue (`mailbox::Receiver::pause` after this call).
+        // The other way round, the committer could find the runners quiet and commit the tick
+        // while this transaction was still on its way (one start or end in some 30 ticks at
+        // 1,000 jobs took a write of its own).
         let path = ops.first().map_or_else(|| "/".to_owned(), |op| op.path().to_owned());
         let (reply, outcome) = oneshot::channel();
         {
@@ -267,8 +311,13 @@ impl TxnBatcher {
             self.inner.urgent.notify_one();
         }
         self.inner.ready.notify_one();
-        // The committer is gone only when the scheduler stops.
-        outcome.await.unwrap_or(Err(RegistryError::Closed { op: Op::Transaction, path }))
+        async move {
+            // The committer is gone only when the scheduler stops.
+            match outcome.await {
+                Ok((outcome, in_hand)) => (outcome, Some(in_hand)),
+                Err(_) => (Err(RegistryError::Closed { op: Op::Transaction, path }), None),
+            }
+        }
     }
 }
 
@@ -396,7 +445,7 @@ async fn commit(inner: &Inner, mut batch: Vec<Queued>) {
                     }
                 });
                 for (q, mine) in answers {
-                    let _ = q.reply.send(Ok(mine));
+                    q.answer(&inner.activity, Ok(mine));
                 }
                 return;
             }
@@ -411,8 +460,8 @@ async fn commit(inner: &Inner, mut batch: Vec<Queued>) {
                 } else if e.is_retryable() {
                     // The outcome is unknown: each job learns just that, about its own ops.
                     for q in batch {
-                        let path = q.ops.first().map_or("/", |op| op.path());
-                        let _ = q.reply.send(Err(retarget(&e, path)));
+                        let error = retarget(&e, q.ops.first().map_or("/", |op| op.path()));
+                        q.answer(&inner.activity, Err(error));
                     }
                     return;
                 } else {
@@ -441,7 +490,7 @@ async fn alone(inner: &Inner, q: Queued) {
     if let Ok(results) = &outcome {
         inner.cache.update(|c| c.committed(&q.ops, results));
     }
-    let _ = q.reply.send(outcome);
+    q.answer(&inner.activity, outcome);
 }
 
 /// `error` as the transaction starting at `path` would have got it.
@@ -508,6 +557,24 @@ mod tests {
         let batch = vec![queued(&["/a/1", "/a/2"], 1), queued(&["/b/1"], 1), queued(&["/c/1"], 1)];
         let owners: Vec<Option<usize>> = (0..5).map(|i| owner_of(&batch, i)).collect();
         assert_eq!(owners, vec![Some(0), Some(0), Some(1), Some(2), None]);
+    }
+
+    #[tokio::test]
+    async fn an_answer_counts_as_work_in_hand_until_its_runner_takes_it_up() {
+        let activity = Arc::new(Activity::default());
+        let (reply, answered) = oneshot::channel();
+        Queued { ops: Vec::new(), reply }.answer(&activity, Ok(Vec::new()));
+        assert_eq!(activity.busy(), 1, "sent, not taken up yet");
+        let (outcome, in_hand) = answered.await.expect("answered");
+        assert!(outcome.is_ok());
+        assert_eq!(activity.busy(), 1, "received, the runner not counting its own work yet");
+        drop(in_hand);
+        assert_eq!(activity.busy(), 0);
+        // A runner gone before its answer: the answer stops counting with it.
+        let (reply, answered) = oneshot::channel();
+        drop(answered);
+        Queued { ops: Vec::new(), reply }.answer(&activity, Ok(Vec::new()));
+        assert_eq!(activity.busy(), 0);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::batch::Urgency;
+use super::batch::{InHand, Urgency};
 use super::events::{FireKind, SchedulerEvent};
 use super::mailbox;
 use super::timer::TimerKind;
@@ -278,11 +278,11 @@ impl JobRunner {
         let name = || self.protocol.job().to_owned();
         match action {
             Action::Request { op, request } => {
-                // Waiting for the registry is not work in hand: the batcher need not wait for
-                // this runner (it may be the one to answer it).
-                self.mailbox.pause();
-                let result = self.request(request, urgency).await;
+                // The request paused the mailbox once on its way (see `request`).
+                let (result, answer_in_hand) = self.request(request, urgency).await;
                 self.mailbox.resume();
+                // Only now that this runner's work counts again does the answer stop counting.
+                drop(answer_in_hand);
                 return Some(Input::Reply { op, result });
             }
             Action::ArmFire(at_ms) => {
@@ -330,37 +330,51 @@ impl JobRunner {
     }
 
     /// Performs a registry request, recording what it changed in the view at once (read your
-    /// own writes) before the watch delivers it.
+    /// own writes) before the watch delivers it. Waiting for the registry is not work in hand
+    /// (the batcher need not wait for this runner: it may be the one to answer it), so the
+    /// mailbox is paused once the request is on its way; the caller resumes it.
     async fn request(
         &self,
         request: Request,
         urgency: Urgency,
-    ) -> std::result::Result<Reply, RegistryError> {
+    ) -> (std::result::Result<Reply, RegistryError>, Option<InHand>) {
         let registry = self.shared.registry.as_ref();
         let cache = &self.shared.cache;
-        match request {
-            Request::Txn(ops) => {
-                // The batcher records the writes in the view before it answers.
-                let results = self.shared.txns.transaction(ops, urgency).await?;
-                Ok(Reply::Txn(results))
-            }
-            Request::Create { path, data, mode } => {
-                let created = registry.create(&path, &data, mode).await?;
-                cache.update(|c| c.wrote(&created, &data, 0, mode.is_ephemeral()));
-                Ok(Reply::Created)
-            }
-            Request::Ensure(path) => {
-                if registry.ensure(&path).await? {
-                    cache.update(|c| c.wrote(&path, b"", 0, false));
-                }
-                Ok(Reply::Ensured)
-            }
-            Request::Get(path) => Ok(Reply::Node(registry.get(&path).await?)),
-            Request::Children(path) => {
-                Ok(Reply::Children(registry.children_or_empty(&path).await?))
-            }
-            Request::RegistryTime => Ok(Reply::Time(registry.registry_time().await?)),
+        let mut answer_in_hand = None;
+        if !matches!(request, Request::Txn(_)) {
+            self.mailbox.pause();
         }
+        let result = async {
+            match request {
+                Request::Txn(ops) => {
+                    // Paused once queued: see `TxnBatcher::transaction`. The batcher records
+                    // the writes in the view before it answers.
+                    let answer = self.shared.txns.transaction(ops, urgency);
+                    self.mailbox.pause();
+                    let (results, in_hand) = answer.await;
+                    answer_in_hand = in_hand;
+                    Ok(Reply::Txn(results?))
+                }
+                Request::Create { path, data, mode } => {
+                    let created = registry.create(&path, &data, mode).await?;
+                    cache.update(|c| c.wrote(&created, &data, 0, mode.is_ephemeral()));
+                    Ok(Reply::Created)
+                }
+                Request::Ensure(path) => {
+                    if registry.ensure(&path).await? {
+                        cache.update(|c| c.wrote(&path, b"", 0, false));
+                    }
+                    Ok(Reply::Ensured)
+                }
+                Request::Get(path) => Ok(Reply::Node(registry.get(&path).await?)),
+                Request::Children(path) => {
+                    Ok(Reply::Children(registry.children_or_empty(&path).await?))
+                }
+                Request::RegistryTime => Ok(Reply::Time(registry.registry_time().await?)),
+            }
+        }
+        .await;
+        (result, answer_in_hand)
     }
 
     fn launch(&mut self, launch: Launch) {
