@@ -720,7 +720,9 @@ fn render(results: &[PrecisionResult], repeats: &[PrecisionResult], seconds: u64
                     "a fire that reaches the batcher after the rest of its tick was committed \
                      (its runner or the driver held back by the machine's load beyond the \
                      batcher's 50 ms wait), or an item still running 50 ms after its tick's \
-                     last launch, takes a write of its own",
+                     last launch, takes a write of its own (the two races that also split a tick \
+                     now and then are closed: docs/architecture.md, \"The fire path and \
+                     batched transactions\")",
                 );
             }
             verdicts.push(v);
