@@ -481,7 +481,8 @@ const SINCE_NARROW_SCOPES: &str = "\n**Since 2026-11-24.** The figures of that d
     entry was removed (6,000 jobs \
     registering while firing: 9.7-10.6 s → 8.8-8.9 s); and the membership of a job was \
     compared by N² string compares at each change (large clusters; the simulator). The \
-    column above is after them: 11 s, 26 s and 90 s. What remains is the fires' own cost \
+    column read 11 s, 26 s and 90 s the evening of these changes (2026-11-27); later runs are \
+    in the table above. What remains is the fires' own cost \
     competing with the registrations on two cores, and the registration's dozen steps \
     (requests, two changes of the process's watch), each queued behind whatever burst the \
     workers are in; registration steps that go ahead of fires would end it.\n";
