@@ -85,10 +85,16 @@ pub enum Variant {
     /// the reading that a fire of a changed config is excused only for an owner that applied
     /// the change, late).
     IgnoreConfigChange,
+    /// An instance whose server is disabled for a job drops the catch-ups it owes: the end of
+    /// its run also deletes the misfire markers of the items it ran, instead of keeping them
+    /// until the server is enabled again or a reshard moves the items (needs overrunning items
+    /// and a server disabled during a run; the boundary of the reading that a disabled owner's
+    /// catch-up waits, and is excused only if its item goes before it could run).
+    DisabledOwnerDropsCatchUp,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 19] = [
+    pub const ALL: [Variant; 20] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -108,6 +114,7 @@ impl Variant {
         Variant::ForgetReshardTime,
         Variant::MuteSkipsBeforeFirstRun,
         Variant::IgnoreConfigChange,
+        Variant::DisabledOwnerDropsCatchUp,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -130,7 +137,8 @@ impl Variant {
             | Variant::DropCatchUp
             | Variant::DropMissedFires
             | Variant::IgnoreGarbage
-            | Variant::ForgetReshardTime => true,
+            | Variant::ForgetReshardTime
+            | Variant::DisabledOwnerDropsCatchUp => true,
             Variant::ForgetItem
             | Variant::MuteClockSkew
             | Variant::MuteLateSkips
@@ -280,6 +288,43 @@ fn is_entry_of(path: &str, items: &[String]) -> bool {
     })
 }
 
+impl Buggy {
+    /// `DisabledOwnerDropsCatchUp`: the end of a run (the removal of `running` markers) of a
+    /// job whose server is disabled for this instance also removes the items' misfire markers
+    /// and their details. The caller gets the results of its own ops only.
+    async fn ending_drops_catch_ups(&self, mut ops: Vec<TxnOp>) -> Result<Vec<TxnResult>> {
+        let asked = ops.len();
+        let ended: Vec<String> = ops
+            .iter()
+            .filter(|op| matches!(op, TxnOp::Delete { .. }) && is_running_node(op.path()))
+            .map(|op| op.path().to_owned())
+            .collect();
+        let ip = self.me.split("@-@").next().unwrap_or_default();
+        for running in ended {
+            let mut parts = running.trim_start_matches('/').split('/');
+            let (Some(job), Some(_), Some(item)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let server = self.inner.get(&format!("/{job}/servers/{ip}")).await?;
+            if server.is_none_or(|n| n.data != b"DISABLED") {
+                continue;
+            }
+            for marker in [
+                format!("/{job}/sharding/{item}/misfire"),
+                format!("/{job}/shardcron/misfire/{item}"),
+            ] {
+                if self.inner.exists(&marker).await? {
+                    ops.push(TxnOp::delete(marker, None));
+                }
+            }
+        }
+        let mut results = self.inner.transaction(ops).await?;
+        results.truncate(asked);
+        Ok(results)
+    }
+}
+
 /// A registry wrapper with a bug.
 struct Buggy {
     inner: Arc<dyn CoordinatorRegistry>,
@@ -393,6 +438,9 @@ impl CoordinatorRegistry for Buggy {
             .collect();
         if ops.is_empty() {
             return Ok(Vec::new());
+        }
+        if self.bug == Variant::DisabledOwnerDropsCatchUp {
+            return self.ending_drops_catch_ups(ops).await;
         }
         self.inner.transaction(ops).await
     }

@@ -58,6 +58,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (1_146, FaultProfile::Lease, "a catch-up whose reshard came in the ms its run ended"),
     (2_320_651_129, FaultProfile::Failover, "a misfire and the reshard that made its item, one ms"),
     (836_920_862, FaultProfile::Lease, "a catch-up behind a re-run of its item, then a reshard"),
+    (830_029_761, FaultProfile::Lease, "a disabled owner's catch-up held, then its item removed"),
     (1_389, FaultProfile::Lease, "a catch-up started after a claim lost to an unseen reshard"),
     (
         3_780_741_665,

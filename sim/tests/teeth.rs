@@ -151,6 +151,22 @@ fn a_dropped_catch_up_is_caught_with_overrunning_items() {
 }
 
 #[test]
+fn catch_ups_dropped_by_a_disabled_owner_are_caught() {
+    // Items run 3 s on a 5 s cron. i1's link slows down (3 s per request), so its run of the
+    // 15 s fire starts late (22 s), and its fire of 20 s, handled then, is skipped as a
+    // misfire; i1's server is disabled in that run, at 23.5 s. The catch-up its end owes is
+    // not dropped: it waits for the reshard the disable asks for and runs on the item's new
+    // owner.
+    let spec = JobSpec::new("j0", "0/5 * * * * ?", 3).item_ms(3_000);
+    let scenario = Scenario::new("owner-disabled-in-an-overrun")
+        .at(11_000, Fault::Slow(1, 3_000))
+        .at(23_500, Workload::DisableServer { job: "j0".into(), instance: 1 })
+        .at(30_000, Fault::Slow(1, 0))
+        .at(40_500, Workload::EnableServer { job: "j0".into(), instance: 1 });
+    caught_under_faults(vec![spec], scenario, Variant::DisabledOwnerDropsCatchUp, Invariant::Fires);
+}
+
+#[test]
 fn dropped_catch_ups_of_a_crashed_instance_are_caught() {
     // i2 dies between fires; the fires of 15 s and 20 s fall due before its session ends:
     // with failover and misfire on, the survivors owe them a catch-up.

@@ -463,8 +463,23 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // re-runs went first).
         let mut due = end;
         let mut waited = false;
+        // The skipper's server was disabled for the job when its run ended: a disabled server
+        // runs nothing, its catch-ups neither (they stay owed), until the server is enabled
+        // again or a reshard gives the item to another instance; then as below (`lease` 3 × 2
+        // seed 830,029,761: the leader had crashed, so the disable raised no flag until its
+        // session ended; its successor's reshard waited for running items, and a count change
+        // removed the item first).
+        if tl.server_disabled(&job, who, end) {
+            waited = true;
+            let enabled = tl.server_enabled_after(&job, who, end);
+            let resharded = tl.flag_gone_after(&job, end);
+            due = [enabled, resharded].into_iter().flatten().min().unwrap_or(i64::MAX);
+        }
         let mut last_reshard = i64::MIN;
         for _ in 0..MAX_CHAINED_WAITS {
+            if due == i64::MAX {
+                break;
+            }
             // (Pending until the run ended, the reshard may come in that very millisecond:
             // it waited for the run; `lease` seed 1,146.)
             let pending = tl.reshard_pending_until(&job, due - 1).filter(|&r| r != last_reshard);

@@ -304,6 +304,12 @@ impl Timeline {
         Self::gone_after(list, at)
     }
 
+    /// When the job's reshard flag next went after `at` (a reshard made, or an operator's
+    /// delete), if it did.
+    pub fn flag_gone_after(&self, job: &str, at: i64) -> Option<i64> {
+        Self::gone_after(self.flags.get(job)?, at)
+    }
+
     /// Until when a reshard asked for before `at` was still pending then: when its flag went,
     /// or `i64::MAX` if it never did; `None` if none was pending at `at`.
     pub fn reshard_pending_until(&self, job: &str, at: i64) -> Option<i64> {
@@ -477,6 +483,12 @@ impl Timeline {
 
     pub fn server_disabled(&self, job: &str, who: usize, at: i64) -> bool {
         Self::toggled(&self.server_disabled, &(job.to_owned(), who), at)
+    }
+
+    /// When an operator next enabled `who`'s server for `job` after `at`, if ever.
+    pub fn server_enabled_after(&self, job: &str, who: usize, at: i64) -> Option<i64> {
+        let list = self.server_disabled.get(&(job.to_owned(), who))?;
+        list.iter().find(|(t, off)| *t > at && !off).map(|(t, _)| *t)
     }
 
     /// Whether the item is disabled at `at` for sure (no change nearby).
