@@ -87,6 +87,10 @@ const FIXED_5X3: &[(u64, FaultProfile, &str)] = &[
     (2_332_122_118, FaultProfile::Default, "a misfire whose record came back after a reshard"),
 ];
 
+/// Seeds of the 5 instances × 3 jobs shape with the default 10 s sessions.
+const FIXED_5X3_SESSION_10: &[(u64, FaultProfile, &str)] =
+    &[(2_363_014_749, FaultProfile::Chaos, "fires a new instance's items got while it registered")];
+
 /// Seeds of the 10 instances × 10 jobs shape (`--instances 10 --jobs 10`).
 const FIXED_10X10: &[(u64, FaultProfile, &str)] = &[
     (1_012_580_706, FaultProfile::Chaos, "a cron change that reached an owner 9 s late"),
@@ -193,6 +197,12 @@ fn fixed_seeds_of_the_5x3_shape_hold_every_invariant() {
         ..ExploreOptions::default()
     };
     hold(FIXED_5X3, &options, " --instances 5 --jobs 3 --session-timeout 4");
+}
+
+#[test]
+fn fixed_seeds_of_the_5x3_shape_with_10_s_sessions_hold_every_invariant() {
+    let options = ExploreOptions { instances: 5, jobs: 3, ..ExploreOptions::default() };
+    hold(FIXED_5X3_SESSION_10, &options, " --instances 5 --jobs 3");
 }
 
 #[test]

@@ -469,11 +469,13 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // seed 830,029,761: the leader had crashed, so the disable raised no flag until its
         // session ended; its successor's reshard waited for running items, and a count change
         // removed the item first).
+        // (Disabled within the slack of the end counts; so does an enable within it, which
+        // ends the wait at the end.)
         if tl.server_disabled(&job, who, end) {
             waited = true;
-            let enabled = tl.server_enabled_after(&job, who, end);
+            let enabled = tl.server_enabled_after(&job, who, end - CHANGE_SLACK_MS);
             let resharded = tl.flag_gone_after(&job, end);
-            due = [enabled, resharded].into_iter().flatten().min().unwrap_or(i64::MAX);
+            due = [enabled, resharded].into_iter().flatten().min().map_or(i64::MAX, |t| t.max(end));
         }
         let mut last_reshard = i64::MIN;
         for _ in 0..MAX_CHAINED_WAITS {

@@ -283,6 +283,9 @@ impl JobProtocol {
             self.config_version = stored;
         }
         let (_, mut resume) = self.resume(ctx);
+        if let Some((after, before)) = self.overtaken_while_registering(ctx, resume) {
+            self.record_late_between(after, before);
+        }
         // Fires up to when the leftovers counted our misses (by the registry's time) are
         // theirs: our clock, behind, would run them again once it is set right.
         if let Some(until) = self.registration.counted_until.take() {
@@ -400,6 +403,32 @@ impl JobProtocol {
                 None => now,
             },
         }
+    }
+
+    /// A new instance (no ledger) that a reshard made while it registered gave items: the
+    /// fires of that assignment before the one its fire path takes over (`resume`, the
+    /// latest) fell to it while it was not registered yet, and that one overtook them. Nobody
+    /// ran them (the others waited for the reshard and ran the items it left them), nobody
+    /// recorded them, and no ledger counts them among its misses: they are late, as the fire
+    /// path records a fire handled once the next one fell due (chaos 5 × 3 seed
+    /// 2,363,014,749: a job added while an instance was on a 1 s link; its instance node
+    /// asked for a reshard that gave it two items 2 s before its registration ended, in the
+    /// millisecond of a fire).
+    fn overtaken_while_registering(&self, ctx: &Ctx<'_>, resume: i64) -> Option<(i64, i64)> {
+        if !self.registration.first {
+            return None;
+        }
+        let started = match self.registration.started_before {
+            Some(before) => before,
+            None => self.ledger_last_fire(ctx),
+        };
+        // A reshard pending: the fires since its raise wait for it (`resume`).
+        let pending = sharding::flag_time(ctx.view, &self.paths).flatten();
+        if started.is_some() || pending.is_some_and(|raised| raised < ctx.now_ms) {
+            return None;
+        }
+        let since = self.reshard_since_registering(ctx).filter(|&r| r < ctx.now_ms)?;
+        (resume < ctx.now_ms).then_some((since, resume.saturating_add(1)))
     }
 
     /// The view shows a reshard only now that gave this instance (without a ledger) items
