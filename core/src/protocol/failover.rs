@@ -261,9 +261,11 @@ pub fn owed_on_reshard(
     let Some(fire_ms) = schedule.last_in(since, raised.min(now_ms)) else { return owed };
     // The raise was moved from an earlier time to when it committed (a slow link), and this
     // fire came between: it ran under the old assignment, whose owners lacked the items a
-    // count change added before the raise (1 × 3 `chaos` 812,787,233: nobody ran them).
+    // count change added before the raise (1 × 3 `chaos` 812,787,233: nobody ran them). A
+    // fire in the very millisecond the raise first wrote counts: a raise holds no fire of its
+    // own millisecond (`sharding::pending_for`; 1 × 3 `chaos` 1,258,633,092).
     let unowned_missed =
-        flag.and_then(super::records::parse_flag_moved_from).is_some_and(|from| from < fire_ms);
+        flag.and_then(super::records::parse_flag_moved_from).is_some_and(|from| from <= fire_ms);
     let mut fenced: Vec<String> = Vec::new();
     for item in 0..total {
         let owner = paths.item_node(item, ItemNode::Instance);
