@@ -83,6 +83,30 @@ pub(super) enum Step {
     Leftovers,
 }
 
+/// Where a process's first registration hands over to its leftovers and its fire path
+/// ([`JobProtocol::resume`]).
+#[derive(Debug, Clone, Copy)]
+struct Resume {
+    /// Up to when the leftovers queue the fires this instance missed.
+    until: i64,
+    /// After when the fire path takes over.
+    after: i64,
+    /// A new instance given items by a reshard made while it registered: the fires after
+    /// this time and before the one the fire path takes over were overtaken unrun.
+    overtaken_since: Option<i64>,
+}
+
+impl Resume {
+    fn window(until: i64, after: i64) -> Self {
+        Resume { until, after, overtaken_since: None }
+    }
+
+    /// The fire path takes over with the fire at `fire_ms`.
+    fn before(fire_ms: i64) -> Self {
+        Resume::window(fire_ms - 1, fire_ms - 1)
+    }
+}
+
 impl Registration {
     pub fn starting(added_ms: i64) -> Self {
         Registration {
@@ -282,10 +306,11 @@ impl JobProtocol {
             });
             self.config_version = stored;
         }
-        let (_, mut resume) = self.resume(ctx);
-        if let Some((after, before)) = self.overtaken_while_registering(ctx, resume) {
-            self.record_late_between(after, before);
+        let handover = self.resume(ctx);
+        if let Some(since) = handover.overtaken_since {
+            self.record_late_between(since, handover.after.saturating_add(1));
         }
+        let mut resume = handover.after;
         // Fires up to when the leftovers counted our misses (by the registry's time) are
         // theirs: our clock, behind, would run them again once it is set right.
         if let Some(until) = self.registration.counted_until.take() {
@@ -346,8 +371,8 @@ impl JobProtocol {
     /// not have before: the latest such fire that it did not start is handled by its fire
     /// path (a restart or a new instance would miss it otherwise); the misses before it are
     /// the leftovers'.
-    fn resume(&self, ctx: &Ctx<'_>) -> (i64, i64) {
-        let now = (ctx.now_ms, ctx.now_ms);
+    fn resume(&self, ctx: &Ctx<'_>) -> Resume {
+        let now = Resume::window(ctx.now_ms, ctx.now_ms);
         let latest_after =
             |after: i64| self.schedule.as_ref().and_then(|s| s.last_in(after, ctx.now_ms));
         if !self.registration.first {
@@ -356,7 +381,7 @@ impl JobProtocol {
             // while we were not registered yet; the latest is ours (chaos seed 1,181,518,338,
             // a slow link: it was run by nobody, and recorded by nobody).
             return match self.reshard_since_registering(ctx).filter(|&r| r < ctx.now_ms) {
-                Some(made) => latest_after(made).map_or(now, |fire| (fire - 1, fire - 1)),
+                Some(made) => latest_after(made).map_or(now, Resume::before),
                 None => now,
             };
         }
@@ -375,8 +400,8 @@ impl JobProtocol {
             // missed, for the leftovers; the latest one still waits, for the fire path.
             let after = started.map_or(raised, |s| s.max(raised));
             return match latest_after(after) {
-                Some(fire) => (fire - 1, fire - 1),
-                None => (raised, ctx.now_ms),
+                Some(fire) => Resume::before(fire),
+                None => Resume::window(raised, ctx.now_ms),
             };
         }
         // No reshard pending: a restart whose ledger says what it started, after a reshard
@@ -388,8 +413,19 @@ impl JobProtocol {
                 .filter(|&r| r >= started && r < ctx.now_ms),
             None => self.reshard_since_registering(ctx).filter(|&r| r < ctx.now_ms),
         };
-        match since.and_then(latest_after) {
-            Some(fire) => (fire - 1, fire - 1),
+        match since.and_then(|since| Some((since, latest_after(since)?))) {
+            // A new instance: the fires of that assignment before the latest fell to it while
+            // it was not registered yet, and the latest overtook them. Nobody ran them (the
+            // others waited for the reshard and ran the items it left them), nobody recorded
+            // them, and no ledger counts them among its misses: they are late, as the fire
+            // path records a fire handled once the next one fell due (chaos 5 × 3 seed
+            // 2,363,014,749: a job added while an instance was on a 1 s link; its instance
+            // node asked for a reshard that gave it two items 2 s before its registration
+            // ended, in the millisecond of a fire).
+            Some((since, fire)) if started.is_none() => {
+                Resume { overtaken_since: Some(since), ..Resume::before(fire) }
+            }
+            Some((_, fire)) => Resume::before(fire),
             // After a restart, a fire due in this very millisecond is the fire path's, as it
             // is every other instance's that is up now. Counted among the misses, it would be
             // owed to the catch-up of an earlier fire that a misfire marker already owes, and
@@ -398,37 +434,11 @@ impl JobProtocol {
             None => match started {
                 Some(started) => {
                     let before_now = (ctx.now_ms - 1).max(started);
-                    (before_now, before_now)
+                    Resume::window(before_now, before_now)
                 }
                 None => now,
             },
         }
-    }
-
-    /// A new instance (no ledger) that a reshard made while it registered gave items: the
-    /// fires of that assignment before the one its fire path takes over (`resume`, the
-    /// latest) fell to it while it was not registered yet, and that one overtook them. Nobody
-    /// ran them (the others waited for the reshard and ran the items it left them), nobody
-    /// recorded them, and no ledger counts them among its misses: they are late, as the fire
-    /// path records a fire handled once the next one fell due (chaos 5 × 3 seed
-    /// 2,363,014,749: a job added while an instance was on a 1 s link; its instance node
-    /// asked for a reshard that gave it two items 2 s before its registration ended, in the
-    /// millisecond of a fire).
-    fn overtaken_while_registering(&self, ctx: &Ctx<'_>, resume: i64) -> Option<(i64, i64)> {
-        if !self.registration.first {
-            return None;
-        }
-        let started = match self.registration.started_before {
-            Some(before) => before,
-            None => self.ledger_last_fire(ctx),
-        };
-        // A reshard pending: the fires since its raise wait for it (`resume`).
-        let pending = sharding::flag_time(ctx.view, &self.paths).flatten();
-        if started.is_some() || pending.is_some_and(|raised| raised < ctx.now_ms) {
-            return None;
-        }
-        let since = self.reshard_since_registering(ctx).filter(|&r| r < ctx.now_ms)?;
-        (resume < ctx.now_ms).then_some((since, resume.saturating_add(1)))
     }
 
     /// The view shows a reshard only now that gave this instance (without a ledger) items
@@ -602,7 +612,7 @@ impl JobProtocol {
             }
             let total = self.total();
             // Fires under the current (or the pending) assignment are handled when registered.
-            let (until, _) = self.resume(ctx);
+            let until = self.resume(ctx).until;
             let missed = failover::missed_since(
                 ctx.view,
                 &self.paths,
