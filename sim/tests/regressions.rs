@@ -136,6 +136,7 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (264_491_183, FaultProfile::Failover, "a fire that waited for a reshard nobody was up for"),
     (812_787_233, FaultProfile::Chaos, "a count change's items at a fire a late raise let by"),
     (1_258_633_092, FaultProfile::Chaos, "the same, the fire in the ms the raise first wrote"),
+    (47_994_016, FaultProfile::Chaos, "the same, the raise sent late behind our own requests"),
     (2_588_539_946, FaultProfile::Chaos, "a job's first raise moved past the fire it held"),
     (1_188_597_844, FaultProfile::Failover, "a crash after the jobs stopped in a restart"),
     (937_939_617, FaultProfile::Chaos, "clock-skew records of a job's fires before its reshard"),

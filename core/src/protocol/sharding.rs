@@ -243,32 +243,35 @@ pub fn plan(
 /// (earliest) time: instances may be waiting for the reshard of a fire between the two times,
 /// and a later time would release them to run that fire under the old assignment while the
 /// leader runs it under the new one.
-pub fn raise(view: &View, paths: &JobPaths, now_ms: i64) -> Vec<TxnOp> {
+pub fn raise(view: &View, paths: &JobPaths, now_ms: i64, moved_from: Option<i64>) -> Vec<TxnOp> {
     let path = paths.sharding_necessary();
     match super::detail::read(view, paths, Detailed::Flag) {
         Some((flag, detail)) => {
-            let data = raised_text(view, paths, detail, now_ms);
+            let data = raised_text(view, paths, detail, now_ms, moved_from);
             vec![TxnOp::set(path, data, Some(flag.version))]
         }
-        None => vec![TxnOp::create(path, now_ms.to_string(), CreateMode::Persistent)],
+        None => {
+            let data = super::records::flag_text(now_ms, moved_from);
+            vec![TxnOp::create(path, data, CreateMode::Persistent)]
+        }
     }
 }
 
-/// [`raise`] against a flag read from the registry at `version` whose detail holds `data`
+/// [`raise`] against a flag read from the registry at `versions.0` whose detail holds `data`
 /// (after the view proved behind).
 ///
-/// The detail is written here, fenced on the version read (`detail_version`, `None` when the
+/// The detail is written here, fenced on the version read (`versions.1`, `None` when the
 /// read found none): the view may be behind on it, so the write beside the flag that
 /// `protocol::detail` would add, fenced on the view's version, would fail for that alone.
 pub fn raise_over(
     view: &View,
     paths: &JobPaths,
     data: &[u8],
-    version: u64,
-    detail_version: Option<u64>,
+    (version, detail_version): (u64, Option<u64>),
     now_ms: i64,
+    moved_from: Option<i64>,
 ) -> Vec<TxnOp> {
-    let data = raised_text(view, paths, data, now_ms);
+    let data = raised_text(view, paths, data, now_ms, moved_from);
     let detail = paths.detail(Detailed::Flag);
     vec![
         TxnOp::set(paths.sharding_necessary(), Vec::new(), Some(version)),
@@ -292,14 +295,22 @@ pub fn raised_time(view: &View, paths: &JobPaths, data: &[u8], now_ms: i64) -> i
         .map_or(now_ms, |r| r.min(now_ms))
 }
 
-/// What `necessary` should hold after a raise at `now_ms`: [`raised_time`], with the time the
-/// stored raise was moved from when that raise is kept (its fires between the two still
-/// ran under the old assignment).
-fn raised_text(view: &View, paths: &JobPaths, data: &[u8], now_ms: i64) -> String {
+/// What `necessary` should hold after a raise at `now_ms` (owed since `moved_from`, if
+/// earlier): [`raised_time`], with the time the raise it keeps was moved from (its fires
+/// between the two still ran under the old assignment): the stored one's, or ours.
+fn raised_text(
+    view: &View,
+    paths: &JobPaths,
+    data: &[u8],
+    now_ms: i64,
+    moved_from: Option<i64>,
+) -> String {
     let raised = raised_time(view, paths, data, now_ms);
     let kept = parse_flag("", data).ok().flatten() == Some(raised);
-    let from = kept.then(|| super::records::parse_flag_moved_from(data)).flatten();
-    super::records::flag_text(raised, from)
+    // Both, when the two raises fell in the same millisecond: the earlier of the two.
+    let stored_from = kept.then(|| super::records::parse_flag_moved_from(data)).flatten();
+    let our_from = moved_from.filter(|_| raised == now_ms);
+    super::records::flag_text(raised, stored_from.into_iter().chain(our_from).min())
 }
 
 /// The raise time of the pending flag, if one is raised (`None` for an unreadable time).

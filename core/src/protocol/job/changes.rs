@@ -1,7 +1,9 @@
 //! Reacting to the registry and the session: fires falling due, membership, leadership, servers,
 //! triggers, config changes, the reshard flag and the leader's reconcile.
 
-use super::{BidStep, Ctx, FlagStep, JobProtocol, Next, Pending, Reply, Request, MAX_OVERDUE_SCAN};
+use super::{
+    BidStep, Ctx, FlagStep, JobProtocol, Next, Pending, Reply, Request, Stamp, MAX_OVERDUE_SCAN,
+};
 use crate::config::{store, ConfigError};
 use crate::cron::CronSchedule;
 use crate::events::{FireKind, SchedulerEvent, SkipReason};
@@ -514,22 +516,41 @@ impl JobProtocol {
 
     /// Raises the reshard flag as the view shows it: a versioned write over it, or a create
     /// (with its parents: the first raise of a job).
-    /// With the time written when the flag then holds ours (not an earlier raise's).
-    pub(super) fn raise_request(&self, ctx: &Ctx<'_>) -> (Option<i64>, Request) {
+    /// With the times written when the flag then holds ours (not an earlier raise's).
+    pub(super) fn raise_request(&self, ctx: &Ctx<'_>) -> (Option<Stamp>, Request) {
         let path = self.paths.sharding_necessary();
-        let now = self.flag_time(ctx);
+        let stamp = self.stamp(ctx);
         match crate::protocol::detail::read(ctx.view, &self.paths, Detailed::Flag) {
             Some((_, detail)) => (
-                (sharding::raised_time(ctx.view, &self.paths, detail, now) == now).then_some(now),
-                Request::Txn(sharding::raise(ctx.view, &self.paths, now)),
+                (sharding::raised_time(ctx.view, &self.paths, detail, stamp.at) == stamp.at)
+                    .then_some(stamp),
+                Request::Txn(sharding::raise(ctx.view, &self.paths, stamp.at, stamp.moved_from)),
             ),
             // Registration ensured `leader/sharding` (the flag's detail is written beside it, in
             // one transaction).
             None => (
-                Some(now),
-                Request::Txn(vec![TxnOp::create(path, now.to_string(), CreateMode::Persistent)]),
+                Some(stamp),
+                Request::Txn(vec![TxnOp::create(path, stamp.text(), CreateMode::Persistent)]),
             ),
         }
+    }
+
+    /// The times a raise sent now writes: [`Self::flag_time`], and the time the raise was
+    /// first owed, by the same clock, if that was earlier. A raise put off behind our own
+    /// transactions (an end over a slow link, a clock comparison) lets fires pass meanwhile
+    /// under the old assignment, as a raise moved to its commit time does (1 × 3 `chaos`
+    /// 47,994,016: owed at 118 s, sent at 120 s, the 120 s fire ran without the two items a
+    /// count change had added): the reshard owes the last one the catch-up of those items
+    /// (`failover::owed_on_reshard`).
+    fn stamp(&self, ctx: &Ctx<'_>) -> Stamp {
+        let at = self.flag_time(ctx);
+        // Measured on this clock and carried over to the stamp's (the registry's, when this
+        // clock was found off); a clock set back since leaves nothing earlier.
+        let moved_from = self
+            .flag_noticed_ms
+            .map(|noticed| at - (ctx.now_ms - noticed))
+            .filter(|&from| from < at);
+        Stamp { at, moved_from }
     }
 
     /// The time a raise writes into the flag: fires after it wait for the reshard, the others'
@@ -570,7 +591,8 @@ impl JobProtocol {
     ) {
         let read =
             || (Pending::RaiseFlag(FlagStep::Read), Request::Get(self.paths.sharding_necessary()));
-        let now = self.flag_time(ctx);
+        let stamp = self.stamp(ctx);
+        let now = stamp.at;
         match (step, result) {
             (FlagStep::FromView { stamped } | FlagStep::OverRead { stamped }, Ok(reply)) => {
                 self.flag_owed = false;
@@ -589,13 +611,15 @@ impl JobProtocol {
                     _ => None,
                 };
                 if let (Some(written), Some(version)) = (stamped, version) {
-                    if now > written {
-                        // The time written stays beside: the fires between the two ran under
-                        // the old assignment, which lacks any item a count change added, and
-                        // the reshard owes those items the last one's catch-up.
+                    if now > written.at {
+                        // The time written (or the earlier one it was moved from already)
+                        // stays beside: the fires between the two ran under the old
+                        // assignment, which lacks any item a count change added, and the
+                        // reshard owes those items the last one's catch-up.
+                        let from = written.moved_from.unwrap_or(written.at);
                         let ops = vec![TxnOp::set(
                             self.paths.sharding_necessary(),
-                            crate::protocol::records::flag_text(now, Some(written)),
+                            crate::protocol::records::flag_text(now, Some(from)),
                             Some(version),
                         )];
                         self.then = Some(Box::new((
@@ -656,22 +680,22 @@ impl JobProtocol {
                 let detail_version = detail.as_ref().map(|d| d.version);
                 let data = detail.map(|d| d.data).unwrap_or_default();
                 let stamped = (sharding::raised_time(ctx.view, &self.paths, &data, now) == now)
-                    .then_some(now);
+                    .then_some(stamp);
                 let ops = sharding::raise_over(
                     ctx.view,
                     &self.paths,
                     &data,
-                    version,
-                    detail_version,
+                    (version, detail_version),
                     now,
+                    stamp.moved_from,
                 );
                 let step = FlagStep::OverRead { stamped };
                 self.then = Some(Box::new((Pending::RaiseFlag(step), Request::Txn(ops))));
             }
             (FlagStep::Read, Ok(Reply::Node(None))) => {
                 let path = self.paths.sharding_necessary();
-                let ops = vec![TxnOp::create(path, now.to_string(), CreateMode::Persistent)];
-                let step = FlagStep::OverRead { stamped: Some(now) };
+                let ops = vec![TxnOp::create(path, stamp.text(), CreateMode::Persistent)];
+                let step = FlagStep::OverRead { stamped: Some(stamp) };
                 self.then = Some(Box::new((Pending::RaiseFlag(step), Request::Txn(ops))));
             }
             (_, Ok(_)) => {}

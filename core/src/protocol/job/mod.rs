@@ -158,16 +158,30 @@ enum Pending {
 
 #[derive(Debug, Clone, Copy)]
 enum FlagStep {
-    /// A versioned write from the view; with the time written, when the flag now holds ours.
-    FromView { stamped: Option<i64> },
+    /// A versioned write from the view; with the times written, when the flag now holds ours.
+    FromView { stamped: Option<Stamp> },
     /// The view proved behind: read the flag.
     Read,
     /// The flag is there at `version`: read its detail (its raise time).
     ReadDetail { version: u64 },
     /// A versioned write over what the read returned (the same).
-    OverRead { stamped: Option<i64> },
+    OverRead { stamped: Option<Stamp> },
     /// The raise committed later than the time it wrote: the time moved to the commit's.
     Restamp,
+}
+
+/// The times a raise of ours wrote into the flag: the raise's, and the earlier one it was
+/// owed since, if it was sent later (`records::flag_text`).
+#[derive(Debug, Clone, Copy)]
+struct Stamp {
+    at: i64,
+    moved_from: Option<i64>,
+}
+
+impl Stamp {
+    fn text(self) -> String {
+        crate::protocol::records::flag_text(self.at, self.moved_from)
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -288,6 +302,10 @@ pub struct JobProtocol {
     /// The clock was compared for the raise of the reshard flag under way (see
     /// `flag_time`).
     flag_clock_fresh: bool,
+    /// When (by this clock) the raise under way was first owed: a raise sent later (behind a
+    /// transaction of ours, or a clock comparison, over a slow link) writes that time beside
+    /// its own as the one it was moved from (see `changes::raise_request`).
+    flag_noticed_ms: Option<i64>,
     /// Claimed failover items not yet run, by the fire they owe, with their marker versions.
     backlog: BTreeMap<i64, Vec<Held>>,
     once: VecDeque<OnceRecord>,
@@ -426,6 +444,7 @@ impl JobProtocol {
             finishing: Vec::new(),
             stray_failover: BTreeSet::new(),
             flag_clock_fresh: false,
+            flag_noticed_ms: None,
             resync_owed: None,
             session_gone: false,
             backlog: BTreeMap::new(),
@@ -546,6 +565,12 @@ impl JobProtocol {
             Input::ClockWentBack => self.on_clock_back(ctx),
         }
         self.registration.settle(ctx.view);
+        // When a raise was first owed, before anything puts it off: a request of ours on its
+        // way, a registration, a finish.
+        self.flag_noticed_ms = match self.flag_owed {
+            true => Some(self.flag_noticed_ms.unwrap_or(ctx.now_ms)),
+            false => None,
+        };
         self.drive(ctx);
         std::mem::take(&mut self.actions)
     }
