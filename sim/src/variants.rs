@@ -3,9 +3,10 @@
 //! something, or an event sink that forgets), and the tests require the
 //! checker to report it.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -91,10 +92,23 @@ pub enum Variant {
     /// and a server disabled during a run; the boundary of the reading that a disabled owner's
     /// catch-up waits, and is excused only if its item goes before it could run).
     DisabledOwnerDropsCatchUp,
+    /// An instance that learns failover was turned on never writes its ledger's mark (the
+    /// transaction that writes only its ledger is lost, and reported lost to a start that
+    /// wrote it meanwhile): a crash before its next start leaves the survivors nothing to
+    /// count its missed fires from (needs failover turned on, then a crash of an owner before
+    /// its next fire; the boundary of the reading that only an owner cut off from the change
+    /// until it crashed keeps no mark).
+    ForgetLedgerMark,
+    /// A raise of the reshard flag also deletes the misfire markers of the job, as if the
+    /// reshard settled every catch-up owed: a catch-up owed when a reshard is asked for, which
+    /// waits for that reshard, is never run (needs overrunning items and a reshard asked for
+    /// right after the run that blocked the catch-up ended; the boundary of the reading that a
+    /// catch-up may wait for a reshard asked for within the slack after that run's end).
+    RaiseDropsCatchUps,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 20] = [
+    pub const ALL: [Variant; 22] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -115,6 +129,8 @@ impl Variant {
         Variant::MuteSkipsBeforeFirstRun,
         Variant::IgnoreConfigChange,
         Variant::DisabledOwnerDropsCatchUp,
+        Variant::ForgetLedgerMark,
+        Variant::RaiseDropsCatchUps,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -138,7 +154,9 @@ impl Variant {
             | Variant::DropMissedFires
             | Variant::IgnoreGarbage
             | Variant::ForgetReshardTime
-            | Variant::DisabledOwnerDropsCatchUp => true,
+            | Variant::DisabledOwnerDropsCatchUp
+            | Variant::ForgetLedgerMark
+            | Variant::RaiseDropsCatchUps => true,
             Variant::ForgetItem
             | Variant::MuteClockSkew
             | Variant::MuteLateSkips
@@ -151,7 +169,7 @@ impl Variant {
             return inner;
         }
         let me = format!("{}@-@1", crate::workload::ip_of(who));
-        Arc::new(Buggy { inner, bug: self, me })
+        Arc::new(Buggy { inner, bug: self, me, started: Mutex::new(BTreeSet::new()) })
     }
 
     /// The event sink of instance `who`, with the bug if it has one there.
@@ -325,12 +343,72 @@ impl Buggy {
     }
 }
 
+impl Buggy {
+    /// `RaiseDropsCatchUps`: a raise of the reshard flag also removes every misfire marker of
+    /// the job, and their details. The caller gets the results of its own ops only.
+    async fn raise_drops_catch_ups(&self, mut ops: Vec<TxnOp>) -> Result<Vec<TxnResult>> {
+        let asked = ops.len();
+        let flag = ops.iter().map(TxnOp::path).find(|p| p.ends_with("/leader/sharding/necessary"));
+        let Some(job) = flag.and_then(|p| p.trim_start_matches('/').split('/').next()) else {
+            return self.inner.transaction(ops).await;
+        };
+        let job = job.to_owned();
+        for item in self.inner.children(&format!("/{job}/sharding")).await.unwrap_or_default() {
+            for marker in [
+                format!("/{job}/sharding/{item}/misfire"),
+                format!("/{job}/shardcron/misfire/{item}"),
+            ] {
+                if self.inner.exists(&marker).await? {
+                    ops.push(TxnOp::delete(marker, None));
+                }
+            }
+        }
+        let mut results = self.inner.transaction(ops).await?;
+        results.truncate(asked);
+        Ok(results)
+    }
+}
+
+impl Buggy {
+    /// `ForgetLedgerMark`: whether `ops` write only the ledger of a job this client has
+    /// started an item of since it connected: the mark written when failover is turned on (a
+    /// registration writes the ledger alone before its first start, a start beside its
+    /// `running` markers). Notes the starts it sees.
+    fn forgets_mark(&self, ops: &[TxnOp]) -> bool {
+        let job_of = |path: &str| path.trim_start_matches('/').split('/').next().map(str::to_owned);
+        let Ok(mut started) = self.started.lock() else { return false };
+        for op in ops {
+            if matches!(op, TxnOp::Create { .. }) && is_running_node(op.path()) {
+                started.extend(job_of(op.path()));
+            }
+        }
+        match ops {
+            [op @ (TxnOp::Set { .. } | TxnOp::Create { .. })]
+                if op.path().contains("/shardcron/ledger/") =>
+            {
+                job_of(op.path()).is_some_and(|job| started.contains(&job))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A reshard's commit: it deletes the flag (a raise creates or sets it).
+fn is_reshard_commit(ops: &[TxnOp]) -> bool {
+    ops.iter().any(|op| {
+        matches!(op, TxnOp::Delete { .. }) && op.path().ends_with("/leader/sharding/necessary")
+    })
+}
+
 /// A registry wrapper with a bug.
 struct Buggy {
     inner: Arc<dyn CoordinatorRegistry>,
     bug: Variant,
     /// The instance id of the wrapped client.
     me: String,
+    /// The jobs this client has started an item of (`ForgetLedgerMark` spares the ledger
+    /// writes of a registration, which come before).
+    started: Mutex<BTreeSet<String>>,
 }
 
 impl fmt::Debug for Buggy {
@@ -439,10 +517,23 @@ impl CoordinatorRegistry for Buggy {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
-        if self.bug == Variant::DisabledOwnerDropsCatchUp {
-            return self.ending_drops_catch_ups(ops).await;
+        match self.bug {
+            Variant::DisabledOwnerDropsCatchUp => self.ending_drops_catch_ups(ops).await,
+            Variant::ForgetLedgerMark if self.forgets_mark(&ops) => {
+                Err(shardcron_core::registry::RegistryError::Transaction {
+                    index: 0,
+                    source: Box::new(shardcron_core::registry::RegistryError::BadVersion {
+                        op: shardcron_core::registry::Op::Set,
+                        path: ops[0].path().to_owned(),
+                        expected: 0,
+                    }),
+                })
+            }
+            Variant::RaiseDropsCatchUps if reshard && !is_reshard_commit(&ops) => {
+                self.raise_drops_catch_ups(ops).await
+            }
+            _ => self.inner.transaction(ops).await,
         }
-        self.inner.transaction(ops).await
     }
 
     async fn watch_scope(&self, scope: WatchScope) -> Result<WatchStream> {

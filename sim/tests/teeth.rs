@@ -167,6 +167,35 @@ fn catch_ups_dropped_by_a_disabled_owner_are_caught() {
 }
 
 #[test]
+fn a_forgotten_ledger_mark_is_caught_after_failover_is_turned_on() {
+    // Failover is off until 12 s; i2 applies the change, then crashes at 13 s, before its next
+    // fire: the fires of 15 s and 20 s fall due before its session ends. Its ledger's mark,
+    // written when it learned failover was on, is what the survivors count them from.
+    let spec = JobSpec::new("j0", "0/5 * * * * ?", 6).item_ms(500).failover(false);
+    let scenario = Scenario::new("failover-turned-on-then-a-crash")
+        .at(12_000, Workload::SetFailover { job: "j0".into(), on: true })
+        .at(13_000, Fault::Crash(2))
+        .at(45_000, Fault::Restart(2));
+    caught_under_faults(vec![spec], scenario, Variant::ForgetLedgerMark, Invariant::Fires);
+}
+
+#[test]
+fn catch_ups_dropped_by_a_raise_are_caught() {
+    // Items run 3 s on a 5 s cron; i1 owns items 4 and 5. i1's link slows down (3 s per
+    // request), so its run of the 15 s fire starts late (19 s) and ends at 23 s, and its fire
+    // of 20 s is skipped as a misfire. Its end is written only at 26 s: i3's server disabled at
+    // 25.5 s asks for a reshard in between, and the catch-up waits for it (30 s; i1 keeps its
+    // items). The catch-up is not dropped: it runs after that reshard. The link heals at 26 s,
+    // so i1 overruns no more and no later catch-up stands in for this one.
+    let spec = JobSpec::new("j0", "0/5 * * * * ?", 6).item_ms(3_000);
+    let scenario = Scenario::new("a-raise-while-an-end-is-on-its-way")
+        .at(11_000, Fault::Slow(1, 3_000))
+        .at(25_500, Workload::DisableServer { job: "j0".into(), instance: 3 })
+        .at(26_000, Fault::Slow(1, 0));
+    caught_under_faults(vec![spec], scenario, Variant::RaiseDropsCatchUps, Invariant::Fires);
+}
+
+#[test]
 fn dropped_catch_ups_of_a_crashed_instance_are_caught() {
     // i2 dies between fires; the fires of 15 s and 20 s fall due before its session ends:
     // with failover and misfire on, the survivors owe them a catch-up.

@@ -289,6 +289,17 @@ impl Timeline {
         self.removed.get(job)?.iter().copied().find(|&t| t >= at)
     }
 
+    /// Until when the first reshard asked for in `(from, to]` was pending: when its flag went,
+    /// or `i64::MAX` if it never did; `None` if none was asked for then.
+    pub fn reshard_asked_within(&self, job: &str, from: i64, to: i64) -> Option<i64> {
+        let list = self.flags.get(job)?;
+        let (raised, _) = list
+            .iter()
+            .filter(|(t, data)| *t > from && *t <= to && data.is_some())
+            .find(|(t, _)| Self::pending_in(list, *t, i64::MAX))?;
+        Some(Self::gone_after(list, *raised).unwrap_or(i64::MAX))
+    }
+
     /// When the flag went that held the fire of `job` due at `at` (`fire_ms` by the epoch),
     /// if it fell due while a reshard was asked for: the flag held a time before the fire (or
     /// one nobody can read, which holds every fire, or none at all, as ElasticJob writes it),
