@@ -105,10 +105,15 @@ pub enum Variant {
     /// right after the run that blocked the catch-up ended; the boundary of the reading that a
     /// catch-up may wait for a reshard asked for within the slack after that run's end).
     RaiseDropsCatchUps,
+    /// A reshard's commit also deletes the misfire markers of the job, as if the reshard
+    /// settled every catch-up owed: a catch-up that waited for the reshard is never run (needs
+    /// a catch-up owed while a reshard is pending; the boundary of the reading that a catch-up
+    /// is dropped only if its item is disabled when it falls due after its waits).
+    ReshardDropsCatchUps,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 22] = [
+    pub const ALL: [Variant; 23] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -131,6 +136,7 @@ impl Variant {
         Variant::DisabledOwnerDropsCatchUp,
         Variant::ForgetLedgerMark,
         Variant::RaiseDropsCatchUps,
+        Variant::ReshardDropsCatchUps,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -156,7 +162,8 @@ impl Variant {
             | Variant::ForgetReshardTime
             | Variant::DisabledOwnerDropsCatchUp
             | Variant::ForgetLedgerMark
-            | Variant::RaiseDropsCatchUps => true,
+            | Variant::RaiseDropsCatchUps
+            | Variant::ReshardDropsCatchUps => true,
             Variant::ForgetItem
             | Variant::MuteClockSkew
             | Variant::MuteLateSkips
@@ -344,9 +351,10 @@ impl Buggy {
 }
 
 impl Buggy {
-    /// `RaiseDropsCatchUps`: a raise of the reshard flag also removes every misfire marker of
-    /// the job, and their details. The caller gets the results of its own ops only.
-    async fn raise_drops_catch_ups(&self, mut ops: Vec<TxnOp>) -> Result<Vec<TxnResult>> {
+    /// `RaiseDropsCatchUps` and `ReshardDropsCatchUps`: a write of the reshard flag (a raise,
+    /// or a reshard's delete) also removes every misfire marker of the job, and their
+    /// details. The caller gets the results of its own ops only.
+    async fn dropping_catch_ups(&self, mut ops: Vec<TxnOp>) -> Result<Vec<TxnResult>> {
         let asked = ops.len();
         let flag = ops.iter().map(TxnOp::path).find(|p| p.ends_with("/leader/sharding/necessary"));
         let Some(job) = flag.and_then(|p| p.trim_start_matches('/').split('/').next()) else {
@@ -530,7 +538,10 @@ impl CoordinatorRegistry for Buggy {
                 })
             }
             Variant::RaiseDropsCatchUps if reshard && !is_reshard_commit(&ops) => {
-                self.raise_drops_catch_ups(ops).await
+                self.dropping_catch_ups(ops).await
+            }
+            Variant::ReshardDropsCatchUps if is_reshard_commit(&ops) => {
+                self.dropping_catch_ups(ops).await
             }
             _ => self.inner.transaction(ops).await,
         }

@@ -92,6 +92,11 @@ const FIXED_5X3: &[(u64, FaultProfile, &str)] = &[
 const FIXED_5X3_SESSION_10: &[(u64, FaultProfile, &str)] =
     &[(2_363_014_749, FaultProfile::Chaos, "fires a new instance's items got while it registered")];
 
+/// Seeds of the 3 instances × 3 jobs shape with a 4 s session (`--instances 3 --jobs 3
+/// --session-timeout 4`).
+const FIXED_3X3_SESSION_4: &[(u64, FaultProfile, &str)] =
+    &[(4_099_042_499, FaultProfile::Lease, "an item disabled while its catch-up waited")];
+
 /// Seeds of the 10 instances × 10 jobs shape (`--instances 10 --jobs 10`).
 const FIXED_10X10: &[(u64, FaultProfile, &str)] = &[
     (1_012_580_706, FaultProfile::Chaos, "a cron change that reached an owner 9 s late"),
@@ -207,6 +212,17 @@ fn fixed_seeds_of_the_5x3_shape_hold_every_invariant() {
 fn fixed_seeds_of_the_5x3_shape_with_10_s_sessions_hold_every_invariant() {
     let options = ExploreOptions { instances: 5, jobs: 3, ..ExploreOptions::default() };
     hold(FIXED_5X3_SESSION_10, &options, " --instances 5 --jobs 3");
+}
+
+#[test]
+fn fixed_seeds_of_the_3x3_shape_with_4_s_sessions_hold_every_invariant() {
+    let options = ExploreOptions {
+        instances: 3,
+        jobs: 3,
+        session_timeout: std::time::Duration::from_secs(4),
+        ..ExploreOptions::default()
+    };
+    hold(FIXED_3X3_SESSION_4, &options, " --instances 3 --jobs 3 --session-timeout 4");
 }
 
 #[test]

@@ -196,6 +196,29 @@ fn catch_ups_dropped_by_a_raise_are_caught() {
 }
 
 #[test]
+fn catch_ups_dropped_by_a_reshard_are_caught() {
+    // As above, with i3's server disabled at 21 s, before i1's run ends (23 s): its catch-up
+    // waits for the reshard (26 s). Item 4, i1's, is disabled at 24 s and enabled again at
+    // 27 s: its catch-up, held while it is disabled, runs once it is enabled (29 s). Dropped
+    // by the reshard, it is reported for item 4 too: disabled while it waited is not
+    // disabled when it fell due.
+    let spec = JobSpec::new("j0", "0/5 * * * * ?", 6).item_ms(3_000);
+    let scenario = Scenario::new("an-item-disabled-while-its-catch-up-waits")
+        .at(11_000, Fault::Slow(1, 3_000))
+        .at(21_000, Workload::DisableServer { job: "j0".into(), instance: 3 })
+        .at(24_000, Workload::DisableItem { job: "j0".into(), item: 4 })
+        .at(26_000, Fault::Slow(1, 0))
+        .at(27_000, Workload::EnableItem { job: "j0".into(), item: 4 });
+    let broken =
+        caught_under_faults(vec![spec], scenario, Variant::ReshardDropsCatchUps, Invariant::Fires);
+    assert!(
+        broken.violations.iter().any(|v| v.message.starts_with("j0#4:")),
+        "item 4's dropped catch-up should be reported:\n{}",
+        broken.violations_text()
+    );
+}
+
+#[test]
 fn dropped_catch_ups_of_a_crashed_instance_are_caught() {
     // i2 dies between fires; the fires of 15 s and 20 s fall due before its session ends:
     // with failover and misfire on, the survivors owe them a catch-up.
