@@ -78,6 +78,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
         "an overtaken fire whose only other instance up had its server disabled",
     ),
     (800_060_818, FaultProfile::Chaos, "a raise while the end before a catch-up was on its way"),
+    (2_696_810_239, FaultProfile::Failover, "an owner crashed before it wrote its first ledger"),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3
@@ -96,6 +97,10 @@ const FIXED_5X3_SESSION_10: &[(u64, FaultProfile, &str)] =
 /// --session-timeout 4`).
 const FIXED_3X3_SESSION_4: &[(u64, FaultProfile, &str)] =
     &[(4_099_042_499, FaultProfile::Lease, "an item disabled while its catch-up waited")];
+
+/// Seeds of one instance with five jobs (`--instances 1 --jobs 5`).
+const FIXED_1X5: &[(u64, FaultProfile, &str)] =
+    &[(3_885_147_064, FaultProfile::Chaos, "a restart's missed fire run again after a clock jump")];
 
 /// Seeds of the 10 instances × 10 jobs shape (`--instances 10 --jobs 10`).
 const FIXED_10X10: &[(u64, FaultProfile, &str)] = &[
@@ -223,6 +228,12 @@ fn fixed_seeds_of_the_3x3_shape_with_4_s_sessions_hold_every_invariant() {
         ..ExploreOptions::default()
     };
     hold(FIXED_3X3_SESSION_4, &options, " --instances 3 --jobs 3 --session-timeout 4");
+}
+
+#[test]
+fn fixed_seeds_of_the_1x5_shape_hold_every_invariant() {
+    let options = ExploreOptions { instances: 1, jobs: 5, ..ExploreOptions::default() };
+    hold(FIXED_1X5, &options, " --instances 1 --jobs 5");
 }
 
 #[test]

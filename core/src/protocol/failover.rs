@@ -391,6 +391,7 @@ pub fn record_assigned(
     unknown_raise_ms: i64,
     made_ms: i64,
     caught_up: std::collections::BTreeMap<u32, i64>,
+    ledgers_kept: bool,
 ) -> TxnOp {
     let raised_ms = super::detail::flag_time(view, paths).flatten().unwrap_or(unknown_raise_ms);
     let owners = assignment
@@ -418,6 +419,19 @@ pub fn record_assigned(
             caught_up: last.caught_up,
         });
         earlier.extend(last.earlier);
+    }
+    // An owner without a ledger (still registering: its node is there, its ledger not yet;
+    // or a leaver) that goes without ever writing one has no mark to count this
+    // assignment's fires from, and the reshard that moves its items away would owe nothing:
+    // nothing of this assignment ran there before its raise (3 × 2 `failover` seed
+    // 2,696,810,239: an instance given an item while its registration's ledger was on a slow
+    // link crashed; three fires went unrun). Its ledger, once written, speaks instead.
+    // Only while failover and misfire keep ledgers: without them no owner has one, and a
+    // mark from then would owe fires it ran once failover is on again.
+    for (id, items) in assignment.iter().filter(|_| ledgers_kept) {
+        if !items.is_empty() && !view.exists(&paths.ledger(id)) {
+            departed.entry(id.to_owned()).or_insert(raised_ms);
+        }
     }
     // A live instance's ledger counts the fires it missed since its mark (a restart, a crash
     // its departure shows): who owned an item at each of them is the record's to say. It

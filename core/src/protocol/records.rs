@@ -321,7 +321,8 @@ pub struct Assigned {
     pub caught_up: std::collections::BTreeMap<u32, i64>,
     /// Instances that left since (a crash whose departure a survivor handled, a graceful
     /// stop), each with the mark of the ledger their leaving removed: the fires up to it are
-    /// accounted for (started, or queued as missed). The reshard that moves their items away
+    /// accounted for (started, or queued as missed); and the owners that had no ledger when
+    /// this reshard gave them items, with its raise time. The reshard that moves their items away
     /// reads it in the ledger's place: a fire after it, due under this assignment before that
     /// reshard's raise, ran nowhere, and is owed as a catch-up.
     pub departed: std::collections::BTreeMap<String, i64>,

@@ -223,6 +223,13 @@ pub fn plan(
         for &n in items {
             push_owner(&mut ops, n, instance.as_bytes());
         }
+        // Every owner is still there at the commit: an instance that left since the view
+        // (its ledger and instance node removed in one transaction, see `job::leave`) noted
+        // no mark in the record for the fires this assignment would give it, and nobody would
+        // owe them. The commit fails instead, and is decided again without it.
+        if !items.is_empty() {
+            ops.push(TxnOp::check(paths.instance(instance), None));
+        }
     }
     for (&stale, &owned) in existing_items.range(total_count..) {
         if owned {

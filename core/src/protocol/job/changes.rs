@@ -54,7 +54,10 @@ impl JobProtocol {
     /// recorded by the clock ahead (skipped) are due again at their time.
     pub(super) fn on_clock_back(&mut self, ctx: &Ctx<'_>) {
         let Some(armed) = self.armed_fire else { return };
-        let after = (ctx.now_ms - 1).max(self.last_scheduled_start.unwrap_or(i64::MIN));
+        // Past the fires it started, and the ones a registration handed to its leftovers.
+        let after = (ctx.now_ms - 1)
+            .max(self.last_scheduled_start.unwrap_or(i64::MIN))
+            .max(self.registration.rearmed_after.unwrap_or(i64::MIN));
         let sooner = self.schedule.as_ref().and_then(|s| s.next_after(after));
         if sooner.is_some_and(|next| next < armed) {
             self.arm_after(after, ctx);

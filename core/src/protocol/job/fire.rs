@@ -378,6 +378,7 @@ impl JobProtocol {
                 unknown_raise,
                 ctx.now_ms,
                 caught_up,
+                self.failover_enabled() && self.config.misfire,
             );
             owed.ops.push(record);
         }
