@@ -99,8 +99,10 @@ const FIXED_3X3_SESSION_4: &[(u64, FaultProfile, &str)] =
     &[(4_099_042_499, FaultProfile::Lease, "an item disabled while its catch-up waited")];
 
 /// Seeds of one instance with five jobs (`--instances 1 --jobs 5`).
-const FIXED_1X5: &[(u64, FaultProfile, &str)] =
-    &[(3_885_147_064, FaultProfile::Chaos, "a restart's missed fire run again after a clock jump")];
+const FIXED_1X5: &[(u64, FaultProfile, &str)] = &[
+    (3_885_147_064, FaultProfile::Chaos, "a restart's missed fire run again after a clock jump"),
+    (1_974_571_948, FaultProfile::Chaos, "a job removed before its first fire, added while slow"),
+];
 
 /// Seeds of the 10 instances × 10 jobs shape (`--instances 10 --jobs 10`).
 const FIXED_10X10: &[(u64, FaultProfile, &str)] = &[
