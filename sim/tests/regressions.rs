@@ -98,6 +98,11 @@ const FIXED_5X3_SESSION_10: &[(u64, FaultProfile, &str)] =
 const FIXED_3X3_SESSION_4: &[(u64, FaultProfile, &str)] =
     &[(4_099_042_499, FaultProfile::Lease, "an item disabled while its catch-up waited")];
 
+/// Seeds of the 2 instances × 3 jobs shape with a 6 s session (`--instances 2 --jobs 3
+/// --session-timeout 6`).
+const FIXED_2X3_SESSION_6: &[(u64, FaultProfile, &str)] =
+    &[(2_649_193_502, FaultProfile::Chaos, "two reshards shown late to a registering instance")];
+
 /// Seeds of one instance with five jobs (`--instances 1 --jobs 5`).
 const FIXED_1X5: &[(u64, FaultProfile, &str)] = &[
     (3_885_147_064, FaultProfile::Chaos, "a restart's missed fire run again after a clock jump"),
@@ -230,6 +235,17 @@ fn fixed_seeds_of_the_3x3_shape_with_4_s_sessions_hold_every_invariant() {
         ..ExploreOptions::default()
     };
     hold(FIXED_3X3_SESSION_4, &options, " --instances 3 --jobs 3 --session-timeout 4");
+}
+
+#[test]
+fn fixed_seeds_of_the_2x3_shape_with_6_s_sessions_hold_every_invariant() {
+    let options = ExploreOptions {
+        instances: 2,
+        jobs: 3,
+        session_timeout: std::time::Duration::from_secs(6),
+        ..ExploreOptions::default()
+    };
+    hold(FIXED_2X3_SESSION_6, &options, " --instances 2 --jobs 3 --session-timeout 6");
 }
 
 #[test]
