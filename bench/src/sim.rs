@@ -97,8 +97,11 @@ const WHY_SLOW: &str =
     leaves every job, and each leaver noted its ledger mark in the job's one record of the \
     assignments, losing the race for it to every other leaver in turn (50 × 100: 117,970 \
     leave transactions for 5,000 leaves). An instance that owns no item now leaves in one \
-    transaction that notes nothing (10,277 transactions), and the 50 × 100 `failover` seed \
-    went from 12.5 to 7.0 wall s. What would close the gap: a step that looks only at what its input changed, registrations that do not \
+    transaction that notes nothing (10,277 transactions): the 50 × 100 `failover` seed 1 \
+    takes 5.1-5.2 wall s instead of 6.6-7.0 (`shardcron-sim run`, the two builds \
+    alternated; the table's 12.5 s of the day before was a busier machine). At 10 × 10 the \
+    two builds read the same (1,724-1,768 virtual s per wall s, 20 seeds). What would \
+    close the gap: a step that looks only at what its input changed, registrations that do not \
     widen the watch to the whole job. A cache shared by the instances of one process does \
     not fit: each simulated instance must see the registry through its own session (a \
     partitioned or paused one sees an older state).\n";
