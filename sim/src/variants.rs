@@ -335,18 +335,24 @@ impl Buggy {
             if server.is_none_or(|n| n.data != b"DISABLED") {
                 continue;
             }
-            for marker in [
-                format!("/{job}/sharding/{item}/misfire"),
-                format!("/{job}/shardcron/misfire/{item}"),
-            ] {
-                if self.inner.exists(&marker).await? {
-                    ops.push(TxnOp::delete(marker, None));
-                }
-            }
+            self.push_catch_up_drops(&mut ops, job, item).await?;
         }
         let mut results = self.inner.transaction(ops).await?;
         results.truncate(asked);
         Ok(results)
+    }
+
+    /// Adds to `ops` the deletes of the misfire marker of `item` of `job` and its detail,
+    /// those that exist.
+    async fn push_catch_up_drops(&self, ops: &mut Vec<TxnOp>, job: &str, item: &str) -> Result<()> {
+        for marker in
+            [format!("/{job}/sharding/{item}/misfire"), format!("/{job}/shardcron/misfire/{item}")]
+        {
+            if self.inner.exists(&marker).await? {
+                ops.push(TxnOp::delete(marker, None));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -362,14 +368,7 @@ impl Buggy {
         };
         let job = job.to_owned();
         for item in self.inner.children(&format!("/{job}/sharding")).await.unwrap_or_default() {
-            for marker in [
-                format!("/{job}/sharding/{item}/misfire"),
-                format!("/{job}/shardcron/misfire/{item}"),
-            ] {
-                if self.inner.exists(&marker).await? {
-                    ops.push(TxnOp::delete(marker, None));
-                }
-            }
+            self.push_catch_up_drops(&mut ops, &job, &item).await?;
         }
         let mut results = self.inner.transaction(ops).await?;
         results.truncate(asked);

@@ -43,8 +43,9 @@ pub(super) struct Registration {
     /// When this process's first registration began (before its instance node was written):
     /// a new instance's items are those of assignments made since.
     began_ms: Option<i64>,
-    /// A registration after the first (a lost session's): the fire path handles fires after
-    /// this time only.
+    /// A registration after the first (a lost session's), or a first one that found our
+    /// ledger (a restart's, whose leftovers queued what an earlier process missed): the fire
+    /// path handles fires after this time only, even after the clock is set back.
     pub(super) rearmed_after: Option<i64>,
     /// The leftovers counted our missed fires by the registry's time, up to this time (our
     /// clock was off): the fire path takes over after it.
