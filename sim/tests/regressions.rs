@@ -79,6 +79,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     ),
     (800_060_818, FaultProfile::Chaos, "a raise while the end before a catch-up was on its way"),
     (2_696_810_239, FaultProfile::Failover, "an owner crashed before it wrote its first ledger"),
+    (4_132_758_956, FaultProfile::Chaos, "an owner crashed re-registering, back under its id"),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3
@@ -155,6 +156,7 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (812_787_233, FaultProfile::Chaos, "a count change's items at a fire a late raise let by"),
     (1_258_633_092, FaultProfile::Chaos, "the same, the fire in the ms the raise first wrote"),
     (47_994_016, FaultProfile::Chaos, "the same, the raise sent late behind our own requests"),
+    (1_152_359_773, FaultProfile::Chaos, "a clock set right after a restart by a clock ahead"),
     (800_061_542, FaultProfile::Chaos, "a crash before the owner learned failover was on"),
     (2_588_539_946, FaultProfile::Chaos, "a job's first raise moved past the fire it held"),
     (1_188_597_844, FaultProfile::Failover, "a crash after the jobs stopped in a restart"),

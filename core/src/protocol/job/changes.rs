@@ -54,10 +54,11 @@ impl JobProtocol {
     /// recorded by the clock ahead (skipped) are due again at their time.
     pub(super) fn on_clock_back(&mut self, ctx: &Ctx<'_>) {
         let Some(armed) = self.armed_fire else { return };
-        // Past the fires it started, and the ones a registration handed to its leftovers.
-        let after = (ctx.now_ms - 1)
-            .max(self.last_scheduled_start.unwrap_or(i64::MIN))
-            .max(self.registration.rearmed_after.unwrap_or(i64::MIN));
+        // Past the fires it started. Those a registration handed to its leftovers are held
+        // back when their timer rings (`rearmed_after`, in `on_fire_due`): re-armed past here,
+        // a time taken by a clock that ran ahead would skip the fires up to it unrecorded
+        // (1 × 3 `chaos` seed 1,152,359,773).
+        let after = (ctx.now_ms - 1).max(self.last_scheduled_start.unwrap_or(i64::MIN));
         let sooner = self.schedule.as_ref().and_then(|s| s.next_after(after));
         if sooner.is_some_and(|next| next < armed) {
             self.arm_after(after, ctx);

@@ -331,9 +331,10 @@ impl JobProtocol {
         }
         // A restart whose ledger said what an earlier process started: the fires up to
         // `resume` were that process's, or queued as missed by the leftovers. A clock set back
-        // later must not bring them round again (1 × 5 `chaos` seed 3,885,147,064: the fire
-        // of 118 s, queued at the restart at 118.4 s and re-run, ran again as scheduled once
-        // the clock, set back 8 s, was set right).
+        // later re-arms them, and their timers are held back (`on_fire_due`) rather than run
+        // again (1 × 5 `chaos` seed 3,885,147,064: the fire of 118 s, queued at the restart at
+        // 118.4 s and re-run, ran again as scheduled once the clock, set back 8 s, was set
+        // right).
         if self.registration.first && self.registration.started_before.flatten().is_some() {
             self.registration.rearmed_after = Some(resume);
         }
@@ -575,6 +576,17 @@ impl JobProtocol {
     fn leftovers(&mut self, ctx: &Ctx<'_>) -> Option<Vec<TxnOp>> {
         let garbled = matches!(ledger_of(ctx.view, &self.paths, &self.me), Some(Err(_)));
         let ledger = match ledger_of(ctx.view, &self.paths, &self.me) {
+            // No ledger, but the record of the assignments keeps our mark (a departure the
+            // survivors handled, a graceful stop, or a reshard that gave us items before our
+            // ledger was written): the fires after it under the assignments that gave us items
+            // are ours to count, as from a ledger (3 × 2 `chaos` seed 4,132,758,956: crashed
+            // while re-registering, given an item meanwhile, back under our id before the
+            // reshard after our departure; nobody counted the two fires missed).
+            None if self.registration.first => Ledger {
+                last_fire_ms: failover::read_assigned(ctx.view, &self.paths)
+                    .and_then(|record| record.departed.get(&self.me).copied()),
+                ..Ledger::default()
+            },
             None => Ledger::default(),
             Some(Ok(ledger)) => ledger,
             Some(Err(garbage)) => {
