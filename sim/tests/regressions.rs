@@ -79,7 +79,6 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     ),
     (800_060_818, FaultProfile::Chaos, "a raise while the end before a catch-up was on its way"),
     (2_696_810_239, FaultProfile::Failover, "an owner crashed before it wrote its first ledger"),
-    (4_132_758_956, FaultProfile::Chaos, "an owner crashed re-registering, back under its id"),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3

@@ -576,17 +576,6 @@ impl JobProtocol {
     fn leftovers(&mut self, ctx: &Ctx<'_>) -> Option<Vec<TxnOp>> {
         let garbled = matches!(ledger_of(ctx.view, &self.paths, &self.me), Some(Err(_)));
         let ledger = match ledger_of(ctx.view, &self.paths, &self.me) {
-            // No ledger, but the record of the assignments keeps our mark (a departure the
-            // survivors handled, a graceful stop, or a reshard that gave us items before our
-            // ledger was written): the fires after it under the assignments that gave us items
-            // are ours to count, as from a ledger (3 × 2 `chaos` seed 4,132,758,956: crashed
-            // while re-registering, given an item meanwhile, back under our id before the
-            // reshard after our departure; nobody counted the two fires missed).
-            None if self.registration.first => Ledger {
-                last_fire_ms: failover::read_assigned(ctx.view, &self.paths)
-                    .and_then(|record| record.departed.get(&self.me).copied()),
-                ..Ledger::default()
-            },
             None => Ledger::default(),
             Some(Ok(ledger)) => ledger,
             Some(Err(garbage)) => {
