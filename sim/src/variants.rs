@@ -354,9 +354,7 @@ impl Buggy {
         }
         Ok(())
     }
-}
 
-impl Buggy {
     /// `RaiseDropsCatchUps` and `ReshardDropsCatchUps`: a write of the reshard flag (a raise,
     /// or a reshard's delete) also removes every misfire marker of the job, and their
     /// details. The caller gets the results of its own ops only.
@@ -374,9 +372,7 @@ impl Buggy {
         results.truncate(asked);
         Ok(results)
     }
-}
 
-impl Buggy {
     /// `ForgetLedgerMark`: whether `ops` write only the ledger of a job this client has
     /// started an item of since it connected: the mark written when failover is turned on (a
     /// registration writes the ledger alone before its first start, a start beside its

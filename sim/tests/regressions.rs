@@ -210,77 +210,69 @@ fn fixed_seeds_hold_every_invariant() {
     hold(FIXED, &ExploreOptions::default(), "");
 }
 
+/// [`hold`] in a shape of `instances` × `jobs`, with sessions of `session_s` seconds (the
+/// default 10 s if `None`); the replay command names the same shape.
+fn hold_in(
+    seeds: &[(u64, FaultProfile, &str)],
+    instances: usize,
+    jobs: usize,
+    session_s: Option<u64>,
+) {
+    let mut options = ExploreOptions { instances, jobs, ..ExploreOptions::default() };
+    let mut shape = format!(" --instances {instances} --jobs {jobs}");
+    if let Some(secs) = session_s {
+        options.session_timeout = std::time::Duration::from_secs(secs);
+        shape.push_str(&format!(" --session-timeout {secs}"));
+    }
+    hold(seeds, &options, &shape);
+}
+
 #[test]
 fn fixed_seeds_of_the_5x3_shape_hold_every_invariant() {
-    let options = ExploreOptions {
-        instances: 5,
-        jobs: 3,
-        session_timeout: std::time::Duration::from_secs(4),
-        ..ExploreOptions::default()
-    };
-    hold(FIXED_5X3, &options, " --instances 5 --jobs 3 --session-timeout 4");
+    hold_in(FIXED_5X3, 5, 3, Some(4));
 }
 
 #[test]
 fn fixed_seeds_of_the_5x3_shape_with_10_s_sessions_hold_every_invariant() {
-    let options = ExploreOptions { instances: 5, jobs: 3, ..ExploreOptions::default() };
-    hold(FIXED_5X3_SESSION_10, &options, " --instances 5 --jobs 3");
+    hold_in(FIXED_5X3_SESSION_10, 5, 3, None);
 }
 
 #[test]
 fn fixed_seeds_of_the_3x3_shape_with_4_s_sessions_hold_every_invariant() {
-    let options = ExploreOptions {
-        instances: 3,
-        jobs: 3,
-        session_timeout: std::time::Duration::from_secs(4),
-        ..ExploreOptions::default()
-    };
-    hold(FIXED_3X3_SESSION_4, &options, " --instances 3 --jobs 3 --session-timeout 4");
+    hold_in(FIXED_3X3_SESSION_4, 3, 3, Some(4));
 }
 
 #[test]
 fn fixed_seeds_of_the_2x3_shape_with_6_s_sessions_hold_every_invariant() {
-    let options = ExploreOptions {
-        instances: 2,
-        jobs: 3,
-        session_timeout: std::time::Duration::from_secs(6),
-        ..ExploreOptions::default()
-    };
-    hold(FIXED_2X3_SESSION_6, &options, " --instances 2 --jobs 3 --session-timeout 6");
+    hold_in(FIXED_2X3_SESSION_6, 2, 3, Some(6));
 }
 
 #[test]
 fn fixed_seeds_of_the_1x5_shape_hold_every_invariant() {
-    let options = ExploreOptions { instances: 1, jobs: 5, ..ExploreOptions::default() };
-    hold(FIXED_1X5, &options, " --instances 1 --jobs 5");
+    hold_in(FIXED_1X5, 1, 5, None);
 }
 
 #[test]
 fn fixed_seeds_of_the_10x10_shape_hold_every_invariant() {
-    let options = ExploreOptions { instances: 10, jobs: 10, ..ExploreOptions::default() };
-    hold(FIXED_10X10, &options, " --instances 10 --jobs 10");
+    hold_in(FIXED_10X10, 10, 10, None);
 }
 
 #[test]
 fn fixed_seeds_of_the_2x4_shape_hold_every_invariant() {
-    let options = ExploreOptions { instances: 2, jobs: 4, ..ExploreOptions::default() };
-    hold(FIXED_2X4, &options, " --instances 2 --jobs 4");
+    hold_in(FIXED_2X4, 2, 4, None);
 }
 
 #[test]
 fn fixed_seeds_of_the_1x3_shape_hold_every_invariant() {
-    let options = ExploreOptions { instances: 1, jobs: 3, ..ExploreOptions::default() };
-    hold(FIXED_1X3, &options, " --instances 1 --jobs 3");
+    hold_in(FIXED_1X3, 1, 3, None);
 }
 
 #[test]
 fn fixed_seeds_of_the_2x1_shape_hold_every_invariant() {
-    let options = ExploreOptions { instances: 2, jobs: 1, ..ExploreOptions::default() };
-    hold(FIXED_2X1, &options, " --instances 2 --jobs 1");
+    hold_in(FIXED_2X1, 2, 1, None);
 }
 
 #[test]
 fn fixed_seeds_of_the_2x2_shape_hold_every_invariant() {
-    let options = ExploreOptions { instances: 2, jobs: 2, ..ExploreOptions::default() };
-    hold(FIXED_2X2, &options, " --instances 2 --jobs 2");
+    hold_in(FIXED_2X2, 2, 2, None);
 }
