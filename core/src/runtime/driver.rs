@@ -56,7 +56,10 @@ impl Driver {
             let clock = self.shared.handles.clock.clone();
             let timer = async move {
                 match next {
-                    Some(at) => clock.sleep_until(at).await,
+                    // A fire's lateness is the scheduler's precision: wake at the deadline
+                    // itself (the other deadlines tolerate the timer's millisecond or two).
+                    Some((at, TimerKind::Fire)) => clock.sleep_until_exactly(at).await,
+                    Some((at, _)) => clock.sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             };

@@ -47,9 +47,9 @@ impl TimerHeap {
         }
     }
 
-    /// The earliest deadline.
-    pub fn next_deadline(&self) -> Option<i64> {
-        self.queue.first().map(|(at, _)| *at)
+    /// The earliest deadline, and what it is for (the first of those due then).
+    pub fn next_deadline(&self) -> Option<(i64, TimerKind)> {
+        self.queue.first().map(|&(at, (_, kind))| (at, kind))
     }
 
     /// Removes every deadline at or before `now_ms` into `due`, earliest first.
@@ -83,7 +83,7 @@ mod tests {
         t.arm((JobId(1), TimerKind::Reconcile), Some(10));
         t.arm(fire(3), Some(5));
         t.arm(fire(3), Some(20));
-        assert_eq!(t.next_deadline(), Some(10));
+        assert_eq!(t.next_deadline(), Some((10, TimerKind::Fire)));
         let mut due = Vec::new();
         t.pop_due(10, &mut due);
         assert_eq!(due, vec![(10, fire(1)), (10, (JobId(1), TimerKind::Reconcile)), (10, fire(2))]);
