@@ -429,12 +429,13 @@ impl JobRunner {
         self.launches.insert(id, (cancel, launch.fire_ms));
         // Counts this launch among its tick's running ones until its end is queued for us.
         let running = self.shared.txns.launched(launch.fire_ms);
+        let txns = self.shared.txns.clone();
         self.shared.handles.spawner.spawn(Box::pin(async move {
             let report = executor.run(&job, request).await;
-            // The end of a run is not urgent, the start of the others is: the items a tick
-            // launched wait in the queue behind this task, and without this they would wait
-            // for this job's end to be handled too (its protocol's step, its end transaction).
-            tokio::task::yield_now().await;
+            // The end of a run is not urgent, the start of the others is: the runners of a
+            // tick still to launch their items would otherwise take turns with this job's end
+            // (its protocol's step, its end transaction).
+            txns.settled().await;
             let _ = me.send(JobEvent::Done { launch: id, report: Box::new(report) });
             // Only now: the end is work in hand of the runner before the tick stops counting it.
             drop(running);
