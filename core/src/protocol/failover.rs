@@ -80,9 +80,17 @@ pub fn left_by(
             Orphan { item, fire_ms, rank: 0, why: Orphaned::Interrupted }
         })
         .collect();
-    if let (Some((schedule, until)), Some(since)) =
-        (missed, ledger.as_ref().and_then(|l| l.last_fire_ms))
-    {
+    // Without a ledger (it never wrote one: it crashed while registering; or its leaving
+    // removed it), the record of the assignments keeps the mark its fires count from, which a
+    // reshard moving its items away would read in the ledger's place. Counted here, by the
+    // departure, as a ledger's: the reshard after it may give the items back to the same id,
+    // come back meanwhile, and owe nothing then (3 × 2 `chaos` seed 4,132,758,956).
+    let since = match (&ledger, &garbage) {
+        (Some(ledger), _) => ledger.last_fire_ms,
+        (None, None) => departed_mark(view, paths, dead),
+        (None, Some(_)) => None,
+    };
+    if let (Some((schedule, until)), Some(since)) = (missed, since) {
         // An interrupted item may have missed a later fire too: [`queue`] marks that one
         // misfired (one queue entry per item).
         orphans.extend(missed_since(view, paths, dead, total, schedule, since, until, &[]));
@@ -597,8 +605,21 @@ pub fn queue(
         {
             ops.push(op);
         }
+    } else if orphans.iter().any(|o| o.why == Orphaned::Missed) {
+        // Missed fires counted from the record's mark (`left_by`): the mark moves past them,
+        // or the reshard that moves the items away would owe them again. Fenced with the
+        // record: a reshard committed meanwhile fails this, and it is computed again.
+        if let Some(op) = counted_until.and_then(|m| note_departed(view, paths, dead, m)) {
+            ops.push(op);
+        }
     }
     ops
+}
+
+/// The mark the record of the assignments keeps for `id` ([`Assigned::departed`]): its fires
+/// after it are owed if it missed them.
+fn departed_mark(view: &View, paths: &JobPaths, id: &str) -> Option<i64> {
+    read_assigned(view, paths).and_then(|record| record.departed.get(id).copied())
 }
 
 /// The op that notes in the record of the assignments that `id` left with its fires up to

@@ -322,9 +322,11 @@ pub struct Assigned {
     /// Instances that left since (a crash whose departure a survivor handled, a graceful
     /// stop), each with the mark of the ledger their leaving removed: the fires up to it are
     /// accounted for (started, or queued as missed); and the owners that had no ledger when
-    /// this reshard gave them items, with its raise time. The reshard that moves their items away
-    /// reads it in the ledger's place: a fire after it, due under this assignment before that
-    /// reshard's raise, ran nowhere, and is owed as a catch-up.
+    /// this reshard gave them items, with its raise time. The departure of such an owner (its
+    /// ledger gone or never written) and the reshard that moves its items away read it in the
+    /// ledger's place: a fire after it, due under this assignment before that reshard's raise,
+    /// ran nowhere, and is owed as a catch-up (the departure moves the mark past what it
+    /// queued).
     pub departed: std::collections::BTreeMap<String, i64>,
     pub earlier: Vec<Section>,
 }
