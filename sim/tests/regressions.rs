@@ -169,6 +169,7 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (14_732_640, FaultProfile::Failover, "an item disabled before the only instance came back"),
     (200_204_689, FaultProfile::Failover, "a cron change applied late after a session expiry"),
     (3_214_561_033, FaultProfile::Chaos, "a timer handled after the next fire, then a crash"),
+    (3_825_525_871, FaultProfile::Chaos, "own markers beyond a count cut while partitioned"),
 ];
 
 /// Seeds of clusters of two instances with one job that once failed.

@@ -694,9 +694,22 @@ impl JobProtocol {
     /// The deletes of the `running` markers naming us on items we do not hold (a run that
     /// ended unrecorded, with failover on): with failover off nothing runs them again, and
     /// left in place they would hold every reshard back for good (they name a live instance).
+    /// Items beyond the count too (both callers watch the job whole): a count reduced while
+    /// such runs were out leaves their markers there, and once it grows back they hold every
+    /// reshard back just the same (1 × 3 `chaos` seed 3,825,525,871: a partition, the count
+    /// cut from 5 to 2 and failover turned off while it lasted; grown back to 5, the job ran
+    /// nothing more).
     pub(super) fn stale_own_markers(&self, ctx: &Ctx<'_>) -> Vec<TxnOp> {
         let held = self.held_items();
-        (0..self.total())
+        let mut items: Vec<u32> = ctx
+            .view
+            .children(&self.paths.sharding())
+            .iter()
+            .filter_map(|name| name.parse().ok())
+            .collect();
+        items.sort_unstable();
+        items
+            .into_iter()
             .filter(|n| !held.contains(n))
             .filter_map(|n| {
                 let path = self.paths.item_node(n, crate::layout::ItemNode::Running);
