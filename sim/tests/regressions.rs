@@ -80,6 +80,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (800_060_818, FaultProfile::Chaos, "a raise while the end before a catch-up was on its way"),
     (2_696_810_239, FaultProfile::Failover, "an owner crashed before it wrote its first ledger"),
     (4_132_758_956, FaultProfile::Chaos, "an owner crashed while registering, back under its id"),
+    (3_825_523_677, FaultProfile::Chaos, "a cron change armed by a clock set back: a fire rerun"),
     // Two seeds that ran a fire twice under a first fix of that one (the comeback's
     // registration counted the fires from the record's mark), taken back.
     (3_214_563_204, FaultProfile::Failover, "a departure queued, the comeback counted it again"),

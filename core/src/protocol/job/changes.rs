@@ -296,8 +296,13 @@ impl JobProtocol {
         self.actions.push(super::Action::UseConfig(Box::new(config)));
         let job = self.job().to_owned();
         self.emit(SchedulerEvent::ConfigApplied { job });
+        // Past the fires this instance started, as after a clock set back: a clock behind
+        // would arm the new cron from a time before a fire it ran, and run that instant again
+        // where both crons fall on it (3 × 2 `chaos` seed 3,825,523,677: a clock 8 s behind,
+        // every 2 s → every 10 s, the fire of 50 s run twice).
         if reschedule && self.registration.registered() {
-            self.arm_after(ctx.now_ms, ctx);
+            let after = ctx.now_ms.max(self.last_scheduled_start.unwrap_or(i64::MIN));
+            self.arm_after(after, ctx);
         }
         if reshard {
             self.flag_owed = true;
