@@ -148,6 +148,7 @@ const FIXED_2X4: &[(u64, FaultProfile, &str)] = &[
     (487_904_635, FaultProfile::Failover, "a stopped owner's items of a fire at a late raise"),
     (2_136_335_092, FaultProfile::Failover, "a new item's later misfire mark at a late raise"),
     (2_647_375_626, FaultProfile::Failover, "a leave's ledger removal lost to a reshard"),
+    (4_293_980_107, FaultProfile::Chaos, "a graceful restart reran a fire a late raise held"),
 ];
 
 /// Seeds of clusters of one instance (three jobs) that once failed.

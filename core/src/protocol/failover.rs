@@ -617,8 +617,9 @@ pub fn queue(
 }
 
 /// The mark the record of the assignments keeps for `id` ([`Assigned::departed`]): its fires
-/// after it are owed if it missed them.
-fn departed_mark(view: &View, paths: &JobPaths, id: &str) -> Option<i64> {
+/// up to it are accounted for (started, or queued as missed), those after it owed if it
+/// missed them.
+pub fn departed_mark(view: &View, paths: &JobPaths, id: &str) -> Option<i64> {
     read_assigned(view, paths).and_then(|record| record.departed.get(id).copied())
 }
 
