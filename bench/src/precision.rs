@@ -366,8 +366,12 @@ fn why_late(r: &PrecisionResult, results: &[PrecisionResult]) -> String {
              clock reaches it (tokio's timer counts whole milliseconds and parks in \
              `epoll_wait`, whose timeout is whole milliseconds too: alone, it woke 1 to 2 ms \
              late, and a lone job started 1.3 ms late until 2026-11-29); what remains is the \
-             fire's own path, its start transaction and its launch",
-            ms(one.lateness.p50)
+             fire's own path, its start transaction and its launch. The yielding costs up to \
+             2 ms of one core per fire deadline, which no task waits for: the CPU per fire of \
+             the 1-job rows (about {}, {} of a core) is mostly that",
+            ms(one.lateness.p50),
+            cpu_per_fire(one).map_or("-".into(), |us| format!("{:.1} ms", us / 1000.0)),
+            format!("{:.1} %", one.window_cpu_ms as f64 / (one.window_wall_ms.max(1) as f64) * 100.0)
         ));
     }
     out.push_str(
