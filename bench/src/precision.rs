@@ -368,10 +368,10 @@ fn why_late(r: &PrecisionResult, results: &[PrecisionResult]) -> String {
              late, and a lone job started 1.3 ms late until 2026-11-29); what remains is the \
              fire's own path, its start transaction and its launch. The yielding costs up to \
              2 ms of one core per fire deadline, which no task waits for: the CPU per fire of \
-             the 1-job rows (about {}, {} of a core) is mostly that",
+             the 1-job rows (about {}, {:.1} % of a core) is mostly that",
             ms(one.lateness.p50),
             cpu_per_fire(one).map_or("-".into(), |us| format!("{:.1} ms", us / 1000.0)),
-            format!("{:.1} %", one.window_cpu_ms as f64 / (one.window_wall_ms.max(1) as f64) * 100.0)
+            one.window_cpu_ms as f64 / (one.window_wall_ms.max(1) as f64) * 100.0
         ));
     }
     out.push_str(
