@@ -76,10 +76,15 @@ impl Clock for SystemClock {
         let deadline = Duration::from_millis(u64::try_from(deadline_ms).unwrap_or(0));
         Box::pin(async move {
             coarse.await;
+            // Bounded by the monotonic clock too: a wall clock set back meanwhile would have
+            // it yield for as long as the step (the driver then sees the timer ring early by
+            // the clock, and handles that as a clock set back, as with tokio's timer alone).
+            let spin_until = tokio::time::Instant::now() + SPIN_MARGIN * 2;
             while std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default()
                 < deadline
+                && tokio::time::Instant::now() < spin_until
             {
                 tokio::task::yield_now().await;
             }

@@ -58,8 +58,8 @@ impl Driver {
                 match next {
                     // A fire's lateness is the scheduler's precision: wake at the deadline
                     // itself (the other deadlines tolerate the timer's millisecond or two).
-                    Some((at, TimerKind::Fire)) => clock.sleep_until_exactly(at).await,
-                    Some((at, _)) => clock.sleep_until(at).await,
+                    Some((at, true)) => clock.sleep_until_exactly(at).await,
+                    Some((at, false)) => clock.sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             };

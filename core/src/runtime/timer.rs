@@ -26,6 +26,9 @@ pub type TimerKey = (JobId, TimerKind);
 pub struct TimerHeap {
     queue: BTreeSet<(i64, TimerKey)>,
     armed: BTreeMap<TimerKey, i64>,
+    /// How many fires are armed at each deadline: whether the earliest deadline holds a fire,
+    /// whichever job's timer comes first at it.
+    fires: BTreeMap<i64, usize>,
 }
 
 impl TimerHeap {
@@ -33,10 +36,26 @@ impl TimerHeap {
     pub fn arm(&mut self, key: TimerKey, deadline_ms: Option<i64>) {
         if let Some(old) = self.armed.remove(&key) {
             self.queue.remove(&(old, key));
+            self.count_fire(key, old, false);
         }
         if let Some(at) = deadline_ms {
             self.queue.insert((at, key));
             self.armed.insert(key, at);
+            self.count_fire(key, at, true);
+        }
+    }
+
+    fn count_fire(&mut self, (_, kind): TimerKey, at: i64, armed: bool) {
+        if kind != TimerKind::Fire {
+            return;
+        }
+        let count = self.fires.entry(at).or_insert(0);
+        if armed {
+            *count += 1;
+        } else if *count > 1 {
+            *count -= 1;
+        } else {
+            self.fires.remove(&at);
         }
     }
 
@@ -47,9 +66,9 @@ impl TimerHeap {
         }
     }
 
-    /// The earliest deadline, and what it is for (the first of those due then).
-    pub fn next_deadline(&self) -> Option<(i64, TimerKind)> {
-        self.queue.first().map(|&(at, (_, kind))| (at, kind))
+    /// The earliest deadline, and whether a fire is due at it.
+    pub fn next_deadline(&self) -> Option<(i64, bool)> {
+        self.queue.first().map(|&(at, _)| (at, self.fires.contains_key(&at)))
     }
 
     /// Removes every deadline at or before `now_ms` into `due`, earliest first.
@@ -57,6 +76,7 @@ impl TimerHeap {
         while self.queue.first().is_some_and(|(at, _)| *at <= now_ms) {
             let Some((at, key)) = self.queue.pop_first() else { break };
             self.armed.remove(&key);
+            self.count_fire(key, at, false);
             due.push((at, key));
         }
     }
@@ -83,11 +103,18 @@ mod tests {
         t.arm((JobId(1), TimerKind::Reconcile), Some(10));
         t.arm(fire(3), Some(5));
         t.arm(fire(3), Some(20));
-        assert_eq!(t.next_deadline(), Some((10, TimerKind::Fire)));
+        assert_eq!(t.next_deadline(), Some((10, true)));
         let mut due = Vec::new();
         t.pop_due(10, &mut due);
         assert_eq!(due, vec![(10, fire(1)), (10, (JobId(1), TimerKind::Reconcile)), (10, fire(2))]);
         t.disarm_job(JobId(3));
         assert!(t.is_empty());
+        assert!(t.fires.is_empty(), "no fire counted once none is armed");
+        // Another job's wait first at the deadline: a fire is due at it all the same.
+        t.arm((JobId(1), TimerKind::Wait), Some(30));
+        t.arm(fire(2), Some(30));
+        assert_eq!(t.next_deadline(), Some((30, true)));
+        t.arm(fire(2), None);
+        assert_eq!(t.next_deadline(), Some((30, false)));
     }
 }
