@@ -210,7 +210,10 @@ impl Activity {
 
 /// Returns once `activity` is quiet, or `limit_ms` from now at the latest.
 async fn settled(activity: &Activity, clock: &dyn Clock, limit_ms: i64) {
-    // Armed only if it is needed: most ends find the runners quiet.
+    // Most ends find the runners quiet: no waiter registered, no timer armed.
+    if activity.is_quiet() {
+        return;
+    }
     let mut deadline = None;
     loop {
         // Enabled before the look: a notification between the two is not missed.

@@ -49,16 +49,16 @@ impl JobProtocol {
         // only after its checks (a clock comparison is a round trip), with the later fires
         // recorded meanwhile: an owner that went down in between lost it unrecorded, though it
         // had spoken of the fires after it (1 × 3 `chaos` seed 3,214,561,033).
-        if self
-            .schedule
-            .as_ref()
-            .and_then(|s| s.next_after(fire_ms))
-            .is_some_and(|n| n <= ctx.now_ms)
-        {
+        if self.superseded(fire_ms, ctx.now_ms) {
             self.skip(fire_ms, SkipReason::Late);
             return;
         }
         self.enqueue(fire_ms, FireKind::Scheduled, None);
+    }
+
+    /// Whether the scheduled fire `fire_ms` is superseded by `now_ms`: the next fire fell due.
+    pub(super) fn superseded(&self, fire_ms: i64, now_ms: i64) -> bool {
+        self.schedule.as_ref().and_then(|s| s.next_after(fire_ms)).is_some_and(|n| n <= now_ms)
     }
 
     /// The clock went back: the timer armed for the next fire by the earlier reading waits

@@ -159,13 +159,7 @@ impl JobProtocol {
         // time. Recorded late, not misfired (even while a run of ours goes on): the departure
         // of an instance that owned items at it counts it among the fires that instance
         // missed, and a misfire marker would have it run twice.
-        if f.kind == FireKind::Scheduled
-            && self
-                .schedule
-                .as_ref()
-                .and_then(|s| s.next_after(f.fire_ms))
-                .is_some_and(|n| n <= ctx.now_ms)
-        {
+        if f.kind == FireKind::Scheduled && self.superseded(f.fire_ms, ctx.now_ms) {
             return Decision::Skip(SkipReason::Late);
         }
         // The assignment in view answers a flag raised at or after the fire's time: the fire
