@@ -61,7 +61,7 @@ impl Clock for SystemClock {
         Box::pin(tokio::time::sleep_until(start + wait))
     }
 
-    /// Sleeps on tokio's timer until [`SPIN_MARGIN`] before the deadline, then yields to the
+    /// Sleeps on tokio's timer until `SPIN_MARGIN` (2 ms) before the deadline, then yields to the
     /// runtime's other tasks until the wall clock reaches it. tokio's timer wheel counts whole
     /// milliseconds and rounds a deadline up to the next one, and the poll it parks in takes
     /// its timeout in whole milliseconds too: alone it wakes 1 to 2 ms late (1.2 ms median for
