@@ -85,6 +85,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     // registration counted the fires from the record's mark), taken back.
     (3_214_563_204, FaultProfile::Failover, "a departure queued, the comeback counted it again"),
     (3_214_563_573, FaultProfile::Failover, "another double run of that first fix"),
+    (2_047_788_398, FaultProfile::Failover, "a restamp beaten by raises that kept the time"),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3

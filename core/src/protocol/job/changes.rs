@@ -2,7 +2,8 @@
 //! triggers, config changes, the reshard flag and the leader's reconcile.
 
 use super::{
-    BidStep, Ctx, FlagStep, JobProtocol, Next, Pending, Reply, Request, Stamp, MAX_OVERDUE_SCAN,
+    BidStep, Ctx, FlagStep, JobProtocol, Next, Pending, Reply, Request, Restamp, Stamp,
+    MAX_OVERDUE_SCAN,
 };
 use crate::config::{store, ConfigError};
 use crate::cron::CronSchedule;
@@ -641,20 +642,63 @@ impl JobProtocol {
                         // assignment, which lacks any item a count change added, and the
                         // reshard owes those items the last one's catch-up.
                         let from = written.moved_from.unwrap_or(written.at);
+                        let restamp = Restamp { written: written.at, to: now, from, attempts: 0 };
                         let ops = vec![TxnOp::set(
                             self.paths.sharding_necessary(),
                             crate::protocol::records::flag_text(now, Some(from)),
                             Some(version),
                         )];
                         self.then = Some(Box::new((
-                            Pending::RaiseFlag(FlagStep::Restamp),
+                            Pending::RaiseFlag(FlagStep::Restamp(restamp)),
                             Request::Txn(ops),
                         )));
                     }
                 }
             }
-            // Someone raised it again or the reshard committed meanwhile: nothing to move.
-            (FlagStep::Restamp, _) => {}
+            // Another write over the flag came first: a raise over it by an instance that saw
+            // the time our raise wrote, and kept it (the earliest time a change is owed since
+            // stays). The fires between that time and our commit still ran under the old
+            // assignment, unseen by whoever holds them: the move is made again while the flag
+            // holds the time we wrote (3 x 2 `failover` seed 2,047,788,398: two raises over
+            // ours, as a partitioned instance came back, beat the restamp over a slow link;
+            // the reshard judged the fire of 62 s, which three items ran before the late
+            // raise committed, by its time of 59.3 s, and they ran it again).
+            (FlagStep::Restamp(restamp), Err(e))
+                if restamp.attempts < RESTAMP_ATTEMPTS
+                    && matches!(
+                        e.transaction_failure(),
+                        Some((_, RegistryError::BadVersion { .. }))
+                    ) =>
+            {
+                let request = Request::Get(self.paths.sharding_necessary());
+                self.then =
+                    Some(Box::new((Pending::RaiseFlag(FlagStep::RestampRead(restamp)), request)));
+            }
+            // The reshard committed meanwhile (the flag is gone), or it was moved: done.
+            (FlagStep::Restamp(_), _) => {}
+            (FlagStep::RestampRead(restamp), Ok(Reply::Node(Some(flag)))) => {
+                let step = FlagStep::RestampReadDetail { restamp, version: flag.version };
+                let request = Request::Get(self.paths.detail(Detailed::Flag));
+                self.then = Some(Box::new((Pending::RaiseFlag(step), request)));
+            }
+            (FlagStep::RestampReadDetail { restamp, version }, Ok(Reply::Node(Some(detail)))) => {
+                let holds_ours = crate::protocol::records::parse_flag("", &detail.data)
+                    .is_ok_and(|t| t == Some(restamp.written));
+                if holds_ours {
+                    let text = crate::protocol::records::flag_text(restamp.to, Some(restamp.from));
+                    let ops = vec![
+                        TxnOp::set(self.paths.sharding_necessary(), Vec::new(), Some(version)),
+                        TxnOp::set(self.paths.detail(Detailed::Flag), text, Some(detail.version)),
+                    ];
+                    let next = Restamp { attempts: restamp.attempts + 1, ..restamp };
+                    self.then = Some(Box::new((
+                        Pending::RaiseFlag(FlagStep::Restamp(next)),
+                        Request::Txn(ops),
+                    )));
+                }
+            }
+            // The flag or its detail is gone (the reshard committed): nothing to move.
+            (FlagStep::RestampRead(_) | FlagStep::RestampReadDetail { .. }, Ok(_)) => {}
             // The view was behind: whoever wrote the flag may have raised it before the change
             // we raise it for. Read it, and raise over what is there.
             (FlagStep::FromView { .. }, Err(e))
@@ -839,6 +883,10 @@ impl JobProtocol {
 
 /// How often a raise of the reshard flag is retried against concurrent writers.
 const FLAG_ATTEMPTS: u32 = 16;
+
+/// How many times a restamp is made again after losing to writes over the flag that kept the
+/// time our raise wrote (each loss is a raise by another instance: a handful at most).
+const RESTAMP_ATTEMPTS: u32 = 4;
 
 /// How long a registration after a lost session waits for the watch's resync: it normally
 /// comes within milliseconds; one that came before the session event is not waited for long.

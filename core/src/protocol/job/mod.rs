@@ -167,7 +167,23 @@ enum FlagStep {
     /// A versioned write over what the read returned (the same).
     OverRead { stamped: Option<Stamp> },
     /// The raise committed later than the time it wrote: the time moved to the commit's.
-    Restamp,
+    Restamp(Restamp),
+    /// The restamp lost to a write over the flag (another instance's raise over it, which
+    /// keeps the time it holds): read the flag.
+    RestampRead(Restamp),
+    /// The flag is there at `version`: read its detail; while it still holds the time our
+    /// raise wrote, the restamp is made again over what was read.
+    RestampReadDetail { restamp: Restamp, version: u64 },
+}
+
+/// A restamp of our raise: the time it wrote, and the times it moves the flag to (its commit's
+/// and, beside it, the one it was owed since).
+#[derive(Debug, Clone, Copy)]
+struct Restamp {
+    written: i64,
+    to: i64,
+    from: i64,
+    attempts: u32,
 }
 
 /// The times a raise of ours wrote into the flag: the raise's, and the earlier one it was
