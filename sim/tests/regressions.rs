@@ -182,6 +182,13 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (4_231_657_252, FaultProfile::Chaos, "a departed mark kept while failover was off"),
 ];
 
+/// Seeds found at 3 instances × 1 job.
+const FIXED_3X1: &[(u64, FaultProfile, &str)] = &[(
+    137_794_321,
+    FaultProfile::Chaos,
+    "a departure the last reshard answered raised again, a catch-up waited till the removal",
+)];
+
 /// Seeds found at 2 instances × 2 jobs.
 const FIXED_2X2: &[(u64, FaultProfile, &str)] = &[
     (2_611_186_689, FaultProfile::Lease, "claimed re-runs of two fires run one after the other"),
@@ -235,6 +242,11 @@ fn hold_in(
         shape.push_str(&format!(" --session-timeout {secs}"));
     }
     hold(seeds, &options, &shape);
+}
+
+#[test]
+fn fixed_seeds_of_the_3x1_shape_hold_every_invariant() {
+    hold_in(FIXED_3X1, 3, 1, None);
 }
 
 #[test]
