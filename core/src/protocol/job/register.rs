@@ -476,12 +476,21 @@ impl JobProtocol {
             Some(added) => made.min(added),
             None => made,
         };
-        if made >= from {
+        // A fire in the very millisecond this registration began is ours too when the flag
+        // this reshard answered was raised before it: the fire waited for the reshard (the
+        // others ran their items of it under that reshard), and our fire path took over
+        // after it (3 × 1 `chaos` seed 4,047,597,926: a restart at 120 s, the reshard made
+        // that millisecond gave it two items, and nobody ran them for the fire of 120 s).
+        let raised_before_began = self
+            .reshard_raise_since_registering(ctx)
+            .is_some_and(|(raised, began)| raised < began && made == began);
+        let after = if raised_before_began { made - 1 } else { made };
+        if after >= from {
             return;
         }
         self.resume_window = None;
         let Some(schedule) = self.schedule.as_ref() else { return };
-        let Some(fire) = schedule.last_in(made, from) else { return };
+        let Some(fire) = schedule.last_in(after, from) else { return };
         let late = schedule.next_after(from).is_some_and(|next| next <= ctx.now_ms);
         if first {
             self.record_late_between(made, fire);
@@ -531,6 +540,11 @@ impl JobProtocol {
     /// with 6 s sessions: a reshard made at a fire gave us items while we registered, another
     /// made 2 s later gave us the same, and nobody ran or recorded that fire).
     fn reshard_since_registering(&self, ctx: &Ctx<'_>) -> Option<i64> {
+        self.reshard_raise_since_registering(ctx).map(|(raised, began)| raised.max(began))
+    }
+
+    /// [`Self::reshard_since_registering`]'s raise time, and when this registration began.
+    fn reshard_raise_since_registering(&self, ctx: &Ctx<'_>) -> Option<(i64, i64)> {
         let began = self.registration.began_ms?;
         let record = failover::read_assigned(ctx.view, &self.paths)?;
         let ours = |owners: &crate::protocol::records::Owners| {
@@ -547,7 +561,7 @@ impl JobProtocol {
             })
             .last()
             .map(|section| section.raised_ms);
-        Some(earlier.unwrap_or(record.raised_ms).max(began))
+        Some((earlier.unwrap_or(record.raised_ms), began))
     }
 
     fn ledger_last_fire(&self, ctx: &Ctx<'_>) -> Option<i64> {
