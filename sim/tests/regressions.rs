@@ -183,11 +183,14 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
 ];
 
 /// Seeds found at 3 instances × 1 job.
-const FIXED_3X1: &[(u64, FaultProfile, &str)] = &[(
-    137_794_321,
-    FaultProfile::Chaos,
-    "a departure the last reshard answered raised again, a catch-up waited till the removal",
-)];
+const FIXED_3X1: &[(u64, FaultProfile, &str)] = &[
+    (
+        137_794_321,
+        FaultProfile::Chaos,
+        "a departure the last reshard answered raised again, a catch-up waited till the removal",
+    ),
+    (4_047_597_926, FaultProfile::Chaos, "a restart in the millisecond of a reshard and a fire"),
+];
 
 /// Seeds found at 2 instances × 2 jobs.
 const FIXED_2X2: &[(u64, FaultProfile, &str)] = &[
@@ -202,6 +205,7 @@ const FIXED_2X2: &[(u64, FaultProfile, &str)] = &[
         FaultProfile::Lease,
         "a restarted survivor left a busy claimer's entry waiting behind its run and its crash",
     ),
+    (4_047_588_186, FaultProfile::Lease, "re-runs of items a count change removed claimed"),
 ];
 
 /// Runs each seed with `options`' shape; fails with the replay command of the first that

@@ -687,6 +687,25 @@ pub fn remove_entry(view: &View, paths: &JobPaths, item: u32, version: Option<u6
     ops
 }
 
+/// The removal of the entry of an item a count change removed since it was queued: its
+/// re-run is owed no more (GUARANTEES.md, section 2), and the departed instance's `running`
+/// marker on it goes too (left, it would hold the item back for good once the count grows
+/// again, as [`queue`] says of the markers it finds beyond the count).
+pub fn drop_removed_item(
+    view: &View,
+    paths: &JobPaths,
+    item: u32,
+    entry: &FailoverEntry,
+) -> Vec<TxnOp> {
+    let version = view.get(&paths.failover_item(item)).map(|n| n.version);
+    let mut ops = remove_entry(view, paths, item, version);
+    let running = paths.item_node(item, ItemNode::Running);
+    if let Some(node) = view.get(&running).filter(|n| n.text().trim() == entry.dead) {
+        ops.push(TxnOp::delete(running, Some(node.version)));
+    }
+    ops
+}
+
 /// Queue entries by item.
 pub type Entries = Vec<(u32, FailoverEntry)>;
 

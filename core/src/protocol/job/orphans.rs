@@ -468,6 +468,17 @@ impl JobProtocol {
             if !ours.iter().any(|(n, _)| *n == item) {
                 self.entries_seen.insert(item, ctx.now_ms);
             }
+            // An item a count change removed since it was queued (a restart queued its
+            // earlier process's items, whose session lingered past the change: 2 x 2 `lease`
+            // seed 4,047,588,186, three 20 s re-runs of removed items, and their claimer's
+            // misfires meanwhile owed catch-ups of items that no longer exist).
+            if item >= self.total() {
+                if taken.is_empty() {
+                    let drop = failover::drop_removed_item(ctx.view, &self.paths, item, &entry);
+                    return Some(Next::Request(Pending::DropEntry, Request::Txn(drop)));
+                }
+                continue;
+            }
             let mut next = ledger.clone();
             match failover::claim(ctx.view, &self.paths, item, &entry, &self.me, &mut next) {
                 // Full: the rest of the share goes in the next transaction.
