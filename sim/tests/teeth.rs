@@ -168,13 +168,14 @@ fn catch_ups_dropped_by_a_disabled_owner_are_caught() {
 
 #[test]
 fn a_forgotten_ledger_mark_is_caught_after_failover_is_turned_on() {
-    // Failover is off until 12 s; i2 applies the change, then crashes at 13 s, before its next
-    // fire: the fires of 15 s and 20 s fall due before its session ends. Its ledger's mark,
-    // written when it learned failover was on, is what the survivors count them from.
-    let spec = JobSpec::new("j0", "0/5 * * * * ?", 6).item_ms(500).failover(false);
+    // Failover is off until 12 s; i2 applies the change, then crashes at 16 s (past the 3 s
+    // its mark may take over a slow link, a clock comparison and a write), before its next
+    // fire: the fire of 20 s falls due before its session ends. Its ledger's mark, written
+    // when it learned failover was on, is what the survivors count it from.
+    let spec = JobSpec::new("j0", "0/10 * * * * ?", 6).item_ms(500).failover(false);
     let scenario = Scenario::new("failover-turned-on-then-a-crash")
         .at(12_000, Workload::SetFailover { job: "j0".into(), on: true })
-        .at(13_000, Fault::Crash(2))
+        .at(16_000, Fault::Crash(2))
         .at(45_000, Fault::Restart(2));
     caught_under_faults(vec![spec], scenario, Variant::ForgetLedgerMark, Invariant::Fires);
 }

@@ -225,10 +225,13 @@ impl Facts {
 
     /// Whether `who`, crashed at `crash`, could know that failover was on for `job` then: the
     /// job had it from its addition, or `who` applied a changed config (or its process
-    /// started, reading the config anew) after failover was last turned on. An owner cut off
-    /// before failover was turned on, and crashed before it learned, kept no ledger mark
-    /// (1 × 3 `chaos` seed 800,061,542: cut off at 87 s, failover turned on at 88 s, crashed
-    /// at 96 s).
+    /// started, reading the config anew) after failover was last turned on, and the slack of
+    /// a change before the crash. An owner cut off before failover was turned on, and crashed
+    /// before it learned, kept no ledger mark (1 × 3 `chaos` seed 800,061,542: cut off at
+    /// 87 s, failover turned on at 88 s, crashed at 96 s); nor did one that crashed while its
+    /// mark was on its way, a clock comparison and a write after it learned (2 × 1 `chaos`
+    /// seed 4,129,504,461: applied at 29 s over a 1 s link, the mark sent at 30 s, crashed at
+    /// 30.4 s).
     fn knew_failover_on(&self, tl: &Timeline, job: &str, who: usize, crash: i64) -> bool {
         let Some(configs) = tl.configs.get(job) else { return true };
         let before: Vec<&(i64, crate::trace::JobState)> =
@@ -240,7 +243,7 @@ impl Facts {
             .map(|pair| pair[1].0);
         let Some(on_at) = turned_on else { return true };
         let learned = |times: Option<&Vec<i64>>| {
-            times.is_some_and(|l| l.iter().any(|&t| t >= on_at && t <= crash))
+            times.is_some_and(|l| l.iter().any(|&t| t >= on_at && t + CHANGE_SLACK_MS <= crash))
         };
         learned(self.configs_applied.get(&(job.to_owned(), who))) || learned(tl.starts.get(&who))
     }
