@@ -469,7 +469,8 @@ impl JobProtocol {
         let total = self.total();
         let owns_an_item = |id: &str| {
             (0..total).any(|n| {
-                view.text(&self.paths.item_node(n, ItemNode::Instance)).is_some_and(|o| o == id)
+                let owner = view.get(&self.paths.item_node(n, ItemNode::Instance));
+                owner.is_some_and(|o| o.data == id.as_bytes())
             })
         };
         if self.flag_up(view) || sharding::pending(view, &self.paths) || owns_an_item(departed) {
@@ -493,9 +494,9 @@ impl JobProtocol {
                 }
             }
         }
-        owner_of.iter().enumerate().all(|(n, want)| {
-            let node = self.paths.item_node(n as u32, ItemNode::Instance);
-            want.is_some_and(|id| view.text(&node).is_some_and(|o| o == id))
+        (0..total).zip(owner_of).all(|(n, want)| {
+            let owner = view.get(&self.paths.item_node(n, ItemNode::Instance));
+            want.is_some_and(|id| owner.is_some_and(|o| o.data == id.as_bytes()))
         })
     }
 
