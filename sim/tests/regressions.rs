@@ -181,6 +181,7 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (4_231_656_484, FaultProfile::Chaos, "a departed mark kept past its instance's comeback"),
     (4_231_657_252, FaultProfile::Chaos, "a departed mark kept while failover was off"),
     (4_129_504_461, FaultProfile::Chaos, "a crash while the ledger mark was on its way"),
+    (936_424_240, FaultProfile::Chaos, "a misfire settled by a claim, owed again by a reshard"),
 ];
 
 /// Seeds found at 3 instances × 1 job.

@@ -459,8 +459,20 @@ impl JobProtocol {
         if items.is_empty() {
             return Decision::Skip(SkipReason::Misfire);
         }
-        let ops = execution::mark_misfire(view, &self.paths, &items, f.fire_ms, flag.as_deref());
-        let step = Step::Misfire { flagged: flag.is_some(), seen: view.revision() };
+        let mut ops =
+            execution::mark_misfire(view, &self.paths, &items, f.fire_ms, flag.as_deref());
+        // With a ledger, the fire is accounted for in it, as a start's is: the markers owe its
+        // catch-up. A reshard that moves our items away judges by the ledger whether we left
+        // the last fire unrun, and a failover run of that fire (claimed from an earlier
+        // session's marker, which settled this marker) would otherwise be owed again (2 × 1
+        // `chaos` seed 936,424,240: ran twice).
+        if let Some(mut ledger) = self.ledger_for_write(ctx) {
+            if ledger.last_fire_ms.is_none_or(|last| last < f.fire_ms) {
+                ledger.last_fire_ms = Some(f.fire_ms);
+                ops.push(execution::write_ledger(ctx.view, &self.paths, &self.me, &ledger));
+            }
+        }
+        let step = Step::Misfire { flagged: flag.is_some(), seen: ctx.view.revision() };
         Decision::Ask(step, Request::Txn(ops))
     }
 
@@ -552,8 +564,13 @@ impl JobProtocol {
                     f.flag_gone = true;
                     f.catch_up = Some((seen, race_pause));
                 }
-                // The view was behind on a marker.
-                Some((_, RegistryError::NoNode { .. } | RegistryError::NodeExists { .. })) => {
+                // The view was behind on a marker (or on our ledger).
+                Some((
+                    _,
+                    RegistryError::NoNode { .. }
+                    | RegistryError::NodeExists { .. }
+                    | RegistryError::BadVersion { .. },
+                )) => {
                     f.races += 1;
                     f.catch_up = Some((seen, race_pause));
                 }
