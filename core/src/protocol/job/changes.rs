@@ -69,6 +69,11 @@ impl JobProtocol {
     /// already (a clock ahead runs them early; run again they would run twice). Fires it only
     /// recorded by the clock ahead (skipped) are due again at their time.
     pub(super) fn on_clock_back(&mut self, ctx: &Ctx<'_>) {
+        // A catch-up held back by a clock found off is tried again at once: the clock may
+        // have been set right (its retry time, taken by the clock before, is far off now).
+        if self.catch_up_retry_ms.take().is_some() {
+            self.catch_up_blocked = None;
+        }
         let Some(armed) = self.armed_fire else { return };
         // Past the fires it started. Those a registration handed to its leftovers are held
         // back when their timer rings (`rearmed_after`, in `on_fire_due`): re-armed past here,

@@ -363,6 +363,9 @@ pub struct JobProtocol {
     entries_seen: BTreeMap<u32, i64>,
     /// A catch-up that could not start: none again until the view changes.
     catch_up_blocked: Option<u64>,
+    /// A catch-up skipped because this clock was off: tried again (its clock compared again)
+    /// at this time, or when the clock goes back, whatever the view does.
+    catch_up_retry_ms: Option<i64>,
     /// The job's own view revision and item count at which the idle look found no catch-up
     /// owed: the answer depends on nothing else, and every idle step asks
     /// (`catch_up_owed_now`).
@@ -480,6 +483,7 @@ impl JobProtocol {
             queue_lost: None,
             entries_seen: BTreeMap::new(),
             catch_up_blocked: None,
+            catch_up_retry_ms: None,
             no_catch_up: None,
             no_misfires: None,
             clock_checked: None,
@@ -915,7 +919,8 @@ impl JobProtocol {
         let servers = self.stale_servers_deadline();
         let resync = self.resync_owed.filter(|_| self.connected);
         let steal = self.steal_deadline();
-        [fire, stop, servers, resync, steal].into_iter().flatten().min()
+        let catch_up = self.catch_up_retry_ms;
+        [fire, stop, servers, resync, steal, catch_up].into_iter().flatten().min()
     }
 
     /// Arms the next fire strictly after `after_ms` (or the latest overdue one, if the job fell

@@ -279,10 +279,12 @@ impl JobProtocol {
         if self.claim_behind && self.claim_race.holds(ctx.view.revision()) {
             return Next::Idle;
         }
+        let retry_due = self.catch_up_retry_ms.is_some_and(|at| ctx.now_ms >= at);
         if self.config.misfire
-            && self.catch_up_blocked != Some(ctx.view.revision())
+            && (self.catch_up_blocked != Some(ctx.view.revision()) || retry_due)
             && self.catch_up_owed_now(ctx)
         {
+            self.catch_up_retry_ms = None;
             self.enqueue(ctx.now_ms, FireKind::Misfire, None);
             return Next::Again;
         }
