@@ -456,10 +456,6 @@ impl JobProtocol {
         }
     }
 
-    /// `staticSharding` (as in ElasticJob): once items are assigned, instances coming and
-    /// going, server changes and the reconcile leave the assignment alone (a count or strategy
-    /// change still reshards, and failover still re-runs what a departed instance was
-    /// running). For fixed instance ids that come back, say one per host.
     /// Whether the assignment in view is what a reshard would make now, with `departed` gone
     /// and no reshard pending: the departure needs none. A reshard made after it answered it
     /// already (the view shows changes in the order they committed, and a reshard is fenced
@@ -505,6 +501,10 @@ impl JobProtocol {
         })
     }
 
+    /// `staticSharding` (as in ElasticJob): once items are assigned, instances coming and
+    /// going, server changes and the reconcile leave the assignment alone (a count or strategy
+    /// change still reshards, and failover still re-runs what a departed instance was
+    /// running). For fixed instance ids that come back, say one per host.
     pub(super) fn static_assignment(&self, ctx: &Ctx<'_>) -> bool {
         self.config.static_sharding && ctx.view.has_child_nodes(&self.paths.sharding())
     }
