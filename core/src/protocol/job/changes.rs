@@ -468,13 +468,10 @@ impl JobProtocol {
     fn assignment_current(&self, departed: &str, ctx: &Ctx<'_>) -> bool {
         let view = ctx.view;
         let total = self.total();
-        let owns_an_item = |id: &str| {
-            (0..total).any(|n| {
-                let owner = view.get(&self.paths.item_node(n, ItemNode::Instance));
-                owner.is_some_and(|o| o.data == id.as_bytes())
-            })
-        };
-        if self.flag_up(view) || sharding::pending(view, &self.paths) || owns_an_item(departed) {
+        if self.flag_up(view)
+            || sharding::pending(view, &self.paths)
+            || !sharding::items_of(view, &self.paths, departed, total).is_empty()
+        {
             return false;
         }
         let eligible = sharding::eligible_instances(view, &self.paths);
