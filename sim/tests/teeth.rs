@@ -220,6 +220,31 @@ fn catch_ups_dropped_by_a_reshard_are_caught() {
 }
 
 #[test]
+fn catch_ups_dropped_by_a_reshard_are_caught_when_the_new_owner_crashes_mid_run() {
+    // One item that runs 10 s on a 5 s cron, i3's: it skips the fire of 20 s as a misfire (a
+    // catch-up owed when its run ends, at 25 s). Its server is disabled at 22 s; the reshard
+    // waits for the run and gives the item to i2 at 25 s, which starts that fire's 10 s run
+    // and owes the catch-up after it. The cron goes daily at 27 s (no fire is lost to what
+    // follows), and i2 crashes at 30 s, mid-run: the checker's wait for that run stops at the
+    // crash (a run cut short records no end), the catch-up falls to whoever takes the item
+    // next, and it is run after the next reshard. Dropped by the reshard at 25 s, nobody runs
+    // it: the boundary of the reading that a run cut short by a crash stops at the crash.
+    let spec = JobSpec::new("j0", "0/5 * * * * ?", 1).item_ms(10_000).failover(true);
+    let scenario = Scenario::new("the-new-owner-of-a-catch-up-crashes-mid-run")
+        .at(22_000, Workload::DisableServer { job: "j0".into(), instance: 3 })
+        .at(27_000, Workload::SetCron { job: "j0".into(), cron: "0 0 0 * * ?".into() })
+        .at(30_000, Fault::Crash(2))
+        .at(50_000, Fault::Restart(2));
+    let broken =
+        caught_under_faults(vec![spec], scenario, Variant::ReshardDropsCatchUps, Invariant::Fires);
+    assert!(
+        broken.violations.iter().any(|v| v.message.contains("as a misfire at 20000")),
+        "the catch-up of the fire of 20 s should be reported:\n{}",
+        broken.violations_text()
+    );
+}
+
+#[test]
 fn dropped_catch_ups_of_a_crashed_instance_are_caught() {
     // i2 dies between fires; the fires of 15 s and 20 s fall due before its session ends:
     // with failover and misfire on, the survivors owe them a catch-up.

@@ -339,6 +339,19 @@ impl Facts {
         ends.iter().copied().find(|&t| t >= from)
     }
 
+    /// When the first run of `job`'s `item` on `who` going on at or after `from` stopped: its
+    /// end, or its owner's crash or the end of its session if one cut it short first (such a
+    /// run records no end; its fire fails over, and what waited for it waits no longer).
+    fn stop_from(&self, job: &str, item: u32, who: usize, from: i64) -> Option<i64> {
+        let cut = self
+            .orphans
+            .iter()
+            .filter(|(at, _, w, j, i, _)| *w == who && j == job && *i == item && *at >= from)
+            .map(|(at, ..)| *at)
+            .min();
+        [self.end_from(job, item, who, from), cut].into_iter().flatten().min()
+    }
+
     /// The owner of `item` by the first assignment committed after `at` that has it (one made
     /// under the count before a change may not have the item yet).
     fn first_owner_after(&self, job: &str, item: u32, at: i64) -> Option<usize> {
@@ -478,7 +491,9 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         }
         // A reshard was pending when the run ended: the catch-up waits for it (as ElasticJob's
         // does), then falls to the item's owner under the assignment it makes, who runs it
-        // after the run it started then, if any (the fire that waited). The job's removal, or
+        // after the run it started then, if any (the fire that waited; a run its owner's crash
+        // cut short stops at the crash: 3 × 2 `lease` seed 4,182,359,914, where the new owner's
+        // 25 s run never ended and a count change removed the item during it). The job's removal, or
         // a count change that removed the item, before then leaves nothing to catch up
         // (GUARANTEES.md, section 2). When that run ends while another reshard is pending,
         // the catch-up waits for that one too, and so on (`lease` seed 1,134: items that run
@@ -526,7 +541,8 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
                     break;
                 }
                 let owner = facts.owner_at(&job, item, reshard);
-                due = owner.and_then(|o| facts.end_from(&job, item, o, reshard)).unwrap_or(reshard);
+                due =
+                    owner.and_then(|o| facts.stop_from(&job, item, o, reshard)).unwrap_or(reshard);
                 continue;
             }
             // The item itself still running (a failover taker re-running an earlier fire of
