@@ -267,6 +267,32 @@ fn a_clock_skew_skipped_in_silence_is_caught() {
 }
 
 #[test]
+fn catch_ups_dropped_by_an_owner_whose_clock_was_off_are_caught() {
+    // Items run 25 s on a 5 s cron: the run of the fire of 5 s skips four fires as misfires
+    // and owes a catch-up when it ends (30 s). i2's clock goes 8 s behind at 20 s
+    // (maxTimeDiffSeconds 5): at 30 s it holds back its catch-up (`ClockSkew`) until its
+    // clock is set right at 40 s, and compares it again every 2 s (it runs the catch-up at
+    // 41 s). The count goes from 6 to 2 at 44 s, which removes i2's items. The checker
+    // excuses the catch-up of an owner whose clock was off only if its item goes within 3 s
+    // of the clock set right (at 42.5 s, i2's would be excused). With no misfire marker
+    // written, nobody runs i2's catch-up: the boundary of that reading.
+    let job = JobSpec::new("j0", "0/5 * * * * ?", 6).item_ms(25_000).max_time_diff_seconds(5);
+    let scenario = Scenario::new("an-owner-whose-clock-was-off-then-a-count-change")
+        .at(20_000, Fault::SkewClock(2, -8_000))
+        .at(40_000, Fault::SkewClock(2, 0))
+        .at(44_000, Workload::SetCount { job: "j0".into(), count: 2 });
+    let broken = caught_under_faults(vec![job], scenario, Variant::DropCatchUp, Invariant::Fires);
+    assert!(
+        broken
+            .violations
+            .iter()
+            .any(|v| v.message.starts_with("j0#2: i2 skipped a fire as a misfire at 10000")),
+        "i2's catch-up, held by its clock, should be reported:\n{}",
+        broken.violations_text()
+    );
+}
+
+#[test]
 fn a_fire_that_waited_for_a_reshard_and_went_unrecorded_is_caught() {
     // The boundary of "a fire due while a reshard was asked for answers to the assignment it
     // makes": the leader i3 crashes at 14 s (its session ends at 24 s), i1 stops at 14.2 s and

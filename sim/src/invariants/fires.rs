@@ -590,20 +590,27 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         if removed_while_waiting {
             continue;
         }
+        // The job's removal by `until`, or a count change that removes the item by then.
+        let gone_by = |until: i64| {
+            tl.removed_by(&job, skip_at, until)
+                || tl.configs.get(&job).is_some_and(|configs| {
+                    configs.iter().any(|(t, c)| *t > skip_at && *t <= until && c.count <= item)
+                })
+        };
         // The instance the catch-up fell to (the skipper, or the item's owner under the
         // reshard it waited for) had a clock off the registry's by more than
         // `maxTimeDiffSeconds`: it runs nothing until its clock is right, and the job's
-        // removal before then leaves nothing to catch up (GUARANTEES.md, section 2; chaos
-        // 2,229,504,887 at 5 × 3: the reshard gave the item to an instance 8 s behind).
+        // removal, or a count change that removes the item, before then leaves nothing to
+        // catch up (GUARANTEES.md, section 2; chaos 2,229,504,887 at 5 × 3: the reshard gave
+        // the item to an instance 8 s behind; 3 × 1 `chaos` 4,047,597,879: set right 1 s
+        // before the count went from 8 to 2, its clock compared again every 2 s).
         let due_at = tl.reshard_pending_until(&job, end).filter(|&t| t < i64::MAX).unwrap_or(end);
         let due_owner = facts.owner_at(&job, item, due_at).unwrap_or(who);
         let bound_ms = tl
             .config_at(&job, due_at)
             .map_or(0, |c| i64::from(c.max_time_diff_seconds).saturating_mul(1_000));
         let clock_off_until = tl.clock_off_until(due_owner, due_at, bound_ms);
-        if clock_off_until.is_some_and(|right| {
-            tl.removed_by(&job, skip_at, right.saturating_add(CHANGE_SLACK_MS))
-        }) {
+        if clock_off_until.is_some_and(|right| gone_by(right.saturating_add(CHANGE_SLACK_MS))) {
             continue;
         }
         // The catch-up's owner went down (crashed or cut off) before it could start it: the
@@ -625,15 +632,9 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
             let shows = from.saturating_add(tl.session_ms);
             tl.bound_end(&job, shows, failover_slack_ms(tl, &job))
         });
-        // Or a count change that removes the item by then, as for a failover re-run (chaos
+        // Or, as for a failover re-run, a count change that removes the item by then (chaos
         // 7,848,411: the reshard gave the catch-up to an instance cut off, then the count
         // went from 3 to 2).
-        let gone_by = |until: i64| {
-            tl.removed_by(&job, skip_at, until)
-                || tl.configs.get(&job).is_some_and(|configs| {
-                    configs.iter().any(|(t, c)| *t > skip_at && *t <= until && c.count <= item)
-                })
-        };
         if successor_by.is_some_and(gone_by) {
             continue;
         }
