@@ -184,6 +184,7 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (4_231_657_252, FaultProfile::Chaos, "a departed mark kept while failover was off"),
     (4_129_504_461, FaultProfile::Chaos, "a crash while the ledger mark was on its way"),
     (936_424_240, FaultProfile::Chaos, "a misfire settled by a claim, owed again by a reshard"),
+    (4_182_355_393, FaultProfile::Chaos, "a failover behind superseded fires each compared late"),
 ];
 
 /// Seeds found at 3 instances × 1 job.
