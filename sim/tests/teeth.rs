@@ -293,6 +293,31 @@ fn catch_ups_dropped_by_an_owner_whose_clock_was_off_are_caught() {
 }
 
 #[test]
+fn catch_ups_dropped_for_an_owner_whose_clock_went_off_during_its_run_are_caught() {
+    // One item that runs 10 s on a 5 s cron, i3's: it skips the fire of 20 s as a misfire.
+    // Its server is disabled at 22 s; the reshard waits for its run and gives the item to i2
+    // at 25 s, which runs that fire first and owes the catch-up after it (35 s). i2's clock
+    // goes 8 s back at 27 s, during that run (maxTimeDiffSeconds 5), and is set right at
+    // 45 s: it runs the catch-up then. The job is removed at 58 s. The checker looks at the
+    // owner's clock when the catch-up fell due after its waits too, and excuses it only if
+    // the job goes within 3 s of the clock set right (or, the jump blurring i2's state,
+    // within the liveness bound of a failover). Dropped by the reshard, nobody runs it.
+    let spec = JobSpec::new("j0", "0/5 * * * * ?", 1).item_ms(10_000).max_time_diff_seconds(5);
+    let scenario = Scenario::new("a-catch-ups-new-owner-s-clock-goes-off-during-its-run")
+        .at(22_000, Workload::DisableServer { job: "j0".into(), instance: 3 })
+        .at(27_000, Fault::SkewClock(2, -8_000))
+        .at(45_000, Fault::SkewClock(2, 0))
+        .at(58_000, Workload::RemoveJob { job: "j0".into() });
+    let broken =
+        caught_under_faults(vec![spec], scenario, Variant::ReshardDropsCatchUps, Invariant::Fires);
+    assert!(
+        broken.violations.iter().any(|v| v.message.contains("as a misfire at 20000")),
+        "the catch-up of the fire of 20 s should be reported:\n{}",
+        broken.violations_text()
+    );
+}
+
+#[test]
 fn a_fire_that_waited_for_a_reshard_and_went_unrecorded_is_caught() {
     // The boundary of "a fire due while a reshard was asked for answers to the assignment it
     // makes": the leader i3 crashes at 14 s (its session ends at 24 s), i1 stops at 14.2 s and

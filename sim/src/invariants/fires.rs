@@ -510,11 +510,12 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // session ended; its successor's reshard waited for running items, and a count change
         // removed the item first).
         // (Disabled within the slack of the end counts; so does an enable within it, which
-        // ends the wait at the end.)
+        // ends the wait at the end. A reshard made in the millisecond the run ended, which
+        // waited for it, moves the catch-up then.)
         if tl.server_disabled(&job, who, end) {
             waited = true;
             let enabled = tl.server_enabled_after(&job, who, end - CHANGE_SLACK_MS);
-            let resharded = tl.flag_gone_after(&job, end);
+            let resharded = tl.flag_gone_after(&job, end - 1);
             due = [enabled, resharded].into_iter().flatten().min().map_or(i64::MAX, |t| t.max(end));
         }
         let mut last_reshard = i64::MIN;
@@ -604,12 +605,19 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // catch up (GUARANTEES.md, section 2; chaos 2,229,504,887 at 5 × 3: the reshard gave
         // the item to an instance 8 s behind; 3 × 1 `chaos` 4,047,597,879: set right 1 s
         // before the count went from 8 to 2, its clock compared again every 2 s).
+        // Its clock is looked at when the reshard it waited for was made, and when it fell due
+        // after the waits (3 × 2 `chaos` 3,094,299,706: given the item at 82 s, the owner ran
+        // that fire first, as scheduled; its clock went 8 s back during that run, and the job
+        // was removed before it was set right).
         let due_at = tl.reshard_pending_until(&job, end).filter(|&t| t < i64::MAX).unwrap_or(end);
-        let due_owner = facts.owner_at(&job, item, due_at).unwrap_or(who);
-        let bound_ms = tl
-            .config_at(&job, due_at)
-            .map_or(0, |c| i64::from(c.max_time_diff_seconds).saturating_mul(1_000));
-        let clock_off_until = tl.clock_off_until(due_owner, due_at, bound_ms);
+        let clock_off_at = |at: i64| {
+            let owner = facts.owner_at(&job, item, at).unwrap_or(who);
+            let bound_ms = tl
+                .config_at(&job, at)
+                .map_or(0, |c| i64::from(c.max_time_diff_seconds).saturating_mul(1_000));
+            tl.clock_off_until(owner, at, bound_ms)
+        };
+        let clock_off_until = clock_off_at(due_at).or_else(|| clock_off_at(due));
         if clock_off_until.is_some_and(|right| gone_by(right.saturating_add(CHANGE_SLACK_MS))) {
             continue;
         }
