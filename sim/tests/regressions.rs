@@ -100,8 +100,10 @@ const FIXED_5X3: &[(u64, FaultProfile, &str)] = &[
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with the default 10 s sessions.
-const FIXED_5X3_SESSION_10: &[(u64, FaultProfile, &str)] =
-    &[(2_363_014_749, FaultProfile::Chaos, "fires a new instance's items got while it registered")];
+const FIXED_5X3_SESSION_10: &[(u64, FaultProfile, &str)] = &[
+    (2_363_014_749, FaultProfile::Chaos, "fires a new instance's items got while it registered"),
+    (1_173_065_998, FaultProfile::Chaos, "a catch-up queued before a flag run under it: twice"),
+];
 
 /// Seeds of the 3 instances × 3 jobs shape with a 4 s session (`--instances 3 --jobs 3
 /// --session-timeout 4`).
