@@ -389,10 +389,18 @@ impl JobProtocol {
         }
         // Each item answers the fire its marker names (unnamed markers the latest fire due);
         // the launch carries the latest of them, and the others item by item.
-        let latest = self.latest_fire_by(ctx.now_ms);
+        // (Looked up only for such markers: a search back through the schedule, and every
+        // decision about a catch-up asks.)
+        let mut latest = None;
         let fires: Vec<(u32, i64)> = owed
             .iter()
-            .map(|(n, o)| (*n, o.as_ref().ok().copied().flatten().unwrap_or(latest)))
+            .map(|(n, o)| {
+                let named = o.as_ref().ok().copied().flatten();
+                let fire = named.unwrap_or_else(|| {
+                    *latest.get_or_insert_with(|| self.latest_fire_by(ctx.now_ms))
+                });
+                (*n, fire)
+            })
             .collect();
         let fire_ms = fires.iter().map(|&(_, f)| f).max()?;
         let items = fires.iter().map(|&(n, _)| n).collect();
