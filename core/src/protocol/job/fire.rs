@@ -119,6 +119,9 @@ impl JobProtocol {
                     // The catch-up stays owed (its markers stay): tried again once the view
                     // changes, not in a loop.
                     self.catch_up_blocked = Some(ctx.view.revision());
+                    if !self.catch_up_skip_news(&reason) {
+                        return Next::Again;
+                    }
                 }
                 self.skip_fire(f.fire_ms, f.kind, reason);
                 Next::Again
@@ -134,6 +137,9 @@ impl JobProtocol {
                 Next::Request(Pending::Fire(step), request)
             }
             Decision::Launch(items) => {
+                if f.kind == FireKind::Misfire {
+                    self.catch_up_skip_said = None;
+                }
                 self.launch(f.fire_ms, f.kind, &items, f.item_fires.clone(), Vec::new(), ctx);
                 Next::Again
             }
@@ -304,6 +310,7 @@ impl JobProtocol {
             // the items to their new owners, so which items owe one (and the fire they owe)
             // is read now, not when the catch-up was queued.
             let Some(owed) = self.owed_catch_up(&items, ctx) else {
+                self.catch_up_skip_said = None;
                 return Decision::Drop;
             };
             f.fire_ms = owed.fire_ms;
@@ -618,8 +625,20 @@ impl JobProtocol {
             if matches!(reason, SkipReason::ClockSkew { .. }) {
                 self.catch_up_retry_ms = Some(ctx.now_ms + CLOCK_RECHECK_MS);
             }
+            if !self.catch_up_skip_news(&reason) {
+                return;
+            }
         }
         self.skip_fire(f.fire_ms, f.kind, reason);
+    }
+
+    /// Whether a held-back catch-up's skip for `reason` is news: not when the skip recorded
+    /// last for the debt it still owes had the same reason. A clock off once recorded a
+    /// `ClockSkew` skip of "now" at every change of the view (five in one millisecond at a
+    /// registration), and another every 2 s, for the one catch-up it held back.
+    fn catch_up_skip_news(&mut self, reason: &SkipReason) -> bool {
+        let kind = std::mem::discriminant(reason);
+        self.catch_up_skip_said.replace(kind) != Some(kind)
     }
 
     fn emit_sharded(&mut self, assignment: &Assignment) {

@@ -363,6 +363,10 @@ pub struct JobProtocol {
     entries_seen: BTreeMap<u32, i64>,
     /// A catch-up that could not start: none again until the view changes.
     catch_up_blocked: Option<u64>,
+    /// Why the catch-up held back was last recorded skipped: while it stays owed, its tries
+    /// again (at each change of the view, every 2 s while the clock is off) record a skip
+    /// only for a new reason, not the same one over and over for one debt.
+    catch_up_skip_said: Option<std::mem::Discriminant<SkipReason>>,
     /// A catch-up skipped because this clock was off: tried again (its clock compared again)
     /// at this time, or when the clock goes back, whatever the view does.
     catch_up_retry_ms: Option<i64>,
@@ -483,6 +487,7 @@ impl JobProtocol {
             queue_lost: None,
             entries_seen: BTreeMap::new(),
             catch_up_blocked: None,
+            catch_up_skip_said: None,
             catch_up_retry_ms: None,
             no_catch_up: None,
             no_misfires: None,

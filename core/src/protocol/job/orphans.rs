@@ -280,13 +280,15 @@ impl JobProtocol {
             return Next::Idle;
         }
         let retry_due = self.catch_up_retry_ms.is_some_and(|at| ctx.now_ms >= at);
-        if self.config.misfire
-            && (self.catch_up_blocked != Some(ctx.view.revision()) || retry_due)
-            && self.catch_up_owed_now(ctx)
+        if self.config.misfire && (self.catch_up_blocked != Some(ctx.view.revision()) || retry_due)
         {
-            self.catch_up_retry_ms = None;
-            self.enqueue(ctx.now_ms, FireKind::Misfire, None);
-            return Next::Again;
+            if self.catch_up_owed_now(ctx) {
+                self.catch_up_retry_ms = None;
+                self.enqueue(ctx.now_ms, FireKind::Misfire, None);
+                return Next::Again;
+            }
+            // Nothing owed (run, or moved away): a catch-up held back later is news again.
+            self.catch_up_skip_said = None;
         }
         if std::mem::take(&mut self.manual_pending) {
             self.enqueue(ctx.now_ms, FireKind::Manual, None);
