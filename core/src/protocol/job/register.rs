@@ -314,9 +314,23 @@ impl JobProtocol {
         let mut resume = handover.after;
         // Fires up to when the leftovers counted our misses (by the registry's time) are
         // theirs: our clock, behind, would run them again once it is set right.
-        if let Some(until) = self.registration.counted_until.take() {
+        let counted_until = self.registration.counted_until.take();
+        if let Some(until) = counted_until {
             resume = resume.max(until);
-            self.registration.rearmed_after = Some(resume);
+        }
+        // What the fire path holds back once the clock is set back: the fires up to `resume`
+        // were the leftovers' or an earlier process's. With our clock off, the leftovers
+        // counted by the registry's time, and an earlier process ran what its ledger says:
+        // the fires after both, which a clock ahead put behind `resume`, are nobody's yet and
+        // run at their time (3 × 1 `chaos` seed 4,053,787,595: a restart 20 s ahead, set
+        // right 0.5 s later, recorded the fires of 72 to 84 s late at once, and nobody ran
+        // its items' fires).
+        let held_until = match counted_until {
+            Some(until) => until.max(self.registration.started_before.flatten().unwrap_or(until)),
+            None => resume,
+        };
+        if counted_until.is_some() {
+            self.registration.rearmed_after = Some(held_until);
         }
         // Without a ledger only: a restart's leftovers counted its missed fires up to now (a
         // reshard shown late would have it run one of them twice).
@@ -326,7 +340,7 @@ impl JobProtocol {
                 .all(|n| !view.exists(&self.paths.item_node(n, crate::layout::ItemNode::Instance)));
         }
         if !self.registration.first {
-            self.registration.rearmed_after = Some(resume);
+            self.registration.rearmed_after = Some(held_until);
             self.hold_back_due(resume);
         }
         // A restart whose ledger said what an earlier process started: the fires up to
@@ -336,7 +350,7 @@ impl JobProtocol {
         // 118.4 s and re-run, ran again as scheduled once the clock, set back 8 s, was set
         // right).
         if self.registration.first && self.registration.started_before.flatten().is_some() {
-            self.registration.rearmed_after = Some(resume);
+            self.registration.rearmed_after = Some(held_until);
         }
         self.registration.state = State::Done;
         self.registration.first = false;
