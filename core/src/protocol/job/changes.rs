@@ -267,9 +267,11 @@ impl JobProtocol {
             }
             return;
         };
-        if self.config_version.replace(node.version) == Some(node.version) {
-            return;
-        }
+        // Not skipped on a version seen before: a node deleted and written again starts its
+        // versions over, so the same version may hold another config (3 × 1 `garbage` seed
+        // 1,676,230,277: an instance cut off while the cron changed came back to a config
+        // deleted and rewritten at version 0, kept its old cron, and, leading, wrote it back).
+        self.config_version = Some(node.version);
         // The bytes of the config we run with: what parsing them would find.
         let fingerprint = store::fingerprint(&node.data);
         if self.config_stored == Some(fingerprint) {
