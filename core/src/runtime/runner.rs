@@ -258,8 +258,10 @@ impl JobRunner {
         let actions = self.protocol.step(input, &ctx);
         // What the job needs watched may have changed with this step: the driver swaps the
         // watch when the union of its jobs' scopes changes.
-        let scope = self.protocol.scope(&view);
-        if self.scope.as_ref() != Some(&scope) {
+        let unchanged = self.scope.as_ref().is_some_and(|s| self.protocol.scope_is(&view, s));
+        debug_assert_eq!(unchanged, self.scope.as_ref() == Some(&self.protocol.scope(&view)));
+        if !unchanged {
+            let scope = self.protocol.scope(&view);
             tracing::trace!(target: "shardcron_core::scope", now_ms, instance = self.protocol.instance(), job = self.protocol.job(), "scope {scope:?}");
             let watch = self.protocol.watch_scope(&scope);
             self.shared.command(Command::Scope { job: self.id, scope: watch });
