@@ -89,6 +89,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (4_182_359_914, FaultProfile::Lease, "a catch-up waiting for a run its owner's crash cut"),
     (2_791_446_815, FaultProfile::Lease, "fires queued behind a waiting catch-up, then a crash"),
     (3_094_299_706, FaultProfile::Chaos, "a catch-up's owner's clock went off during its run"),
+    (330_605_441, FaultProfile::Garbage, "a deleted config written back with an older cron"),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3
