@@ -104,7 +104,7 @@ const WHY_SLOW: &str =
     reads from run to run as far apart as a change of the code: in the evening of 2026-11-29 \
     the table read 1,373 at 10 × 10 and 10 at 50 × 100, while the builds of that morning and \
     evening, alternated, ran 8 seeds at 10 × 10 in 0.87-0.91 s each and the 50 × 100 seed 1 \
-    in 5.8-6.6 s each. On 2026-11-29 (session 32), 1.54 G instructions for that seed before two \
+    in 5.8-6.6 s each. On 2026-11-29 (session 32), 1.59 G instructions for that seed before two \
     changes, 1.51 G after (the traces of the 10 × 10 seeds byte for byte the same): a catch-up \
     looks up the latest fire due only for a marker that names none (a search back through the \
     schedule at every decision about a catch-up), and the runtime compares a job's scope with \
