@@ -202,6 +202,7 @@ const FIXED_3X1: &[(u64, FaultProfile, &str)] = &[
     (4_053_787_595, FaultProfile::Chaos, "a catch-up held by a clock set right, tried no more"),
     (4_047_597_879, FaultProfile::Chaos, "a catch-up held by a clock off, then its item removed"),
     (1_676_230_277, FaultProfile::Garbage, "a config deleted and rewritten at the version seen"),
+    (4_003_910_573, FaultProfile::Garbage, "owner garbage gone before a leader could read it"),
 ];
 
 /// Seeds found at 2 instances × 2 jobs.

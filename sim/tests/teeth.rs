@@ -431,6 +431,39 @@ fn ignoring_garbage_is_caught() {
 }
 
 #[test]
+fn ignoring_garbage_in_an_owner_node_while_the_leader_was_down_is_caught() {
+    // The leader reads the owner nodes. Garbage written into one while the leader is down and
+    // written over before a new leader is elected is nobody's to report (3 x 1 garbage seed
+    // 4,003,910,573); garbage still there when the new leader is elected is its to report.
+    // i3 leads; it crashes at 20 s, garbage lands in item 0's owner node at 21 s and stays:
+    // the leader elected once i3's session ends reports it, and instances blind to it do not.
+    let job = JobSpec::new("j0", "0/5 * * * * ?", 3).item_ms(2_000).failover(true);
+    let scenario = Scenario::new("owner-garbage-while-the-leader-is-down")
+        .at(20_000, Fault::Crash(3))
+        .at(
+            21_000,
+            Fault::Corrupt(Corruption {
+                job: "j0".into(),
+                target: Target::Owner(0),
+                junk: Some(Junk::Truncated),
+            }),
+        )
+        .at(45_000, Fault::Restart(3));
+    caught_under_faults(
+        vec![job.clone()],
+        scenario.clone(),
+        Variant::IgnoreGarbage,
+        Invariant::Garbage,
+    );
+    let clean = under_faults(vec![job], scenario, None);
+    assert!(
+        clean.trace_text().contains("registry-garbage j0 /j0/sharding/0/instance="),
+        "the new leader should report the garbage:\n{}",
+        clean.trace_text()
+    );
+}
+
+#[test]
 fn a_late_fire_recorded_as_a_misfire_is_caught_by_its_missing_catch_up() {
     // The boundary of "a misfire of the fire's owner whose record comes back after a reshard
     // made for a later flag was decided before it" (GUARANTEES.md, section 2): the checker
