@@ -170,7 +170,7 @@ impl JobProtocol {
             !owner.is_some_and(|o| eligible.contains(&o))
         });
         if stale && !self.static_assignment(ctx) {
-            self.flag_owed = true;
+            self.owe_flag(true);
             let job = self.job().to_owned();
             self.emit(SchedulerEvent::Reconciled { job });
         }
@@ -235,7 +235,7 @@ impl JobProtocol {
                 if !self.is_leader(ctx) {
                     return;
                 }
-                self.flag_owed |= !self.static_assignment(ctx);
+                self.owe_flag(!self.static_assignment(ctx));
                 if ip == self.ip && self.server_disabled(ctx) {
                     // A leader on a disabled server abdicates; the survivors elect again.
                     self.abdicate_owed = true;
@@ -338,7 +338,7 @@ impl JobProtocol {
             self.arm_after(after, ctx);
         }
         if reshard {
-            self.flag_owed = true;
+            self.owe_flag(true);
         }
         // Failover turned off: orphans waiting for a taker will not get one, and the ledgers
         // stop being written; the leader clears both so that no stale entry is taken, and no
@@ -467,7 +467,9 @@ impl JobProtocol {
             // Every instance that sees a departure gets the reshard done (as in ElasticJob):
             // a leader that left cannot, and its successor may have seen it go before winning.
             // Not when the assignment in view is already the one it would make.
-            self.flag_owed |= !self.static_assignment(ctx) && !self.assignment_current(&id, ctx);
+            if !self.static_assignment(ctx) && !self.assignment_current(&id, ctx) {
+                self.owe_flag_for_departure(&id);
+            }
             if self.failover_enabled() {
                 self.departed.insert(id);
             }
@@ -478,9 +480,40 @@ impl JobProtocol {
         let leader = self.is_leader(ctx);
         for id in present {
             if self.members.insert(id) && leader {
-                self.flag_owed |= !self.static_assignment(ctx);
+                self.owe_flag(!self.static_assignment(ctx));
             }
         }
+    }
+
+    /// A raise of the reshard flag is owed (when `owed`), for something other than a
+    /// departure: it is made whatever the assignment in view comes to.
+    pub(super) fn owe_flag(&mut self, owed: bool) {
+        if owed {
+            self.flag_owed = true;
+            self.flag_owed_departures = None;
+        }
+    }
+
+    /// A raise is owed for the departure of `id`.
+    fn owe_flag_for_departure(&mut self, id: &str) {
+        if !self.flag_owed {
+            self.flag_owed = true;
+            self.flag_owed_departures = Some(vec![id.to_owned()]);
+        } else if let Some(departures) = &mut self.flag_owed_departures {
+            departures.push(id.to_owned());
+        }
+    }
+
+    /// Whether the raise owed is owed only for departures that the assignment in view now
+    /// answers, each of them: a reshard made since did. (Seen in 3 × 1 `chaos` seed
+    /// 137,794,321 with a first version of a catch-up fix: a departure seen with a flag up
+    /// was raised again over a 1 s link after the reshard that answered it, and a catch-up
+    /// waited behind that raise, the reshard it asked for and their round trips until the
+    /// job was removed.)
+    pub(super) fn flag_answered(&self, ctx: &Ctx<'_>) -> bool {
+        self.flag_owed_departures
+            .as_ref()
+            .is_some_and(|ids| ids.iter().all(|id| self.assignment_current(id, ctx)))
     }
 
     /// Whether the assignment in view is what a reshard would make now, with `departed` gone

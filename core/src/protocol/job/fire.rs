@@ -224,7 +224,7 @@ impl JobProtocol {
         // Without a flag up neither holds: most fires look no further.
         let flag_up = self.flag_up(view);
         if flag_up && self.is_leader(ctx) && sharding::stale_for(view, &self.paths, f.sharded_by) {
-            self.flag_owed = true;
+            self.owe_flag(true);
         }
         if flag_up
             && (sharding::pending_for(view, &self.paths, f.sharded_by)

@@ -278,6 +278,10 @@ pub struct JobProtocol {
     /// An instance node changed (or the view was replaced) since membership was last compared.
     membership_changed: bool,
     flag_owed: bool,
+    /// The departures a raise is owed for, when it is owed for nothing else: dropped once the
+    /// assignment in view answers every one of them (the reshard that did came while the raise
+    /// waited, for a clock comparison over a slow link, say).
+    flag_owed_departures: Option<Vec<String>>,
     bid_owed: bool,
     abdicate_owed: bool,
     trigger_owed: bool,
@@ -449,6 +453,7 @@ impl JobProtocol {
             departed: BTreeSet::new(),
             membership_changed: false,
             flag_owed: false,
+            flag_owed_departures: None,
             bid_owed: false,
             abdicate_owed: false,
             trigger_owed: false,
@@ -708,6 +713,9 @@ impl JobProtocol {
         }
         if !self.flag_owed {
             self.flag_clock_fresh = false;
+        }
+        if self.flag_owed && self.flag_answered(ctx) {
+            self.flag_owed = false;
         }
         if self.flag_owed {
             if let Some(next) = self.flag_clock_unchecked(ctx) {

@@ -357,7 +357,7 @@ impl JobProtocol {
         self.members = view.children(&self.paths.instances()).into_iter().collect();
         self.unhandled_departures(ctx);
         self.membership_changed = true;
-        self.flag_owed |= !self.static_assignment(ctx);
+        self.owe_flag(!self.static_assignment(ctx));
         // A bid at every registration, whatever the view shows: the view may not show yet
         // that the leader's node went with its session.
         self.bid_owed = true;

@@ -141,7 +141,7 @@ impl JobProtocol {
                 {
                     // The flag went without a reshard that made the strategy's assignment (an
                     // operator deleted it): ask again.
-                    self.flag_owed = true;
+                    self.owe_flag(true);
                 }
             }
             JobNode::FailoverItem(n) => {
@@ -240,7 +240,7 @@ impl JobProtocol {
                 self.report_once(&g, ctx);
             }
             // With a reshard pending, its commit rewrites the node.
-            self.flag_owed |= !pending;
+            self.owe_flag(!pending);
         }
     }
 
