@@ -108,8 +108,10 @@ const FIXED_5X3_SESSION_10: &[(u64, FaultProfile, &str)] = &[
 
 /// Seeds of the 3 instances × 3 jobs shape with a 4 s session (`--instances 3 --jobs 3
 /// --session-timeout 4`).
-const FIXED_3X3_SESSION_4: &[(u64, FaultProfile, &str)] =
-    &[(4_099_042_499, FaultProfile::Lease, "an item disabled while its catch-up waited")];
+const FIXED_3X3_SESSION_4: &[(u64, FaultProfile, &str)] = &[
+    (4_099_042_499, FaultProfile::Lease, "an item disabled while its catch-up waited"),
+    (1_321_928_369, FaultProfile::Failover, "a finish held behind a wider scope, then a crash"),
+];
 
 /// Seeds of the 2 instances × 3 jobs shape with a 6 s session (`--instances 2 --jobs 3
 /// --session-timeout 6`).
