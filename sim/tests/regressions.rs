@@ -183,6 +183,13 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (3_825_525_871, FaultProfile::Chaos, "own markers beyond a count cut while partitioned"),
 ];
 
+/// Seeds of the default shape (3 instances × 2 jobs) run over 300 s (`--duration 300`).
+const FIXED_300_S: &[(u64, FaultProfile, &str)] = &[(
+    1_321_827_857,
+    FaultProfile::Chaos,
+    "a fire marked misfired, run again after a clock set back",
+)];
+
 /// Seeds of clusters of two instances with one job that once failed.
 const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (238_241_136, FaultProfile::Chaos, "a share claimed one item per second over a 1 s link"),
@@ -261,6 +268,15 @@ fn hold_in(
         shape.push_str(&format!(" --session-timeout {secs}"));
     }
     hold(seeds, &options, &shape);
+}
+
+#[test]
+fn fixed_seeds_of_300_s_runs_hold_every_invariant() {
+    let options = ExploreOptions {
+        duration: std::time::Duration::from_secs(300),
+        ..ExploreOptions::default()
+    };
+    hold(FIXED_300_S, &options, " --duration 300");
 }
 
 #[test]

@@ -333,8 +333,8 @@ pub struct JobProtocol {
     stop: Option<Box<StopState>>,
     /// The fire time the timer is armed for, until its fire is handled.
     armed_fire: Option<i64>,
-    /// The latest scheduled fire this instance started items for: after its clock went back,
-    /// the fires up to it are not run again.
+    /// The latest scheduled fire this instance started items for, or marked misfired (its
+    /// catch-up runs it): after its clock went back, the fires up to it are not run again.
     last_scheduled_start: Option<i64>,
     /// After the first registration of an instance without a ledger, until its first fire
     /// comes: from when on its fire path took over. A reshard that gave it items before then,
