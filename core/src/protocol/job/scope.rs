@@ -127,21 +127,13 @@ impl JobProtocol {
     /// every step, and the answer is nearly always yes (a built scope is an allocation and a
     /// sort, a twentieth of a simulated cluster's time).
     pub fn scope_is(&self, view: &View, scope: &JobScope) -> bool {
-        let leaving = self.stop.as_ref().is_some_and(|stop| stop.is_leaving());
-        if leaving {
-            return *scope == JobScope::Wide;
-        }
         let facts = self.view_facts(view);
-        if self.stop.is_none() && self.needs_wide(&facts) {
+        if self.wide_now(&facts) {
             return *scope == JobScope::Wide;
         }
         let JobScope::Narrow { total, markers } = scope else { return false };
-        let has = |n: u32| markers.binary_search(&n).is_ok();
         *total == self.total()
-            && facts.owned.iter().all(|&n| has(n))
-            && self.held_item_iter().all(has)
-            && self.lost_markers.iter().all(|&n| has(n))
-            && self.stray_failover.iter().all(|&n| has(n))
+            && self.markers_within(&facts, |n| markers.binary_search(&n).is_ok())
             && markers.iter().all(|n| {
                 facts.owned.binary_search(n).is_ok()
                     || self.lost_markers.contains(n)
@@ -154,18 +146,22 @@ impl JobProtocol {
     /// protocol asks before each decision).
     fn scope_within(&self, view: &View, granted: &JobScope) -> bool {
         let JobScope::Narrow { total: all, markers: mine } = granted else { return true };
-        let leaving = self.stop.as_ref().is_some_and(|stop| stop.is_leaving());
-        if leaving {
-            return false;
-        }
         let facts = self.view_facts(view);
-        if self.stop.is_none() && self.needs_wide(&facts) {
-            return false;
-        }
-        let has = |n: u32| mine.binary_search(&n).is_ok();
-        *all >= self.total()
-            && facts.owned.iter().all(|&n| has(n))
-            && self.held_item_iter().all(has)
+        !self.wide_now(&facts)
+            && *all >= self.total()
+            && self.markers_within(&facts, |n| mine.binary_search(&n).is_ok())
+    }
+
+    /// Whether [`Self::scope`] is wide now.
+    fn wide_now(&self, facts: &ViewFacts) -> bool {
+        self.stop.as_ref().is_some_and(|stop| stop.is_leaving())
+            || (self.stop.is_none() && self.needs_wide(facts))
+    }
+
+    /// Whether every item whose `running` marker a narrow [`Self::scope`] holds is in `has`.
+    fn markers_within(&self, facts: &ViewFacts, has: impl Fn(u32) -> bool) -> bool {
+        facts.owned.iter().all(|&n| has(n))
+            && self.held_item_iter().all(&has)
             && self.lost_markers.iter().all(|&n| has(n))
             && self.stray_failover.iter().all(|&n| has(n))
     }
