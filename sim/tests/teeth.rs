@@ -112,6 +112,17 @@ fn caught_under_faults(
     broken
 }
 
+/// As [`caught_under_faults`] for invariant 2, with a violation whose message names `needle`
+/// (the very debt the scenario is about).
+fn caught_naming(spec: JobSpec, scenario: Scenario, variant: Variant, needle: &str) {
+    let broken = caught_under_faults(vec![spec], scenario, variant, Invariant::Fires);
+    assert!(
+        broken.violations.iter().any(|v| v.message.contains(needle)),
+        "a violation naming {needle:?} should be reported:\n{}",
+        broken.violations_text()
+    );
+}
+
 /// One run of `seed` of `profile` in the default shape, with `variant` planted if given.
 fn run_seed(profile: FaultProfile, seed: u64, variant: Option<Variant>) -> Report {
     let options = shardcron_sim::explore::ExploreOptions {
@@ -210,13 +221,7 @@ fn catch_ups_dropped_by_a_reshard_are_caught() {
         .at(24_000, Workload::DisableItem { job: "j0".into(), item: 4 })
         .at(26_000, Fault::Slow(1, 0))
         .at(27_000, Workload::EnableItem { job: "j0".into(), item: 4 });
-    let broken =
-        caught_under_faults(vec![spec], scenario, Variant::ReshardDropsCatchUps, Invariant::Fires);
-    assert!(
-        broken.violations.iter().any(|v| v.message.starts_with("j0#4:")),
-        "item 4's dropped catch-up should be reported:\n{}",
-        broken.violations_text()
-    );
+    caught_naming(spec, scenario, Variant::ReshardDropsCatchUps, "j0#4:");
 }
 
 #[test]
@@ -235,13 +240,7 @@ fn catch_ups_dropped_by_a_reshard_are_caught_when_the_new_owner_crashes_mid_run(
         .at(27_000, Workload::SetCron { job: "j0".into(), cron: "0 0 0 * * ?".into() })
         .at(30_000, Fault::Crash(2))
         .at(50_000, Fault::Restart(2));
-    let broken =
-        caught_under_faults(vec![spec], scenario, Variant::ReshardDropsCatchUps, Invariant::Fires);
-    assert!(
-        broken.violations.iter().any(|v| v.message.contains("as a misfire at 20000")),
-        "the catch-up of the fire of 20 s should be reported:\n{}",
-        broken.violations_text()
-    );
+    caught_naming(spec, scenario, Variant::ReshardDropsCatchUps, "as a misfire at 20000");
 }
 
 #[test]
@@ -281,14 +280,11 @@ fn catch_ups_dropped_by_an_owner_whose_clock_was_off_are_caught() {
         .at(20_000, Fault::SkewClock(2, -8_000))
         .at(40_000, Fault::SkewClock(2, 0))
         .at(44_000, Workload::SetCount { job: "j0".into(), count: 2 });
-    let broken = caught_under_faults(vec![job], scenario, Variant::DropCatchUp, Invariant::Fires);
-    assert!(
-        broken
-            .violations
-            .iter()
-            .any(|v| v.message.starts_with("j0#2: i2 skipped a fire as a misfire at 10000")),
-        "i2's catch-up, held by its clock, should be reported:\n{}",
-        broken.violations_text()
+    caught_naming(
+        job,
+        scenario,
+        Variant::DropCatchUp,
+        "j0#2: i2 skipped a fire as a misfire at 10000",
     );
 }
 
@@ -308,13 +304,7 @@ fn catch_ups_dropped_for_an_owner_whose_clock_went_off_during_its_run_are_caught
         .at(27_000, Fault::SkewClock(2, -8_000))
         .at(45_000, Fault::SkewClock(2, 0))
         .at(58_000, Workload::RemoveJob { job: "j0".into() });
-    let broken =
-        caught_under_faults(vec![spec], scenario, Variant::ReshardDropsCatchUps, Invariant::Fires);
-    assert!(
-        broken.violations.iter().any(|v| v.message.contains("as a misfire at 20000")),
-        "the catch-up of the fire of 20 s should be reported:\n{}",
-        broken.violations_text()
-    );
+    caught_naming(spec, scenario, Variant::ReshardDropsCatchUps, "as a misfire at 20000");
 }
 
 #[test]
