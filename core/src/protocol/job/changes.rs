@@ -54,32 +54,13 @@ impl JobProtocol {
             self.skip(fire_ms, SkipReason::Late);
             return;
         }
-        self.record_queued_superseded(ctx.now_ms);
+        // The scheduled fires still queued before it (behind a fire that waits: a catch-up
+        // waiting for a reshard) are superseded by it: recorded late now, not when their turn
+        // comes. An owner that went down before then lost them unrecorded (3 × 2 `lease` seed
+        // 2,791,446,815: two fires queued behind a catch-up that waited 28 s for a reshard
+        // held back by re-runs; the owner crashed).
+        self.hold_back_due(fire_ms - 1);
         self.enqueue(fire_ms, FireKind::Scheduled, None);
-    }
-
-    /// Records `Late` the scheduled fires still queued that the fire falling due at `now_ms`
-    /// supersedes: they queue behind a fire that waits (a catch-up waiting for a reshard), and
-    /// would be found superseded only when their turn came. An owner that went down before
-    /// then lost them unrecorded (3 × 2 `lease` seed 2,791,446,815: two fires queued behind a
-    /// catch-up that waited 28 s for a reshard held back by re-runs; the owner crashed).
-    fn record_queued_superseded(&mut self, now_ms: i64) {
-        let superseded = |fire: i64, kind: FireKind| {
-            kind == FireKind::Scheduled && self.superseded(fire, now_ms)
-        };
-        let late: Vec<i64> = self
-            .due
-            .iter()
-            .filter(|(fire, kind, _)| superseded(*fire, *kind))
-            .map(|(fire, _, _)| *fire)
-            .collect();
-        if late.is_empty() {
-            return;
-        }
-        self.due.retain(|(fire, kind, _)| !late.contains(fire) || *kind != FireKind::Scheduled);
-        for fire in late {
-            self.skip(fire, SkipReason::Late);
-        }
     }
 
     /// Whether the scheduled fire `fire_ms` is superseded by `now_ms`: the next fire fell due.
@@ -111,11 +92,11 @@ impl JobProtocol {
         }
     }
 
-    /// A registration in a new session armed the fire path past `after`: the scheduled fires
-    /// up to it still queued (they fell due while it registered) are held back and recorded
-    /// `Late`, as [`Self::on_fire_due`] does with a timer of the lost session that rings late;
-    /// handled, they would run fires the survivors counted among the lost session's missed
-    /// fires.
+    /// Records `Late` the scheduled fires still queued up to `after`, and drops them. A
+    /// registration in a new session armed the fire path past `after`: those fell due while
+    /// it registered, and handled, they would run fires the survivors counted among the lost
+    /// session's missed fires (as [`Self::on_fire_due`] holds back a timer of the lost session
+    /// that rings late). A fire falling due supersedes the ones queued before it.
     pub(super) fn hold_back_due(&mut self, after: i64) {
         let held: Vec<i64> = self
             .due
