@@ -213,11 +213,13 @@ impl JobProtocol {
         // by round trips over a slow link, once ran items whose markers named a fire after
         // that flag (a busy instance marks every item with a reshard pending); the reshard then
         // gave them to others, who ran the fire as scheduled (5 x 3 chaos seed 1,173,065,998).
-        if f.kind == FireKind::Misfire {
+        // (Read once: the view is the same down to the launch below.)
+        let owed = (f.kind == FireKind::Misfire).then(|| {
             let items = self.my_items(ctx);
-            if let Some(owed) = self.owed_catch_up(&items, ctx) {
-                f.sharded_by = f.sharded_by.max(owed.fire_ms);
-            }
+            self.owed_catch_up(&items, ctx)
+        });
+        if let Some(Some(owed)) = &owed {
+            f.sharded_by = f.sharded_by.max(owed.fire_ms);
         }
         // A flag that holds no fire (a raise of a change the last reshard answered, committed
         // late): the leader raises it again now, for the fires to come.
@@ -305,11 +307,11 @@ impl JobProtocol {
             return Decision::Ask(Step::Skew, Request::RegistryTime);
         }
         let mut items = self.my_items(ctx);
-        if f.kind == FireKind::Misfire {
+        if let Some(owed) = owed {
             // A catch-up is decided under the current assignment: the misfire markers follow
             // the items to their new owners, so which items owe one (and the fire they owe)
             // is read now, not when the catch-up was queued.
-            let Some(owed) = self.owed_catch_up(&items, ctx) else {
+            let Some(owed) = owed else {
                 self.catch_up_skip_said = None;
                 return Decision::Drop;
             };
