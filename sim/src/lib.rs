@@ -68,6 +68,7 @@
 
 mod builder;
 mod code;
+mod config_witness;
 pub mod explore;
 mod faults;
 mod flags;

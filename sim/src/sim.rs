@@ -29,6 +29,7 @@ use shardcron_registry_mem::{ConnectOptions, MemRegistry, MemServer};
 
 use crate::builder::Builder;
 use crate::code::{JobEnv, RunState};
+use crate::config_witness::{ConfigBook, ConfigWitness};
 use crate::faults::Fault;
 use crate::garbage::Corruption;
 use crate::instance::{Instance, Status};
@@ -254,8 +255,8 @@ struct World {
     instances: Vec<Arc<Instance>>,
     /// The jobs every instance starting from now on adds.
     jobs: Mutex<BTreeMap<String, JobSpec>>,
-    /// The registry configs as last written (for windows and the checker's notes).
-    configs: Mutex<BTreeMap<String, JobState>>,
+    /// The registry configs as the cluster runs them (for windows and the checker's notes).
+    configs: Arc<ConfigBook>,
     operator: MemRegistry,
     session_timeout: Duration,
     settings: Settings,
@@ -304,12 +305,13 @@ impl World {
                 return (trace.take(), Vec::new(), Vec::new());
             }
         };
+        let configs = Arc::new(ConfigBook::new(trace.clone()));
         let world = Arc::new(World {
             instances: (1..=sim.instances).map(|i| Arc::new(Instance::new(i, sim.seed))).collect(),
             server,
             trace,
             jobs: Mutex::new(sim.specs.iter().map(|s| (s.name.clone(), s.clone())).collect()),
-            configs: Mutex::default(),
+            configs,
             operator,
             session_timeout: sim.session_timeout,
             settings: sim.settings.clone(),
@@ -401,7 +403,7 @@ impl World {
     fn live_window(&self) -> Duration {
         let now = EPOCH_MS + self.trace.now();
         let mut window = 10_000i64;
-        for state in self.configs.lock().values() {
+        for state in self.configs.all() {
             let Some(cron) = &state.cron else { continue };
             let Ok(schedule) = CronSchedule::parse(cron, state.time_zone.as_deref().unwrap_or(""))
             else {
@@ -417,8 +419,7 @@ impl World {
 
     fn record_config(&self, mut state: JobState, item_ms: u64) {
         state.item_ms = item_ms;
-        self.configs.lock().insert(state.job.clone(), state.clone());
-        self.trace.note(0, Note::Config(state));
+        self.configs.record(0, state);
     }
 
     fn checkpoint(&self, phase: Phase) -> Checkpoint {
@@ -639,9 +640,10 @@ impl World {
         };
         self.trace.attach(inst.index, client.client_id());
         inst.state.lock().client = Some(client.client_id());
-        let mut registry: Arc<dyn CoordinatorRegistry> = Arc::new(client);
-        let trace = self.trace.clone();
         let who = inst.index;
+        // The witness sees what the registry shows and takes, before any planted bug.
+        let mut registry = ConfigWitness::wrap(Arc::new(client), who, self.configs.clone());
+        let trace = self.trace.clone();
         let mut sink: EventSink = Arc::new(move |e: &SchedulerEvent| trace.event(who, e));
         if let Some(variant) = &self.variant {
             registry = variant.wrap_registry(who, registry);
@@ -762,7 +764,7 @@ impl World {
         if self.jobs.lock().remove(job).is_none() {
             return self.ignored(0, &work, "no such job");
         }
-        self.configs.lock().remove(job);
+        self.configs.forget(job);
         self.trace.note(0, Note::Work { work, error: None });
         self.trace.note(0, Note::JobRemoved { job: job.to_owned() });
         for inst in &self.instances {

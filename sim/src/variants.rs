@@ -3,7 +3,7 @@
 //! something, or an event sink that forgets), and the tests require the
 //! checker to report it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -110,10 +110,15 @@ pub enum Variant {
     /// a catch-up owed while a reshard is pending; the boundary of the reading that a catch-up
     /// is dropped only if its item is disabled when it falls due after its waits).
     ReshardDropsCatchUps,
+    /// A leader repairing the config node writes back the config its job registered with,
+    /// not the one it runs (needs a config change, then garbage over the config while that
+    /// instance leads; the boundary of the simulator's reading that a config an instance
+    /// writes is the cluster's only if the last config its registry showed it was not).
+    StaleConfigRepair,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 23] = [
+    pub const ALL: [Variant; 24] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -137,6 +142,7 @@ impl Variant {
         Variant::ForgetLedgerMark,
         Variant::RaiseDropsCatchUps,
         Variant::ReshardDropsCatchUps,
+        Variant::StaleConfigRepair,
     ];
 
     /// The registry instance `who` uses, with the bug if it has one there.
@@ -163,7 +169,8 @@ impl Variant {
             | Variant::DisabledOwnerDropsCatchUp
             | Variant::ForgetLedgerMark
             | Variant::RaiseDropsCatchUps
-            | Variant::ReshardDropsCatchUps => true,
+            | Variant::ReshardDropsCatchUps
+            | Variant::StaleConfigRepair => true,
             Variant::ForgetItem
             | Variant::MuteClockSkew
             | Variant::MuteLateSkips
@@ -176,7 +183,13 @@ impl Variant {
             return inner;
         }
         let me = format!("{}@-@1", crate::workload::ip_of(who));
-        Arc::new(Buggy { inner, bug: self, me, started: Mutex::new(BTreeSet::new()) })
+        Arc::new(Buggy {
+            inner,
+            bug: self,
+            me,
+            started: Mutex::new(BTreeSet::new()),
+            registered_config: Mutex::new(BTreeMap::new()),
+        })
     }
 
     /// The event sink of instance `who`, with the bug if it has one there.
@@ -412,6 +425,20 @@ struct Buggy {
     /// The jobs this client has started an item of (`ForgetLedgerMark` spares the ledger
     /// writes of a registration, which come before).
     started: Mutex<BTreeSet<String>>,
+    /// `StaleConfigRepair`: per config node, the config this client first read or wrote there.
+    registered_config: Mutex<BTreeMap<String, Vec<u8>>>,
+}
+
+impl Buggy {
+    /// `StaleConfigRepair`: what this client writes to config node `path` instead of `data`
+    /// (the first config it read or wrote there; a read's bytes are remembered the same way).
+    fn config_to_write(&self, path: &str, data: &[u8]) -> Vec<u8> {
+        if self.bug != Variant::StaleConfigRepair || !is_config_node(path) {
+            return data.to_vec();
+        }
+        let mut first = self.registered_config.lock().unwrap_or_else(|e| e.into_inner());
+        first.entry(path.to_owned()).or_insert_with(|| data.to_vec()).clone()
+    }
 }
 
 impl fmt::Debug for Buggy {
@@ -430,15 +457,21 @@ impl CoordinatorRegistry for Buggy {
         if self.bug == Variant::FalseLeader && path.ends_with("/leader/election/instance") {
             return Ok(path.to_owned());
         }
-        self.inner.create(path, data, mode).await
+        let data = self.config_to_write(path, data);
+        self.inner.create(path, &data, mode).await
     }
 
     async fn get(&self, path: &str) -> Result<Option<Node>> {
-        self.inner.get(path).await
+        let node = self.inner.get(path).await?;
+        if let Some(node) = &node {
+            self.config_to_write(path, &node.data);
+        }
+        Ok(node)
     }
 
     async fn set(&self, path: &str, data: &[u8], expected: Option<Version>) -> Result<Version> {
-        self.inner.set(path, data, expected).await
+        let data = self.config_to_write(path, data);
+        self.inner.set(path, &data, expected).await
     }
 
     async fn delete(&self, path: &str, expected: Option<Version>) -> Result<()> {
@@ -513,6 +546,12 @@ impl CoordinatorRegistry for Buggy {
                     if is_assignment_record(&path) =>
                 {
                     Some(TxnOp::Set { path, data: without_commit_times(&data), version })
+                }
+                (Variant::StaleConfigRepair, TxnOp::Set { path, data, version })
+                    if is_config_node(&path) =>
+                {
+                    let data = self.config_to_write(&path, &data);
+                    Some(TxnOp::Set { path, data, version })
                 }
                 (_, op) => Some(op),
             })

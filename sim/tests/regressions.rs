@@ -90,6 +90,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (2_791_446_815, FaultProfile::Lease, "fires queued behind a waiting catch-up, then a crash"),
     (3_094_299_706, FaultProfile::Chaos, "a catch-up's owner's clock went off during its run"),
     (330_605_441, FaultProfile::Garbage, "a deleted config written back with an older cron"),
+    (1_321_827_811, FaultProfile::Garbage, "a deleted config published by a restart with its own"),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3
@@ -198,6 +199,7 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (4_129_504_461, FaultProfile::Chaos, "a crash while the ledger mark was on its way"),
     (936_424_240, FaultProfile::Chaos, "a misfire settled by a claim, owed again by a reshard"),
     (4_182_355_393, FaultProfile::Chaos, "a failover behind superseded fires each compared late"),
+    (2_386_385_390, FaultProfile::Garbage, "a count change and garbage over it, seen together"),
 ];
 
 /// Seeds found at 3 instances × 1 job.
@@ -212,6 +214,7 @@ const FIXED_3X1: &[(u64, FaultProfile, &str)] = &[
     (4_047_597_879, FaultProfile::Chaos, "a catch-up held by a clock off, then its item removed"),
     (1_676_230_277, FaultProfile::Garbage, "a config deleted and rewritten at the version seen"),
     (4_003_910_573, FaultProfile::Garbage, "owner garbage gone before a leader could read it"),
+    (652_610_509, FaultProfile::Garbage, "garbage in the config replaced by a restart's own"),
 ];
 
 /// Seeds found at 2 instances × 2 jobs.

@@ -625,3 +625,43 @@ fn a_cron_change_never_applied_is_caught() {
         broken.violations_text()
     );
 }
+
+#[test]
+fn a_config_written_back_by_an_instance_shown_a_newer_one_is_not_taken_for_the_clusters() {
+    // The boundary of "a config an instance writes is the cluster's only if the last config
+    // its registry showed it is not the cluster's" (the simulator's config witness): the cron
+    // goes from every 5 s to every 3 s at 12 s, and every instance applies it. i1 and i3 stop
+    // at 20 s, so i2 leads; garbage replaces the config at 25 s and i2, planted, writes back
+    // the cron it registered with, the old one; it and i1 and i3, back at 30 s, run that.
+    // That write is not the cluster's config (i2 was shown the new one): the new schedule's
+    // fires are reported, i1's and i3's items' too. Were the write taken for the cluster's
+    // config, nothing would be.
+    let job = JobSpec::new("j0", "0/5 * * * * ?", 6).item_ms(500);
+    let scenario = Scenario::new("stale-config-written-back")
+        .at(12_000, Workload::SetCron { job: "j0".into(), cron: "0/3 * * * * ?".into() })
+        .at(20_000, Fault::Stop(1))
+        .at(20_000, Fault::Stop(3))
+        .at(
+            25_000,
+            Fault::Corrupt(Corruption {
+                job: "j0".into(),
+                target: Target::Config,
+                junk: Some(Junk::WrongType),
+            }),
+        )
+        .at(30_000, Fault::Restart(1))
+        .at(30_000, Fault::Restart(3));
+    let broken =
+        caught_under_faults(vec![job], scenario, Variant::StaleConfigRepair, Invariant::Fires);
+    let text = broken.trace_text();
+    assert!(
+        text.contains("ignored config of j0 written by this instance"),
+        "i2's write of the old cron should be noted as not the cluster's:\n{text}"
+    );
+    let others = |m: &str| m.contains("i1 was up") || m.contains("i3 was up");
+    assert!(
+        broken.violations.iter().any(|v| others(&v.message)),
+        "the new schedule's fires of i1's and i3's items should be reported:\n{}",
+        broken.violations_text()
+    );
+}

@@ -9,6 +9,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
+mod config_writes;
+
 use crate::layout::is_execution_record;
 use crate::path_map::PathMap;
 use crate::registry::{
@@ -66,6 +68,8 @@ pub struct View {
     strays: Strays,
     /// Values derived from one node each (see [`View::derived`]), dropped when it changes.
     derived: parking_lot::Mutex<HashMap<Box<str>, Option<i64>, FxBuild>>,
+    /// The values of config nodes the watch replaced (see [`View::replaced_configs`]).
+    config_writes: config_writes::ConfigWrites,
 }
 
 /// The view's two change counts ([`View::revision`], [`View::shape_revision`]) at some change.
@@ -115,6 +119,7 @@ impl View {
             }
             WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
                 self.changed(Some(&path));
+                self.log_replaced_config(&path);
                 self.view.insert(&path, node);
             }
             WatchEvent::Deleted { path } => {
@@ -133,6 +138,7 @@ impl View {
             }
             WatchEvent::Resync { nodes } => self.view.replace(nodes.clone()),
             WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
+                self.log_replaced_config(path);
                 self.view.insert(path, node.clone());
             }
             WatchEvent::Deleted { path } => self.view.remove(path),
@@ -268,6 +274,31 @@ impl View {
     pub fn get(&self, path: &str) -> Option<&Node> {
         self.note_read(path);
         self.peek(path)
+    }
+
+    /// Logs the value the watch showed for `path` before the event about to replace it, if
+    /// `path` is a config node (see [`View::replaced_configs`]).
+    fn log_replaced_config(&mut self, path: &str) {
+        if !path.ends_with("/config") {
+            return;
+        }
+        if let Some(old) = self.view.get(path) {
+            self.config_writes.replaced(path, &old.data);
+        }
+    }
+
+    /// The values the watch showed for the config node at `path` and then replaced, logged
+    /// after number `after` ([`View::config_log_mark`]), oldest first: a job handed several
+    /// changes of its config at once sees only the last in [`View::get`], and may need one
+    /// before it (the last readable config, when the last is garbage).
+    pub fn replaced_configs(&self, path: &str, after: u64) -> impl Iterator<Item = &[u8]> {
+        self.note_read(path);
+        self.config_writes.since(path, after)
+    }
+
+    /// The number of the last value [`View::replaced_configs`] logged, for any path.
+    pub fn config_log_mark(&self) -> u64 {
+        self.config_writes.last()
     }
 
     /// `derive` of the node at `path` (as [`View::get`] reads it), computed once per change of

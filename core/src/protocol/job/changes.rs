@@ -5,7 +5,7 @@ use super::{
     BidStep, Ctx, FlagStep, JobProtocol, Next, Pending, Reply, Request, Restamp, Stamp,
     MAX_OVERDUE_SCAN,
 };
-use crate::config::{store, ConfigError};
+use crate::config::{store, ConfigError, JobConfig};
 use crate::cron::CronSchedule;
 use crate::events::{FireKind, SchedulerEvent, SkipReason};
 use crate::layout::{Detailed, ItemNode, JobNode};
@@ -242,6 +242,7 @@ impl JobProtocol {
 
     fn on_config_change(&mut self, ctx: &Ctx<'_>) {
         let Some(node) = ctx.view.get(&self.paths.config()) else {
+            self.adopt_last_readable_replaced(ctx);
             // Deleted by hand: the leader writes it again.
             if self.registration.registered() && self.is_leader(ctx) {
                 self.check_config(ctx);
@@ -256,28 +257,16 @@ impl JobProtocol {
         // The bytes of the config we run with: what parsing them would find.
         let fingerprint = store::fingerprint(&node.data);
         if self.config_stored == Some(fingerprint) {
+            self.config_log_seen = ctx.view.config_log_mark();
             return;
         }
-        let parsed =
-            store::parse_stored(self.job(), &node.data, &self.settings.known).and_then(|c| {
-                let schedule = match c.cron_expression() {
-                    Some(cron) => Some(
-                        CronSchedule::parse(cron, c.time_zone.as_deref().unwrap_or("")).map_err(
-                            |e| {
-                                store::StoredConfigError::Invalid(ConfigError::Cron {
-                                    expression: cron.to_owned(),
-                                    reason: e.to_string(),
-                                })
-                            },
-                        )?,
-                    ),
-                    None => None,
-                };
-                Ok((c, schedule))
-            });
-        let (config, schedule) = match parsed {
-            Ok(ok) => ok,
+        let (config, schedule) = match self.parse_config(&node.data) {
+            Ok(ok) => {
+                self.config_log_seen = ctx.view.config_log_mark();
+                ok
+            }
             Err(error) => {
+                self.adopt_last_readable_replaced(ctx);
                 let job = self.job().to_owned();
                 // A parser's message may quote the whole value (a huge one, say).
                 let reason = crate::protocol::records::shorten_message(&error.to_string());
@@ -289,6 +278,64 @@ impl JobProtocol {
                 return;
             }
         };
+        self.adopt_config(config, schedule, fingerprint, ctx);
+    }
+
+    /// A stored config, parsed and checked as this job's, with its cron parsed.
+    fn parse_config(
+        &self,
+        data: &[u8],
+    ) -> Result<(JobConfig, Option<CronSchedule>), store::StoredConfigError> {
+        let config = store::parse_stored(self.job(), data, &self.settings.known)?;
+        let schedule = match config.cron_expression() {
+            Some(cron) => {
+                Some(CronSchedule::parse(cron, config.time_zone.as_deref().unwrap_or("")).map_err(
+                    |e| {
+                        store::StoredConfigError::Invalid(ConfigError::Cron {
+                            expression: cron.to_owned(),
+                            reason: e.to_string(),
+                        })
+                    },
+                )?)
+            }
+            None => None,
+        };
+        Ok((config, schedule))
+    }
+
+    /// The config node is unreadable now (garbage, or deleted), and the view replaced values
+    /// of it this job did not look at: the last of them that reads is the config the job was
+    /// last shown, and it runs with that one (and its leader writes that one back), not the
+    /// one it ran before (2 × 1 `garbage` seed 2,386,385,390: a leader, cut off while the
+    /// count changed from 3 to 2, came back to both the change and garbage over it, and wrote
+    /// the count of 3 back).
+    fn adopt_last_readable_replaced(&mut self, ctx: &Ctx<'_>) {
+        let path = self.paths.config();
+        let last = ctx
+            .view
+            .replaced_configs(&path, self.config_log_seen)
+            .filter_map(|data| {
+                if self.runs_with_stored(data) {
+                    return Some(None);
+                }
+                Some(Some((self.parse_config(data).ok()?, store::fingerprint(data))))
+            })
+            .last();
+        self.config_log_seen = ctx.view.config_log_mark();
+        // (`Some(None)`: the last that reads is the one the job runs with.)
+        if let Some(Some(((config, schedule), fingerprint))) = last {
+            self.adopt_config(config, schedule, fingerprint, ctx);
+        }
+    }
+
+    /// Runs with `config` (stored as bytes of this fingerprint) from now on.
+    fn adopt_config(
+        &mut self,
+        config: JobConfig,
+        schedule: Option<CronSchedule>,
+        fingerprint: u64,
+        ctx: &Ctx<'_>,
+    ) {
         self.config_stored = Some(fingerprint);
         if config == self.config {
             return;

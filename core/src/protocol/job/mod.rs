@@ -422,6 +422,9 @@ pub struct JobProtocol {
     /// the `config` node that finds them (each change's, the leader's at every audit) need not
     /// parse them again, a YAML parse being the dearest thing a registration does.
     config_stored: Option<u64>,
+    /// The last of the config values the view logged as replaced that this job looked at
+    /// ([`crate::protocol::view::View::replaced_configs`]).
+    config_log_seen: u64,
     launches: u64,
 }
 
@@ -512,6 +515,7 @@ impl JobProtocol {
             leader_seen: None,
             config_version: None,
             config_stored: None,
+            config_log_seen: 0,
             launches: 0,
         }
     }

@@ -292,6 +292,8 @@ impl JobProtocol {
         // on), unless a change showed it already.
         if self.config_version.is_none() {
             let path = self.paths.config();
+            // What the view replaced before now is no config this job was shown.
+            self.config_log_seen = view.config_log_mark();
             let stored = view.get(&path).and_then(|node| {
                 if self.runs_with_stored(&node.data) {
                     return Some(node.version);

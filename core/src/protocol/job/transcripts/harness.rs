@@ -454,15 +454,26 @@ impl Harness {
                 self.external(events, hold, out)?;
             }
             "deliver" => {
+                // `together`: the batches arrive at once, as a link back after a cut delivers
+                // them, and the job hears of them in one input.
+                let together = args.flag("together");
                 let count = match args.positional(0, 1)?.first() {
                     Some(n) => parse_num(n)?,
                     None => usize::MAX,
                 };
                 self.ensure_protocol()?;
                 let mut inputs = 0;
+                let mut merged = Vec::new();
                 for _ in 0..count {
                     let Some(batch) = self.held.pop_front() else { break };
-                    self.deliver(batch, &mut inputs, out)?;
+                    if together {
+                        merged.extend(batch);
+                    } else {
+                        self.deliver(batch, &mut inputs, out)?;
+                    }
+                }
+                if !merged.is_empty() {
+                    self.deliver(merged, &mut inputs, out)?;
                 }
                 if self.held.is_empty() {
                     self.stalled = false;
