@@ -200,6 +200,8 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (936_424_240, FaultProfile::Chaos, "a misfire settled by a claim, owed again by a reshard"),
     (4_182_355_393, FaultProfile::Chaos, "a failover behind superseded fires each compared late"),
     (2_386_385_390, FaultProfile::Garbage, "a count change and garbage over it, seen together"),
+    (3_373_457_995, FaultProfile::Garbage, "garbage in a crashed leader's node, it restarted"),
+    (385_141_170, FaultProfile::Garbage, "the same, read while the dead session held the node"),
 ];
 
 /// Seeds found at 3 instances × 1 job.
