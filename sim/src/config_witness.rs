@@ -18,54 +18,57 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
+use parking_lot::Mutex;
 use shardcron_core::config::JobConfig;
 use shardcron_core::registry::{
     Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Result,
     SessionEvents, TxnOp, TxnResult, Version, WatchEvent, WatchScope, WatchStream,
 };
 
+use shardcron_registry_mem::MemServer;
+
+use crate::sim::NAMESPACE;
 use crate::trace::{JobState, Note, Trace};
 
 /// The config of each job as the cluster runs it, for the checker's notes.
 #[derive(Debug)]
 pub(crate) struct ConfigBook {
     trace: Trace,
+    /// The registry, to see whether a write an instance made is still there when it learns
+    /// of it.
+    server: MemServer,
     configs: Mutex<BTreeMap<String, JobState>>,
 }
 
 impl ConfigBook {
-    pub fn new(trace: Trace) -> Self {
-        ConfigBook { trace, configs: Mutex::default() }
+    pub fn new(trace: Trace, server: MemServer) -> Self {
+        ConfigBook { trace, server, configs: Mutex::default() }
     }
 
     /// Records `state` as the config of its job from now on, written by `who` (0: the
     /// simulator's workload).
     pub fn record(&self, who: usize, state: JobState) {
-        lock(&self.configs).insert(state.job.clone(), state.clone());
+        self.configs.lock().insert(state.job.clone(), state.clone());
         self.trace.note(who, Note::Config(state));
     }
 
     pub fn forget(&self, job: &str) {
-        lock(&self.configs).remove(job);
+        self.configs.lock().remove(job);
     }
 
     /// Every job's config as recorded.
     pub fn all(&self) -> Vec<JobState> {
-        lock(&self.configs).values().cloned().collect()
+        self.configs.lock().values().cloned().collect()
     }
 
     fn current(&self, job: &str) -> Option<JobState> {
-        lock(&self.configs).get(job).cloned()
+        self.configs.lock().get(job).cloned()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The job of a config node path (`/{job}/config`).
@@ -109,19 +112,25 @@ impl ConfigWitness {
     fn shown_node(shown: &Mutex<BTreeMap<String, JobState>>, path: &str, data: &[u8]) {
         let Some(job) = config_job(path) else { return };
         let Some(state) = state_of(job, data) else { return };
-        lock(shown).insert(job.to_owned(), JobState { item_ms: 0, ..state });
+        shown.lock().insert(job.to_owned(), JobState { item_ms: 0, ..state });
     }
 
     /// A config this instance wrote: the cluster's from now on, unless the last config the
-    /// instance was shown is the cluster's (see the module's comment).
+    /// instance was shown is the cluster's (see the module's comment), or the write was
+    /// overwritten already (over a slow link, the workload may have changed it before the
+    /// instance heard its write succeed; that change is the cluster's).
     fn wrote(&self, path: &str, data: &[u8]) {
         let Some(job) = config_job(path) else { return };
+        let stored = self.book.server.node(&format!("{NAMESPACE}{path}"));
+        if stored.is_none_or(|node| node.data != data) {
+            return;
+        }
         let Some(written) = state_of(job, data) else { return };
         let Some(current) = self.book.current(job) else { return };
         if same_config(&written, &current) {
             return;
         }
-        let knew = lock(&self.shown).get(job).is_some_and(|last| same_config(last, &current));
+        let knew = self.shown.lock().get(job).is_some_and(|last| same_config(last, &current));
         if knew {
             // Left to the checker, which judges what follows by the cluster's config; noted,
             // for whoever reads the trace.

@@ -305,7 +305,7 @@ impl World {
                 return (trace.take(), Vec::new(), Vec::new());
             }
         };
-        let configs = Arc::new(ConfigBook::new(trace.clone()));
+        let configs = Arc::new(ConfigBook::new(trace.clone(), server.clone()));
         let world = Arc::new(World {
             instances: (1..=sim.instances).map(|i| Arc::new(Instance::new(i, sim.seed))).collect(),
             server,
