@@ -105,6 +105,7 @@ const FIXED_5X3: &[(u64, FaultProfile, &str)] = &[
 const FIXED_5X3_SESSION_10: &[(u64, FaultProfile, &str)] = &[
     (2_363_014_749, FaultProfile::Chaos, "fires a new instance's items got while it registered"),
     (1_173_065_998, FaultProfile::Chaos, "a catch-up queued before a flag run under it: twice"),
+    (3_401_134_761, FaultProfile::Garbage, "the record removed, then a crashed owner's node"),
 ];
 
 /// Seeds of the 3 instances × 3 jobs shape with a 4 s session (`--instances 3 --jobs 3

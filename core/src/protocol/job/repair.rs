@@ -17,7 +17,7 @@
 //! | `leader/sharding/necessary` | a reshard is pending (holding every fire) | the leader stamps it with the time |
 //! | `leader/failover/items/{n}` | no entry | any instance with failover rewrites it (or drops it) |
 //! | `shardcron/ledger/{id}` | an empty ledger | its instance rewrites it |
-//! | `shardcron/assigned` | no record | the leader removes it |
+//! | `shardcron/assigned` | no record | the leader writes it again from the owner nodes |
 //!
 //! The leader reports garbage in every node it reads, its own or not, so that each corruption
 //! is reported while the job has a leader; an instance reports what it repairs. A new leader,
@@ -27,7 +27,9 @@ use super::{Ctx, JobProtocol, Next, Pending, Reply, Request};
 use crate::config::store;
 use crate::layout::{ItemNode, JobNode};
 use crate::protocol::garbage::{self, names_live};
-use crate::protocol::records::{FailoverEntry, Garbage, Ledger, Orphaned, ServerStatus, MISSING};
+use crate::protocol::records::{
+    parse_owner, Assigned, FailoverEntry, Garbage, Ledger, Orphaned, ServerStatus, MISSING,
+};
 use crate::protocol::{execution, failover, sharding};
 use crate::registry::{CreateMode, RegistryError, TxnOp, TxnResult};
 
@@ -483,8 +485,32 @@ impl JobProtocol {
                 let path = self.paths.assigned();
                 let node = view.get(&path)?;
                 garbage::unreadable(view, &self.paths, &JobNode::Assigned)?;
-                Some(Request::Txn(vec![TxnOp::delete(path, Some(node.version))]))
+                set(path, self.rebuilt_assigned(ctx).encode().into_bytes(), node.version)
             }
+        }
+    }
+
+    /// The record of the assignments rebuilt over garbage: the owner nodes as they are now,
+    /// for the fires from now on. What it said of the fires before is lost (a reshard owes no
+    /// catch-up of them, as with no record), but not who owns each item now: a departure
+    /// reads it for an item whose owner node garbage replaces later (5 × 3 `garbage` seed
+    /// 3,401,134,761: the record removed, then garbage over the owner node of an item whose
+    /// owner had crashed; the fire it missed was owed by nobody).
+    fn rebuilt_assigned(&self, ctx: &Ctx<'_>) -> Assigned {
+        let owners = (0..self.total())
+            .filter_map(|n| {
+                let path = self.paths.item_node(n, ItemNode::Instance);
+                let owner = parse_owner(&path, &ctx.view.get(&path)?.data).ok()??;
+                Some((n, owner))
+            })
+            .collect();
+        Assigned {
+            raised_ms: ctx.now_ms - 1,
+            made_ms: None,
+            owners,
+            caught_up: Default::default(),
+            departed: Default::default(),
+            earlier: Vec::new(),
         }
     }
 
