@@ -91,6 +91,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (3_094_299_706, FaultProfile::Chaos, "a catch-up's owner's clock went off during its run"),
     (330_605_441, FaultProfile::Garbage, "a deleted config written back with an older cron"),
     (1_321_827_811, FaultProfile::Garbage, "a deleted config published by a restart with its own"),
+    (3_401_235_278, FaultProfile::Garbage, "a departed holder's marker garbage, queued unreported"),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3
@@ -203,6 +204,7 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (2_386_385_390, FaultProfile::Garbage, "a count change and garbage over it, seen together"),
     (3_373_457_995, FaultProfile::Garbage, "garbage in a crashed leader's node, it restarted"),
     (385_141_170, FaultProfile::Garbage, "the same, read while the dead session held the node"),
+    (3_401_144_059, FaultProfile::Garbage, "the record removed, then a crashed owner's node"),
 ];
 
 /// Seeds found at 3 instances × 1 job.
