@@ -88,15 +88,23 @@ fn same_config(a: &JobState, b: &JobState) -> bool {
     JobState { item_ms: 0, ..a.clone() } == JobState { item_ms: 0, ..b.clone() }
 }
 
+/// What one job's config node last showed an instance.
+#[derive(Debug, Default)]
+struct Shown {
+    /// The node's bytes as last shown, garbage included.
+    bytes: Vec<u8>,
+    /// The last config shown (item time zeroed); garbage leaves it as it was.
+    config: Option<JobState>,
+}
+
 /// One instance's registry, watched for the configs it is shown and the ones it writes.
 pub(crate) struct ConfigWitness {
     inner: Arc<dyn CoordinatorRegistry>,
     who: usize,
     book: Arc<ConfigBook>,
-    /// Per job, the last config this client was shown (item time zeroed). Not a set of all:
-    /// a config changed to 3 items and back to 2 is not known by an instance shown only the
-    /// first 2.
-    shown: Arc<Mutex<BTreeMap<String, JobState>>>,
+    /// Per job, the last config this client was shown. Not a set of all: a config changed to
+    /// 3 items and back to 2 is not known by an instance shown only the first 2.
+    shown: Arc<Mutex<BTreeMap<String, Shown>>>,
 }
 
 impl ConfigWitness {
@@ -109,10 +117,19 @@ impl ConfigWitness {
     }
 
     /// Notes the config `data` at `path` as shown to this instance.
-    fn shown_node(shown: &Mutex<BTreeMap<String, JobState>>, path: &str, data: &[u8]) {
+    fn shown_node(shown: &Mutex<BTreeMap<String, Shown>>, path: &str, data: &[u8]) {
         let Some(job) = config_job(path) else { return };
-        let Some(state) = state_of(job, data) else { return };
-        shown.lock().insert(job.to_owned(), JobState { item_ms: 0, ..state });
+        let mut shown = shown.lock();
+        let last = shown.entry(job.to_owned()).or_default();
+        // The same bytes again (every change of the watch's scope shows the config node
+        // anew): nothing to parse.
+        if last.bytes == data {
+            return;
+        }
+        last.bytes = data.to_vec();
+        if let Some(state) = state_of(job, data) {
+            last.config = Some(JobState { item_ms: 0, ..state });
+        }
     }
 
     /// A config this instance wrote: the cluster's from now on, unless the last config the
@@ -130,7 +147,12 @@ impl ConfigWitness {
         if same_config(&written, &current) {
             return;
         }
-        let knew = self.shown.lock().get(job).is_some_and(|last| same_config(last, &current));
+        let knew = self
+            .shown
+            .lock()
+            .get(job)
+            .and_then(|last| last.config.as_ref())
+            .is_some_and(|last| same_config(last, &current));
         if knew {
             // Left to the checker, which judges what follows by the cluster's config; noted,
             // for whoever reads the trace.
