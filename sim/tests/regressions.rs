@@ -205,6 +205,8 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (3_373_457_995, FaultProfile::Garbage, "garbage in a crashed leader's node, it restarted"),
     (385_141_170, FaultProfile::Garbage, "the same, read while the dead session held the node"),
     (3_401_144_059, FaultProfile::Garbage, "the record removed, then a crashed owner's node"),
+    (517_348_607, FaultProfile::Garbage, "a departed owner's marker and ledger both garbled"),
+    (517_347_409, FaultProfile::Garbage, "an expired session's marker garbled, queued unreported"),
 ];
 
 /// Seeds found at 3 instances × 1 job.

@@ -64,11 +64,22 @@ pub fn left_by(
         Some(Err(g)) => (None, Some(g)),
     };
     // A marker garbage replaced (or that names another instance that is gone) is the dead
-    // instance's if its ledger says it ran the item.
+    // instance's if its ledger says it ran the item; with its ledger garbage too, if the item
+    // was the dead instance's: nobody else can tell the run was theirs, and the marker would
+    // hold the item back for good (2 × 1 `garbage` seed 517,348,607: both garbled while
+    // both instances were cut off; the item never ran again).
+    let owned = |n: u32| {
+        let path = paths.item_node(n, ItemNode::Instance);
+        view.get(&path)
+            .is_some_and(|o| parse_owner(&path, &o.data).ok().flatten().as_deref() == Some(dead))
+    };
     let garbled = |n: u32| {
         let path = paths.item_node(n, ItemNode::Running);
         view.get(&path).is_some_and(|m| !super::garbage::names_live(view, paths, &m.data))
-            && ledger.as_ref().is_some_and(|l| l.running.contains_key(&n))
+            && match &ledger {
+                Some(l) => l.running.contains_key(&n),
+                None => garbage.is_some() && owned(n),
+            }
     };
     let mut orphans: Vec<Orphan> = (0..total)
         .filter(|&n| running_owner(view, paths, n).as_deref() == Some(dead) || garbled(n))

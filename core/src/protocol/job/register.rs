@@ -4,6 +4,7 @@
 
 use super::{Ctx, JobProtocol, Next, Pending, RaceFence, Reply, Request};
 use crate::events::{FireKind, SkipReason};
+use crate::layout::JobNode;
 use crate::protocol::execution::{ledger_of, running_owner};
 use crate::protocol::failover::{self, Orphan};
 use crate::protocol::records::{Ledger, Orphaned};
@@ -623,6 +624,7 @@ impl JobProtocol {
             }
         };
         let held: Vec<u32> = self.held_items();
+        let owned = sharding::items_of(ctx.view, &self.paths, &self.me, self.total());
         // Runs started while failover was off (their markers are ephemeral, and nothing
         // recorded them) are not failed over, even with failover on since (GUARANTEES.md,
         // section 2): their markers, which the lost session's end removes anyway, go now, so
@@ -644,12 +646,14 @@ impl JobProtocol {
             })
             .filter(|&n| {
                 // Ours, or garbage over a marker our ledger says we held (an earlier session
-                // of ours could not rewrite it before it ended).
+                // of ours could not rewrite it before it ended); with our ledger garbage too,
+                // over a marker of an item we own (as a departure reads it: `left_by`).
                 let marker = self.paths.item_node(n, crate::layout::ItemNode::Running);
-                let garbled = ctx.view.get(&marker).is_some_and(|m| {
+                let marker_garbled = ctx.view.get(&marker).is_some_and(|m| {
                     !crate::protocol::garbage::names_live(ctx.view, &self.paths, &m.data)
-                }) && ledger.running.contains_key(&n);
-                garbled
+                }) && (ledger.running.contains_key(&n)
+                    || (garbled && owned.contains(&n)));
+                marker_garbled
                     || running_owner(ctx.view, &self.paths, n).as_deref() == Some(self.me.as_str())
             })
             .map(|item| Orphan {
@@ -666,6 +670,15 @@ impl JobProtocol {
                 why: Orphaned::Interrupted,
             })
             .collect();
+        // Garbage over the markers of the runs queued here: ours to report, as we repair it
+        // (517,347,409 at 2 × 1 `garbage`: an expired session's marker garbled, queued by
+        // the next session of the same process, reported by nobody).
+        for orphan in &orphans {
+            let marker = JobNode::Item(orphan.item, crate::layout::ItemNode::Running);
+            if let Some(g) = crate::protocol::garbage::unreadable(ctx.view, &self.paths, &marker) {
+                self.report_once(&g, ctx);
+            }
+        }
         let mut last_fire = ledger.last_fire_ms;
         if let (true, true, Some(schedule), Some(since)) =
             (self.registration.first, self.config.misfire, &self.schedule, ledger.last_fire_ms)

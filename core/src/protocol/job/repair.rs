@@ -11,7 +11,7 @@
 //! | `instances/{id}` | membership is the node's name | the instance rewrites it |
 //! | `servers/{ip}` | enabled (as ElasticJob reads it) | its instances rewrite it (ENABLED) |
 //! | `sharding/{n}/instance` | nobody owns the item | the leader reshards at once |
-//! | `sharding/{n}/running` | running, an unknown run | its holder rewrites it; after its run, removes it; a departed holder's is failed over |
+//! | `sharding/{n}/running` | running, an unknown run | its holder rewrites it; after its run, removes it; a departed holder's is failed over (by its ledger; with the ledger garbage too, as the item owner's run), and reported by whoever queues it |
 //! | `sharding/{n}/misfire` | owes the latest fire | the catch-up settles it |
 //! | `leader/election/instance` | no leader acts | the leader rewrites it |
 //! | `leader/sharding/necessary` | a reshard is pending (holding every fire) | the leader stamps it with the time |
