@@ -291,7 +291,11 @@ impl View {
     /// after number `after` ([`View::config_log_mark`]), oldest first: a job handed several
     /// changes of its config at once sees only the last in [`View::get`], and may need one
     /// before it (the last readable config, when the last is garbage).
-    pub fn replaced_configs(&self, path: &str, after: u64) -> impl Iterator<Item = &[u8]> {
+    pub fn replaced_configs(
+        &self,
+        path: &str,
+        after: u64,
+    ) -> impl DoubleEndedIterator<Item = &[u8]> {
         self.note_read(path);
         self.config_writes.since(path, after)
     }

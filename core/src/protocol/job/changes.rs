@@ -311,16 +311,13 @@ impl JobProtocol {
     /// the count of 3 back).
     fn adopt_last_readable_replaced(&mut self, ctx: &Ctx<'_>) {
         let path = self.paths.config();
-        let last = ctx
-            .view
-            .replaced_configs(&path, self.config_log_seen)
-            .filter_map(|data| {
-                if self.runs_with_stored(data) {
-                    return Some(None);
-                }
-                Some(Some((self.parse_config(data).ok()?, store::fingerprint(data))))
-            })
-            .last();
+        // The newest first: the older ones are not parsed.
+        let last = ctx.view.replaced_configs(&path, self.config_log_seen).rev().find_map(|data| {
+            if self.runs_with_stored(data) {
+                return Some(None);
+            }
+            Some(Some((self.parse_config(data).ok()?, store::fingerprint(data))))
+        });
         self.config_log_seen = ctx.view.config_log_mark();
         // (`Some(None)`: the last that reads is the one the job runs with.)
         if let Some(Some(((config, schedule), fingerprint))) = last {

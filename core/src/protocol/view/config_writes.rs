@@ -49,7 +49,7 @@ impl ConfigWrites {
     }
 
     /// The values of `path` logged after number `after`, oldest first.
-    pub fn since(&self, path: &str, after: u64) -> impl Iterator<Item = &[u8]> {
+    pub fn since(&self, path: &str, after: u64) -> impl DoubleEndedIterator<Item = &[u8]> {
         self.by_path
             .get(path)
             .into_iter()
