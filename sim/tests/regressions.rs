@@ -207,6 +207,8 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (3_401_144_059, FaultProfile::Garbage, "the record removed, then a crashed owner's node"),
     (517_348_607, FaultProfile::Garbage, "a departed owner's marker and ledger both garbled"),
     (517_347_409, FaultProfile::Garbage, "an expired session's marker garbled, queued unreported"),
+    (3_577_481_010, FaultProfile::Garbage, "a record rebuilt after a raise, read as its answer"),
+    (3_577_480_508, FaultProfile::Garbage, "the same, at another fire"),
 ];
 
 /// Seeds found at 3 instances × 1 job.
@@ -222,6 +224,7 @@ const FIXED_3X1: &[(u64, FaultProfile, &str)] = &[
     (1_676_230_277, FaultProfile::Garbage, "a config deleted and rewritten at the version seen"),
     (4_003_910_573, FaultProfile::Garbage, "owner garbage gone before a leader could read it"),
     (652_610_509, FaultProfile::Garbage, "garbage in the config replaced by a restart's own"),
+    (3_577_481_497, FaultProfile::Garbage, "a record rebuilt after a raise, read as its answer"),
 ];
 
 /// Seeds found at 2 instances × 2 jobs.
