@@ -377,6 +377,28 @@ async fn the_stored_config_wins_unless_overwrite() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_start_over_a_garbage_config_writes_its_own_and_reports_the_garbage() {
+    // No instance up while an operator's tool garbled the config: the one that starts writes
+    // its own over it, and, repairing it, reports it (nobody else saw it).
+    let cluster = TestCluster::new(15);
+    let client = cluster.client();
+    client.put("/r/config", b"{{{ not yaml").await.unwrap();
+    let node = cluster.instance("10.0.0.1").await;
+    node.scheduler.add_job(every(10, "r", 1), noop()).await.unwrap();
+    let stored = JobOperations::new(&client).config("r").await.unwrap();
+    assert_eq!(stored.cron(), Some("0/10 * * * * ?"), "the local config replaced the garbage");
+    let reported: Vec<(String, String)> = cluster
+        .events()
+        .into_iter()
+        .filter_map(|r| match r.event {
+            SchedulerEvent::RegistryGarbage { path, value, .. } => Some((path, value)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reported, vec![("/r/config".to_owned(), "\"{{{ not yaml\"".to_owned())]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn operator_shutdown_stops_the_job_on_that_instance() {
     let cluster = TestCluster::new(14);
     let node = cluster.instance("10.0.0.1").await;

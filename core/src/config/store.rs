@@ -40,6 +40,9 @@ pub struct Published {
     /// [`fingerprint`] of the `config` node's bytes that read as `config`: a later look at the
     /// node that finds the same bytes need not parse them again.
     pub fingerprint: u64,
+    /// The bytes of a stored config that was no job config at all (garbage), which the local
+    /// one replaced: the caller reports them (nobody else will: the node reads now).
+    pub replaced_garbage: Option<Vec<u8>>,
 }
 
 /// A fingerprint of a stored config's bytes (SipHash with fixed keys: the same in every run of
@@ -75,6 +78,7 @@ pub async fn publish(
                 return Ok(Published {
                     config: local.clone(),
                     fingerprint: fingerprint(yaml.as_bytes()),
+                    replaced_garbage: None,
                 })
             }
             // Another instance published first: fall through to reading theirs.
@@ -87,12 +91,20 @@ pub async fn publish(
         if stored.data != yaml.as_bytes() {
             registry.set(&paths.config(), yaml.as_bytes(), None).await?;
         }
-        return Ok(Published { config: local.clone(), fingerprint: fingerprint(yaml.as_bytes()) });
+        return Ok(Published {
+            config: local.clone(),
+            fingerprint: fingerprint(yaml.as_bytes()),
+            replaced_garbage: None,
+        });
     }
     // Ours already, byte for byte (every instance of a cluster that runs one config): nothing
     // to parse (a simulated cluster's start parsed it once per instance and job).
     if stored.data == yaml.as_bytes() {
-        return Ok(Published { config: local.clone(), fingerprint: fingerprint(&stored.data) });
+        return Ok(Published {
+            config: local.clone(),
+            fingerprint: fingerprint(&stored.data),
+            replaced_garbage: None,
+        });
     }
     // Parsed once: what reads as no job config at all is garbage, the rest is checked.
     let Some(parsed) = read_config(&stored.data) else {
@@ -102,6 +114,7 @@ pub async fn publish(
                 return Ok(Published {
                     config: local.clone(),
                     fingerprint: fingerprint(yaml.as_bytes()),
+                    replaced_garbage: Some(stored.data),
                 })
             }
             Err(RegistryError::BadVersion { .. } | RegistryError::NoNode { .. }) => {
@@ -112,7 +125,7 @@ pub async fn publish(
     };
     let config = checked(&local.job_name, parsed, known)
         .map_err(|source| Error::StoredConfigUnusable { job: local.job_name.clone(), source })?;
-    Ok(Published { config, fingerprint: fingerprint(&stored.data) })
+    Ok(Published { config, fingerprint: fingerprint(&stored.data), replaced_garbage: None })
 }
 
 /// A stored config as a job config; `None` for one that is not a job config at all (not text,

@@ -95,8 +95,19 @@ impl JobRunner {
     ) -> Result<Box<Self>> {
         let added_ms = shared.handles.clock.now_ms();
         let registry = shared.registry.as_ref();
-        let store::Published { config, fingerprint, .. } =
+        let store::Published { config, fingerprint, replaced_garbage } =
             store::publish(registry, &config, &shared.known).await?;
+        // Garbage in the config node, replaced by ours: this instance repaired it, so it
+        // reports it (2 × 1 `garbage` seed 2,826,467,222: written while no instance was up,
+        // replaced by a restart, reported by nobody).
+        if let Some(bytes) = replaced_garbage {
+            shared.events.emit(SchedulerEvent::RegistryGarbage {
+                job: config.job_name.clone(),
+                path: crate::layout::JobPaths::new(&config.job_name).config(),
+                value: crate::protocol::records::shorten(&bytes),
+                reason: "the stored config is no job config; this instance's replaced it".into(),
+            });
+        }
         let schedule = schedule_of(&config)?;
         let executor = Arc::new(executor_for(&shared, &config)?);
         let settings = job::Settings {
