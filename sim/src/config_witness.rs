@@ -35,6 +35,9 @@ use shardcron_registry_mem::MemServer;
 use crate::sim::NAMESPACE;
 use crate::trace::{JobState, Note, Trace};
 
+/// A job's name and the bytes of its config node.
+type StoredConfig = (String, Vec<u8>);
+
 /// The config of each job as the cluster runs it, for the checker's notes.
 #[derive(Debug)]
 pub(crate) struct ConfigBook {
@@ -43,11 +46,25 @@ pub(crate) struct ConfigBook {
     /// of it.
     server: MemServer,
     configs: Mutex<BTreeMap<String, JobState>>,
+    /// What each stored config's bytes read as ([`state_of`]), parsed once per run: every
+    /// instance reads every job's config as it registers, and its watch shows it again.
+    parsed: Mutex<BTreeMap<StoredConfig, Option<JobState>>>,
 }
 
 impl ConfigBook {
     pub fn new(trace: Trace, server: MemServer) -> Self {
-        ConfigBook { trace, server, configs: Mutex::default() }
+        ConfigBook { trace, server, configs: Mutex::default(), parsed: Mutex::default() }
+    }
+
+    /// [`state_of`], remembered.
+    fn state_of(&self, job: &str, data: &[u8]) -> Option<JobState> {
+        let key = (job.to_owned(), data.to_vec());
+        if let Some(state) = self.parsed.lock().get(&key) {
+            return state.clone();
+        }
+        let state = state_of(job, data);
+        self.parsed.lock().insert(key, state.clone());
+        state
     }
 
     /// Records `state` as the config of its job from now on, written by `who` (0: the
@@ -117,7 +134,12 @@ impl ConfigWitness {
     }
 
     /// Notes the config `data` at `path` as shown to this instance.
-    fn shown_node(shown: &Mutex<BTreeMap<String, Shown>>, path: &str, data: &[u8]) {
+    fn shown_node(
+        shown: &Mutex<BTreeMap<String, Shown>>,
+        book: &ConfigBook,
+        path: &str,
+        data: &[u8],
+    ) {
         let Some(job) = config_job(path) else { return };
         let mut shown = shown.lock();
         let last = shown.entry(job.to_owned()).or_default();
@@ -127,7 +149,7 @@ impl ConfigWitness {
             return;
         }
         last.bytes = data.to_vec();
-        if let Some(state) = state_of(job, data) {
+        if let Some(state) = book.state_of(job, data) {
             last.config = Some(JobState { item_ms: 0, ..state });
         }
     }
@@ -142,7 +164,7 @@ impl ConfigWitness {
         if stored.is_none_or(|node| node.data != data) {
             return;
         }
-        let Some(written) = state_of(job, data) else { return };
+        let Some(written) = self.book.state_of(job, data) else { return };
         let Some(current) = self.book.current(job) else { return };
         if same_config(&written, &current) {
             return;
@@ -198,7 +220,7 @@ impl CoordinatorRegistry for ConfigWitness {
     async fn get(&self, path: &str) -> Result<Option<Node>> {
         let node = self.inner.get(path).await?;
         if let Some(node) = &node {
-            Self::shown_node(&self.shown, path, &node.data);
+            Self::shown_node(&self.shown, &self.book, path, &node.data);
         }
         Ok(node)
     }
@@ -242,15 +264,15 @@ impl CoordinatorRegistry for ConfigWitness {
     async fn watch_scope(&self, scope: WatchScope) -> Result<WatchStream> {
         let stream = self.inner.watch_scope(scope).await?;
         let scoper = stream.scoper();
-        let shown = self.shown.clone();
+        let (shown, book) = (self.shown.clone(), self.book.clone());
         Ok(WatchStream::with_scoper(
             stream.inspect(move |event| match event {
                 WatchEvent::Created { path, node } | WatchEvent::Changed { path, node } => {
-                    Self::shown_node(&shown, path, &node.data)
+                    Self::shown_node(&shown, &book, path, &node.data)
                 }
                 WatchEvent::Resync { nodes } | WatchEvent::Rescoped { added: nodes, .. } => {
                     for (path, node) in nodes.iter().filter(|(p, _)| config_job(p).is_some()) {
-                        Self::shown_node(&shown, path, &node.data);
+                        Self::shown_node(&shown, &book, path, &node.data);
                     }
                 }
                 _ => {}
