@@ -29,7 +29,6 @@ use shardcron_core::registry::{
     Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Result,
     SessionEvents, TxnOp, TxnResult, Version, WatchEvent, WatchScope, WatchStream,
 };
-
 use shardcron_registry_mem::MemServer;
 
 use crate::sim::NAMESPACE;
