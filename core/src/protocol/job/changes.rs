@@ -197,8 +197,7 @@ impl JobProtocol {
             JobNode::Config => self.on_config_change(ctx),
             JobNode::LeaderInstance => {
                 // Garbage over our own leader node: still ours, and rewritten (`repair`).
-                let ours = self.leader_seen.as_deref() == Some(self.me.as_str())
-                    && ctx.view.exists(&self.paths.leader_instance());
+                let ours = self.leader_node_ours(ctx);
                 self.was_leader = self.is_leader(ctx) || (ours && self.was_leader);
             }
             JobNode::Instance(id) if id == self.me => {
@@ -217,9 +216,7 @@ impl JobProtocol {
                 // leader: a change of a server seen with it is ours to answer (2 × 1
                 // `garbage` seed 3,577,482,032: a server enabled while the leader was cut off,
                 // delivered with garbage over its node, and no reshard gave it items again).
-                let ours = self.leader_seen.as_deref() == Some(self.me.as_str())
-                    && ctx.view.exists(&self.paths.leader_instance());
-                if !self.is_leader(ctx) && !ours {
+                if !self.is_leader(ctx) && !self.leader_node_ours(ctx) {
                     return;
                 }
                 self.owe_flag(!self.static_assignment(ctx));
@@ -244,6 +241,13 @@ impl JobProtocol {
             }
             _ => {}
         }
+    }
+
+    /// Whether the leader node, whatever it holds now, last named us: garbage over it leaves
+    /// it ours (an ephemeral of our session).
+    fn leader_node_ours(&self, ctx: &Ctx<'_>) -> bool {
+        self.leader_seen.as_deref() == Some(self.me.as_str())
+            && ctx.view.exists(&self.paths.leader_instance())
     }
 
     fn on_config_change(&mut self, ctx: &Ctx<'_>) {
