@@ -211,6 +211,7 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (3_577_480_508, FaultProfile::Garbage, "the same, at another fire"),
     (3_577_482_032, FaultProfile::Garbage, "a server enabled, seen with garbage over our leader"),
     (2_826_467_222, FaultProfile::Garbage, "a garbage config replaced at a start, unreported"),
+    (3_427_387_281, FaultProfile::Garbage, "server garbage overwritten while its readers were cut"),
 ];
 
 /// Seeds found at 3 instances × 1 job.

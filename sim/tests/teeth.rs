@@ -690,3 +690,25 @@ fn ignoring_garbage_in_the_leader_node_of_a_leader_up_is_caught() {
         broken.violations_text()
     );
 }
+
+#[test]
+fn ignoring_garbage_in_a_server_node_written_while_its_readers_were_cut_off_is_caught() {
+    // The boundary of "server-node garbage written while neither the leader nor the server's
+    // instances were up, and written over before the next leader was elected, is nobody's to
+    // report" (2 x 1 garbage seed 3,427,387,281): i2 and i3 (the leader) are cut off at 10 s,
+    // garbage lands in i2's server node at 11 s, and stays; their links come back at 13 s,
+    // their sessions alive, and the garbage is theirs to report then.
+    let job = JobSpec::new("j0", "0/5 * * * * ?", 3).item_ms(500);
+    let scenario = Scenario::new("server-garbage-while-its-readers-are-cut-off")
+        .at(10_000, Fault::Partition(vec![2, 3]))
+        .at(
+            11_000,
+            Fault::Corrupt(Corruption {
+                job: "j0".into(),
+                target: Target::Server(2),
+                junk: Some(Junk::WrongType),
+            }),
+        )
+        .at(13_000, Fault::Heal(vec![2, 3]));
+    ignored_garbage_caught(job, scenario, &["/j0/servers/10.0.0.2"]);
+}

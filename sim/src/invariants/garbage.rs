@@ -31,6 +31,7 @@ use super::{context, index_at, Checkpoint, Invariant, Violation};
 use crate::faults::Fault;
 use crate::garbage::{Junk, Target};
 use crate::trace::{Entry, Note, Phase, What};
+use crate::workload::Workload;
 
 /// How long after a corruption fires of its job may be lost, at least.
 const LOSS_MS: i64 = 2_000;
@@ -184,9 +185,9 @@ fn leader_at(entries: &[Entry], job: &str, at: i64) -> Option<(usize, i64)> {
     })
 }
 
-/// Whether the node `c` corrupted was written again (by the next corruption of it, or the
-/// job's next reshard, which rewrites every owner node) before the job's next leader was
-/// elected.
+/// Whether the node `c` corrupted was written again (by the next corruption of it, the job's
+/// next reshard, which rewrites every owner node, or, for a server node, an operator's disable
+/// or enable of the server) before the job's next leader was elected.
 fn overwritten_before_a_leader(c: &Corrupted, entries: &[Entry]) -> bool {
     let later = entries.iter().skip(c.idx + 1);
     let elected = later.clone().find_map(|e| match &e.what {
@@ -197,6 +198,12 @@ fn overwritten_before_a_leader(c: &Corrupted, entries: &[Entry]) -> bool {
     });
     let written = later.clone().find_map(|e| match &e.what {
         What::Note(Note::Fault(Fault::Corrupt(other))) if other.path() == c.path => Some(e.at),
+        // An operator's disable or enable writes the server node.
+        What::Note(Note::Work {
+            work:
+                Workload::DisableServer { job, instance } | Workload::EnableServer { job, instance },
+            error: None,
+        }) if *job == c.job && c.target == Target::Server(*instance) => Some(e.at),
         _ => None,
     });
     let rewritten = [written, c.resharded].into_iter().flatten().min();
@@ -229,6 +236,15 @@ fn must_report(c: &Corrupted, tl: &Timeline, entries: &[Entry]) -> bool {
         // the leader's session was expiring, and the node was deleted 7 s later, before its
         // successor won); garbage still there then is the new leader's to report.
         Target::Owner(_) if !leader_up && overwritten_before_a_leader(c, entries) => return false,
+        // A server node is read by the leader and by the server's instances: with neither up
+        // (a link cut counts), garbage written over before the next leader was elected was
+        // nobody's to read (2 × 1 `garbage` seed 3,427,387,281: the leader, the server's
+        // only instance, cut off; an operator disabled the server 0.7 s later).
+        Target::Server(i)
+            if !leader_up && !up_around(tl, i, c.at) && overwritten_before_a_leader(c, entries) =>
+        {
+            return false
+        }
         _ => {}
     }
     let count = tl.config_at(&c.job, c.at).map_or(0, |s| s.count);
