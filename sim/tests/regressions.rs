@@ -212,6 +212,7 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (3_577_482_032, FaultProfile::Garbage, "a server enabled, seen with garbage over our leader"),
     (2_826_467_222, FaultProfile::Garbage, "a garbage config replaced at a start, unreported"),
     (3_427_387_281, FaultProfile::Garbage, "server garbage overwritten while its readers were cut"),
+    (2_472_651_579, FaultProfile::Garbage, "a catch-up garbage sent to a run fire, then re-run"),
 ];
 
 /// Seeds found at 3 instances × 1 job.
@@ -228,6 +229,7 @@ const FIXED_3X1: &[(u64, FaultProfile, &str)] = &[
     (4_003_910_573, FaultProfile::Garbage, "owner garbage gone before a leader could read it"),
     (652_610_509, FaultProfile::Garbage, "garbage in the config replaced by a restart's own"),
     (3_577_481_497, FaultProfile::Garbage, "a record rebuilt after a raise, read as its answer"),
+    (2_472_651_753, FaultProfile::Garbage, "a catch-up garbage sent to a run fire, cut, re-run"),
 ];
 
 /// Seeds found at 2 instances × 2 jobs.
