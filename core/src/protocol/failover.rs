@@ -68,18 +68,14 @@ pub fn left_by(
     // was the dead instance's: nobody else can tell the run was theirs, and the marker would
     // hold the item back for good (2 × 1 `garbage` seed 517,348,607: both garbled while
     // both instances were cut off; the item never ran again).
-    let owned = |n: u32| {
-        let path = paths.item_node(n, ItemNode::Instance);
-        view.get(&path)
-            .is_some_and(|o| parse_owner(&path, &o.data).ok().flatten().as_deref() == Some(dead))
+    let owned = match (&ledger, &garbage) {
+        (None, Some(_)) => super::sharding::items_of(view, paths, dead, total),
+        _ => Vec::new(),
     };
     let garbled = |n: u32| {
         let path = paths.item_node(n, ItemNode::Running);
         view.get(&path).is_some_and(|m| !super::garbage::names_live(view, paths, &m.data))
-            && match &ledger {
-                Some(l) => l.running.contains_key(&n),
-                None => garbage.is_some() && owned(n),
-            }
+            && ledger.as_ref().map_or(owned.contains(&n), |l| l.running.contains_key(&n))
     };
     let mut orphans: Vec<Orphan> = (0..total)
         .filter(|&n| running_owner(view, paths, n).as_deref() == Some(dead) || garbled(n))

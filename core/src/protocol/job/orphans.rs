@@ -7,10 +7,10 @@ use std::collections::BTreeSet;
 use super::{Ctx, JobProtocol, LaunchId, Next, Pending, Reply, Request};
 use crate::events::{FireKind, SchedulerEvent, SkipReason};
 use crate::job::{FireReport, ItemOutcome};
-use crate::layout::{GuaranteeStage, ItemNode, JobNode};
+use crate::layout::GuaranteeStage;
 use crate::protocol::execution::{self, Held};
 use crate::protocol::failover::{self, Claim};
-use crate::protocol::records::{FailoverEntry, Orphaned};
+use crate::protocol::records::FailoverEntry;
 use crate::protocol::sharding;
 use crate::registry::RegistryError;
 
@@ -75,15 +75,7 @@ impl JobProtocol {
         if let Some(garbage) = garbage {
             self.report_garbage(&garbage);
         }
-        // A running marker garbage replaced, the dead instance's by its ledger: queued here,
-        // so reported here (its holder, gone, never will; the leader does not read the
-        // markers of others: 3 × 2 `garbage` seed 3,401,235,278).
-        for orphan in orphans.iter().filter(|o| o.why == Orphaned::Interrupted) {
-            let marker = JobNode::Item(orphan.item, ItemNode::Running);
-            if let Some(g) = crate::protocol::garbage::unreadable(ctx.view, &self.paths, &marker) {
-                self.report_once(&g, ctx);
-            }
-        }
+        self.report_garbled_markers(&orphans, ctx);
         let ops =
             failover::queue(ctx.view, &self.paths, &dead, &orphans, self.total(), counted_until);
         if ops.is_empty() {

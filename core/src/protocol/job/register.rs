@@ -4,7 +4,6 @@
 
 use super::{Ctx, JobProtocol, Next, Pending, RaceFence, Reply, Request};
 use crate::events::{FireKind, SkipReason};
-use crate::layout::JobNode;
 use crate::protocol::execution::{ledger_of, running_owner};
 use crate::protocol::failover::{self, Orphan};
 use crate::protocol::records::{Ledger, Orphaned};
@@ -624,7 +623,11 @@ impl JobProtocol {
             }
         };
         let held: Vec<u32> = self.held_items();
-        let owned = sharding::items_of(ctx.view, &self.paths, &self.me, self.total());
+        let owned = if garbled {
+            sharding::items_of(ctx.view, &self.paths, &self.me, self.total())
+        } else {
+            Vec::new()
+        };
         // Runs started while failover was off (their markers are ephemeral, and nothing
         // recorded them) are not failed over, even with failover on since (GUARANTEES.md,
         // section 2): their markers, which the lost session's end removes anyway, go now, so
@@ -670,15 +673,9 @@ impl JobProtocol {
                 why: Orphaned::Interrupted,
             })
             .collect();
-        // Garbage over the markers of the runs queued here: ours to report, as we repair it
-        // (517,347,409 at 2 × 1 `garbage`: an expired session's marker garbled, queued by
-        // the next session of the same process, reported by nobody).
-        for orphan in &orphans {
-            let marker = JobNode::Item(orphan.item, crate::layout::ItemNode::Running);
-            if let Some(g) = crate::protocol::garbage::unreadable(ctx.view, &self.paths, &marker) {
-                self.report_once(&g, ctx);
-            }
-        }
+        // (2 × 1 `garbage` seed 517,347,409: an expired session's marker garbled, queued by
+        // the next session of the same process, reported by nobody.)
+        self.report_garbled_markers(&orphans, ctx);
         let mut last_fire = ledger.last_fire_ms;
         if let (true, true, Some(schedule), Some(since)) =
             (self.registration.first, self.config.misfire, &self.schedule, ledger.last_fire_ms)

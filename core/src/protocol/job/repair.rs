@@ -26,6 +26,7 @@
 use super::{Ctx, JobProtocol, Next, Pending, Reply, Request};
 use crate::config::store;
 use crate::layout::{ItemNode, JobNode};
+use crate::protocol::failover::Orphan;
 use crate::protocol::garbage::{self, names_live};
 use crate::protocol::records::{
     parse_owner, Assigned, FailoverEntry, Garbage, Ledger, Orphaned, ServerStatus, MISSING,
@@ -311,6 +312,18 @@ impl JobProtocol {
             &self.settings.strategies,
             self.total(),
         )
+    }
+
+    /// Reports garbage over the running markers of the interrupted runs in `orphans`, which
+    /// this instance queues for failover and so repairs: their holder, gone, never will, and
+    /// the leader does not read others' markers (3 × 2 `garbage` seed 3,401,235,278).
+    pub(super) fn report_garbled_markers(&mut self, orphans: &[Orphan], ctx: &Ctx<'_>) {
+        for orphan in orphans.iter().filter(|o| o.why == Orphaned::Interrupted) {
+            let marker = JobNode::Item(orphan.item, ItemNode::Running);
+            if let Some(g) = garbage::unreadable(ctx.view, &self.paths, &marker) {
+                self.report_once(&g, ctx);
+            }
+        }
     }
 
     /// Reports garbage once per change of its node (per version and value).
