@@ -630,11 +630,17 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // the job's removal before then leaves nothing to catch up (GUARANTEES.md, section 2).
         let skipper_down = tl.went_down(who, end, end + CHANGE_SLACK_MS).map(|(from, _)| from);
         let heir = facts.first_owner_after(&job, item, skip_at - 1).filter(|&o| o != who);
+        // Its departure after the run's end comes first: a span that covers the end as well
+        // (the second a new session may take to register again) is over by then, since the
+        // heir came back to be given the item (3 × 1 `chaos` 2,472,653,517: restarted at
+        // 25.2 s, its earlier session's span ran to 26.2 s; given the item at 26 s, it crashed
+        // at 26.15 s in the run it had started; the job was removed 13 s after its session
+        // ended, its successor's failover re-run going first).
         let heir_down = heir.and_then(|o| {
             let busy_until = facts.end_from(&job, item, o, end).unwrap_or(end);
-            tl.down_since(o, end).or_else(|| {
-                tl.went_down(o, end, busy_until + CHANGE_SLACK_MS).map(|(from, _)| from)
-            })
+            tl.went_down(o, end, busy_until + CHANGE_SLACK_MS)
+                .map(|(from, _)| from)
+                .or_else(|| tl.down_since(o, end))
         });
         let successor_by = skipper_down.or(heir_down).map(|from| {
             let shows = from.saturating_add(tl.session_ms);
