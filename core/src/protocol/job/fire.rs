@@ -228,10 +228,12 @@ impl JobProtocol {
         if flag_up && self.is_leader(ctx) && sharding::stale_for(view, &self.paths, f.sharded_by) {
             self.owe_flag(true);
         }
-        if flag_up
-            && (sharding::pending_for(view, &self.paths, f.sharded_by)
-                || self.first_reshard_asked(view))
-        {
+        let waits_for_reshard = if flag_up {
+            sharding::pending_for(view, &self.paths, f.sharded_by) || self.first_reshard_asked(view)
+        } else {
+            self.never_sharded(ctx)
+        };
+        if waits_for_reshard {
             let deadline =
                 *f.sharding_deadline.get_or_insert(ctx.now_ms + self.settings.sharding_timeout_ms);
             if ctx.now_ms >= deadline || f.races >= RACES {
@@ -358,6 +360,20 @@ impl JobProtocol {
     /// it was written at; the only instance found no items and recorded `NoItems`).
     fn first_reshard_asked(&self, view: &crate::protocol::view::View) -> bool {
         sharding::flag_time(view, &self.paths).is_some()
+            && (0..self.total()).all(|n| !view.exists(&self.paths.item_node(n, ItemNode::Instance)))
+    }
+
+    /// No flag up, and no item has an owner: the job's first reshard (or the one that gives
+    /// every item an owner again) has not been made, and its flag went (garbage or a hand
+    /// deleted it, with no leader up to ask again). Nobody can run the fire before that
+    /// reshard, so it waits for the one the leader asks for, as it waits for a flag (3 × 2
+    /// `garbage` seed 532,648,578: the leader crashed before the first fire, the flag was
+    /// deleted while the fire waited, and both survivors recorded `NoItems` for an item that
+    /// nobody owned, which the next leader's reshard gave them). Read only when this instance
+    /// owns nothing: most fires look no further.
+    fn never_sharded(&self, ctx: &Ctx<'_>) -> bool {
+        let view = ctx.view;
+        self.my_items(ctx).is_empty()
             && (0..self.total()).all(|n| !view.exists(&self.paths.item_node(n, ItemNode::Instance)))
     }
 
