@@ -214,6 +214,7 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (2_826_467_222, FaultProfile::Garbage, "a garbage config replaced at a start, unreported"),
     (3_427_387_281, FaultProfile::Garbage, "server garbage overwritten while its readers were cut"),
     (2_472_651_579, FaultProfile::Garbage, "a catch-up garbage sent to a run fire, then re-run"),
+    (532_650_773, FaultProfile::Garbage, "owner garbage of an item a count change removed"),
 ];
 
 /// Seeds found at 3 instances × 1 job.
