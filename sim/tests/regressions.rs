@@ -18,6 +18,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (2_272_662_923, FaultProfile::Chaos, "an unrecorded interrupted run given a restart's fire"),
     (1_517_309_833, FaultProfile::Garbage, "garbage in a claimed-over marker left unreported"),
     (532_648_578, FaultProfile::Garbage, "a first reshard's flag deleted while a fire waited"),
+    (532_654_249, FaultProfile::Failover, "every item marked for a fire its reshard answered"),
     (1_181_518_338, FaultProfile::Chaos, "a re-registration's fire under the reshard it asked for"),
     (1_100_306_365, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),
     (1_409_142_145, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),

@@ -257,6 +257,20 @@ pub fn mark_misfire(
 ) -> Vec<TxnOp> {
     let data = fire_ms.to_string();
     let mut ops: Vec<TxnOp> = flag.map(|f| TxnOp::check(f, None)).into_iter().collect();
+    // Every item is marked while the flag holds this fire; the raise it holds is the one the
+    // view shows, fenced on the flag's detail (persistent, set at every raise and reshard: its
+    // version only grows, where the flag's own starts again when the flag is created again).
+    // A flag answered and raised again since is another raise: the fire ran under the reshard
+    // that answered ours, and the mark is decided again on a view that shows it (3 x 2
+    // `failover` seed 532,654,249: on a 1 s link, every item was marked for a fire the others
+    // had run under that reshard, the flag raised again by a registration meanwhile, and the
+    // next reshard had the fire run twice).
+    if flag.is_some() {
+        let detail = paths.detail(Detailed::Flag);
+        if let Some(node) = view.get(&detail) {
+            ops.push(TxnOp::check(detail, Some(node.version)));
+        }
+    }
     ops.extend(items.iter().map(|&n| {
         let p = paths.item_node(n, ItemNode::Misfire);
         match view.get(&p) {
