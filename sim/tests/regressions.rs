@@ -187,6 +187,7 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (200_204_689, FaultProfile::Failover, "a cron change applied late after a session expiry"),
     (3_214_561_033, FaultProfile::Chaos, "a timer handled after the next fire, then a crash"),
     (3_825_525_871, FaultProfile::Chaos, "own markers beyond a count cut while partitioned"),
+    (2_052_223_718, FaultProfile::Chaos, "a cron change in the millisecond of a fire both had"),
 ];
 
 /// Seeds of the default shape (3 instances × 2 jobs) run over 300 s (`--duration 300`).

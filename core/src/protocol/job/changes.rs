@@ -368,8 +368,14 @@ impl JobProtocol {
         // would arm the new cron from a time before a fire it ran, and run that instant again
         // where both crons fall on it (3 × 2 `chaos` seed 3,825,523,677: a clock 8 s behind,
         // every 2 s → every 10 s, the fire of 50 s run twice).
+        // A fire armed for this millisecond or before (its timer not handled yet) is due: so is
+        // the new cron's fire at this instant, if it has one (1 × 3 `chaos` seed 2,052,223,718:
+        // on a 1 s link, both crons fell on 64 s, the change arrived in that millisecond, and
+        // the fire was armed again past it: run and recorded by nobody).
         if reschedule && self.registration.registered() {
-            let after = ctx.now_ms.max(self.last_scheduled_start.unwrap_or(i64::MIN));
+            let due_now = self.armed_fire.is_some_and(|armed| armed <= ctx.now_ms);
+            let from = if due_now { ctx.now_ms - 1 } else { ctx.now_ms };
+            let after = from.max(self.last_scheduled_start.unwrap_or(i64::MIN));
             self.arm_after(after, ctx);
         }
         if reshard {
