@@ -88,6 +88,12 @@ impl JobPaths {
     pub fn leader_instance(&self) -> String {
         self.join(&["leader/election/instance"])
     }
+    /// The parent of the leader node. Every election also writes it (empty, as ElasticJob
+    /// leaves it): its version counts the elections, where the leader node's own version starts
+    /// again whenever the node is created again.
+    pub fn leader_election(&self) -> String {
+        self.join(&["leader/election"])
+    }
     pub fn election_latch(&self) -> String {
         self.join(&["leader/election/latch"])
     }

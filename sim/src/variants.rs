@@ -494,6 +494,14 @@ impl CoordinatorRegistry for Buggy {
     }
 
     async fn transaction(&self, ops: Vec<TxnOp>) -> Result<Vec<TxnResult>> {
+        // The bid for leadership (the leader node created with the count of elections) is
+        // answered as won, and nothing is written.
+        let bid = ops.iter().any(|op| {
+            matches!(op, TxnOp::Create { path, .. } if path.ends_with("/leader/election/instance"))
+        });
+        if self.bug == Variant::FalseLeader && bid {
+            return Ok(ops.iter().map(pretend_applied).collect());
+        }
         let reshard = ops.iter().any(|op| op.path().ends_with("/leader/sharding/necessary"));
         // The entries queued for missed fires: their detail says so, the entry is empty.
         let missed: Vec<String> = ops
@@ -683,5 +691,15 @@ impl CoordinatorRegistry for Buggy {
 
     async fn close(&self) -> Result<()> {
         self.inner.close().await
+    }
+}
+
+/// What `op` would answer had it been applied (a planted bug that pretends it was).
+fn pretend_applied(op: &TxnOp) -> TxnResult {
+    match op {
+        TxnOp::Check { .. } => TxnResult::Checked,
+        TxnOp::Create { path, .. } => TxnResult::Created { path: path.clone() },
+        TxnOp::Set { .. } => TxnResult::Set { version: 0 },
+        TxnOp::Delete { .. } => TxnResult::Deleted,
     }
 }

@@ -7,8 +7,30 @@
 use std::borrow::Cow;
 
 use crate::layout::JobPaths;
+use crate::registry::{CreateMode, TxnOp};
 
 use super::view::View;
+
+/// The bid for leadership: the leader node, created, and its parent written in the same
+/// transaction, which counts the elections in its version (see [`fence`]).
+pub fn bid(paths: &JobPaths, me: &str) -> Vec<TxnOp> {
+    vec![
+        TxnOp::create(paths.leader_instance(), me.as_bytes(), CreateMode::Ephemeral),
+        TxnOp::set(paths.leader_election(), Vec::new(), None),
+    ]
+}
+
+/// The check that fences a leader's write on the elections the view shows: a leader node
+/// deleted (by hand, or garbage) and won again by anyone since, even at the version the node
+/// had (a node created again starts over), fails it. `None` while the view shows no election
+/// count (a job whose leader was elected by an older version, before its next election).
+/// (`garbage` seed 330,603,240 at 3 x 2: the leader node deleted by hand and won by another
+/// instance in the millisecond of a reshard's commit, which passed on the node's version.)
+pub fn fence(view: &View, paths: &JobPaths) -> Option<TxnOp> {
+    let path = paths.leader_election();
+    let version = view.get(&path)?.version;
+    Some(TxnOp::check(path, Some(version)))
+}
 
 /// The id the leader node holds, if the view shows one (read without the view's scope check:
 /// the leader node is in every scope a job asks for). Whether `me` leads is this text equal

@@ -111,12 +111,14 @@ pub enum Reshard {
     NotLeader,
 }
 
-/// What a reshard starts from: the flag's version, the leader node's version (the commit is
-/// fenced by both), the eligible instances and which item nodes exist.
+/// What a reshard starts from: the flag's version, the leader node's version and the count of
+/// elections (the commit is fenced by all three), the eligible instances and which item nodes
+/// exist.
 #[derive(Debug)]
 pub struct ReshardStart {
     pub necessary_version: u64,
     pub leader_version: u64,
+    pub elections: Option<u64>,
     pub instances: Vec<String>,
     pub existing: BTreeMap<u32, bool>,
 }
@@ -138,6 +140,7 @@ impl ReshardStart {
         Ok(ReshardStart {
             necessary_version: flag.version,
             leader_version: leader.version,
+            elections: c.get(&paths.leader_election()).map(|n| n.version),
             instances: eligible_instances(c, paths),
             existing,
         })
@@ -190,6 +193,11 @@ pub fn plan(
         // session) fails here instead of overwriting its successor's work.
         TxnOp::check(paths.leader_instance(), Some(start.leader_version)),
     ];
+    // And on the count of elections: a leader node deleted and won again by anyone since has
+    // the version ours had (`election::fence`).
+    if let Some(elections) = start.elections {
+        ops.push(TxnOp::check(paths.leader_election(), Some(elections)));
+    }
     // Items beyond a reduced count keep their owner node, emptied, rather than being deleted:
     // the node's version is the item's fencing token, and it must keep growing if the count
     // grows again. Their markers go (a view behind on one fails the commit: it is retried).

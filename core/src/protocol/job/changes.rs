@@ -614,7 +614,12 @@ impl JobProtocol {
             let node = ctx.view.get(&self.paths.leader_instance());
             match node.filter(|n| n.data == self.me.as_bytes()) {
                 Some(n) => {
-                    let ops = vec![TxnOp::delete(self.paths.leader_instance(), Some(n.version))];
+                    // Fenced on the elections: a node won again since is another's.
+                    let mut ops: Vec<TxnOp> =
+                        crate::protocol::election::fence(ctx.view, &self.paths)
+                            .into_iter()
+                            .collect();
+                    ops.push(TxnOp::delete(self.paths.leader_instance(), Some(n.version)));
                     return Some(Next::Request(Pending::Abdicate, Request::Txn(ops)));
                 }
                 None => self.abdicate_owed = false,
@@ -628,11 +633,7 @@ impl JobProtocol {
             && self.bid_blocked != Some(ctx.view.revision())
         {
             self.bid_owed = false;
-            let request = Request::Create {
-                path: self.paths.leader_instance(),
-                data: self.me.as_bytes().to_vec(),
-                mode: CreateMode::Ephemeral,
-            };
+            let request = Request::Txn(crate::protocol::election::bid(&self.paths, &self.me));
             return Some(Next::Request(Pending::Bid(BidStep::Create), request));
         }
         None
@@ -663,17 +664,31 @@ impl JobProtocol {
                 self.was_leader = true;
             }
             // The view may not show the winner yet: ask the registry once.
-            (BidStep::Create, Err(RegistryError::NodeExists { .. })) => {
+            (BidStep::Create, Err(e))
+                if matches!(
+                    e.transaction_failure(),
+                    Some((0, RegistryError::NodeExists { .. }))
+                ) =>
+            {
                 self.then = Some(Box::new((Pending::Bid(BidStep::Read), Request::Get(path))));
+            }
+            // The job's first election: `leader/election` is not there yet (a transaction
+            // creates no parents). Made, and the bid made again.
+            (BidStep::Create, Err(e))
+                if matches!(e.transaction_failure(), Some((_, RegistryError::NoNode { .. }))) =>
+            {
+                let ensure = Request::Ensure(self.paths.leader_election());
+                self.then = Some(Box::new((Pending::Bid(BidStep::Ensure), ensure)));
+            }
+            (BidStep::Ensure, Ok(_) | Err(RegistryError::NodeExists { .. })) => {
+                self.bid_owed = true;
             }
             (BidStep::Read, Ok(Reply::Node(Some(holder)))) if holder.data == self.me.as_bytes() => {
                 // A node with our id that we did not just create belongs to an earlier session
                 // of this id (a restarted process, before the old session timed out).
                 // Leadership must live in the current session: replace it.
-                let ops = vec![
-                    TxnOp::delete(path.clone(), Some(holder.version)),
-                    TxnOp::create(path, self.me.as_bytes(), CreateMode::Ephemeral),
-                ];
+                let mut ops = vec![TxnOp::delete(path.clone(), Some(holder.version))];
+                ops.extend(crate::protocol::election::bid(&self.paths, &self.me));
                 self.then = Some(Box::new((Pending::Bid(BidStep::Replace), Request::Txn(ops))));
             }
             // Someone else leads (or the node went: the next look bids again).

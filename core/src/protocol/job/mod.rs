@@ -207,6 +207,8 @@ enum BidStep {
     Read,
     /// It is ours, from an earlier session of this id: replace it.
     Replace,
+    /// The parent of the leader node, for the job's first election.
+    Ensure,
 }
 
 /// Items running here.
