@@ -21,6 +21,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (532_654_249, FaultProfile::Failover, "every item marked for a fire its reshard answered"),
     (693_228_483, FaultProfile::Chaos, "a restart without a ledger, given items before it"),
     (330_603_240, FaultProfile::Garbage, "a leader node deleted and won again at a commit"),
+    (1_968_787_309, FaultProfile::Chaos, "a catch-up's heir down when a late reshard came"),
     (1_181_518_338, FaultProfile::Chaos, "a re-registration's fire under the reshard it asked for"),
     (1_100_306_365, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),
     (1_409_142_145, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),

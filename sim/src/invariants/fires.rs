@@ -352,11 +352,16 @@ impl Facts {
         [self.end_from(job, item, who, from), cut].into_iter().flatten().min()
     }
 
-    /// The owner of `item` by the first assignment committed after `at` that has it (one made
-    /// under the count before a change may not have the item yet).
+    /// The owner of `item` by the first assignment committed after `at` that has it.
     fn first_owner_after(&self, job: &str, item: u32, at: i64) -> Option<usize> {
+        self.first_assignment_after(job, item, at).map(|(_, owner)| owner)
+    }
+
+    /// The first assignment committed after `at` that has `item` (one made under the count
+    /// before a change may not have the item yet): when it was committed, and the item's owner.
+    fn first_assignment_after(&self, job: &str, item: u32, at: i64) -> Option<(i64, usize)> {
         let list = self.assignments.get(job)?;
-        list.iter().filter(|(t, _)| *t > at).find_map(|(_, a)| a.get(&item).copied())
+        list.iter().filter(|(t, _)| *t > at).find_map(|(t, a)| a.get(&item).map(|&o| (*t, o)))
     }
 
     /// The owners of `item` for a fire at `at` whose next fire is at `next`.
@@ -629,18 +634,27 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // catch-up is its successor's, within the liveness bound of a failover (section 4);
         // the job's removal before then leaves nothing to catch up (GUARANTEES.md, section 2).
         let skipper_down = tl.went_down(who, end, end + CHANGE_SLACK_MS).map(|(from, _)| from);
-        let heir = facts.first_owner_after(&job, item, skip_at - 1).filter(|&o| o != who);
-        // Its departure after the run's end comes first: a span that covers the end as well
-        // (the second a new session may take to register again) is over by then, since the
-        // heir came back to be given the item (3 × 1 `chaos` 2,472,653,517: restarted at
-        // 25.2 s, its earlier session's span ran to 26.2 s; given the item at 26 s, it crashed
-        // at 26.15 s in the run it had started; the job was removed 13 s after its session
-        // ended, its successor's failover re-run going first).
-        let heir_down = heir.and_then(|o| {
-            let busy_until = facts.end_from(&job, item, o, end).unwrap_or(end);
-            tl.went_down(o, end, busy_until + CHANGE_SLACK_MS)
-                .map(|(from, _)| from)
-                .or_else(|| tl.down_since(o, end))
+        // The heir is judged from when it was given the item (the run's end at the earliest):
+        // down then, or gone down before the run of the item it was in then ended. Judged at
+        // the run's end instead, a heir given the item by a reshard 16 s later was read as down
+        // since an earlier stop (the span of its session, which the second a new session may
+        // take to register again stretched past the run's end), and the bound of its
+        // successor ran from there (3 × 2 `chaos` 1,968,787,309: the skip at 34 s, a reshard
+        // held back by a crashed leader's session gave the item at 51.3 s to an instance that
+        // had crashed 0.4 s before, and the job was removed 3.5 s before its session ended).
+        let heir = facts.first_assignment_after(&job, item, skip_at - 1).filter(|&(_, o)| o != who);
+        // Its departure after then comes first: a span that covers that time as well (the
+        // second a new session may take to register) is over by then, since the heir came back
+        // to be given the item (3 × 1 `chaos` 2,472,653,517: restarted at 25.2 s, its earlier
+        // session's span ran to 26.2 s; given the item at 26 s, it crashed at 26.15 s in the
+        // run it had started; the job was removed 13 s after its session ended, its
+        // successor's failover re-run going first).
+        let heir_down = heir.and_then(|(given, o)| {
+            let from = given.max(end);
+            let busy_until = facts.end_from(&job, item, o, from).unwrap_or(from);
+            tl.went_down(o, from, busy_until + CHANGE_SLACK_MS)
+                .map(|(down, _)| down)
+                .or_else(|| tl.down_since(o, from))
         });
         let successor_by = skipper_down.or(heir_down).map(|from| {
             let shows = from.saturating_add(tl.session_ms);
