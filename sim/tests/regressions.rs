@@ -199,6 +199,10 @@ const FIXED_300_S: &[(u64, FaultProfile, &str)] = &[(
     "a fire marked misfired, run again after a clock set back",
 )];
 
+/// Seeds of 300 s runs of 4 instances × 2 jobs that once failed.
+const FIXED_300_S_4X2: &[(u64, FaultProfile, &str)] =
+    &[(1_968_784_869, FaultProfile::Lease, "a restart after a graceful leave, in a fire's ms")];
+
 /// Seeds of clusters of two instances with one job that once failed.
 const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (238_241_136, FaultProfile::Chaos, "a share claimed one item per second over a 1 s link"),
@@ -303,6 +307,8 @@ fn fixed_seeds_of_300_s_runs_hold_every_invariant() {
         ..ExploreOptions::default()
     };
     hold(FIXED_300_S, &options, " --duration 300");
+    let options = ExploreOptions { instances: 4, jobs: 2, ..options };
+    hold(FIXED_300_S_4X2, &options, " --duration 300 --instances 4 --jobs 2");
 }
 
 #[test]
