@@ -203,6 +203,14 @@ const FIXED_300_S: &[(u64, FaultProfile, &str)] = &[(
 const FIXED_300_S_4X2: &[(u64, FaultProfile, &str)] =
     &[(1_968_784_869, FaultProfile::Lease, "a restart after a graceful leave, in a fire's ms")];
 
+/// Seeds of 5 instances × 1 job that once failed.
+const FIXED_5X1: &[(u64, FaultProfile, &str)] =
+    &[(2_440_431_628, FaultProfile::Chaos, "a catch-up given back to its skipper, cut off")];
+
+/// Seeds of 3 instances × 3 jobs that once failed.
+const FIXED_3X3: &[(u64, FaultProfile, &str)] =
+    &[(2_440_431_947, FaultProfile::Lease, "a catch-up given back to its skipper, cut off")];
+
 /// Seeds of clusters of two instances with one job that once failed.
 const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (238_241_136, FaultProfile::Chaos, "a share claimed one item per second over a 1 s link"),
@@ -364,4 +372,10 @@ fn fixed_seeds_of_the_2x1_shape_hold_every_invariant() {
 #[test]
 fn fixed_seeds_of_the_2x2_shape_hold_every_invariant() {
     hold_in(FIXED_2X2, 2, 2, None);
+}
+
+#[test]
+fn fixed_seeds_of_the_5x1_and_3x3_shapes_hold_every_invariant() {
+    hold_in(FIXED_5X1, 5, 1, None);
+    hold_in(FIXED_3X3, 3, 3, None);
 }

@@ -642,7 +642,13 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // successor ran from there (3 × 2 `chaos` 1,968,787,309: the skip at 34 s, a reshard
         // held back by a crashed leader's session gave the item at 51.3 s to an instance that
         // had crashed 0.4 s before, and the job was removed 3.5 s before its session ended).
-        let heir = facts.first_assignment_after(&job, item, skip_at - 1).filter(|&(_, o)| o != who);
+        // The skipper itself, when a reshard the catch-up waited for gave it the item back
+        // after the run's end, is such an owner too (5 × 1 `chaos` 2,440,431,628: a reshard
+        // held back 9 s by a cut-off instance's markers gave the item back to the skipper, cut
+        // off 3 s before; the job was removed 3 s after the reshard).
+        let heir = facts
+            .first_assignment_after(&job, item, skip_at - 1)
+            .filter(|&(given, o)| o != who || given > end);
         // Its departure after then comes first: a span that covers that time as well (the
         // second a new session may take to register) is over by then, since the heir came back
         // to be given the item (3 × 1 `chaos` 2,472,653,517: restarted at 25.2 s, its earlier
