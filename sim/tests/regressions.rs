@@ -166,6 +166,7 @@ const FIXED_2X4: &[(u64, FaultProfile, &str)] = &[
     (2_136_335_092, FaultProfile::Failover, "a new item's later misfire mark at a late raise"),
     (2_647_375_626, FaultProfile::Failover, "a leave's ledger removal lost to a reshard"),
     (4_293_980_107, FaultProfile::Chaos, "a graceful restart reran a fire a late raise held"),
+    (3_868_854_197, FaultProfile::Chaos, "a restart and a survivor counting from one mark"),
 ];
 
 /// Seeds of clusters of one instance (three jobs) that once failed.

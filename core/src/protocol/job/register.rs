@@ -196,7 +196,7 @@ impl JobProtocol {
             self.resync_owed = None;
         }
         if self.registration.first && self.registration.started_before.is_none() {
-            self.registration.started_before = Some(self.accounted_until(ctx));
+            self.registration.started_before = Some(self.ledger_last_fire(ctx));
             self.registration.began_ms = Some(ctx.now_ms);
         }
         if self.registration.began_ms.is_none() {
@@ -413,7 +413,7 @@ impl JobProtocol {
         }
         let started = match self.registration.started_before {
             Some(before) => before,
-            None => self.accounted_until(ctx),
+            None => self.ledger_last_fire(ctx),
         };
         // A flag raised this very millisecond (or later, by a clock ahead) holds no fire due
         // by now: those answer to the assignment made before it, below. (It once returned
@@ -429,7 +429,9 @@ impl JobProtocol {
             // stamped before a fire our earlier process ran under the old assignment, does not
             // make that fire ours to run again (2 × 4 `chaos` seed 4,293,980,107: a restart
             // ran the fire of 109 s again, the raise stamped 108.3 s committed at 109.3 s).
-            let after = started.map_or(raised, |s| s.max(raised));
+            let accounted =
+                started.or_else(|| failover::departed_mark(ctx.view, &self.paths, &self.me));
+            let after = accounted.map_or(raised, |s| s.max(raised));
             return match latest_after(after) {
                 Some(fire) => Resume::before(fire),
                 None => Resume::window(raised, ctx.now_ms),
@@ -578,18 +580,10 @@ impl JobProtocol {
         Some((earlier.unwrap_or(record.raised_ms), began))
     }
 
-    /// What our earlier process accounted for: its ledger's last fire or, without a ledger, the
-    /// mark the record of the assignments keeps for us (a graceful leave moves the ledger's
-    /// there; a reshard that gave us items before our ledger was written notes its raise). The
-    /// fires after it that we owned were ours; the registration's leftovers count those missed
-    /// and the fire path runs the latest, by one mark (counted by one and handled by the
-    /// other, the fire of a restart's own millisecond ran twice: 4 x 2 `lease` seed
-    /// 1,968,784,869 over 300 s, a restart after a graceful leave).
-    fn accounted_until(&self, ctx: &Ctx<'_>) -> Option<i64> {
+    fn ledger_last_fire(&self, ctx: &Ctx<'_>) -> Option<i64> {
         match ledger_of(ctx.view, &self.paths, &self.me) {
             Some(Ok(ledger)) => ledger.last_fire_ms,
-            Some(Err(_)) => None,
-            None => failover::departed_mark(ctx.view, &self.paths, &self.me),
+            _ => None,
         }
     }
 
@@ -691,7 +685,17 @@ impl JobProtocol {
         // crashed at 101.2 s with its ledger unwritten, came back at 108.4 s, and the reshard
         // that followed gave the items back: the fire of 100 s was run by nobody, owed by
         // nobody).
-        let since = if garbled { ledger.last_fire_ms } else { self.accounted_until(ctx) };
+        // Counted from that mark, the fire of this very millisecond is the fire path's, as after
+        // a restart with a ledger (counted here too, it ran twice: 4 x 2 `lease` seed
+        // 1,968,784,869 over 300 s, a restart after a graceful leave, in a fire's millisecond);
+        // and the count is fenced on the record that keeps the mark: a survivor that handles
+        // our earlier session's departure counts from it too, and moves it past what it queues
+        // (2 x 4 `chaos` seed 3,868,854,197: counted by both, and run twice).
+        let from_mark = (!garbled && ledger_of(ctx.view, &self.paths, &self.me).is_none())
+            .then(|| failover::departed_mark(ctx.view, &self.paths, &self.me))
+            .flatten();
+        let since = ledger.last_fire_ms.or(from_mark);
+        let mut record_fence = None;
         if let (true, true, Some(schedule), Some(since)) =
             (self.registration.first, self.config.misfire, &self.schedule, since)
         {
@@ -703,7 +707,10 @@ impl JobProtocol {
             }
             let total = self.total();
             // Fires under the current (or the pending) assignment are handled when registered.
-            let until = self.resume(ctx).until;
+            let mut until = self.resume(ctx).until;
+            if from_mark.is_some() {
+                until = until.min(ctx.now_ms - 1);
+            }
             let missed = failover::missed_since(
                 ctx.view,
                 &self.paths,
@@ -716,6 +723,10 @@ impl JobProtocol {
             );
             if let Some(fire) = missed.first().map(|o| o.fire_ms) {
                 last_fire = Some(fire);
+            }
+            if from_mark.is_some() && !missed.is_empty() {
+                let record = self.paths.assigned();
+                record_fence = ctx.view.get(&record).map(|n| TxnOp::check(record, Some(n.version)));
             }
             orphans.extend(missed);
         }
@@ -739,6 +750,7 @@ impl JobProtocol {
         // the assignments; ours stays, without the queued items, and we did not leave.
         let (ledger_path, record) = (self.paths.ledger(&self.me), self.paths.assigned());
         ops.retain(|op| op.path() != ledger_path && op.path() != record);
+        ops.extend(record_fence);
         ops.extend(unfailed);
         if ops.is_empty() && !mark_owed {
             return None;
