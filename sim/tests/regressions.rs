@@ -191,6 +191,7 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (3_214_561_033, FaultProfile::Chaos, "a timer handled after the next fire, then a crash"),
     (3_825_525_871, FaultProfile::Chaos, "own markers beyond a count cut while partitioned"),
     (2_052_223_718, FaultProfile::Chaos, "a cron change in the millisecond of a fire both had"),
+    (3_868_855_538, FaultProfile::Chaos, "a job added while its scheduler was stopping"),
 ];
 
 /// Seeds of the default shape (3 instances × 2 jobs) run over 300 s (`--duration 300`).

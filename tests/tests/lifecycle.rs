@@ -231,3 +231,44 @@ async fn a_registration_cut_short_by_a_lost_connection_can_be_tried_again() {
     tokio::time::sleep(Duration::from_millis(3_500)).await;
     assert!(runs.load(Ordering::SeqCst) >= 2, "the job runs once added again");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_job_whose_add_outlasts_the_start_of_a_shutdown_is_stopped_and_refused() {
+    let cluster = TestCluster::new(48);
+    let client = cluster.client();
+    let id = client.client_id();
+    let registry: Arc<dyn CoordinatorRegistry> = Arc::new(client);
+    let scheduler = start_on(&cluster, registry.clone()).await;
+    // A job whose item runs 5 s holds the shutdown while the other job is added.
+    let config =
+        JobConfig::builder("long").cron("* * * * * ?").sharding_total_count(1).build().unwrap();
+    let job = Job::from_fn(|_| async {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        Ok(())
+    });
+    scheduler.add_job(config, job).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // Every request takes a second now: the add takes many seconds, and the shutdown begins
+    // while it registers.
+    cluster.server.set_latency(id, Duration::from_secs(1));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (config, job) = counting("late", 2, &runs);
+    let adding = {
+        let scheduler = scheduler.clone();
+        tokio::spawn(async move { scheduler.add_job(config, job).await })
+    };
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let stopping = {
+        let scheduler = scheduler.clone();
+        tokio::spawn(async move { scheduler.shutdown(Duration::from_secs(60)).await })
+    };
+    let added = adding.await.unwrap();
+    assert!(matches!(added, Err(shardcron_core::Error::ShutDown)), "{added:?}");
+    stopping.await.unwrap().unwrap();
+    cluster.server.set_latency(id, Duration::ZERO);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    // It left with the others, and nothing of it ran.
+    assert!(registry.children_or_empty("/late/instances").await.unwrap().is_empty());
+    assert!(registry.children_or_empty("/long/instances").await.unwrap().is_empty());
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the refused job ran nothing");
+}
