@@ -22,6 +22,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (693_228_483, FaultProfile::Chaos, "a restart without a ledger, given items before it"),
     (330_603_240, FaultProfile::Garbage, "a leader node deleted and won again at a commit"),
     (1_968_787_309, FaultProfile::Chaos, "a catch-up's heir down when a late reshard came"),
+    (2_601_737_418, FaultProfile::Lease, "fires overtaken while a new session registered"),
     (1_181_518_338, FaultProfile::Chaos, "a re-registration's fire under the reshard it asked for"),
     (1_100_306_365, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),
     (1_409_142_145, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),
@@ -195,11 +196,14 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
 ];
 
 /// Seeds of the default shape (3 instances × 2 jobs) run over 300 s (`--duration 300`).
-const FIXED_300_S: &[(u64, FaultProfile, &str)] = &[(
-    1_321_827_857,
-    FaultProfile::Chaos,
-    "a fire marked misfired, run again after a clock set back",
-)];
+const FIXED_300_S: &[(u64, FaultProfile, &str)] = &[
+    (
+        1_321_827_857,
+        FaultProfile::Chaos,
+        "a fire marked misfired, run again after a clock set back",
+    ),
+    (2_601_736_288, FaultProfile::Chaos, "an owner 8 s behind crashed before it reached a fire"),
+];
 
 /// Seeds of 300 s runs of 4 instances × 2 jobs that once failed.
 const FIXED_300_S_4X2: &[(u64, FaultProfile, &str)] =

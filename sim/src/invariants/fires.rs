@@ -1351,6 +1351,31 @@ impl Fire<'_> {
                 return;
             }
         }
+        // An owner whose clock runs behind by `s` comes to the fire `s` late: gone down before
+        // its clock got there, it lost the fire with its going, whatever it said of the fire
+        // meanwhile by other paths (a failover re-run of another item of it), and a crash's
+        // miss is owed as any (3 × 2 `chaos` 2,601,736,288 over 300 s: 8 s behind, given two
+        // items by the reshard made at the fire of 184 s, it claimed a re-run of that fire for
+        // a third item at 188.9 s and crashed at 189.4 s, before its clock reached 184 s; its
+        // restart queued the latest fire missed, of 190 s).
+        let behind_down = answering.iter().find_map(|&w| {
+            let skew = tl.skew_at(w, at);
+            if skew >= 0 {
+                return None;
+            }
+            tl.went_down(w, at, at.saturating_sub(skew)).map(|(_, why)| (w, why))
+        });
+        if let Some((w, why)) = behind_down {
+            acc.add(format!("lost: owner {} before its clock reached it", why_class(why)));
+            let fo = tl.config_at(job, at).is_some_and(|s| s.failover && s.misfire);
+            if fo && why.contains("crashed") {
+                crash_losses
+                    .entry((job.to_owned(), item))
+                    .or_default()
+                    .push(LostToCrash { at, owner: w });
+            }
+            return;
+        }
         // An owner that went down without a word about this fire (or anything of the job after
         // it) was held up handling it, typically waiting for a reshard from a leader whose crash
         // was not detected yet, when it crashed, stopped or lost its session: lost with it.
