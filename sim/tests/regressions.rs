@@ -193,6 +193,7 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (3_825_525_871, FaultProfile::Chaos, "own markers beyond a count cut while partitioned"),
     (2_052_223_718, FaultProfile::Chaos, "a cron change in the millisecond of a fire both had"),
     (3_868_855_538, FaultProfile::Chaos, "a job added while its scheduler was stopping"),
+    (2_601_736_433, FaultProfile::Chaos, "a skipper down 3 s after its run, on a 1 s link"),
 ];
 
 /// Seeds of the default shape (3 instances × 2 jobs) run over 300 s (`--duration 300`).

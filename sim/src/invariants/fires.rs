@@ -633,7 +633,12 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
         // reshard was made at, 3 s before the job's removal). After its departure the
         // catch-up is its successor's, within the liveness bound of a failover (section 4);
         // the job's removal before then leaves nothing to catch up (GUARANTEES.md, section 2).
-        let skipper_down = tl.went_down(who, end, end + CHANGE_SLACK_MS).map(|(from, _)| from);
+        // Right after: within the slack of a change, or, over a slow link, three round trips
+        // (the run's end, a clock comparison, the catch-up's start) and a second (1 × 3 `chaos`
+        // 2,601,736,433: on a 1 s link, the skipper crashed 3,008 ms after its run's end, 8 ms
+        // before its catch-up's start could return).
+        let skipper_slack = CHANGE_SLACK_MS.max(tl.latency_at(who, end).saturating_mul(3) + 1_000);
+        let skipper_down = tl.went_down(who, end, end + skipper_slack).map(|(from, _)| from);
         // The heir is judged from when it was given the item (the run's end at the earliest):
         // down then, or gone down before the run of the item it was in then ended. Judged at
         // the run's end instead, a heir given the item by a reshard 16 s later was read as down

@@ -450,6 +450,12 @@ impl Timeline {
             .map(|(from, _, why)| (*from, why.as_str()))
     }
 
+    /// The latency of `who`'s link at `at` (the last slow-link setting before it; 0 if none).
+    pub fn latency_at(&self, who: usize, at: i64) -> i64 {
+        let settings = self.slow.get(&who).map_or(&[][..], Vec::as_slice);
+        settings.iter().rev().find(|(from, _)| *from <= at).map_or(0, |&(_, ms)| ms)
+    }
+
     /// Whether `who` was down at `at` after a crash, and came back only once its session had
     /// ended (its departure shown, so handled by the survivors, who remove its ledger): it
     /// registered as a new instance after `at`.
