@@ -210,6 +210,10 @@ const FIXED_300_S: &[(u64, FaultProfile, &str)] = &[
 const FIXED_300_S_4X2: &[(u64, FaultProfile, &str)] =
     &[(1_968_784_869, FaultProfile::Lease, "a restart after a graceful leave, in a fire's ms")];
 
+/// Seeds of 4 instances × 1 job that once failed.
+const FIXED_4X1: &[(u64, FaultProfile, &str)] =
+    &[(3_868_855_112, FaultProfile::Chaos, "a count change the skipper had not seen yet")];
+
 /// Seeds of 5 instances × 1 job that once failed.
 const FIXED_5X1: &[(u64, FaultProfile, &str)] =
     &[(2_440_431_628, FaultProfile::Chaos, "a catch-up given back to its skipper, cut off")];
@@ -382,7 +386,8 @@ fn fixed_seeds_of_the_2x2_shape_hold_every_invariant() {
 }
 
 #[test]
-fn fixed_seeds_of_the_5x1_and_3x3_shapes_hold_every_invariant() {
+fn fixed_seeds_of_the_4x1_5x1_and_3x3_shapes_hold_every_invariant() {
+    hold_in(FIXED_4X1, 4, 1, None);
     hold_in(FIXED_5X1, 5, 1, None);
     hold_in(FIXED_3X3, 3, 3, None);
 }
