@@ -261,6 +261,7 @@ const FIXED_3X1: &[(u64, FaultProfile, &str)] = &[
     (3_577_481_497, FaultProfile::Garbage, "a record rebuilt after a raise, read as its answer"),
     (2_472_651_753, FaultProfile::Garbage, "a catch-up garbage sent to a run fire, cut, re-run"),
     (2_472_653_517, FaultProfile::Chaos, "a catch-up's heir crashed just back, then removal"),
+    (3_868_856_086, FaultProfile::Chaos, "an owner on a slow link, a count change meanwhile"),
 ];
 
 /// Seeds found at 2 instances × 2 jobs.

@@ -1424,6 +1424,19 @@ impl Fire<'_> {
             .filter(|(_, w, _)| owners.contains(w))
             .map(|(i, _, _)| entries[*i].at);
         let handled_at = started_at.chain(skipped_at).filter(|&t| t >= at).min();
+        // The item's own owner handles it when it handles the fire: one on a slow link, given
+        // the item by the reshard the fire waited for, starts its share later than the others
+        // start theirs, and a count change between the two has removed the item by then (3 × 1
+        // `chaos` 3,868,856,086: the reshard at 26 s, the count from 5 to 3 at 26.6 s, the
+        // owner's start of the fire at 27 s without the removed item).
+        let owner_handled_at = (0..count)
+            .filter_map(|n| facts.starts.get(&(job.to_owned(), n, self.fire)))
+            .filter_map(|starts| {
+                starts.iter().find(|(_, w, _)| owners.contains(w)).map(|(i, _, _)| entries[*i].at)
+            })
+            .filter(|&t| t >= at)
+            .min();
+        let handled_at = owner_handled_at.or(handled_at);
         // Or the reshard it waited for came once a count change had removed the item: the
         // fire answers to that reshard's assignment, which has no such item.
         let removed_by_reshard =
