@@ -23,6 +23,7 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (330_603_240, FaultProfile::Garbage, "a leader node deleted and won again at a commit"),
     (1_968_787_309, FaultProfile::Chaos, "a catch-up's heir down when a late reshard came"),
     (2_601_737_418, FaultProfile::Lease, "fires overtaken while a new session registered"),
+    (3_868_854_017, FaultProfile::Garbage, "a fire handled late, garbage landing meanwhile"),
     (1_181_518_338, FaultProfile::Chaos, "a re-registration's fire under the reshard it asked for"),
     (1_100_306_365, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),
     (1_409_142_145, FaultProfile::Chaos, "orphans waiting while a fire waited for a reshard"),
@@ -243,6 +244,7 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (3_427_387_281, FaultProfile::Garbage, "server garbage overwritten while its readers were cut"),
     (2_472_651_579, FaultProfile::Garbage, "a catch-up garbage sent to a run fire, then re-run"),
     (532_650_773, FaultProfile::Garbage, "owner garbage of an item a count change removed"),
+    (2_601_736_208, FaultProfile::Garbage, "leader garbage as its leader stopped"),
 ];
 
 /// Seeds found at 3 instances × 1 job.
