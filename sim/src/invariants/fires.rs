@@ -1412,27 +1412,19 @@ impl Fire<'_> {
             }
             tl.went_down(w, at, at.saturating_sub(skew)).map(|(_, why)| (w, why))
         });
-        if let Some((w, why)) = behind_down {
-            acc.add(format!("lost: owner {} before its clock reached it", why_class(why)));
-            let fo = tl.config_at(job, at).is_some_and(|s| s.failover && s.misfire);
-            if fo && why.contains("crashed") {
-                crash_losses
-                    .entry((job.to_owned(), item))
-                    .or_default()
-                    .push(LostToCrash { at, owner: w });
-            }
-            return;
-        }
         // An owner that went down without a word about this fire (or anything of the job after
         // it) was held up handling it, typically waiting for a reshard from a leader whose crash
         // was not detected yet, when it crashed, stopped or lost its session: lost with it.
-        let first_down = answering.iter().find_map(|&w| {
-            let (from, why) = tl.went_down(w, at, at.saturating_add(held_up_ms))?;
-            let said = facts.said(job, w, self.fire, at, from);
-            (!said).then_some((w, why))
-        });
-        if let Some((w, why)) = first_down {
-            acc.add(format!("lost: owner {} while handling it", why_class(why)));
+        let lost =
+            behind_down.map(|(w, why)| (w, why, "before its clock reached it")).or_else(|| {
+                answering.iter().find_map(|&w| {
+                    let (from, why) = tl.went_down(w, at, at.saturating_add(held_up_ms))?;
+                    let said = facts.said(job, w, self.fire, at, from);
+                    (!said).then_some((w, why, "while handling it"))
+                })
+            });
+        if let Some((w, why, when)) = lost {
+            acc.add(format!("lost: owner {} {when}", why_class(why)));
             // With failover and misfire on, a fire its crashed owner held is one it missed:
             // the survivors owe it a catch-up (GUARANTEES.md, section 2).
             let fo = tl.config_at(job, at).is_some_and(|s| s.failover && s.misfire);
