@@ -245,6 +245,7 @@ const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (2_472_651_579, FaultProfile::Garbage, "a catch-up garbage sent to a run fire, then re-run"),
     (532_650_773, FaultProfile::Garbage, "owner garbage of an item a count change removed"),
     (2_601_736_208, FaultProfile::Garbage, "leader garbage as its leader stopped"),
+    (4_071_823_425, FaultProfile::Garbage, "a down holder's marker garbled, written over"),
 ];
 
 /// Seeds found at 3 instances × 1 job.

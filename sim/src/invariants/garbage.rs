@@ -242,6 +242,38 @@ fn leader_session_ended(c: &Corrupted, tl: &Timeline, entries: &[Entry]) -> bool
     })
 }
 
+/// Whether the holder of item `n`'s `running` marker (the instance that last started the
+/// item before `c`) was down at `c`, and the marker was written over before that holder came
+/// back or its session ended while another instance was up (its departure shown to it).
+fn marker_unread(c: &Corrupted, n: u32, tl: &Timeline, entries: &[Entry]) -> bool {
+    let holder = entries[..c.idx].iter().rev().find_map(|e| match &e.what {
+        What::Event { event: SchedulerEvent::ItemStarted { job, item, .. }, .. }
+            if *job == c.job && *item == n =>
+        {
+            Some(e.who)
+        }
+        _ => None,
+    });
+    let Some(holder) = holder else { return false };
+    if tl.not_up(holder, c.at).is_none() {
+        return false;
+    }
+    let later = entries.iter().skip(c.idx + 1);
+    // Its session's end shows its departure only to an instance up then.
+    let survivor_up =
+        |at: i64| (1..=tl.down.len()).any(|w| w != holder && tl.not_up(w, at).is_none());
+    let back = later.clone().find_map(|e| match &e.what {
+        What::Note(Note::Started) if e.who == holder => Some(e.at),
+        What::Note(Note::SessionEnded { .. }) if e.who == holder && survivor_up(e.at) => Some(e.at),
+        _ => None,
+    });
+    let written = later.clone().find_map(|e| match &e.what {
+        What::Note(Note::Fault(Fault::Corrupt(other))) if other.path() == c.path => Some(e.at),
+        _ => None,
+    });
+    written.is_some_and(|w| back.is_none_or(|b| w < b))
+}
+
 /// Whether the corruption must be reported.
 fn must_report(c: &Corrupted, tl: &Timeline, entries: &[Entry]) -> bool {
     if tl.removed_by(&c.job, c.at, c.at + LOSS_MS) {
@@ -261,6 +293,12 @@ fn must_report(c: &Corrupted, tl: &Timeline, entries: &[Entry]) -> bool {
         // (a graceful stop closes it at once) went with it (2 × 1 `garbage` seed 2,601,736,208:
         // written in the millisecond the leader stopped; the other instance won at once).
         Target::Leader if leader_session_ended(c, tl, entries) => return false,
+        // A `running` marker is read by its holder and by whoever queues its run for failover:
+        // garbage over the marker of a holder that was down, written over again before the
+        // holder came back or its session ended, was nobody's to read (2 × 1 `garbage` seed
+        // 4,071,823,425: the holder crashed, the other instance crashed before the departure
+        // showed, and an instance id replaced the garbage before the holder's restart).
+        Target::Running(n) if marker_unread(c, n, tl, entries) => return false,
         // A config deleted while no leader could see it may be published again by an
         // instance starting before any leader looks.
         Target::Config if c.junk.is_none() && !leader_up => return false,
