@@ -20,6 +20,14 @@ pub fn bid(paths: &JobPaths, me: &str) -> Vec<TxnOp> {
     ]
 }
 
+/// Stepping down: the leader node deleted at `version`, fenced on the elections (a node won
+/// again since is another's, at the version ours had).
+pub fn abdication(view: &View, paths: &JobPaths, version: u64) -> Vec<TxnOp> {
+    let mut ops: Vec<TxnOp> = fence(view, paths).into_iter().collect();
+    ops.push(TxnOp::delete(paths.leader_instance(), Some(version)));
+    ops
+}
+
 /// The check that fences a leader's write on the elections the view shows: a leader node
 /// deleted (by hand, or garbage) and won again by anyone since, even at the version the node
 /// had (a node created again starts over), fails it. `None` while the view shows no election

@@ -25,6 +25,12 @@ pub fn pending(view: &View, paths: &JobPaths) -> bool {
     view.exists(&paths.sharding_necessary()) || view.exists(&paths.sharding_processing())
 }
 
+/// Whether no item of the job's `total` has an owner node: its first reshard (or one that
+/// gives every item an owner again) is still to be made.
+pub fn unassigned(view: &View, paths: &JobPaths, total: u32) -> bool {
+    (0..total).all(|n| !view.exists(&paths.item_node(n, ItemNode::Instance)))
+}
+
 /// Whether the fire at `fire_ms` must wait for a reshard: one is running, or was asked for
 /// before the fire's time (a flag without a readable time, as ElasticJob writes it, counts).
 ///

@@ -614,12 +614,8 @@ impl JobProtocol {
             let node = ctx.view.get(&self.paths.leader_instance());
             match node.filter(|n| n.data == self.me.as_bytes()) {
                 Some(n) => {
-                    // Fenced on the elections: a node won again since is another's.
-                    let mut ops: Vec<TxnOp> =
-                        crate::protocol::election::fence(ctx.view, &self.paths)
-                            .into_iter()
-                            .collect();
-                    ops.push(TxnOp::delete(self.paths.leader_instance(), Some(n.version)));
+                    let ops =
+                        crate::protocol::election::abdication(ctx.view, &self.paths, n.version);
                     return Some(Next::Request(Pending::Abdicate, Request::Txn(ops)));
                 }
                 None => self.abdicate_owed = false,

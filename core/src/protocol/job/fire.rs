@@ -360,7 +360,7 @@ impl JobProtocol {
     /// it was written at; the only instance found no items and recorded `NoItems`).
     fn first_reshard_asked(&self, view: &crate::protocol::view::View) -> bool {
         sharding::flag_time(view, &self.paths).is_some()
-            && (0..self.total()).all(|n| !view.exists(&self.paths.item_node(n, ItemNode::Instance)))
+            && sharding::unassigned(view, &self.paths, self.total())
     }
 
     /// No flag up, and no item has an owner: the job's first reshard (or the one that gives
@@ -372,9 +372,7 @@ impl JobProtocol {
     /// nobody owned, which the next leader's reshard gave them). Read only when this instance
     /// owns nothing: most fires look no further.
     fn never_sharded(&self, ctx: &Ctx<'_>) -> bool {
-        let view = ctx.view;
-        self.my_items(ctx).is_empty()
-            && (0..self.total()).all(|n| !view.exists(&self.paths.item_node(n, ItemNode::Instance)))
+        self.my_items(ctx).is_empty() && sharding::unassigned(ctx.view, &self.paths, self.total())
     }
 
     fn owed_on_reshard(

@@ -173,10 +173,7 @@ impl JobProtocol {
             let leader =
                 view.get(&self.paths.leader_instance()).filter(|n| n.data == self.me.as_bytes());
             if let Some(node) = leader.filter(|_| !answered(self, Step::Abdicate)) {
-                // Fenced on the elections: a node won again since is another's (at our version).
-                let mut ops: Vec<TxnOp> =
-                    crate::protocol::election::fence(view, &self.paths).into_iter().collect();
-                ops.push(TxnOp::delete(self.paths.leader_instance(), Some(node.version)));
+                let ops = crate::protocol::election::abdication(view, &self.paths, node.version);
                 return Next::Request(Pending::Leave(Step::Abdicate), Request::Txn(ops));
             }
             // Our ledger goes too, unless cancelled items still name us: the survivors read it

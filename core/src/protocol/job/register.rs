@@ -338,8 +338,7 @@ impl JobProtocol {
         // reshard shown late would have it run one of them twice).
         if self.registration.first && self.registration.started_before.flatten().is_none() {
             self.resume_window = Some(resume);
-            self.registration.unassigned = (0..self.total())
-                .all(|n| !view.exists(&self.paths.item_node(n, crate::layout::ItemNode::Instance)));
+            self.registration.unassigned = sharding::unassigned(view, &self.paths, self.total());
         }
         if !self.registration.first {
             self.registration.rearmed_after = Some(held_until);
@@ -619,8 +618,9 @@ impl JobProtocol {
     /// missed since its last one), as the transaction that queues it and rewrites our ledger.
     /// The survivors cannot tell: our instance node never went away for them.
     fn leftovers(&mut self, ctx: &Ctx<'_>) -> Option<Vec<TxnOp>> {
-        let garbled = matches!(ledger_of(ctx.view, &self.paths, &self.me), Some(Err(_)));
-        let ledger = match ledger_of(ctx.view, &self.paths, &self.me) {
+        let stored = ledger_of(ctx.view, &self.paths, &self.me);
+        let (garbled, no_ledger) = (matches!(stored, Some(Err(_))), stored.is_none());
+        let ledger = match stored {
             None => Ledger::default(),
             Some(Ok(ledger)) => ledger,
             Some(Err(garbage)) => {
@@ -699,9 +699,8 @@ impl JobProtocol {
         // and the count is fenced on the record that keeps the mark: a survivor that handles
         // our earlier session's departure counts from it too, and moves it past what it queues
         // (2 x 4 `chaos` seed 3,868,854,197: counted by both, and run twice).
-        let from_mark = (!garbled && ledger_of(ctx.view, &self.paths, &self.me).is_none())
-            .then(|| failover::departed_mark(ctx.view, &self.paths, &self.me))
-            .flatten();
+        let from_mark =
+            no_ledger.then(|| failover::departed_mark(ctx.view, &self.paths, &self.me)).flatten();
         let since = ledger.last_fire_ms.or(from_mark);
         let mut record_fence = None;
         if let (true, true, Some(schedule), Some(since)) =
