@@ -6,15 +6,16 @@
 #                                           failover, sim or micro; flags as `shardcron-bench
 #                                           --help` says
 #
-# Builds the bench and the `shardcron` CLI (whose `worker` command the failover section runs) in
-# release mode, starts a ZooKeeper and an etcd on free loopback ports in target/bench-servers
+# Builds the bench, the `shardcron` CLI (whose `worker` command the failover section runs) and
+# the `shardcron-sim` binary (which the sim section runs, one process per seed) in release
+# mode, starts a ZooKeeper and an etcd on free loopback ports in target/bench-servers
 # (apart from the test servers), runs `shardcron-bench` with their addresses, and stops them on
 # exit, also on failure or Ctrl-C. ZooKeeper is started with sessions of up to 20 s allowed,
 # so that the failover section can use 8 s sessions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-[[ $# -ge 1 ]] || { sed -n '2,13p' "$0" >&2; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,14p' "$0" >&2; exit 2; }
 
 state="$PWD/target/bench-servers"
 cleanup() {
@@ -23,7 +24,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cargo build --release -p shardcron-bench -p shardcron-cli --features shardcron-cli/etcd
+cargo build --release -p shardcron-bench -p shardcron-cli -p shardcron-sim --features shardcron-cli/etcd
 
 case "$1" in
   all | memory | registry | failover)

@@ -35,6 +35,21 @@ pub const SHARDCRON_NOMONITOR: &str = "shardcron-nomonitor";
 pub const SHARDCRON_OBSERVED: &str = "shardcron-observed";
 /// shardcron on the ZooKeeper at `SHARDCRON_ZK` (the registry's copy of the jobs lives there).
 pub const SHARDCRON_ZK: &str = "shardcron-zk";
+/// shardcron taking its fires ahead of their time ([`fire_lead`], `Settings::fire_lead`).
+pub const SHARDCRON_LEAD: &str = "shardcron-lead";
+
+/// The fire lead of `shardcron-lead` with `jobs` jobs firing together: 50 ms, or 40 µs per
+/// job where that is more (a burst of 1,000 fires takes some 30 ms of a loaded two-core
+/// machine, 10,000 some 400 ms), as an application sizes it for its load.
+/// `SHARDCRON_BENCH_FIRE_LEAD_MS` sets it instead.
+pub fn fire_lead(jobs: u64) -> std::time::Duration {
+    let sized = std::time::Duration::from_micros(jobs.saturating_mul(40))
+        .max(std::time::Duration::from_millis(50));
+    std::env::var("SHARDCRON_BENCH_FIRE_LEAD_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(sized, std::time::Duration::from_millis)
+}
 pub const TCS: &str = "tcs";
 pub const TCS_SIZED: &str = "tcs-sized";
 pub const BASELINE: &str = "baseline";
@@ -74,6 +89,7 @@ pub fn label(scheduler: &str) -> &'static str {
         SHARDCRON_NOMONITOR => "shardcron, monitorExecution off",
         SHARDCRON_OBSERVED => "shardcron, trace (SQLite) + metrics",
         SHARDCRON_ZK => "shardcron on ZooKeeper",
+        SHARDCRON_LEAD => "shardcron, fire lead sized",
         TCS => "tokio-cron-scheduler 0.15",
         TCS_SIZED => "tokio-cron-scheduler 0.15, channels sized",
         BASELINE => "baseline (no scheduler)",
@@ -89,7 +105,11 @@ pub fn legend() -> String {
      by a `CountingRegistry` around it); **shardcron, \
      monitorExecution off** (no registry write per fire); **shardcron, trace (SQLite) + \
      metrics**: the defaults plus the execution trace written to a SQLite file and the \
-     Prometheus metrics recorded (registry wrapped for its series); **tokio-cron-scheduler 0.15** (latest \
+     Prometheus metrics recorded (registry wrapped for its series); **shardcron, fire lead \
+     sized**: the defaults with `Settings::fire_lead` set to 50 ms, or 40 µs per job where \
+     that is more (400 ms for 10,000 jobs): each tick's fire steps, start transaction and \
+     launches happen that much ahead, and its items wait for the tick by the wall clock; \
+     **tokio-cron-scheduler 0.15** (latest \
      on crates.io) as its README starts it, `JobScheduler::new()`; **…, channels sized**: \
      `JobScheduler::new_with_channel_size(jobs)`, its tuning for many jobs.\n"
         .to_owned()
@@ -135,10 +155,23 @@ pub async fn start(
     recorder: &Arc<Recorder>,
 ) -> Result<Running, Error> {
     match scheduler {
-        SHARDCRON => start_shardcron(jobs, schedule, recorder, true, false, false).await,
-        SHARDCRON_NOMONITOR => start_shardcron(jobs, schedule, recorder, false, false, false).await,
-        SHARDCRON_ZK => start_shardcron(jobs, schedule, recorder, true, true, false).await,
-        SHARDCRON_OBSERVED => start_shardcron(jobs, schedule, recorder, true, false, true).await,
+        SHARDCRON => start_shardcron(jobs, schedule, recorder, Setup::DEFAULT).await,
+        SHARDCRON_NOMONITOR => {
+            let setup = Setup { monitor: false, ..Setup::DEFAULT };
+            start_shardcron(jobs, schedule, recorder, setup).await
+        }
+        SHARDCRON_ZK => {
+            let setup = Setup { on_zookeeper: true, ..Setup::DEFAULT };
+            start_shardcron(jobs, schedule, recorder, setup).await
+        }
+        SHARDCRON_OBSERVED => {
+            let setup = Setup { observed: true, ..Setup::DEFAULT };
+            start_shardcron(jobs, schedule, recorder, setup).await
+        }
+        SHARDCRON_LEAD => {
+            let setup = Setup { fire_lead: fire_lead(jobs), ..Setup::DEFAULT };
+            start_shardcron(jobs, schedule, recorder, setup).await
+        }
         TCS => start_tcs(jobs, schedule, recorder, None).await,
         TCS_SIZED => start_tcs(jobs, schedule, recorder, Some(jobs.max(200) as usize)).await,
         BASELINE => Ok(Running::Baseline),
@@ -179,14 +212,35 @@ fn job_index(name: &str) -> Option<usize> {
     name.strip_prefix("job-")?.parse().ok()
 }
 
+/// How a shardcron contender is set up.
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    /// monitorExecution (the `running` markers).
+    monitor: bool,
+    /// On the ZooKeeper at `SHARDCRON_ZK` rather than an in-memory registry.
+    on_zookeeper: bool,
+    /// With the execution trace and the metrics.
+    observed: bool,
+    /// `Settings::fire_lead`.
+    fire_lead: std::time::Duration,
+}
+
+impl Setup {
+    const DEFAULT: Setup = Setup {
+        monitor: true,
+        on_zookeeper: false,
+        observed: false,
+        fire_lead: shardcron_core::runtime::DEFAULT_FIRE_LEAD,
+    };
+}
+
 async fn start_shardcron(
     jobs: u64,
     schedule: Schedule,
     recorder: &Arc<Recorder>,
-    monitor: bool,
-    on_zookeeper: bool,
-    observed: bool,
+    setup: Setup,
 ) -> Result<Running, Error> {
+    let Setup { monitor, on_zookeeper, observed, fire_lead } = setup;
     let (registry, server): (Arc<dyn CoordinatorRegistry>, _) = if on_zookeeper {
         let addr = std::env::var("SHARDCRON_ZK")
             .map_err(|_| crate::err("SHARDCRON_ZK is not set (run scripts/bench.sh)"))?;
@@ -214,14 +268,16 @@ async fn start_shardcron(
         Some((_, metrics, _)) => metrics.registry(registry),
         None => registry,
     };
-    let mut builder =
-        SchedulerBuilder::new(registry).event_sink(Arc::new(move |event: &SchedulerEvent| {
+    let settings = shardcron_core::runtime::Settings { fire_lead, ..Default::default() };
+    let mut builder = SchedulerBuilder::new(registry).settings(settings).event_sink(Arc::new(
+        move |event: &SchedulerEvent| {
             if let SchedulerEvent::ItemStarted { job, fire_ms, .. } = event {
                 if let Some(i) = job_index(job) {
                     events.event(i, *fire_ms, now_us());
                 }
             }
-        }));
+        },
+    ));
     if let Some((trace, metrics, _)) = &observability {
         // SHARDCRON_BENCH_OBSERVE=trace or =metrics measures one of the two alone.
         let only = std::env::var("SHARDCRON_BENCH_OBSERVE").unwrap_or_default();

@@ -202,6 +202,7 @@ fn precision_section(command: &Command, quick: bool) -> Result<report::Section, 
         contenders::SHARDCRON,
         contenders::SHARDCRON_NOMONITOR,
         contenders::SHARDCRON_OBSERVED,
+        contenders::SHARDCRON_LEAD,
         contenders::TCS,
         contenders::TCS_SIZED,
     ];

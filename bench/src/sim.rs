@@ -1,15 +1,22 @@
 //! Section 5, simulator throughput: how fast `shardcron-sim` runs clusters of the real core in
-//! virtual time. One seed is one run of [`shardcron_sim::Sim`] (faults phase, then the quiet,
-//! liveness and final phases, then the invariant check); the figures are virtual seconds per
-//! wall second and seeds per minute on one core, for 3×1, 10×10 and 50×100 (instances × jobs).
+//! virtual time. One seed is one `shardcron-sim run ... --json`, in a child process: the binary
+//! as shipped (its own allocator, mimalloc, and the release profile's fat LTO), found next to
+//! this one (`cargo build --release -p shardcron-sim` builds it; `cargo run -p shardcron-bench`
+//! does not, so a binary left there by an older build would be measured). A run is the faults
+//! phase, then the quiet, liveness and final phases, then the invariant check; the wall time is
+//! the run's own, as the simulator measures it, without the process's start-up. The figures are
+//! virtual seconds per wall second and seeds per minute on one core, for 3×1, 10×10 and 50×100
+//! (instances × jobs).
 
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
-use shardcron_sim::{Builder, FaultProfile};
+use serde::Deserialize;
+use shardcron_sim::FaultProfile;
 
 use crate::report::{thousands, Section, Verdict};
 use crate::stats::median;
-use crate::Error;
+use crate::{err, Error};
 
 /// (instances, jobs, virtual seconds of the fault phase, seeds) of one point.
 fn points(quick: bool) -> Vec<(usize, usize, u64, u64)> {
@@ -123,7 +130,81 @@ const WHY_SLOW: &str =
     not fit: each simulated instance must see the registry through its own session (a \
     partitioned or paused one sees an older state).\n";
 
+/// The line `shardcron-sim run --json` prints.
+#[derive(Debug, Deserialize)]
+struct SeedRun {
+    seed: u64,
+    virtual_ms: u64,
+    wall_secs: f64,
+    item_runs: usize,
+    violations: usize,
+    first_violation: Option<String>,
+}
+
+/// The `shardcron-sim` binary next to this one (as `cargo build --release` puts them).
+fn sim_bin() -> Result<PathBuf, Error> {
+    let exe = std::env::current_exe()
+        .map_err(|e| err(format!("cannot find the bench binary's own path: {e}")))?;
+    let bin = exe.with_file_name("shardcron-sim");
+    if bin.is_file() {
+        Ok(bin)
+    } else {
+        Err(err(format!(
+            "the simulator section runs the `shardcron-sim` binary, and there is none at {} \
+             (next to this bench binary): build it with `cargo build --release -p \
+             shardcron-sim` (scripts/bench.sh does), then run the section again",
+            bin.display()
+        )))
+    }
+}
+
+/// At most `max` characters of `text`, trimmed, with a mark where it was cut.
+fn truncate(text: &str, max: usize) -> String {
+    let text = text.trim();
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let cut: String = text.chars().take(max).collect();
+    format!("{cut}... (cut)")
+}
+
+/// Runs one seed in a child `shardcron-sim` and reads its JSON line.
+fn run_seed(bin: &Path, args: &[String]) -> Result<SeedRun, Error> {
+    let command = format!("{} {}", bin.display(), args.join(" "));
+    let out = Command::new(bin)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| err(format!("cannot start `{command}`: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = match stderr.trim() {
+        "" => "nothing".to_owned(),
+        text => format!("\"{}\"", truncate(text, 400)),
+    };
+    // Exit status 1 is a run that found violations: its JSON line counts like any other.
+    // Anything else that is not a success (2: the simulator refused the flags; a signal or
+    // 101: it crashed) is no measurement.
+    if !(out.status.success() || out.status.code() == Some(1)) {
+        return Err(err(format!(
+            "`{command}` failed ({}); on stderr it printed {stderr}",
+            out.status
+        )));
+    }
+    let last = stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    serde_json::from_str(last).map_err(|e| {
+        err(format!(
+            "`{command}` ({}) printed no JSON summary as its last line ({e}): its last line \
+             was \"{}\"; on stderr it printed {stderr}",
+            out.status,
+            truncate(last, 200)
+        ))
+    })
+}
+
 pub fn run(quick: bool) -> Result<Section, Error> {
+    let bin = sim_bin()?;
+    eprintln!("sim: running {}", bin.display());
     let mut results = Vec::new();
     for (instances, jobs, secs, seeds) in points(quick) {
         for profile in [FaultProfile::None, FaultProfile::Failover] {
@@ -138,26 +219,43 @@ pub fn run(quick: bool) -> Result<Section, Error> {
                 first_violation: None,
             };
             for seed in 1..=seeds {
-                let report = Builder {
-                    seed,
-                    instances,
-                    jobs,
-                    profile,
-                    duration: Duration::from_secs(secs),
-                    ..Builder::default()
+                let args: Vec<String> = [
+                    "run",
+                    "--seed",
+                    &seed.to_string(),
+                    "--profile",
+                    &profile.to_string(),
+                    "--instances",
+                    &instances.to_string(),
+                    "--jobs",
+                    &jobs.to_string(),
+                    "--duration",
+                    &secs.to_string(),
+                    "--json",
+                ]
+                .map(String::from)
+                .into();
+                let report = run_seed(&bin, &args)?;
+                if report.seed != seed {
+                    return Err(err(format!(
+                        "`{} {}` reported seed {} (expected {seed}): is the binary the one \
+                         this bench was built with? Rebuild it with `cargo build --release -p \
+                         shardcron-sim`",
+                        bin.display(),
+                        args.join(" "),
+                        report.seed
+                    )));
                 }
-                .build()
-                .run();
                 if point.first_violation.is_none() {
-                    if let Some(v) = report.violations.first() {
-                        point.first_violation = Some((seed, v.to_string()));
+                    if let Some(v) = report.first_violation {
+                        point.first_violation = Some((seed, v));
                     }
                 }
                 point.runs.push((
                     report.virtual_ms as f64 / 1000.0,
-                    report.wall.as_secs_f64(),
-                    report.item_runs(),
-                    report.violations.len(),
+                    report.wall_secs,
+                    report.item_runs,
+                    report.violations,
                 ));
             }
             results.push(point);
@@ -181,14 +279,18 @@ fn per_minute(wall_secs: f64) -> String {
 
 fn render(results: &[Point]) -> Section {
     let mut body = String::from(
-        "One seed = one `shardcron_sim::Builder { seed, instances, jobs, profile, duration }` \
-         run: the fault phase of the given length, then the simulator's quiet, liveness and \
+        "The figures are of the `shardcron-sim` binary as shipped (its own allocator, \
+         mimalloc, and the release profile's fat LTO), one child process per seed. One seed = \
+         one `shardcron-sim run --seed S --profile P --instances I --jobs J --duration SECS \
+         --json`: the fault phase of the given length, then the simulator's quiet, liveness and \
          final phases, then the invariant check, on one thread in virtual time (jobs drawn from \
          the seed: a cron every 2-10 s, 1-8 items of 0.1-3 s). Profile `none`: no fault; \
          `failover`: crashes, stops, restarts, expiries, partitions, slow links and workload \
-         changes with failover on. Virtual seconds are the whole run's; wall time includes the \
-         invariant check. Seeds per minute are for one core (`shardcron-sim explore` runs \
-         seeds on every core). No peer: tokio-cron-scheduler has no simulator.\n\n\
+         changes with failover on. Virtual seconds are the whole run's; the wall time is the \
+         run's own, as the simulator measures it: from the start of the simulated cluster to \
+         the end of the invariant check, not the process's start-up. Seeds per minute are for \
+         one core (`shardcron-sim explore` runs seeds on every core). No peer: \
+         tokio-cron-scheduler has no simulator.\n\n\
          | instances × jobs | profile | fault phase | virtual s per seed | seeds | virtual s per wall s (median, min) | wall per seed (median) | seeds per minute | item runs per seed | violations |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );

@@ -92,6 +92,41 @@ impl Clock for SystemClock {
     }
 }
 
+/// A clock that reads `lead_ms` ahead of another (`Settings::fire_lead`): the scheduler
+/// takes each fire's steps and commits its `running` markers that much before the wall clock
+/// reaches the fire, and holds the items until it does. To the protocol this is an instance
+/// whose clock runs a constant `lead_ms` fast, which it already has to be right for; durations
+/// (timeouts, the waits of a reshard) are the same on both clocks.
+#[derive(Debug)]
+pub struct LeadClock {
+    inner: Arc<dyn Clock>,
+    lead_ms: i64,
+}
+
+impl LeadClock {
+    /// `inner`, read `lead_ms` ahead.
+    pub fn new(inner: Arc<dyn Clock>, lead_ms: i64) -> Self {
+        LeadClock { inner, lead_ms }
+    }
+}
+
+impl Clock for LeadClock {
+    fn now_ms(&self) -> i64 {
+        self.inner.now_ms().saturating_add(self.lead_ms)
+    }
+
+    fn sleep_until(&self, deadline_ms: i64) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        self.inner.sleep_until(deadline_ms.saturating_sub(self.lead_ms))
+    }
+
+    fn sleep_until_exactly(
+        &self,
+        deadline_ms: i64,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        self.inner.sleep_until_exactly(deadline_ms.saturating_sub(self.lead_ms))
+    }
+}
+
 /// How long before a fire's deadline [`SystemClock`] stops sleeping on tokio's timer and
 /// watches the clock instead: tokio's lateness, rounded up.
 const SPIN_MARGIN: Duration = Duration::from_millis(2);

@@ -35,6 +35,8 @@ pub struct ExploreOptions {
     /// The ElasticJob YAML file `specs` came from, and their item time (for the replay
     /// command).
     pub job_config: Option<(PathBuf, u64)>,
+    /// The schedulers' fire lead (`Settings::fire_lead`; zero: none).
+    pub fire_lead: Duration,
 }
 
 impl Default for ExploreOptions {
@@ -50,6 +52,7 @@ impl Default for ExploreOptions {
             variant: None,
             specs: Vec::new(),
             job_config: None,
+            fire_lead: b.settings.fire_lead,
         }
     }
 }
@@ -68,6 +71,10 @@ impl ExploreOptions {
                 session_timeout: self.session_timeout,
                 variant: self.variant,
                 specs: self.specs.clone(),
+                settings: shardcron_core::runtime::Settings {
+                    fire_lead: self.fire_lead,
+                    ..Default::default()
+                },
                 ..Builder::default()
             }),
         }
@@ -84,6 +91,10 @@ pub fn replay_command(o: &ExploreOptions, seed: u64) -> String {
 }
 
 fn replay_of(o: &ExploreOptions, seed: u64) -> String {
+    let lead = match o.fire_lead.as_millis() {
+        0 => String::new(),
+        ms => format!(" --fire-lead-ms {ms}"),
+    };
     let jobs = match &o.job_config {
         Some((path, item_ms)) => {
             format!("--job-config {} --item-ms {item_ms}", shell_word(&path.display().to_string()))
@@ -94,7 +105,7 @@ fn replay_of(o: &ExploreOptions, seed: u64) -> String {
         Some(name) => format!("shardcron-sim replay --scenario {name} --seed {seed}"),
         None => format!(
             "shardcron-sim replay --seed {seed} --profile {} {jobs} --instances {} --duration {} \
-             --session-timeout {}",
+             --session-timeout {}{lead}",
             o.profile,
             o.instances,
             o.duration.as_secs(),

@@ -2,13 +2,15 @@
 //! path and batched transactions"), in virtual time on the in-memory registry: counted, never
 //! timed.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use shardcron_core::config::JobConfig;
 use shardcron_core::job::Job;
 use shardcron_core::registry::{CoordinatorRegistry, CreateMode};
-use shardcron_core::runtime::{SchedulerEvent, SkipReason};
-use shardcron_tests::{TestCluster, EPOCH_MS};
+use shardcron_core::runtime::{SchedulerEvent, Settings, SkipReason};
+use shardcron_tests::{InstanceOptions, TestCluster, EPOCH_MS};
 
 const JOBS: usize = 200;
 
@@ -138,4 +140,46 @@ async fn a_long_item_does_not_hold_the_ends_of_its_tick_for_long() {
     let counts = node.counter.take();
     assert_eq!(counts.get("transaction").copied(), Some(1), "the long item's end: {counts:?}");
     assert!(!node.client.exists("/job-0/sharding/0/running").await.unwrap());
+}
+
+/// With a fire lead (`Settings::fire_lead`) a tick's fire steps, the transaction that marks its
+/// items running and their launches happen that much before the tick, and every item starts at
+/// the tick by the wall clock; the ends still share one transaction.
+#[tokio::test(start_paused = true)]
+async fn with_a_fire_lead_a_tick_is_taken_ahead_and_its_items_start_at_its_time() {
+    let cluster = TestCluster::new(3);
+    let settings = Settings { fire_lead: Duration::from_millis(200), ..Settings::default() };
+    let options = InstanceOptions { settings, ..InstanceOptions::default() };
+    let node = cluster.instance_opts("10.0.0.1", options).await;
+    // (job, the fire it answers, when its body started by the wall clock)
+    let starts: Arc<Mutex<Vec<(usize, i64, i64)>>> = Arc::default();
+    for i in 0..JOBS {
+        let (starts, clock) = (starts.clone(), cluster.handles.clock.clone());
+        let job = Job::from_fn(move |ctx| {
+            let since_epoch = ctx.fire_time().duration_since(std::time::UNIX_EPOCH);
+            let fire_ms = since_epoch.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0));
+            starts.lock().push((i, fire_ms, clock.now_ms()));
+            async { Ok(()) }
+        });
+        node.scheduler.add_job(every_ten_seconds(i), job).await.expect("add the job");
+    }
+    let fire = EPOCH_MS + 20_000;
+    until(&cluster, 19_500).await;
+    node.counter.take();
+    starts.lock().clear();
+    until(&cluster, 19_900).await;
+    // 100 ms before the tick by the wall clock, 100 ms after it by the scheduler's.
+    let ahead = node.counter.take();
+    assert_eq!(ahead.get("transaction").copied(), Some(1), "the starts, committed: {ahead:?}");
+    let marker = node.client.get("/job-7/sharding/0/running").await.expect("read the marker");
+    assert!(marker.is_some(), "job-7's item is marked running ahead of its fire");
+    assert!(starts.lock().is_empty(), "no item started before its time: {:?}", starts.lock());
+    until(&cluster, 20_500).await;
+    let mut started = starts.lock().clone();
+    started.sort_unstable();
+    let expected: Vec<(usize, i64, i64)> = (0..JOBS).map(|i| (i, fire, fire)).collect();
+    assert_eq!(started, expected, "every item started at its fire time, by the wall clock");
+    let counts = node.counter.take();
+    assert_eq!(counts.get("transaction").copied(), Some(1), "the ends: {counts:?}");
+    assert_eq!(counts.values().sum::<u64>(), 1, "nothing else: {counts:?}");
 }

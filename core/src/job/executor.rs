@@ -14,6 +14,7 @@ use tracing::Instrument;
 
 use super::extensions::Extensions;
 use super::failure::panic_message;
+use super::gate::FireGate;
 use super::listener::ItemEndContext;
 use super::{
     ErrorDisposition, FireInfo, Job, JobError, JobErrorHandler, JobFailure, JobListener,
@@ -207,6 +208,27 @@ impl Executor {
     /// Runs one fire of `job` and reports how each item ended. Never panics because of the job,
     /// its listeners or its error handler.
     pub async fn run(&self, job: &Job, request: FireRequest) -> FireReport {
+        self.run_gated(job, request, None).await
+    }
+
+    /// [`Self::run`], whose items start once `gate` opens (the scheduler's fire lead: the
+    /// fire was taken ahead of its time). Where listeners are told of the fire and its items,
+    /// the whole fire waits for the gate, so that what they are told starts at the fire's
+    /// time; otherwise only each item's call to the job waits, its task already spawned, so
+    /// that a tick's items start together when the gate opens.
+    pub(crate) async fn run_gated(
+        &self,
+        job: &Job,
+        request: FireRequest,
+        gate: Option<FireGate>,
+    ) -> FireReport {
+        let gate = match gate {
+            Some(gate) if !self.listeners.is_empty() => {
+                gate.pass().await;
+                None
+            }
+            gate => gate,
+        };
         let FireRequest { info, contexts, max_parallel_items } = request;
         let span = tracing::info_span!(
             "fire",
@@ -216,7 +238,7 @@ impl Executor {
             source = %info.source,
             items = ?info.items,
         );
-        self.run_fire(job, info, contexts, max_parallel_items).instrument(span).await
+        self.run_fire(job, info, contexts, max_parallel_items, gate).instrument(span).await
     }
 
     async fn run_fire(
@@ -225,6 +247,7 @@ impl Executor {
         info: FireInfo,
         contexts: Vec<ShardingContext>,
         max_parallel_items: usize,
+        gate: Option<FireGate>,
     ) -> FireReport {
         let mut report = FireReport::new(&info.job_name, self.handles.clock.now_ms());
         let contexts = in_item_order(contexts);
@@ -268,7 +291,7 @@ impl Executor {
                 if !self.listeners.is_empty() {
                     self.notify_item_started(&info, &ctx);
                 }
-                running.push(self.spawn_item(job, &info, ctx));
+                running.push(self.spawn_item(job, &info, ctx, gate.clone()));
             }
             let Some((item, ended)) = running.next().await else { break };
             let (outcome, timing) = match ended {
@@ -309,6 +332,7 @@ impl Executor {
         job: &Job,
         info: &FireInfo,
         ctx: ShardingContext,
+        gate: Option<FireGate>,
     ) -> impl Future<Output = (u32, Result<ItemEnd, oneshot::error::RecvError>)> {
         let item = ctx.item;
         let ctx = ctx.with_extensions(self.extensions.clone());
@@ -326,12 +350,27 @@ impl Executor {
         let runner = Arc::clone(job.runner());
         let handles = self.handles.clone();
         let task = async move {
+            if let Some(gate) = &gate {
+                gate.pass().await;
+            }
+            let waited = gate.is_some();
             let started_ms = handles.clock.now_ms();
-            let outcome = match AssertUnwindSafe(runner.run(ctx, &handles)).catch_unwind().await {
-                Ok(outcome) => outcome,
-                Err(payload) => ItemOutcome::Failed(JobFailure::Panicked(panic_message(&*payload))),
+            // Cancelled while it waited for its fire's time: it does not start.
+            let outcome = if waited && ctx.is_cancelled() {
+                ItemOutcome::Cancelled
+            } else {
+                match AssertUnwindSafe(runner.run(ctx, &handles)).catch_unwind().await {
+                    Ok(outcome) => outcome,
+                    Err(payload) => {
+                        ItemOutcome::Failed(JobFailure::Panicked(panic_message(&*payload)))
+                    }
+                }
             };
             let timing = ItemTiming { started_ms, finished_ms: handles.clock.now_ms() };
+            if let Some(gate) = &gate {
+                // The items of the tick start before the ends of those done (`gate`).
+                gate.all_started().await;
+            }
             // The receiver is gone only if the fire itself was dropped; nobody is left to tell.
             let _ = sender.send(ItemEnd { outcome, timing });
         };

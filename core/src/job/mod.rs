@@ -71,6 +71,7 @@ mod error_handler;
 mod executor;
 mod extensions;
 mod failure;
+pub(crate) mod gate;
 mod kinds;
 mod listener;
 

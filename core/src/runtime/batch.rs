@@ -307,9 +307,11 @@ impl TxnBatcher {
     }
 
     /// Counts a launch for fire time `tick` as running until the guard is dropped (after its
-    /// end was sent to its runner).
-    pub fn launched(&self, tick: i64) -> LaunchGuard {
-        let now_ms = self.inner.clock.now_ms();
+    /// end was sent to its runner). Its items start now, or at `starts_ms` when they wait for
+    /// their fire's time (a fire taken ahead, `Settings::fire_lead`): the ends of a tick are
+    /// held for the others from its last start.
+    pub fn launched(&self, tick: i64, starts_ms: Option<i64>) -> LaunchGuard {
+        let now_ms = self.inner.clock.now_ms().max(starts_ms.unwrap_or(i64::MIN));
         let mut running = self.inner.launches.running.lock();
         let t = running.entry(tick).or_insert(Tick { running: 0, last_launch_ms: now_ms });
         t.running += 1;

@@ -440,11 +440,20 @@ impl JobRunner {
         let me = self.me.clone();
         let id = launch.id;
         self.launches.insert(id, (cancel, launch.fire_ms));
-        // Counts this launch among its tick's running ones until its end is queued for us.
-        let running = self.shared.txns.launched(launch.fire_ms);
         let txns = self.shared.txns.clone();
+        // A scheduled fire taken ahead of its time (`Settings::fire_lead`) starts at its time.
+        let lead_ms = millis(self.shared.settings.fire_lead);
+        let gate = match launch.kind {
+            FireKind::Scheduled if lead_ms > 0 => self.shared.gates.gate(launch.fire_ms),
+            _ => None,
+        };
+        // Counts this launch among its tick's running ones until its end is queued for us;
+        // waiting at the gate, its items start when the scheduler's clock, a lead ahead of
+        // the wall clock, reads the fire time plus the lead.
+        let starts_ms = gate.as_ref().map(|_| launch.fire_ms.saturating_add(lead_ms));
+        let running = self.shared.txns.launched(launch.fire_ms, starts_ms);
         self.shared.handles.spawner.spawn(Box::pin(async move {
-            let report = executor.run(&job, request).await;
+            let report = executor.run_gated(&job, request, gate).await;
             // The end of a run is not urgent, the start of the others is: the runners of a
             // tick still to launch their items would otherwise take turns with this job's end
             // (its protocol's step, its end transaction).
@@ -462,7 +471,9 @@ fn millis(d: std::time::Duration) -> i64 {
 
 fn executor_for(shared: &Shared, config: &JobConfig) -> Result<Executor> {
     let handler = shared.error_handlers.resolve(config.job_error_handler_type.as_deref())?.clone();
-    let executor = Executor::new(shared.handles.clone())
+    // Items run by the wall clock (their timings), not by the scheduler's, which reads ahead.
+    let handles = crate::handles::Handles { clock: shared.wall.clone(), ..shared.handles.clone() };
+    let executor = Executor::new(handles)
         .with_error_handler(handler)
         .with_extensions(shared.extensions.clone());
     // Each listener as it wants to be called for this job (resolved once, not per fire).
