@@ -11,8 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use serde::Deserialize;
-use shardcron_sim::FaultProfile;
+use shardcron_sim::{FaultProfile, RunSummary};
 
 use crate::report::{thousands, Section, Verdict};
 use crate::stats::median;
@@ -130,17 +129,6 @@ const WHY_SLOW: &str =
     not fit: each simulated instance must see the registry through its own session (a \
     partitioned or paused one sees an older state).\n";
 
-/// The line `shardcron-sim run --json` prints.
-#[derive(Debug, Deserialize)]
-struct SeedRun {
-    seed: u64,
-    virtual_ms: u64,
-    wall_secs: f64,
-    item_runs: usize,
-    violations: usize,
-    first_violation: Option<String>,
-}
-
 /// The `shardcron-sim` binary next to this one (as `cargo build --release` puts them).
 fn sim_bin() -> Result<PathBuf, Error> {
     let exe = std::env::current_exe()
@@ -169,7 +157,7 @@ fn truncate(text: &str, max: usize) -> String {
 }
 
 /// Runs one seed in a child `shardcron-sim` and reads its JSON line.
-fn run_seed(bin: &Path, args: &[String]) -> Result<SeedRun, Error> {
+fn run_seed(bin: &Path, args: &[String]) -> Result<RunSummary, Error> {
     let command = format!("{} {}", bin.display(), args.join(" "));
     let out = Command::new(bin)
         .args(args)

@@ -93,7 +93,7 @@ pub use instance::Status;
 pub use invariants::{Checkpoint, Invariant, Violation};
 pub use job_file::{job_configs_from_yaml, load_job_configs, JobFileError};
 pub use scenarios::{builtin, Action, Scenario, Step, BUILTIN};
-pub use sim::{LoadSample, Report, Sim, NAMESPACE};
+pub use sim::{LoadSample, Report, RunSummary, Sim, NAMESPACE};
 pub use spawner::InstanceSpawner;
 pub use user::{user_invariant_of, Finding, ItemRun, RunView, UserInvariant};
 pub use variants::Variant;

@@ -233,31 +233,9 @@ impl RunArgs {
     }
 }
 
-/// The line `run --json` prints.
-#[derive(serde::Serialize)]
-struct JsonSummary {
-    seed: u64,
-    virtual_ms: u64,
-    wall_secs: f64,
-    item_runs: usize,
-    violations: usize,
-    first_violation: Option<String>,
-}
-
 fn json_summary(report: &Report) -> Result<String, String> {
-    let line = JsonSummary {
-        seed: report.seed,
-        // Virtual time counts up from 0: never negative.
-        virtual_ms: u64::try_from(report.virtual_ms).unwrap_or(0),
-        wall_secs: report.wall.as_secs_f64(),
-        item_runs: report.item_runs(),
-        violations: report.violations.len(),
-        first_violation: report
-            .violations
-            .first()
-            .map(|v| v.to_string().lines().next().unwrap_or("").to_owned()),
-    };
-    serde_json::to_string(&line).map_err(|e| format!("cannot write the JSON summary: {e}"))
+    serde_json::to_string(&report.summary())
+        .map_err(|e| format!("cannot write the JSON summary: {e}"))
 }
 
 fn summary(report: &Report) -> String {

@@ -98,7 +98,38 @@ pub struct LoadSample {
 /// What the world's run returns: the trace, the checkpoints and the load samples.
 type Outcome = (Vec<Entry>, Vec<Checkpoint>, Vec<LoadSample>);
 
+/// What a run comes to, in one line for scripts and the benchmarks (`shardcron-sim run
+/// --json` prints it).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RunSummary {
+    pub seed: u64,
+    /// Virtual time the run covered.
+    pub virtual_ms: u64,
+    /// Wall time it took, from the start of the simulated cluster to the end of the check.
+    pub wall_secs: f64,
+    pub item_runs: usize,
+    pub violations: usize,
+    /// The first line of the first violation.
+    pub first_violation: Option<String>,
+}
+
 impl Report {
+    /// The run in one line ([`RunSummary`]).
+    pub fn summary(&self) -> RunSummary {
+        RunSummary {
+            seed: self.seed,
+            // Virtual time counts up from 0: never negative.
+            virtual_ms: u64::try_from(self.virtual_ms).unwrap_or(0),
+            wall_secs: self.wall.as_secs_f64(),
+            item_runs: self.item_runs(),
+            violations: self.violations.len(),
+            first_violation: self
+                .violations
+                .first()
+                .map(|v| v.to_string().lines().next().unwrap_or("").to_owned()),
+        }
+    }
+
     /// No invariant was violated.
     pub fn ok(&self) -> bool {
         self.violations.is_empty()
