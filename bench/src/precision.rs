@@ -414,12 +414,12 @@ fn why_late(r: &PrecisionResult, results: &[PrecisionResult]) -> String {
          is about half that budget (the in-memory registry's part above, on the committer's one \
          task), and on ZooKeeper or etcd every launch waits for a write the server fsyncs: a \
          design that commits a tick's `running` markers at its fire time does not reach 5 ms \
-         with monitorExecution on. The markers would have to be committed ahead of the tick (a \
-         few milliseconds before it is due) and the items launched at it, which changes what a \
-         marker says (RUNNING before the body starts) and which assignment a fire answers to \
-         when a reshard is asked for in that window (GUARANTEES.md, section 2): a protocol \
-         change, to be checked in the simulator before it is made. tokio-cron-scheduler is \
-         later still: it polls its job list every 500 ms.\n",
+         with monitorExecution on. The markers have to be committed ahead of the tick and the \
+         items started at it: that is the fire lead (`Settings::fire_lead`, the row \
+         \"fire lead sized\" and the paragraph below), to the protocol a clock that runs the \
+         lead fast, opt-in until the simulator's checker models such a clock \
+         (GUARANTEES.md, \"What still fails\"). tokio-cron-scheduler is later still: it polls \
+         its job list every 500 ms.\n",
     );
     out.push_str(SINCE_NARROW_SCOPES);
     out.push_str(&fires_lost(results));
@@ -823,8 +823,9 @@ fn fire_lead_paragraph(ours: &[&PrecisionResult], led: &[&PrecisionResult]) -> S
          of those that returned go on (an end's report, protocol step and transaction, which a \
          worker otherwise runs ahead of the items queued behind it). Defaults → lead, same \
          run: {}. To the cluster such an instance's clock runs the lead fast, which the \
-         protocol is right for as for any clock off by less than `maxTimeDiffSeconds` (the \
-         simulator explores it with `--fire-lead-ms`); the price is a `running` marker shown up \
+         protocol must be right for as for any clock off by less than `maxTimeDiffSeconds`; \
+         the simulator's checker does not model such a clock yet (GUARANTEES.md, \"What still \
+         fails\"), hence opt-in. The price is a `running` marker shown up \
          to the lead before its item starts, and an item still running a lead before its next \
          fire counting as running at that fire. A burst longer than the lead starts its last \
          items late by the difference: size the lead for the jobs of one tick (about 40 µs \

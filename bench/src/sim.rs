@@ -127,7 +127,14 @@ const WHY_SLOW: &str =
     What would close the gap: a step that looks only at what its input changed, registrations that do not \
     widen the watch to the whole job. A cache shared by the instances of one process does \
     not fit: each simulated instance must see the registry through its own session (a \
-    partitioned or paused one sees an older state).\n";
+    partitioned or paused one sees an older state). On 2026-11-29 (session 35) the section \
+    began to measure the `shardcron-sim` binary as shipped (mimalloc, fat LTO), one child \
+    process per seed; until then it ran the simulator in the bench's own process, on the \
+    system allocator, which is slower: the same seeds, the two builds of the same code \
+    alternated, took 1.53-1.54 s for eight 10 × 10 `failover` seeds in the binary against \
+    1.72-1.88 s without mimalloc (11-19 %), and 8.9 s against 11.8 s for the 50 × 100 seed 1 \
+    (25 %). The code the seeds run did not change that session where they run without a \
+    fire lead (1.54 G instructions for the 10 × 10 seed 2, as before).\n";
 
 /// The `shardcron-sim` binary next to this one (as `cargo build --release` puts them).
 fn sim_bin() -> Result<PathBuf, Error> {
