@@ -364,6 +364,11 @@ impl Facts {
         list.iter().filter(|(t, _)| *t > at).find_map(|(t, a)| a.get(&item).map(|&o| (*t, o)))
     }
 
+    /// When the first assignment of `job` after `at` was committed.
+    fn next_assignment_after(&self, job: &str, at: i64) -> Option<i64> {
+        self.assignments.get(job)?.iter().map(|(t, _)| *t).find(|&t| t > at)
+    }
+
     /// The owners of `item` for a fire at `at` whose next fire is at `next`.
     fn owners(&self, job: &str, item: u32, at: i64, next: i64) -> Vec<usize> {
         let Some(list) = self.assignments.get(job) else { return Vec::new() };
@@ -1469,7 +1474,17 @@ impl Fire<'_> {
         // fire answers to that reshard's assignment, which has no such item.
         let removed_by_reshard =
             answered.is_some_and(|t| tl.config_at(job, t).is_some_and(|c| c.count <= item));
+        // Or no assignment had the item (a count change added it), so the reshard the change
+        // asked for owed it the catch-up of this fire (section 2), and that reshard came once
+        // a count change had removed the item again: no assignment ever has the item to run it
+        // (1 × 3 `chaos` 2,916,928,559: the count from 3 to 4 at 41 s, the fire of 45 s run
+        // under the old assignment at 46 s, the count back to 3 at 49.7 s, the reshard at 50 s).
+        let removed_before_its_reshard = owners.is_empty()
+            && facts
+                .next_assignment_after(job, at)
+                .is_some_and(|t| tl.config_at(job, t).is_some_and(|c| c.count <= item));
         if removed_by_reshard
+            || removed_before_its_reshard
             || handled_at.is_some_and(|t| {
                 tl.config_at(job, t).is_some_and(|c| c.count <= item)
                     || tl.item_disabled_now(job, item, t)
