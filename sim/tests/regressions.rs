@@ -196,6 +196,7 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (3_868_855_538, FaultProfile::Chaos, "a job added while its scheduler was stopping"),
     (2_601_736_433, FaultProfile::Chaos, "a skipper down 3 s after its run, on a 1 s link"),
     (2_916_928_559, FaultProfile::Chaos, "an added item removed again before its reshard"),
+    (2_137_604_737, FaultProfile::Chaos, "an item removed, added back, a misfire before it"),
 ];
 
 /// Seeds of the default shape (3 instances × 2 jobs) run over 300 s (`--duration 300`).
