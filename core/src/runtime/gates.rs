@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -22,6 +23,8 @@ use crate::job::gate::{FireGate, TickStarts};
 pub(crate) struct FireGates {
     wall: Arc<dyn Clock>,
     spawner: Arc<dyn Spawner>,
+    /// `Settings::fire_lead`, in milliseconds (0: no fire waits).
+    lead_ms: i64,
     waiting: Mutex<BTreeMap<i64, Tick>>,
 }
 
@@ -29,13 +32,23 @@ pub(crate) struct FireGates {
 type Tick = (watch::Receiver<bool>, Arc<TickStarts>);
 
 impl FireGates {
-    pub fn new(wall: Arc<dyn Clock>, spawner: Arc<dyn Spawner>) -> Self {
-        FireGates { wall, spawner, waiting: Mutex::default() }
+    pub fn new(wall: Arc<dyn Clock>, spawner: Arc<dyn Spawner>, lead: Duration) -> Self {
+        let lead_ms = i64::try_from(lead.as_millis()).unwrap_or(i64::MAX / 4);
+        FireGates { wall, spawner, lead_ms, waiting: Mutex::default() }
+    }
+
+    /// How far the scheduler's clock reads ahead of the wall clock.
+    pub fn lead_ms(&self) -> i64 {
+        self.lead_ms
     }
 
     /// A launch's pass through the gate of `fire_ms`, which opens once the wall clock reads
-    /// it (`None`: it already does).
-    pub fn gate(&self, fire_ms: i64) -> Option<FireGate> {
+    /// it (`None`: without a lead, or once the wall clock reads it), with when its items start
+    /// by the scheduler's clock (the fire's time plus the lead).
+    pub fn gate(&self, fire_ms: i64) -> Option<(FireGate, i64)> {
+        if self.lead_ms == 0 {
+            return None;
+        }
         let now = self.wall.now_ms();
         if now >= fire_ms {
             return None;
@@ -54,6 +67,6 @@ impl FireGates {
             }));
             (gate, TickStarts::new())
         });
-        Some(FireGate::new(gate.clone(), tick))
+        Some((FireGate::new(gate.clone(), tick), fire_ms.saturating_add(self.lead_ms)))
     }
 }

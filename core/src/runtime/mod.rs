@@ -376,11 +376,11 @@ impl SchedulerBuilder {
         let stop = CancellationToken::new();
         handles.spawner = Arc::new(StoppableSpawner { inner: handles.spawner, stop: stop.clone() });
         let wall = handles.clock.clone();
-        let lead_ms = i64::try_from(self.settings.fire_lead.as_millis()).unwrap_or(i64::MAX / 4);
-        if lead_ms > 0 {
-            handles.clock = Arc::new(crate::handles::LeadClock::new(wall.clone(), lead_ms));
+        let gates =
+            gates::FireGates::new(wall.clone(), handles.spawner.clone(), self.settings.fire_lead);
+        if gates.lead_ms() > 0 {
+            handles.clock = Arc::new(crate::handles::LeadClock::new(wall.clone(), gates.lead_ms()));
         }
-        let gates = gates::FireGates::new(wall.clone(), handles.spawner.clone());
         let instance = InstanceId::new(&self.ip, self.pid, self.suffix.as_deref())?;
         // The process watches what its jobs need (`scope`): nothing before the first job.
         let mut watch = self.registry.watch_scope(WatchScope::new()).await?;

@@ -442,15 +442,12 @@ impl JobRunner {
         self.launches.insert(id, (cancel, launch.fire_ms));
         let txns = self.shared.txns.clone();
         // A scheduled fire taken ahead of its time (`Settings::fire_lead`) starts at its time.
-        let lead_ms = millis(self.shared.settings.fire_lead);
-        let gate = match launch.kind {
-            FireKind::Scheduled if lead_ms > 0 => self.shared.gates.gate(launch.fire_ms),
-            _ => None,
+        let (gate, starts_ms) = match launch.kind {
+            FireKind::Scheduled => self.shared.gates.gate(launch.fire_ms).unzip(),
+            _ => (None, None),
         };
-        // Counts this launch among its tick's running ones until its end is queued for us;
-        // waiting at the gate, its items start when the scheduler's clock, a lead ahead of
-        // the wall clock, reads the fire time plus the lead.
-        let starts_ms = gate.as_ref().map(|_| launch.fire_ms.saturating_add(lead_ms));
+        // Counts this launch among its tick's running ones until its end is queued for us
+        // (from when its items start: at the gate's opening, for a fire taken ahead).
         let running = self.shared.txns.launched(launch.fire_ms, starts_ms);
         self.shared.handles.spawner.spawn(Box::pin(async move {
             let report = executor.run_gated(&job, request, gate).await;
