@@ -316,10 +316,14 @@ impl World {
         };
         let server = MemServer::new(base);
         let trace = Trace::start(server.clone(), NAMESPACE);
-        trace.note(
-            0,
-            Note::Begin { seed: sim.seed, instances: sim.instances, profile: sim.profile.clone() },
-        );
+        let fire_lead_ms = i64::try_from(sim.settings.fire_lead.as_millis()).unwrap_or(i64::MAX);
+        let begin = Note::Begin {
+            seed: sim.seed,
+            instances: sim.instances,
+            profile: sim.profile.clone(),
+            fire_lead_ms,
+        };
+        trace.note(0, begin);
         match server.connect(ConnectOptions::default().namespace(NAMESPACE)) {
             Ok(observer) => {
                 tokio::spawn(crate::flags::record(observer, trace.clone()));

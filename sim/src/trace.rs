@@ -57,6 +57,9 @@ pub enum Note {
         seed: u64,
         instances: usize,
         profile: String,
+        /// The schedulers' fire lead in ms (`Settings::fire_lead`): every instance's clock
+        /// reads that far ahead of the registry's. 0: none (and not printed).
+        fire_lead_ms: i64,
     },
     /// A job's config as it now stands in the registry (initially, and after every change).
     Config(JobState),
@@ -488,8 +491,12 @@ fn write_event(f: &mut fmt::Formatter<'_>, event: &SchedulerEvent) -> fmt::Resul
 impl fmt::Display for Note {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Note::Begin { seed, instances, profile } => {
-                write!(f, "begin seed={seed} instances={instances} profile={profile}")
+            Note::Begin { seed, instances, profile, fire_lead_ms } => {
+                write!(f, "begin seed={seed} instances={instances} profile={profile}")?;
+                if *fire_lead_ms != 0 {
+                    write!(f, " fire-lead={fire_lead_ms}ms")?;
+                }
+                Ok(())
             }
             Note::Config(s) => {
                 write!(

@@ -128,7 +128,7 @@ fn base_trace() -> Vec<Entry> {
         assignment: vec![("10.0.0.1@-@1".into(), vec![0]), ("10.0.0.2@-@1".into(), vec![])],
     };
     vec![
-        note(0, 0, Note::Begin { seed: 0, instances: 2, profile: "test".into() }),
+        note(0, 0, Note::Begin { seed: 0, instances: 2, profile: "test".into(), fire_lead_ms: 0 }),
         note(0, 0, Note::Config(state)),
         note(0, 1, Note::SessionOpened { session: 1 }),
         note(0, 1, Note::Started),

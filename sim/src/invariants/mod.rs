@@ -159,6 +159,53 @@ pub fn check_with_strategies(
     session: Duration,
     strategies: &ShardingStrategies,
 ) -> (Vec<Violation>, Accounting) {
+    let lead = fire_lead_ms(entries);
+    if lead == 0 {
+        return check_in_schedulers_time(entries, checkpoints, session, strategies);
+    }
+    // With a fire lead every scheduler's clock reads `lead` ahead of the registry's: each
+    // instance takes the fire of `t` at the registry's `t - lead` (and its items start at
+    // `t`), stamps what it writes by its clock, and, restarted less than the lead before a
+    // fire, is by its clock back after it. The cluster keeps one time, the schedulers': the
+    // checks judge in it, the trace and checkpoints moved `lead` later. Everything measured
+    // between two moments (a run's overlap with another, a session's timeout, a liveness
+    // bound) reads the same in either time; what compares a moment with a time some
+    // scheduler computed or wrote (a fire, a raise's stamp, a ledger's mark) reads it as the
+    // cluster does. The violations are told in the registry's time again, as the trace is.
+    let later = |e: &Entry| Entry { at: e.at.saturating_add(lead), ..e.clone() };
+    let entries: Vec<Entry> = entries.iter().map(later).collect();
+    let checkpoints: Vec<Checkpoint> = checkpoints
+        .iter()
+        .map(|c| Checkpoint { at: c.at.saturating_add(lead), ..c.clone() })
+        .collect();
+    let (mut violations, accounting) =
+        check_in_schedulers_time(&entries, &checkpoints, session, strategies);
+    for v in &mut violations {
+        v.at = v.at.saturating_sub(lead);
+        for e in &mut v.context {
+            e.at = e.at.saturating_sub(lead);
+        }
+    }
+    (violations, accounting)
+}
+
+/// The fire lead a run was made with (its `begin` note), in ms.
+fn fire_lead_ms(entries: &[Entry]) -> i64 {
+    let lead = entries.iter().find_map(|e| match &e.what {
+        What::Note(Note::Begin { fire_lead_ms, .. }) => Some(*fire_lead_ms),
+        _ => None,
+    });
+    lead.unwrap_or(0)
+}
+
+/// [`check_with_strategies`] on a trace whose times are the schedulers' (moved by the fire
+/// lead, if any).
+fn check_in_schedulers_time(
+    entries: &[Entry],
+    checkpoints: &[Checkpoint],
+    session: Duration,
+    strategies: &ShardingStrategies,
+) -> (Vec<Violation>, Accounting) {
     let timeline = Timeline::read(entries, session);
     let mut out = Vec::new();
     exclusive::check(entries, &mut out);

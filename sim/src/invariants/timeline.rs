@@ -41,7 +41,10 @@ pub(crate) struct Timeline {
     pub slow: BTreeMap<usize, Vec<(i64, i64)>>,
     /// The operator's corruptions of the registry, and when each was reported.
     pub garbage: super::garbage::Corruptions,
-    /// Per instance: from when on its clock was off the registry's, by how many ms.
+    /// Per instance: from when on its clock was off the registry's, by how many ms, besides
+    /// the fire lead every clock has (which the checks' time includes: see
+    /// `super::check_with_strategies`; the runtime reads the registry's time that far ahead
+    /// too, so it is no skew).
     pub skewed: BTreeMap<usize, Vec<(i64, i64)>>,
     /// Per job: its reshard flag's data from each time on (`None`: no flag).
     pub flags: BTreeMap<String, Vec<(i64, Option<String>)>>,
