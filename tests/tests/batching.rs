@@ -183,3 +183,42 @@ async fn with_a_fire_lead_a_tick_is_taken_ahead_and_its_items_start_at_its_time(
     assert_eq!(counts.get("transaction").copied(), Some(1), "the ends: {counts:?}");
     assert_eq!(counts.values().sum::<u64>(), 1, "nothing else: {counts:?}");
 }
+
+/// With a fire lead, a run still going when the next fire is taken (within the lead before
+/// that fire) makes it a misfire; its catch-up, due once the run ends, still starts at the
+/// fire's time by the wall clock, not before.
+#[tokio::test(start_paused = true)]
+async fn with_a_fire_lead_a_catch_up_of_a_fire_still_ahead_starts_at_its_time() {
+    let cluster = TestCluster::new(1);
+    let settings = Settings { fire_lead: Duration::from_millis(200), ..Settings::default() };
+    let options = InstanceOptions { settings, ..InstanceOptions::default() };
+    let node = cluster.instance_opts("10.0.0.1", options).await;
+    // (the fire it answers, when its body started by the wall clock)
+    let starts: Arc<Mutex<Vec<(i64, i64)>>> = Arc::default();
+    let (seen, clock) = (starts.clone(), cluster.handles.clock.clone());
+    let job = Job::from_fn(move |ctx| {
+        let since_epoch = ctx.fire_time().duration_since(std::time::UNIX_EPOCH);
+        let fire_ms = since_epoch.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0));
+        seen.lock().push((fire_ms, clock.now_ms()));
+        // Ends 100 ms before the next fire: inside the lead, after the next fire was taken.
+        async {
+            tokio::time::sleep(Duration::from_millis(1_900)).await;
+            Ok(())
+        }
+    });
+    let config = JobConfig::builder("slow").cron("0/2 * * * * ?").build().expect("a valid config");
+    node.scheduler.add_job(config, job).await.expect("add the job");
+    until(&cluster, 11_000).await;
+    starts.lock().clear();
+    until(&cluster, 19_000).await;
+    let started = starts.lock().clone();
+    assert!(started.len() >= 3, "the job ran: {started:?}");
+    for (fire_ms, at) in &started {
+        assert_eq!(at, fire_ms, "a run started at its fire's time by the wall clock: {started:?}");
+    }
+    let catch_ups = cluster
+        .events()
+        .into_iter()
+        .filter(|r| matches!(r.event, SchedulerEvent::Skipped { reason: SkipReason::Misfire, .. }));
+    assert!(catch_ups.count() >= 3, "the fires were taken while the runs before them went on");
+}

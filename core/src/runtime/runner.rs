@@ -451,10 +451,15 @@ impl JobRunner {
         let id = launch.id;
         self.launches.insert(id, (cancel, launch.fire_ms));
         let txns = self.shared.txns.clone();
-        // A scheduled fire taken ahead of its time (`Settings::fire_lead`) starts at its time.
+        // A fire taken ahead of its time (`Settings::fire_lead`) starts at its time: a
+        // scheduled one, and a catch-up or a re-run of a fire still ahead by the wall clock (a
+        // run that ended within the lead before the next fire saw that fire skipped as a
+        // misfire, and its catch-up started before the fire's time). A trigger's time is now.
         let (gate, starts_ms) = match launch.kind {
-            FireKind::Scheduled => self.shared.gates.gate(launch.fire_ms).unzip(),
-            _ => (None, None),
+            FireKind::Scheduled | FireKind::Misfire | FireKind::Failover => {
+                self.shared.gates.gate(launch.fire_ms).unzip()
+            }
+            FireKind::Manual => (None, None),
         };
         // Counts this launch among its tick's running ones until its end is queued for us
         // (from when its items start: at the gate's opening, for a fire taken ahead).
