@@ -35,7 +35,8 @@ pub struct ExploreOptions {
     /// The ElasticJob YAML file `specs` came from, and their item time (for the replay
     /// command).
     pub job_config: Option<(PathBuf, u64)>,
-    /// The schedulers' fire lead (`Settings::fire_lead`; zero: none).
+    /// The schedulers' fire lead (`Settings::fire_lead`, the runtime's default unless set;
+    /// zero: none).
     pub fire_lead: Duration,
 }
 
@@ -91,9 +92,10 @@ pub fn replay_command(o: &ExploreOptions, seed: u64) -> String {
 }
 
 fn replay_of(o: &ExploreOptions, seed: u64) -> String {
-    let lead = match o.fire_lead.as_millis() {
-        0 => String::new(),
-        ms => format!(" --fire-lead-ms {ms}"),
+    // The runtime's default lead is the command line's.
+    let lead = match o.fire_lead {
+        shardcron_core::runtime::DEFAULT_FIRE_LEAD => String::new(),
+        lead => format!(" --fire-lead-ms {}", lead.as_millis()),
     };
     let jobs = match &o.job_config {
         Some((path, item_ms)) => {

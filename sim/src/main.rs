@@ -133,14 +133,19 @@ struct RunArgs {
     /// Run a deliberately broken variant (DropWatchEvent, ForgetItem, FalseLeader,
     /// LeakRunningMarkers, StaleAssignment, GreedyOwner, IgnoreLeaseLoss, ForgetDeparture,
     /// DropCatchUp, DropMissedFires, IgnoreGarbage, MuteClockSkew, MuteLateSkips,
-    /// LateAsMisfire, MuteEveryLateSkip, LateAsNoItems, ForgetReshardTime, MuteSkipsBeforeFirstRun, IgnoreConfigChange, DisabledOwnerDropsCatchUp, ForgetLedgerMark, RaiseDropsCatchUps, ReshardDropsCatchUps, StaleConfigRepair) to see the checker catch it; the later ones show under faults (`--profile failover`, `chaos` or `garbage`).
+    /// LateAsMisfire, MuteEveryLateSkip, LateAsNoItems, ForgetReshardTime, MuteSkipsBeforeFirstRun, IgnoreConfigChange, DisabledOwnerDropsCatchUp, ForgetLedgerMark, RaiseDropsCatchUps, ReshardDropsCatchUps, StaleConfigRepair, OverLead) to see the checker catch it; the later ones show under faults (`--profile failover`, `chaos` or `garbage`).
     #[arg(long)]
     variant: Option<Variant>,
     /// Run the schedulers with this fire lead, in virtual milliseconds (`Settings::fire_lead`:
     /// each takes its fires that far ahead of its clock and holds the items until the fire's
-    /// time). 0: none, the default.
-    #[arg(long, default_value_t = 0)]
+    /// time; the default is the runtime's). 0: none, each fire taken at its time.
+    #[arg(long, default_value_t = default_fire_lead_ms())]
     fire_lead_ms: u64,
+}
+
+/// `Settings::fire_lead`'s default, in milliseconds.
+fn default_fire_lead_ms() -> u64 {
+    u64::try_from(shardcron_core::runtime::DEFAULT_FIRE_LEAD.as_millis()).unwrap_or(0)
 }
 
 /// A count or length that must be at least 1: a run with 0 instances, jobs or seconds checks

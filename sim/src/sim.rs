@@ -693,7 +693,10 @@ impl World {
             .handles(handles)
             .ip(&inst.ip)
             .pid(1)
-            .settings(self.settings.clone())
+            .settings(match &self.variant {
+                Some(variant) => variant.settings(who, &self.settings),
+                None => self.settings.clone(),
+            })
             .inline_event_sink(sink)
             .audit_reads()
             .start()

@@ -25,8 +25,9 @@ use std::sync::Arc;
 use shardcron_core::runtime::{FireKind, SchedulerEvent};
 
 use crate::code::RunState;
+use crate::faults::Fault;
 use crate::invariants::{context, index_at, Invariant, Violation};
-use crate::trace::{rel, Entry, What};
+use crate::trace::{rel, Entry, Note, What};
 
 /// One run of one item, read from the trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +41,9 @@ pub struct ItemRun {
     pub token: u64,
     /// The instance that ran it (1-based).
     pub instance: usize,
-    /// When it started, in the trace's milliseconds since the start of the run.
+    /// When its code started, in the trace's milliseconds since the start of the run: when it
+    /// was marked running, or, for a fire its scheduler took ahead (`Settings::fire_lead`),
+    /// when its instance's clock reached the fire.
     pub started_at: i64,
     /// When it ended and whether it succeeded; `None` if it never reported an end (its
     /// instance crashed, or the run ended first).
@@ -73,11 +76,29 @@ impl<'a> RunView<'a> {
         let mut runs: Vec<ItemRun> = Vec::new();
         // The runs still going, by (instance, job, item, fire), to match their ends.
         let mut open: BTreeMap<(usize, String, u32, i64), usize> = BTreeMap::new();
+        // The fire lead of the run, and how far each instance's clock is off the registry's.
+        let mut lead_ms = 0;
+        let mut skew: BTreeMap<usize, i64> = BTreeMap::new();
         for e in self.entries {
-            let What::Event { event, .. } = &e.what else { continue };
+            let event = match &e.what {
+                What::Event { event, .. } => event,
+                What::Note(Note::Begin { fire_lead_ms, .. }) => {
+                    lead_ms = *fire_lead_ms;
+                    continue;
+                }
+                What::Note(Note::Fault(Fault::SkewClock(who, ms))) => {
+                    skew.insert(*who, *ms);
+                    continue;
+                }
+                What::Note(_) => continue,
+            };
             match event {
                 SchedulerEvent::ItemStarted { job, item, fire_ms, kind, token } => {
                     open.insert((e.who, job.clone(), *item, *fire_ms), runs.len());
+                    // Taken ahead, it waited until its instance's clock read the fire.
+                    let gated = lead_ms > 0 && *kind != FireKind::Manual;
+                    let at_fire = rel(*fire_ms) - skew.get(&e.who).copied().unwrap_or(0);
+                    let started_at = if gated { e.at.max(at_fire) } else { e.at };
                     runs.push(ItemRun {
                         job: job.clone(),
                         item: *item,
@@ -85,7 +106,7 @@ impl<'a> RunView<'a> {
                         kind: *kind,
                         token: *token,
                         instance: e.who,
-                        started_at: e.at,
+                        started_at,
                         ended: None,
                     });
                 }

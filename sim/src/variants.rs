@@ -15,7 +15,7 @@ use shardcron_core::registry::{
     Capability, CoordinatorRegistry, CreateMode, LeaderLatch, MutexGuard, Node, Result,
     SessionEvents, TxnOp, TxnResult, Version, WatchEvent, WatchScope, WatchStream,
 };
-use shardcron_core::runtime::{EventSink, SchedulerEvent, SkipReason};
+use shardcron_core::runtime::{EventSink, SchedulerEvent, Settings, SkipReason};
 
 /// A planted bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,10 +115,20 @@ pub enum Variant {
     /// instance leads; the boundary of the simulator's reading that a config an instance
     /// writes is the cluster's only if the last config its registry showed it was not).
     StaleConfigRepair,
+    /// Instance 1 takes its fires 2 s further ahead than the run's fire lead (its clock runs
+    /// that much fast, and it reads the registry's time as far ahead, so it sees no skew):
+    /// restarted less than 2 s before a fire, it is back after that fire by its clock and
+    /// leaves it unrun (needs restarts of instance 1; the boundary of the reading that judges
+    /// fires in the schedulers' time, which is the registry's moved by the run's lead and no
+    /// more).
+    OverLead,
 }
 
+/// How much further ahead than the run's lead [`Variant::OverLead`] takes instance 1's fires.
+pub const OVER_LEAD: Duration = Duration::from_secs(2);
+
 impl Variant {
-    pub const ALL: [Variant; 24] = [
+    pub const ALL: [Variant; 25] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -143,7 +153,18 @@ impl Variant {
         Variant::RaiseDropsCatchUps,
         Variant::ReshardDropsCatchUps,
         Variant::StaleConfigRepair,
+        Variant::OverLead,
     ];
+
+    /// The runtime settings of instance `who`, with the bug if it has one there.
+    pub(crate) fn settings(self, who: usize, settings: &Settings) -> Settings {
+        match self {
+            Variant::OverLead if who == 1 => {
+                Settings { fire_lead: settings.fire_lead + OVER_LEAD, ..settings.clone() }
+            }
+            _ => settings.clone(),
+        }
+    }
 
     /// The registry instance `who` uses, with the bug if it has one there.
     pub(crate) fn wrap_registry(
@@ -177,7 +198,8 @@ impl Variant {
             | Variant::LateAsMisfire
             | Variant::MuteEveryLateSkip
             | Variant::LateAsNoItems
-            | Variant::MuteSkipsBeforeFirstRun => false,
+            | Variant::MuteSkipsBeforeFirstRun
+            | Variant::OverLead => false,
         };
         if !affected {
             return inner;

@@ -4,6 +4,9 @@
 //! session). A failing one here is a regression: replay it with the command the assertion
 //! prints.
 
+use std::time::Duration;
+
+use shardcron_core::runtime::DEFAULT_FIRE_LEAD;
 use shardcron_sim::explore::ExploreOptions;
 use shardcron_sim::FaultProfile;
 
@@ -285,21 +288,27 @@ const FIXED_2X2: &[(u64, FaultProfile, &str)] = &[
     (4_047_588_186, FaultProfile::Lease, "re-runs of items a count change removed claimed"),
 ];
 
-/// Runs each seed with `options`' shape; fails with the replay command of the first that
-/// breaks an invariant.
+/// Runs each seed with `options`' shape, as it was found (without a fire lead: the seeds
+/// before the lead was on by default were all found so) and with the runtime's default lead;
+/// fails with the replay command of the first that breaks an invariant.
 fn hold(seeds: &[(u64, FaultProfile, &str)], options: &ExploreOptions, shape: &str) {
     for &(seed, profile, what) in seeds {
-        let options = ExploreOptions { profile, ..options.clone() };
-        let Some(builder) = options.builder(seed) else { panic!("no simulation for seed {seed}") };
-        let report = builder.build().run();
-        assert!(
-            report.ok(),
-            "seed {seed} ({what}) fails again (replay: shardcron-sim replay --seed {seed} \
-             --profile {}{shape}):\n{}",
-            format!("{profile:?}").to_lowercase(),
-            report.violations_text()
-        );
-        assert!(report.item_runs() > 0, "seed {seed}: nothing ran");
+        for fire_lead in [Duration::ZERO, DEFAULT_FIRE_LEAD] {
+            let options = ExploreOptions { profile, fire_lead, ..options.clone() };
+            let Some(builder) = options.builder(seed) else {
+                panic!("no simulation for seed {seed}")
+            };
+            let report = builder.build().run();
+            assert!(
+                report.ok(),
+                "seed {seed} ({what}) fails again (replay: shardcron-sim replay --seed {seed} \
+                 --profile {}{shape} --fire-lead-ms {}):\n{}",
+                format!("{profile:?}").to_lowercase(),
+                fire_lead.as_millis(),
+                report.violations_text()
+            );
+            assert!(report.item_runs() > 0, "seed {seed}: nothing ran");
+        }
     }
 }
 
@@ -319,7 +328,7 @@ fn hold_in(
     let mut options = ExploreOptions { instances, jobs, ..ExploreOptions::default() };
     let mut shape = format!(" --instances {instances} --jobs {jobs}");
     if let Some(secs) = session_s {
-        options.session_timeout = std::time::Duration::from_secs(secs);
+        options.session_timeout = Duration::from_secs(secs);
         shape.push_str(&format!(" --session-timeout {secs}"));
     }
     hold(seeds, &options, &shape);
@@ -327,10 +336,8 @@ fn hold_in(
 
 #[test]
 fn fixed_seeds_of_300_s_runs_hold_every_invariant() {
-    let options = ExploreOptions {
-        duration: std::time::Duration::from_secs(300),
-        ..ExploreOptions::default()
-    };
+    let options =
+        ExploreOptions { duration: Duration::from_secs(300), ..ExploreOptions::default() };
     hold(FIXED_300_S, &options, " --duration 300");
     let options = ExploreOptions { instances: 4, jobs: 2, ..options };
     hold(FIXED_300_S_4X2, &options, " --duration 300 --instances 4 --jobs 2");

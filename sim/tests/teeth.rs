@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use shardcron_core::runtime::{Settings, DEFAULT_FIRE_LEAD};
 use shardcron_sim::{
-    Builder, Corruption, Fault, FaultProfile, Invariant, JobSpec, Junk, Report, Scenario, Target,
-    Variant, Workload,
+    Builder, Corruption, Fault, FaultProfile, Invariant, JobSpec, Junk, Report, Scenario, Step,
+    Target, Variant, Workload,
 };
 
 fn run(variant: Option<Variant>) -> Report {
@@ -77,39 +78,64 @@ fn a_greedy_owner_running_items_twice_at_once_is_caught() {
 // Planted bugs that only faults reveal: each runs a scripted fault the unbroken system handles
 // (checked first, on the very same scenario), then with the bug, which the checker must catch.
 
-/// A scenario with faults, with and without the planted bug.
+/// A scenario with faults, with and without the planted bug, with the runtime's default fire
+/// lead: its steps come that much earlier, at the times its comment tells by the schedulers'
+/// clocks (which read the lead ahead of the registry's).
 fn under_faults(specs: Vec<JobSpec>, scenario: Scenario, variant: Option<Variant>) -> Report {
+    under_faults_with(DEFAULT_FIRE_LEAD, specs, scenario, variant)
+}
+
+/// [`under_faults`] with the fire lead `lead`.
+fn under_faults_with(
+    lead: Duration,
+    specs: Vec<JobSpec>,
+    scenario: Scenario,
+    variant: Option<Variant>,
+) -> Report {
+    let lead_ms = u64::try_from(lead.as_millis()).unwrap_or(0);
+    let steps =
+        scenario.steps.iter().map(|s| Step { at_ms: s.at_ms.saturating_sub(lead_ms), ..s.clone() });
     Builder {
         seed: 11,
         instances: 3,
         specs,
         duration: Duration::from_secs(60),
         profile: FaultProfile::None,
-        scenario: Some(scenario),
+        scenario: Some(Scenario { steps: steps.collect(), ..scenario }),
         variant,
+        settings: Settings { fire_lead: lead, ..Settings::default() },
         ..Builder::default()
     }
     .build()
     .run()
 }
 
-/// The unbroken system passes the scenario and `variant` breaks `inv` in it; the broken run's
-/// report, for the callers that also look at what was reported.
+/// The unbroken system passes the scenario and `variant` breaks `inv` in it, with the
+/// runtime's default fire lead and without one; the broken run's report with the default, for
+/// the callers that also look at what was reported.
 fn caught_under_faults(
     specs: Vec<JobSpec>,
     scenario: Scenario,
     variant: Variant,
     inv: Invariant,
 ) -> Report {
-    let clean = under_faults(specs.clone(), scenario.clone(), None);
-    assert!(clean.ok(), "the unbroken system fails the scenario:\n{}", clean.violations_text());
-    let broken = under_faults(specs, scenario, Some(variant));
-    assert!(
-        broken.violations.iter().any(|v| v.invariant == inv),
-        "{variant} should break {inv}; the checker reported:\n{}",
-        broken.violations_text()
-    );
-    broken
+    let broken_with = |lead: Duration| {
+        let clean = under_faults_with(lead, specs.clone(), scenario.clone(), None);
+        assert!(
+            clean.ok(),
+            "the unbroken system fails the scenario (fire lead {lead:?}):\n{}",
+            clean.violations_text()
+        );
+        let broken = under_faults_with(lead, specs.clone(), scenario.clone(), Some(variant));
+        assert!(
+            broken.violations.iter().any(|v| v.invariant == inv),
+            "{variant} should break {inv} (fire lead {lead:?}); the checker reported:\n{}",
+            broken.violations_text()
+        );
+        broken
+    };
+    broken_with(Duration::ZERO);
+    broken_with(DEFAULT_FIRE_LEAD)
 }
 
 /// As [`caught_under_faults`] for invariant 2, with a violation whose message names `needle`
@@ -584,10 +610,12 @@ fn fires_before_a_first_reshard_held_up_and_recorded_nowhere_are_caught() {
         Variant::MuteSkipsBeforeFirstRun,
         Invariant::Fires,
     );
-    let unrecorded = |m: &str| m.starts_with("fire +1000 of j0#") && m.contains("neither ran");
+    // The first fire checked: that of 4 s with the default fire lead (the schedulers' clocks
+    // added the job at 0.05 s, so the fire of 1 s falls in its first second, exempt).
+    let unrecorded = |m: &str| m.starts_with("fire +4000 of j0#") && m.contains("neither ran");
     assert!(
         broken.violations.iter().any(|v| unrecorded(&v.message)),
-        "the first fire, which i2 and i3 waited for, should be reported unrecorded:\n{}",
+        "the first fire checked, which i2 and i3 waited for, should be reported unrecorded:\n{}",
         broken.violations_text()
     );
 }
@@ -711,4 +739,20 @@ fn ignoring_garbage_in_a_server_node_written_while_its_readers_were_cut_off_is_c
         )
         .at(13_000, Fault::Heal(vec![2, 3]));
     ignored_garbage_caught(job, scenario, &["/j0/servers/10.0.0.2"]);
+}
+
+#[test]
+fn a_clock_further_ahead_than_the_fire_lead_is_caught_at_a_restart() {
+    // Instance 1 back 1 s before the fire of 15 s: by the run's lead it is up at that fire,
+    // which it owes; running 2 s further ahead, it is back after it by its clock.
+    let job = JobSpec::new("j0", "0/5 * * * * ?", 6).item_ms(1_000);
+    let scenario = Scenario::new("restart-a-second-before-a-fire")
+        .at(12_000, Fault::Crash(1))
+        .at(14_000, Fault::Restart(1));
+    caught_naming(
+        job,
+        scenario,
+        Variant::OverLead,
+        "fire +15000 of j0#4 neither ran nor was recorded",
+    );
 }

@@ -11,52 +11,91 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
+
+/// A flag that opens once and wakes every task waiting for it, in the order they began to
+/// wait. Not a `tokio::sync::watch`: its receivers park on one of several queues picked by
+/// tokio's per-process random generator, so the order in which a tick's items woke (and the
+/// simulator's trace) changed from process to process.
+#[derive(Debug, Default)]
+pub(crate) struct Latch {
+    open: AtomicBool,
+    opened: Notify,
+}
+
+impl Latch {
+    pub(crate) fn open(&self) {
+        self.open.store(true, Ordering::SeqCst);
+        self.opened.notify_waiters();
+    }
+
+    /// Resolves once the latch is open.
+    pub(crate) async fn wait(&self) {
+        loop {
+            let opened = self.opened.notified();
+            tokio::pin!(opened);
+            // Registered before the look, so an opening after it wakes this wait.
+            opened.as_mut().enable();
+            if self.open.load(Ordering::SeqCst) {
+                return;
+            }
+            opened.await;
+        }
+    }
+}
+
+/// Opens a latch when dropped: the task that would open it at its time opens it too if it ends
+/// before then (the scheduler stopping), so no one waits for it forever.
+#[derive(Debug)]
+pub(crate) struct OpenOnDrop(pub(crate) Arc<Latch>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
 
 /// One launch's pass through the gate of its fire time.
 #[derive(Debug, Clone)]
 pub(crate) struct FireGate {
-    open: watch::Receiver<bool>,
-    all_started: watch::Receiver<bool>,
+    open: Arc<Latch>,
     launch: Arc<LaunchStart>,
 }
 
 impl FireGate {
     /// A pass for one more launch through the gate `open`, counted among `tick`'s.
-    pub(crate) fn new(open: watch::Receiver<bool>, tick: &Arc<TickStarts>) -> Self {
+    pub(crate) fn new(open: Arc<Latch>, tick: &Arc<TickStarts>) -> Self {
         tick.waiting.fetch_add(1, Ordering::SeqCst);
         FireGate {
             open,
-            all_started: tick.all.subscribe(),
             launch: Arc::new(LaunchStart { started: AtomicBool::new(false), tick: tick.clone() }),
         }
     }
 
-    /// Resolves once the gate opens, and counts the launch as started. A gate closed without
-    /// opening (the scheduler stopping) lets it go: its cancellation decides whether it runs.
+    /// Resolves once the gate opens, and counts the launch as started. A gate whose opener
+    /// ended before its time (the scheduler stopping) is open too: the launch's cancellation
+    /// decides whether it runs.
     pub(crate) async fn pass(&self) {
-        let mut open = self.open.clone();
-        let _ = open.wait_for(|open| *open).await;
+        self.open.wait().await;
         self.launch.start();
     }
 
     /// Resolves once every launch of the tick passed the gate.
     pub(crate) async fn all_started(&self) {
-        let mut all = self.all_started.clone();
-        let _ = all.wait_for(|all| *all).await;
+        self.launch.tick.all.wait().await;
     }
 }
 
 /// The launches of one fire time still to pass its gate.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct TickStarts {
     waiting: AtomicUsize,
-    all: watch::Sender<bool>,
+    all: Latch,
 }
 
 impl TickStarts {
     pub(crate) fn new() -> Arc<Self> {
-        Arc::new(TickStarts { waiting: AtomicUsize::new(0), all: watch::Sender::new(false) })
+        Arc::new(TickStarts::default())
     }
 }
 
@@ -71,7 +110,7 @@ impl LaunchStart {
         if !self.started.swap(true, Ordering::SeqCst)
             && self.tick.waiting.fetch_sub(1, Ordering::SeqCst) == 1
         {
-            self.tick.all.send_replace(true);
+            self.tick.all.open();
         }
     }
 }

@@ -13,10 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::watch;
 
 use crate::handles::{Clock, Spawner};
-use crate::job::gate::{FireGate, TickStarts};
+use crate::job::gate::{FireGate, Latch, OpenOnDrop, TickStarts};
 
 /// The open waits, by fire time (wall clock, milliseconds since the epoch).
 #[derive(Debug)]
@@ -29,7 +28,7 @@ pub(crate) struct FireGates {
 }
 
 /// A fire time's gate, which its sleeper opens, and the count of its launches still to pass.
-type Tick = (watch::Receiver<bool>, Arc<TickStarts>);
+type Tick = (Arc<Latch>, Arc<TickStarts>);
 
 impl FireGates {
     pub fn new(wall: Arc<dyn Clock>, spawner: Arc<dyn Spawner>, lead: Duration) -> Self {
@@ -59,11 +58,12 @@ impl FireGates {
             waiting.pop_first();
         }
         let (gate, tick) = waiting.entry(fire_ms).or_insert_with(|| {
-            let (open, gate) = watch::channel(false);
+            let gate = Arc::new(Latch::default());
+            let open = OpenOnDrop(gate.clone());
             let sleep = self.wall.sleep_until_exactly(fire_ms);
             self.spawner.spawn(Box::pin(async move {
                 sleep.await;
-                let _ = open.send(true);
+                drop(open);
             }));
             (gate, TickStarts::new())
         });

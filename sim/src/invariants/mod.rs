@@ -171,7 +171,8 @@ pub fn check_with_strategies(
     // between two moments (a run's overlap with another, a session's timeout, a liveness
     // bound) reads the same in either time; what compares a moment with a time some
     // scheduler computed or wrote (a fire, a raise's stamp, a ledger's mark) reads it as the
-    // cluster does. The violations are told in the registry's time again, as the trace is.
+    // cluster does. The violations are placed in the registry's time again, as the trace is,
+    // and their messages say in which time they speak.
     let later = |e: &Entry| Entry { at: e.at.saturating_add(lead), ..e.clone() };
     let entries: Vec<Entry> = entries.iter().map(later).collect();
     let checkpoints: Vec<Checkpoint> = checkpoints
@@ -181,6 +182,10 @@ pub fn check_with_strategies(
     let (mut violations, accounting) =
         check_in_schedulers_time(&entries, &checkpoints, session, strategies);
     for v in &mut violations {
+        v.message.push_str(&format!(
+            " (times in this message by the schedulers' clocks: the trace's plus the {lead} ms \
+             fire lead)"
+        ));
         v.at = v.at.saturating_sub(lead);
         for e in &mut v.context {
             e.at = e.at.saturating_sub(lead);
