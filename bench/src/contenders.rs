@@ -3,7 +3,9 @@
 //!
 //! - `shardcron`: the scheduler with its defaults (monitorExecution on: a fire marks its items
 //!   running and clears them, on the in-memory registry; the runtime commits the markers of one
-//!   tick together).
+//!   tick together; each tick taken 50 ms ahead, its items started at its time).
+//! - `shardcron-nolead`: the defaults without the fire lead (each tick taken at its time).
+//! - `shardcron-lead`: the defaults with the fire lead sized for the jobs of a tick.
 //! - `shardcron-observed`: the defaults plus the execution trace (a SQLite file in the temp
 //!   directory) and the Prometheus metrics (recorder installed, registry wrapped), to show what
 //!   observability costs on the fire path.
@@ -35,16 +37,19 @@ pub const SHARDCRON_NOMONITOR: &str = "shardcron-nomonitor";
 pub const SHARDCRON_OBSERVED: &str = "shardcron-observed";
 /// shardcron on the ZooKeeper at `SHARDCRON_ZK` (the registry's copy of the jobs lives there).
 pub const SHARDCRON_ZK: &str = "shardcron-zk";
-/// shardcron taking its fires ahead of their time ([`fire_lead`], `Settings::fire_lead`).
+/// shardcron with its fire lead sized for the jobs of a tick ([`fire_lead`],
+/// `Settings::fire_lead`).
 pub const SHARDCRON_LEAD: &str = "shardcron-lead";
+/// shardcron without a fire lead: each tick taken at its time.
+pub const SHARDCRON_NOLEAD: &str = "shardcron-nolead";
 
-/// The fire lead of `shardcron-lead` with `jobs` jobs firing together: 50 ms, or 40 µs per
-/// job where that is more (a burst of 1,000 fires takes some 30 ms of a loaded two-core
-/// machine, 10,000 some 400 ms), as an application sizes it for its load.
+/// The fire lead of `shardcron-lead` with `jobs` jobs firing together: the default 50 ms, or
+/// 40 µs per job where that is more (a burst of 1,000 fires takes some 30-50 ms of a loaded
+/// two-core machine, 10,000 some 400 ms), as an application sizes it for its load.
 /// `SHARDCRON_BENCH_FIRE_LEAD_MS` sets it instead.
 pub fn fire_lead(jobs: u64) -> std::time::Duration {
     let sized = std::time::Duration::from_micros(jobs.saturating_mul(40))
-        .max(std::time::Duration::from_millis(50));
+        .max(shardcron_core::runtime::DEFAULT_FIRE_LEAD);
     std::env::var("SHARDCRON_BENCH_FIRE_LEAD_MS")
         .ok()
         .and_then(|ms| ms.parse().ok())
@@ -90,6 +95,7 @@ pub fn label(scheduler: &str) -> &'static str {
         SHARDCRON_OBSERVED => "shardcron, trace (SQLite) + metrics",
         SHARDCRON_ZK => "shardcron on ZooKeeper",
         SHARDCRON_LEAD => "shardcron, fire lead sized",
+        SHARDCRON_NOLEAD => "shardcron, no fire lead",
         TCS => "tokio-cron-scheduler 0.15",
         TCS_SIZED => "tokio-cron-scheduler 0.15, channels sized",
         BASELINE => "baseline (no scheduler)",
@@ -102,14 +108,15 @@ pub fn legend() -> String {
     "Schedulers: **shardcron** with its defaults (monitorExecution on: each fire marks its items \
      running and clears them; the markers of every job firing in a tick go to the in-memory \
      registry in one transaction, their ends in one more; registry writes per tick are counted \
-     by a `CountingRegistry` around it); **shardcron, \
-     monitorExecution off** (no registry write per fire); **shardcron, trace (SQLite) + \
-     metrics**: the defaults plus the execution trace written to a SQLite file and the \
-     Prometheus metrics recorded (registry wrapped for its series); **shardcron, fire lead \
-     sized**: the defaults with `Settings::fire_lead` set to 50 ms, or 40 µs per job where \
-     that is more (400 ms for 10,000 jobs): each tick's fire steps, start transaction and \
-     launches happen that much ahead, and its items wait for the tick by the wall clock; \
-     **tokio-cron-scheduler 0.15** (latest \
+     by a `CountingRegistry` around it; the fire lead, `Settings::fire_lead`, 50 ms: each \
+     tick's fire steps, start transaction and launches happen that much ahead, and its items \
+     wait for the tick by the wall clock); **shardcron, no fire lead**: the defaults with \
+     `fire_lead` zero, each tick taken at its time; **shardcron, fire lead sized**: the \
+     defaults with the lead set to 40 µs per job where that is more than 50 ms (400 ms for \
+     10,000 jobs; run only there); **shardcron, monitorExecution off** (no registry write per \
+     fire); **shardcron, trace (SQLite) + metrics**: the defaults plus the execution trace \
+     written to a SQLite file and the Prometheus metrics recorded (registry wrapped for its \
+     series); **tokio-cron-scheduler 0.15** (latest \
      on crates.io) as its README starts it, `JobScheduler::new()`; **…, channels sized**: \
      `JobScheduler::new_with_channel_size(jobs)`, its tuning for many jobs.\n"
         .to_owned()
@@ -170,6 +177,10 @@ pub async fn start(
         }
         SHARDCRON_LEAD => {
             let setup = Setup { fire_lead: fire_lead(jobs), ..Setup::DEFAULT };
+            start_shardcron(jobs, schedule, recorder, setup).await
+        }
+        SHARDCRON_NOLEAD => {
+            let setup = Setup { fire_lead: std::time::Duration::ZERO, ..Setup::DEFAULT };
             start_shardcron(jobs, schedule, recorder, setup).await
         }
         TCS => start_tcs(jobs, schedule, recorder, None).await,

@@ -200,6 +200,7 @@ fn precision_section(command: &Command, quick: bool) -> Result<report::Section, 
     let jobs = args.jobs.unwrap_or_else(|| vec![1, 100, 1_000, 10_000]);
     let default = [
         contenders::SHARDCRON,
+        contenders::SHARDCRON_NOLEAD,
         contenders::SHARDCRON_NOMONITOR,
         contenders::SHARDCRON_OBSERVED,
         contenders::SHARDCRON_LEAD,

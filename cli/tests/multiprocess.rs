@@ -47,6 +47,7 @@ use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use shardcron_core::runtime::DEFAULT_FIRE_LEAD;
 
 use common::{now_ms, server_address, BIN};
 
@@ -61,6 +62,15 @@ const JOB: &str = "mp";
 const TOTAL: u32 = 6;
 const CRON: &str = "0/3 * * * * ?";
 const PERIOD_MS: i64 = 3_000;
+
+/// The earliest fire an assignment committed at `sharded_at` (a worker's wall clock) may have
+/// answered, past the fire before it. The workers take each fire the default fire lead ahead
+/// (`Settings::fire_lead`), so a reshard commits up to the lead before the fire it answers by
+/// the wall clock, and the fire before that one is at most a period less.
+fn answered_from(sharded_at: i64) -> i64 {
+    let lead_ms = i64::try_from(DEFAULT_FIRE_LEAD.as_millis()).unwrap_or(0);
+    sharded_at - PERIOD_MS + lead_ms + 1
+}
 
 /// The tests of this file run one at a time: three processes each, and delays measured.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -637,7 +647,7 @@ fn run_scenario(address: &str, s: Scenario) -> Outcome {
         shares.join(", ")
     );
     let (fire, _) = c.wait_for(Duration::from_secs(15), &waiting, |c| {
-        c.all_started(sharded_at - PERIOD_MS).filter(|&(fire, _)| {
+        c.all_started(answered_from(sharded_at)).filter(|&(fire, _)| {
             c.events
                 .iter()
                 .any(|e| e.event == "item_start" && e.worker == third && e.fire == Some(fire))
@@ -1812,7 +1822,7 @@ fn run_leader_kill_without_failover(backend: Backend, address: &str) -> String {
     let both: BTreeSet<String> = c.workers.iter().map(|w| w.instance.clone()).collect();
     let sharded = await_assignment(&mut c, &both, started, Duration::from_secs(30));
     let (fire, _) = c.wait_for(Duration::from_secs(15), "a fire run by both workers", |c| {
-        c.all_started(sharded - PERIOD_MS)
+        c.all_started(answered_from(sharded))
     });
     let leader = c
         .events
@@ -1835,7 +1845,7 @@ fn run_leader_kill_without_failover(backend: Backend, address: &str) -> String {
         Duration::from_millis(session_ms + 3 * PERIOD_MS as u64 + 10_000),
     );
     let (first, _) = c.wait_for(Duration::from_secs(15), "a fire run by the survivor alone", |c| {
-        c.all_started(resharded - PERIOD_MS)
+        c.all_started(answered_from(resharded))
     });
     // Within the session timeout plus one fire (and a second for the server's expiry check).
     let bound = killed_at + session_ms as i64 + PERIOD_MS + 1_000;

@@ -89,7 +89,9 @@ pub enum SchedulerEvent {
         /// Why nothing ran.
         reason: SkipReason,
     },
-    /// An item started.
+    /// An item started: its `running` marker is committed and its run launched. A fire taken
+    /// ahead of its time ([`Settings::fire_lead`](crate::runtime::Settings::fire_lead)) reports
+    /// this up to the lead before the fire; its code starts at the fire's time.
     ItemStarted {
         /// The job.
         job: String,

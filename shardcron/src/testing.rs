@@ -137,7 +137,8 @@ pub struct ItemRun {
     pub fire_time: SystemTime,
     /// Why the fire ran (scheduled, misfire, manual, failover).
     pub kind: FireKind,
-    /// When it started, on the virtual clock.
+    /// When its code started, on the virtual clock: when it was marked running, or, for a fire
+    /// the scheduler took ahead (`Settings::fire_lead`), the fire's time, which it waited for.
     pub started: SystemTime,
     /// `Some(true)`: it completed; `Some(false)`: it failed; `None`: still running.
     pub ok: Option<bool>,
@@ -173,15 +174,18 @@ impl VirtualScheduler {
         let mut runs: Vec<ItemRun> = Vec::new();
         for (at, event) in self.lock().iter() {
             match event {
-                SchedulerEvent::ItemStarted { job: j, item, fire_ms, kind, .. } if j == job => runs
-                    .push(ItemRun {
+                SchedulerEvent::ItemStarted { job: j, item, fire_ms, kind, .. } if j == job => {
+                    // Taken ahead of its fire, it waited for it; a trigger's time is its own.
+                    let started = if *kind == FireKind::Manual { *at } else { (*at).max(*fire_ms) };
+                    runs.push(ItemRun {
                         job: j.clone(),
                         item: *item,
                         fire_time: from_epoch_ms(*fire_ms),
                         kind: *kind,
-                        started: from_epoch_ms(*at),
+                        started: from_epoch_ms(started),
                         ok: None,
-                    }),
+                    });
+                }
                 SchedulerEvent::ItemFinished { job: j, item, fire_ms, ok } if j == job => {
                     let open = runs.iter_mut().rev().find(|r| {
                         r.item == *item && epoch_ms(r.fire_time) == *fire_ms && r.ok.is_none()

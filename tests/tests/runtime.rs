@@ -48,7 +48,16 @@ async fn until(cluster: &TestCluster, secs: i64) {
 async fn fires_every_item_at_the_cron_instants() {
     let cluster = TestCluster::new(1);
     let node = cluster.instance("10.0.0.1").await;
-    node.scheduler.add_job(every(10, "report", 3), noop()).await.unwrap();
+    // (the fire, when the item's code started)
+    let began: Arc<parking_lot::Mutex<Vec<(i64, i64)>>> = Arc::default();
+    let (seen, clock) = (began.clone(), cluster.handles.clock.clone());
+    let job = Job::from_fn(move |ctx| {
+        let fire = ctx.fire_time().duration_since(std::time::UNIX_EPOCH);
+        let fire_ms = fire.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0));
+        seen.lock().push((fire_ms, clock.now_ms()));
+        async { Ok(()) }
+    });
+    node.scheduler.add_job(every(10, "report", 3), job).await.unwrap();
     until(&cluster, 35).await;
     let starts = cluster.starts("report");
     let fires: Vec<i64> =
@@ -58,8 +67,10 @@ async fn fires_every_item_at_the_cron_instants() {
         let mut items: Vec<u32> = starts.iter().filter(|s| s.2 == fire).map(|s| s.1).collect();
         items.sort();
         assert_eq!(items, vec![0, 1, 2], "every item of the fire at {fire}");
-        assert!(starts.iter().filter(|s| s.2 == fire).all(|s| s.3 == fire), "started on time");
     }
+    // Marked running up to the fire lead ahead (`Settings::fire_lead`), run at the fire's time.
+    assert_eq!(began.lock().len(), 9);
+    assert!(began.lock().iter().all(|(fire, at)| fire == at), "started on time: {began:?}");
 }
 
 #[tokio::test(start_paused = true)]

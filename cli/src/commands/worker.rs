@@ -47,7 +47,8 @@ these seven keys, null where they do not apply:
   fire_ms   the scheduled fire time in epoch ms, the same on every instance for one fire; for a
             failover run, the fire the crashed owner missed (item_start, item_end,
             failover_claim, skip, fire_failed)
-  at_ms     when the event happened, epoch ms by this host's clock
+  at_ms     when the event happened, epoch ms by this host's clock (item_start: when the item
+            was marked running, up to the fire lead, 50 ms, before its code starts at fire_ms)
   token     the item's fencing token (item_start, item_end)
 and these only on their own event:
   kind        item_start: scheduled, misfire (a catch-up run), manual or failover

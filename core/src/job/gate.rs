@@ -13,10 +13,11 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-/// A flag that opens once and wakes every task waiting for it, in the order they began to
-/// wait. Not a `tokio::sync::watch`: its receivers park on one of several queues picked by
-/// tokio's per-process random generator, so the order in which a tick's items woke (and the
-/// simulator's trace) changed from process to process.
+/// A flag that opens once and wakes every task waiting for it, in an order that follows from
+/// the order they began to wait (one `Notify`'s list). Not a `tokio::sync::watch`: its
+/// receivers park on one of several queues picked by tokio's per-process random generator, so
+/// the order in which a tick's items woke (and the simulator's trace) changed from process to
+/// process.
 #[derive(Debug, Default)]
 pub(crate) struct Latch {
     open: AtomicBool,

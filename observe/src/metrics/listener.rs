@@ -204,13 +204,16 @@ impl MetricsListener {
                 let label = self.jobs.label(job);
                 counter!("shardcron_reshards_total", "job" => label.clone()).increment(1);
                 let now = self.clock.read().now_ms();
-                let due =
-                    self.armed.lock().get(job).and_then(|last| {
-                        last.iter().flatten().copied().filter(|&at| at <= now).max()
-                    });
+                // The fire the reshard answered: the latest armed one due by now, or, for a
+                // fire taken ahead of this clock (`Settings::fire_lead`), the one armed before
+                // the next: its items waited for nothing, the assignment came before their time.
+                let due = self.armed.lock().get(job).and_then(|&[before, next]| {
+                    let due_by_now = [before, next].into_iter().flatten().filter(|&at| at <= now);
+                    due_by_now.max().or(before.filter(|&b| next.is_some_and(|n| b < n)))
+                });
                 if let Some(due) = due {
                     histogram!("shardcron_reshard_duration_seconds", "job" => label)
-                        .record(seconds(now - due));
+                        .record(seconds((now - due).max(0)));
                 }
             }
             SchedulerEvent::LeaderElected { job } => {

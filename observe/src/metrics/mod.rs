@@ -23,7 +23,7 @@
 //! | `shardcron_trigger_lateness_seconds` | histogram | job (scheduled fires: item start − fire time) |
 //! | `shardcron_failovers_total` | counter | job (orphaned items this instance claimed) |
 //! | `shardcron_reshards_total` | counter | job (assignments this instance committed as leader) |
-//! | `shardcron_reshard_duration_seconds` | histogram | job (fire due → assignment committed) |
+//! | `shardcron_reshard_duration_seconds` | histogram | job (fire due → assignment committed; 0 when committed before the fire was due, a fire taken ahead) |
 //! | `shardcron_leader_elections_total` | counter | job |
 //! | `shardcron_fire_failures_raised_total` | counter | job (failures the error handler raised) |
 //! | `shardcron_scheduler_errors_total` | counter | job (background registry failures) |
