@@ -788,7 +788,7 @@ fn render(results: &[PrecisionResult], repeats: &[PrecisionResult], seconds: u64
     if let Some(r) = sized {
         let met = r.lateness.p99 < 50_000 && r.delivered == r.expected && r.duplicates == 0;
         verdicts.push(Verdict::new(
-            &format!(
+            format!(
                 "lateness p99 < 50 ms at 10,000 fires/s, with the fire lead sized for it ({} ms)",
                 contenders::fire_lead(r.jobs).as_millis()
             ),
