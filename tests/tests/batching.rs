@@ -7,15 +7,28 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use shardcron_core::config::JobConfig;
-use shardcron_core::job::Job;
+use shardcron_core::job::{Job, ShardingContext};
 use shardcron_core::registry::{CoordinatorRegistry, CreateMode};
 use shardcron_core::runtime::{SchedulerEvent, Settings, SkipReason};
-use shardcron_tests::{InstanceOptions, TestCluster, EPOCH_MS};
+use shardcron_tests::{InstanceOptions, TestCluster, TestInstance, EPOCH_MS};
 
 const JOBS: usize = 200;
 
 fn every_ten_seconds(i: usize) -> JobConfig {
     JobConfig::builder(format!("job-{i}")).cron("0/10 * * * * ?").build().expect("a valid config")
+}
+
+/// An instance of `cluster` whose scheduler takes its fires `lead_ms` ahead.
+async fn instance_with_lead(cluster: &TestCluster, lead_ms: u64) -> TestInstance {
+    let settings = Settings { fire_lead: Duration::from_millis(lead_ms), ..Settings::default() };
+    let options = InstanceOptions { settings, ..InstanceOptions::default() };
+    cluster.instance_opts("10.0.0.1", options).await
+}
+
+/// The fire a run answers, in epoch milliseconds.
+fn fire_ms(ctx: &ShardingContext) -> i64 {
+    let since_epoch = ctx.fire_time().duration_since(std::time::UNIX_EPOCH);
+    since_epoch.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))
 }
 
 async fn until(cluster: &TestCluster, ms_after_epoch: i64) {
@@ -148,17 +161,13 @@ async fn a_long_item_does_not_hold_the_ends_of_its_tick_for_long() {
 #[tokio::test(start_paused = true)]
 async fn with_a_fire_lead_a_tick_is_taken_ahead_and_its_items_start_at_its_time() {
     let cluster = TestCluster::new(3);
-    let settings = Settings { fire_lead: Duration::from_millis(200), ..Settings::default() };
-    let options = InstanceOptions { settings, ..InstanceOptions::default() };
-    let node = cluster.instance_opts("10.0.0.1", options).await;
+    let node = instance_with_lead(&cluster, 200).await;
     // (job, the fire it answers, when its body started by the wall clock)
     let starts: Arc<Mutex<Vec<(usize, i64, i64)>>> = Arc::default();
     for i in 0..JOBS {
         let (starts, clock) = (starts.clone(), cluster.handles.clock.clone());
         let job = Job::from_fn(move |ctx| {
-            let since_epoch = ctx.fire_time().duration_since(std::time::UNIX_EPOCH);
-            let fire_ms = since_epoch.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0));
-            starts.lock().push((i, fire_ms, clock.now_ms()));
+            starts.lock().push((i, fire_ms(&ctx), clock.now_ms()));
             async { Ok(()) }
         });
         node.scheduler.add_job(every_ten_seconds(i), job).await.expect("add the job");
@@ -190,16 +199,12 @@ async fn with_a_fire_lead_a_tick_is_taken_ahead_and_its_items_start_at_its_time(
 #[tokio::test(start_paused = true)]
 async fn with_a_fire_lead_a_catch_up_of_a_fire_still_ahead_starts_at_its_time() {
     let cluster = TestCluster::new(1);
-    let settings = Settings { fire_lead: Duration::from_millis(200), ..Settings::default() };
-    let options = InstanceOptions { settings, ..InstanceOptions::default() };
-    let node = cluster.instance_opts("10.0.0.1", options).await;
+    let node = instance_with_lead(&cluster, 200).await;
     // (the fire it answers, when its body started by the wall clock)
     let starts: Arc<Mutex<Vec<(i64, i64)>>> = Arc::default();
     let (seen, clock) = (starts.clone(), cluster.handles.clock.clone());
     let job = Job::from_fn(move |ctx| {
-        let since_epoch = ctx.fire_time().duration_since(std::time::UNIX_EPOCH);
-        let fire_ms = since_epoch.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0));
-        seen.lock().push((fire_ms, clock.now_ms()));
+        seen.lock().push((fire_ms(&ctx), clock.now_ms()));
         // Ends 100 ms before the next fire: inside the lead, after the next fire was taken.
         async {
             tokio::time::sleep(Duration::from_millis(1_900)).await;
