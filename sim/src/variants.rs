@@ -160,7 +160,8 @@ impl Variant {
     pub(crate) fn settings(self, who: usize, settings: &Settings) -> Settings {
         match self {
             Variant::OverLead if who == 1 => {
-                Settings { fire_lead: settings.fire_lead + OVER_LEAD, ..settings.clone() }
+                let fire_lead = settings.fire_lead.saturating_add(OVER_LEAD);
+                Settings { fire_lead, ..settings.clone() }
             }
             _ => settings.clone(),
         }

@@ -130,7 +130,7 @@ pub struct Settings {
 
 /// [`Settings::fire_lead`]'s default: 50 ms, the work of a tick of 1,000 jobs on two cores
 /// (the items of such a tick start within 5 ms of it; without a lead, their last ones some
-/// 40 ms after it).
+/// 35 ms after it).
 pub const DEFAULT_FIRE_LEAD: Duration = Duration::from_millis(50);
 
 impl Default for Settings {
