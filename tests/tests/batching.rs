@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use shardcron_core::__private::time::epoch_ms;
 use shardcron_core::config::JobConfig;
-use shardcron_core::job::{Job, ShardingContext};
+use shardcron_core::job::Job;
 use shardcron_core::registry::{CoordinatorRegistry, CreateMode};
 use shardcron_core::runtime::{SchedulerEvent, Settings, SkipReason};
 use shardcron_tests::{InstanceOptions, TestCluster, TestInstance, EPOCH_MS};
@@ -23,12 +24,6 @@ async fn instance_with_lead(cluster: &TestCluster, lead_ms: u64) -> TestInstance
     let settings = Settings { fire_lead: Duration::from_millis(lead_ms), ..Settings::default() };
     let options = InstanceOptions { settings, ..InstanceOptions::default() };
     cluster.instance_opts("10.0.0.1", options).await
-}
-
-/// The fire a run answers, in epoch milliseconds.
-fn fire_ms(ctx: &ShardingContext) -> i64 {
-    let since_epoch = ctx.fire_time().duration_since(std::time::UNIX_EPOCH);
-    since_epoch.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0))
 }
 
 async fn until(cluster: &TestCluster, ms_after_epoch: i64) {
@@ -167,7 +162,7 @@ async fn with_a_fire_lead_a_tick_is_taken_ahead_and_its_items_start_at_its_time(
     for i in 0..JOBS {
         let (starts, clock) = (starts.clone(), cluster.handles.clock.clone());
         let job = Job::from_fn(move |ctx| {
-            starts.lock().push((i, fire_ms(&ctx), clock.now_ms()));
+            starts.lock().push((i, epoch_ms(ctx.fire_time()), clock.now_ms()));
             async { Ok(()) }
         });
         node.scheduler.add_job(every_ten_seconds(i), job).await.expect("add the job");
@@ -204,7 +199,7 @@ async fn with_a_fire_lead_a_catch_up_of_a_fire_still_ahead_starts_at_its_time() 
     let starts: Arc<Mutex<Vec<(i64, i64)>>> = Arc::default();
     let (seen, clock) = (starts.clone(), cluster.handles.clock.clone());
     let job = Job::from_fn(move |ctx| {
-        seen.lock().push((fire_ms(&ctx), clock.now_ms()));
+        seen.lock().push((epoch_ms(ctx.fire_time()), clock.now_ms()));
         // Ends 100 ms before the next fire: inside the lead, after the next fire was taken.
         async {
             tokio::time::sleep(Duration::from_millis(1_900)).await;

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use shardcron_core::__private::time::epoch_ms;
 use shardcron_core::__private::InlineEventSink;
 use shardcron_core::api::JobOperations;
 use shardcron_core::config::{ErrorHandlerType, JobConfig};
@@ -52,9 +53,7 @@ async fn fires_every_item_at_the_cron_instants() {
     let began: Arc<parking_lot::Mutex<Vec<(i64, i64)>>> = Arc::default();
     let (seen, clock) = (began.clone(), cluster.handles.clock.clone());
     let job = Job::from_fn(move |ctx| {
-        let fire = ctx.fire_time().duration_since(std::time::UNIX_EPOCH);
-        let fire_ms = fire.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0));
-        seen.lock().push((fire_ms, clock.now_ms()));
+        seen.lock().push((epoch_ms(ctx.fire_time()), clock.now_ms()));
         async { Ok(()) }
     });
     node.scheduler.add_job(every(10, "report", 3), job).await.unwrap();
