@@ -105,6 +105,8 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     // Found with a 50 ms fire lead (the default since): a raise stamped by the registry's
     // time, the lead behind the peers' clocks, handed a fire a peer had started to a new owner.
     (3_666_279_373, FaultProfile::Chaos, "a raise stamped the fire lead behind the clocks"),
+    // An emptied ledger read as "no mark": the crash after it left a missed fire to nobody.
+    (1_776_668_981, FaultProfile::Garbage, "a ledger emptied, its owner cut off and crashed"),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3
@@ -203,6 +205,10 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (2_601_736_433, FaultProfile::Chaos, "a skipper down 3 s after its run, on a 1 s link"),
     (2_916_928_559, FaultProfile::Chaos, "an added item removed again before its reshard"),
     (2_137_604_737, FaultProfile::Chaos, "an item removed, added back, a misfire before it"),
+    (3_178_348_361, FaultProfile::Chaos, "a cron changed twice under a clock 8 s ahead"),
+    (1_791_321_886, FaultProfile::Garbage, "an emptied config refused the restart for good"),
+    (1_791_321_552, FaultProfile::Garbage, "the same, the crash before it never caught up"),
+    (1_791_321_517, FaultProfile::Garbage, "the config deleted while the only server was disabled"),
 ];
 
 /// Seeds of the default shape (3 instances × 2 jobs) run over 300 s (`--duration 300`).

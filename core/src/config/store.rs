@@ -198,4 +198,18 @@ mod tests {
             Err(StoredConfigError::OtherJob { named: "k".into(), expected: "j".into() })
         );
     }
+
+    #[test]
+    fn an_emptied_config_node_is_garbage_not_a_nameless_config() {
+        // Garbage, which a starting instance writes over, rather than a config that breaks a
+        // rule, which it refuses to replace (1 × 3 `garbage` seed 1,791,321,886: the only
+        // instance, restarted, was refused for good).
+        let known = KnownTypes::default();
+        for data in [&b""[..], b"\n  \n", b"# nothing\n---\n"] {
+            assert!(
+                matches!(parse_stored("j", data, &known), Err(StoredConfigError::Unreadable(_))),
+                "{data:?}"
+            );
+        }
+    }
 }

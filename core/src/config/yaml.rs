@@ -48,7 +48,21 @@ impl JobConfig {
     /// Parses a config from YAML. Absent fields take their defaults; unknown fields are kept.
     ///
     /// This only checks the shape; call [`validate`](Self::validate) before using the config.
+    /// An empty document (nothing but blank lines, comments or `---`) is no job config: it is
+    /// refused as unreadable rather than read as a config of defaults without a name, so an
+    /// emptied `config` node counts as garbage, which a starting instance writes over.
     pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
+        let blank = |line: &str| {
+            let line = line.trim();
+            line.is_empty() || line.starts_with('#') || line == "---"
+        };
+        if text.lines().all(blank) {
+            return Err(ConfigError::Parse {
+                reason: "the document is empty (a job config is a mapping with at least jobName, \
+                         cron and shardingTotalCount)"
+                    .into(),
+            });
+        }
         // Two passes over a small document: the typed pass reads scalars the way SnakeYAML
         // would (`jobParameter: 123` is the string "123"), which a pass through `Value` cannot;
         // the untyped pass finds the keys the typed one skipped.

@@ -273,13 +273,21 @@ impl Ledger {
     }
 
     /// Reads a first line with the last fire (`-` for none), then `{item} {fire}` lines.
+    ///
+    /// An empty node is garbage, not a ledger without a mark: no instance writes one (a ledger
+    /// without a mark reads `-`), and read as "no mark" it would tell the survivors of a crash
+    /// that the instance had no fire to count its misses from, so a fire it then missed would
+    /// be caught up by nobody (3 × 2 `garbage` seed 1,776,668,981: a ledger emptied by hand,
+    /// its instance cut off and crashed before it next wrote it). As garbage it is reported,
+    /// its instance rewrites it, and survivors finding it owe the latest fire due.
     pub fn parse(path: &str, data: &[u8]) -> Result<Self, Garbage> {
         let bad =
             || Garbage::new(path, data, "a ledger holds a fire time, then `{item} {fire}` lines");
         let text = std::str::from_utf8(data).map_err(|_| bad())?;
         let mut lines = text.lines();
         let last_fire_ms = match lines.next().map(str::trim) {
-            None | Some("-") => None,
+            None => return Err(bad()),
+            Some("-") => None,
             Some(t) => Some(t.parse().map_err(|_| bad())?),
         };
         let mut running = std::collections::BTreeMap::new();
@@ -598,6 +606,8 @@ mod tests {
         assert_eq!(Ledger::parse("/l", &ledger.encode()), Ok(ledger));
         assert_eq!(Ledger::parse("/l", b"-"), Ok(Ledger::default()));
         assert!(Ledger::parse("/l", b"x").is_err());
+        // No instance writes an empty ledger: emptied by hand, it is garbage, not "no mark".
+        assert!(Ledger::parse("/l", b"").is_err());
         assert!(Ledger::parse("/l", b"1\n2").is_err());
     }
 

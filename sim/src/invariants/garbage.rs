@@ -333,10 +333,7 @@ fn must_report(c: &Corrupted, tl: &Timeline, entries: &[Entry]) -> bool {
     match (c.target, c.junk) {
         (Target::Config, _) => true,
         (_, None) => false,
-        (
-            Target::Server(_) | Target::Misfire(_) | Target::Ledger(_) | Target::Flag,
-            Some(Junk::Empty),
-        ) => false,
+        (Target::Server(_) | Target::Misfire(_) | Target::Flag, Some(Junk::Empty)) => false,
         (Target::Running(_), Some(Junk::DeadId)) => false,
         (Target::Owner(n) | Target::Running(n) | Target::Misfire(n), _) => !item_gone(n),
         _ => true,

@@ -253,9 +253,21 @@ impl JobProtocol {
     fn on_config_change(&mut self, ctx: &Ctx<'_>) {
         let Some(node) = ctx.view.get(&self.paths.config()) else {
             self.adopt_last_readable_replaced(ctx);
-            // Deleted by hand: the leader writes it again.
-            if self.registration.registered() && self.is_leader(ctx) {
+            if !self.registration.registered() {
+                return;
+            }
+            // Deleted by hand: the leader writes it again. The others say so, as each does of
+            // a config it cannot read: there may be no leader to write it back (a leader on a
+            // disabled server abdicates; 1 × 3 `garbage` seed 1,791,321,517: the only
+            // instance disabled, the config deleted, and nobody ever said so).
+            if self.is_leader(ctx) {
                 self.check_config(ctx);
+            } else {
+                let job = self.job().to_owned();
+                let reason = "the config node was deleted; this instance runs with the last \
+                              config it read until the leader writes it back"
+                    .to_owned();
+                self.emit(SchedulerEvent::ConfigRejected { job, reason });
             }
             return;
         };
@@ -410,6 +422,14 @@ impl JobProtocol {
     /// this clock was waiting for, within the period the registry's clock gives it. Only a
     /// comparison made after the change tells (chaos 537,321,816: the clock was set back 8 s
     /// after its last comparison, and two fires of the old cron went unrecorded).
+    ///
+    /// A clock ahead by `s` records each fire `s` early by the registry's clock, the fire of
+    /// the registry's period it falls in. The fire it was waiting for when the cron changes
+    /// never comes, and the registry's period it was to answer for (the one the change falls
+    /// in, or, if the clock's last record already answered that one, none) is left without a
+    /// record: that fire's skip is recorded at the change. (1 × 3 `chaos` 3,178,348,361: 8 s
+    /// ahead, the cron changed from `0/4` to `0/6` and back 9 s later; by the registry's
+    /// clock the `0/6` fire of 58 s had no record, its clock's fire of 70 s cancelled.)
     fn passed_fires_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
         self.passed_fires_owed.as_ref()?;
         match self.clock_unchecked_now(ctx) {
@@ -423,7 +443,12 @@ impl JobProtocol {
             }
         }
         let (first, schedule) = *self.passed_fires_owed.take()?;
-        if self.registry_offset_ms <= 0 {
+        let diff_ms = -self.registry_offset_ms;
+        if self.registry_offset_ms < 0 {
+            self.skip(first, SkipReason::ClockSkew { diff_ms });
+            return Some(Next::Again);
+        }
+        if self.registry_offset_ms == 0 {
             return None;
         }
         let registry_now = ctx.now_ms.saturating_add(self.registry_offset_ms);
@@ -432,7 +457,6 @@ impl JobProtocol {
             .take_while(|&t| t <= registry_now)
             .take(super::MAX_OVERDUE_SCAN)
             .collect();
-        let diff_ms = -self.registry_offset_ms;
         for fire_ms in passed {
             self.skip(fire_ms, SkipReason::ClockSkew { diff_ms });
         }
