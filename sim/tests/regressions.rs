@@ -140,6 +140,8 @@ const FIXED_2X3_SESSION_6: &[(u64, FaultProfile, &str)] =
 const FIXED_1X5: &[(u64, FaultProfile, &str)] = &[
     (3_885_147_064, FaultProfile::Chaos, "a restart's missed fire run again after a clock jump"),
     (1_974_571_948, FaultProfile::Chaos, "a job removed before its first fire, added while slow"),
+    (2_905_680_891, FaultProfile::Garbage, "ledger garbage deleted unsaid by a stopping leave"),
+    (1_360_704_030, FaultProfile::Garbage, "ledger garbage as the only instance's session ended"),
 ];
 
 /// Seeds of the 10 instances × 10 jobs shape (`--instances 10 --jobs 10`).
@@ -209,6 +211,9 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (1_791_321_886, FaultProfile::Garbage, "an emptied config refused the restart for good"),
     (1_791_321_552, FaultProfile::Garbage, "the same, the crash before it never caught up"),
     (1_791_321_517, FaultProfile::Garbage, "the config deleted while the only server was disabled"),
+    (1_360_704_776, FaultProfile::Garbage, "owner garbage while the only server was disabled"),
+    (1_360_703_965, FaultProfile::Garbage, "the same, no leader elected by the end"),
+    (1_360_703_320, FaultProfile::Garbage, "a garbled marker of an unrecorded end, ledger left"),
 ];
 
 /// Seeds of the default shape (3 instances × 2 jobs) run over 300 s (`--duration 300`).

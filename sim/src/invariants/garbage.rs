@@ -284,8 +284,15 @@ fn must_report(c: &Corrupted, tl: &Timeline, entries: &[Entry]) -> bool {
     // (one restarted under the same id is not the leader until it wins again; the node is
     // still its predecessor's, the session of a crashed process, until that session ends:
     // 2 × 1 `garbage` seed 3,373,457,995).
-    let leader_up = leader_at(entries, &c.job, c.at)
-        .is_some_and(|(w, won)| up_around(tl, w, c.at) && tl.went_down(w, won, c.at).is_none());
+    // A leader whose server was disabled since it won abdicated (it bids again once enabled,
+    // and a win is a new election): no leader reads the job's nodes until the next one (1 × 3
+    // `garbage` seed 1,360,704,776: the only instance disabled, garbage over an owner node
+    // written over again before it was enabled and won).
+    let leader_up = leader_at(entries, &c.job, c.at).is_some_and(|(w, won)| {
+        up_around(tl, w, c.at)
+            && tl.went_down(w, won, c.at).is_none()
+            && !tl.server_disabled_between(&c.job, w, won, c.at)
+    });
     match c.target {
         Target::Instance(i) if !up_around(tl, i, c.at) => return false,
         Target::Leader if !leader_up => return false,
@@ -310,6 +317,10 @@ fn must_report(c: &Corrupted, tl: &Timeline, entries: &[Entry]) -> bool {
         // the leader's session was expiring, and the node was deleted 7 s later, before its
         // successor won); garbage still there then is the new leader's to report.
         Target::Owner(_) if !leader_up && overwritten_before_a_leader(c, entries) => return false,
+        // Nor garbage no leader was elected to read by the end (every instance up disabled,
+        // or its clock off, from before it to the end; 1 × 3 `garbage` seed 1,360,703,965: the
+        // only instance disabled, its config deleted too, so no operator could enable it).
+        Target::Owner(_) if !leader_up && next_election(c, entries).is_none() => return false,
         // Or its item removed by a count change before then: the new leader reads the nodes of
         // items beyond the count as nobody's (an empty owner node is what a reshard writes
         // there; 2 × 1 `garbage` seed 532,650,773: an empty owner node of item 4 written while

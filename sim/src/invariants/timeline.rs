@@ -505,6 +505,13 @@ impl Timeline {
         Self::toggled(&self.server_disabled, &(job.to_owned(), who), at)
     }
 
+    /// Whether an operator disabled `who`'s server for `job` after `from`, at or before `to`.
+    pub fn server_disabled_between(&self, job: &str, who: usize, from: i64, to: i64) -> bool {
+        self.server_disabled
+            .get(&(job.to_owned(), who))
+            .is_some_and(|list| list.iter().any(|(t, off)| *off && *t > from && *t <= to))
+    }
+
     /// When an operator next enabled `who`'s server for `job` after `at`, if ever.
     pub fn server_enabled_after(&self, job: &str, who: usize, at: i64) -> Option<i64> {
         let list = self.server_disabled.get(&(job.to_owned(), who))?;

@@ -8,8 +8,10 @@
 
 use super::{Action, Ctx, JobProtocol, Next, Pending, RaceFence, Reply, Request};
 use crate::events::{SchedulerEvent, SkipReason};
+use crate::layout::ItemNode;
 use crate::protocol::execution::{ledger_of, running_owner};
 use crate::protocol::failover;
+use crate::protocol::garbage::names_live;
 use crate::registry::{RegistryError, TxnOp};
 
 /// Where a stop is.
@@ -177,15 +179,31 @@ impl JobProtocol {
                 return Next::Request(Pending::Leave(Step::Abdicate), Request::Txn(ops));
             }
             // Our ledger goes too, unless cancelled items still name us: the survivors read it
-            // for their fires (and remove it when they queue them).
-            let marked = (0..self.total())
-                .any(|n| running_owner(view, &self.paths, n).as_deref() == Some(self.me.as_str()));
+            // for their fires (and remove it when they queue them). A marker garbage replaced
+            // on an item our ledger says we run is ours as well: only the ledger tells its
+            // reader so (`failover::left_by`, a restart's leftovers), and without it the
+            // marker held its item for good (1 × 3 `garbage` seed 1,360,703,320: a run that
+            // ended while we were cut off, its marker garbled while we stopped).
+            let stored = ledger_of(view, &self.paths, &self.me);
+            let running = stored.as_ref().and_then(|l| l.as_ref().ok()).map(|l| &l.running);
+            let marked = (0..self.total()).any(|n| {
+                let marker = view.get(&self.paths.item_node(n, ItemNode::Running));
+                let garbled = marker.is_some_and(|m| !names_live(view, &self.paths, &m.data));
+                running_owner(view, &self.paths, n).as_deref() == Some(self.me.as_str())
+                    || (garbled && running.is_some_and(|r| r.contains_key(&n)))
+            });
             let ledger = view.get(&self.paths.ledger(&self.me));
             let raced = self.stop.as_ref().is_some_and(|s| s.ledger_race.holds(view.revision()));
             if ledger.is_some() && raced {
                 return Next::Idle;
             }
             if let Some(node) = ledger.filter(|_| !marked && !answered(self, Step::Ledger)) {
+                // A stopping job looks at no change: garbage over our ledger that only this
+                // leave reads is reported here, or it went unsaid with the node (1 × 5
+                // `garbage` seed 2,905,680,891: written while we were cut off and stopping).
+                if let Some(Err(garbage)) = &stored {
+                    self.report_once(garbage, ctx);
+                }
                 if let Some(ops) = self.leave_unowned(node.version, ctx) {
                     if let Some(stop) = self.stop.as_mut() {
                         stop.ledger_race.sent(view.revision());
@@ -201,9 +219,7 @@ impl JobProtocol {
                 // our items away, ran nowhere, and that reshard owes their catch-up (2 x 4
                 // `failover` seed 487,904,635: a raise committed late, moved to the
                 // millisecond of the next fire, which ran without our items).
-                let mark = ledger_of(view, &self.paths, &self.me)
-                    .and_then(Result::ok)
-                    .and_then(|l| l.last_fire_ms);
+                let mark = stored.and_then(Result::ok).and_then(|l| l.last_fire_ms);
                 ops.extend(
                     mark.and_then(|m| failover::note_departed(view, &self.paths, &self.me, m)),
                 );
