@@ -142,6 +142,7 @@ const FIXED_1X5: &[(u64, FaultProfile, &str)] = &[
     (1_974_571_948, FaultProfile::Chaos, "a job removed before its first fire, added while slow"),
     (2_905_680_891, FaultProfile::Garbage, "ledger garbage deleted unsaid by a stopping leave"),
     (1_360_704_030, FaultProfile::Garbage, "ledger garbage as the only instance's session ended"),
+    (3_520_241_126, FaultProfile::Garbage, "an enable refused for a config deleted, all disabled"),
 ];
 
 /// Seeds of the 10 instances × 10 jobs shape (`--instances 10 --jobs 10`).

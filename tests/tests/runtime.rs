@@ -205,6 +205,40 @@ async fn disabled_items_server_and_job_are_honoured() {
     );
 }
 
+/// With its only server disabled the job has no leader (a disabled leader abdicates), so a
+/// config deleted by hand is written back by nobody. The instance says so, and the operator can
+/// still enable the server, though the job has no config node: the instance leads again and
+/// writes it back, and the job runs.
+#[tokio::test(start_paused = true)]
+async fn a_config_deleted_while_every_server_is_disabled_comes_back_once_one_is_enabled() {
+    let cluster = TestCluster::new(8);
+    let node = cluster.instance("10.0.0.1").await;
+    node.scheduler.add_job(every(10, "g", 2), noop()).await.unwrap();
+    until(&cluster, 12).await;
+    let client = cluster.client();
+    let ops = JobOperations::new(&client);
+    ops.set_server_disabled("g", "10.0.0.1", true).await.unwrap();
+    until(&cluster, 15).await;
+    client.delete("/g/config", None).await.unwrap();
+    until(&cluster, 25).await;
+    let said = cluster.events().into_iter().any(|r| {
+        matches!(&r.event, SchedulerEvent::ConfigRejected { job, reason }
+            if job == "g" && reason.contains("deleted"))
+    });
+    assert!(said, "the deleted config is reported: {:?}", cluster.events());
+    assert!(!client.exists("/g/config").await.unwrap(), "no leader wrote it back");
+    let before = cluster.starts("g").len();
+    ops.set_server_disabled("g", "10.0.0.1", false).await.expect("enabled without a config");
+    until(&cluster, 41).await;
+    assert!(client.exists("/g/config").await.unwrap(), "the new leader wrote it back");
+    assert!(cluster.starts("g").len() > before, "the job runs again");
+    // Neither a config nor a live instance: no job.
+    assert!(matches!(
+        ops.set_server_disabled("none", "10.0.0.1", false).await,
+        Err(Error::NoSuchJob { .. })
+    ));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_cron_change_in_the_registry_reschedules_live() {
     let cluster = TestCluster::new(7);

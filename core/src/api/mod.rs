@@ -76,7 +76,7 @@ impl<'a> JobOperations<'a> {
     /// Runs the job once now on every live instance (each runs its own items).
     pub async fn trigger(&self, job: &str) -> Result<usize> {
         let paths = JobPaths::new(job);
-        self.require_job(&paths, job).await?;
+        self.require_live_job(&paths, job).await?;
         let instances = self.live_instances(job).await?;
         for instance in &instances {
             self.registry
@@ -97,7 +97,7 @@ impl<'a> JobOperations<'a> {
     /// its leader abdicates.
     pub async fn set_server_disabled(&self, job: &str, ip: &str, disabled: bool) -> Result<()> {
         let paths = JobPaths::new(job);
-        self.require_job(&paths, job).await?;
+        self.require_live_job(&paths, job).await?;
         let value: &[u8] = if disabled { DISABLED.as_bytes() } else { b"" };
         self.registry.put(&paths.server(ip), value).await?;
         Ok(())
@@ -127,7 +127,7 @@ impl<'a> JobOperations<'a> {
     /// instance when `instance` is `None`.
     pub async fn shutdown(&self, job: &str, instance: Option<&str>) -> Result<usize> {
         let paths = JobPaths::new(job);
-        self.require_job(&paths, job).await?;
+        self.require_live_job(&paths, job).await?;
         let targets = match instance {
             Some(i) => vec![i.to_owned()],
             None => self.live_instances(job).await?,
@@ -169,6 +169,21 @@ impl<'a> JobOperations<'a> {
     async fn require_job(&self, paths: &JobPaths, job: &str) -> Result<()> {
         crate::config::validate_job_name(job)?;
         if self.registry.exists(&paths.config()).await? {
+            Ok(())
+        } else {
+            Err(no_job(job))
+        }
+    }
+
+    /// [`Self::require_job`] for what acts on a job's servers and instances: a job whose
+    /// config node was deleted while instances still run it is theirs to run, and enabling a
+    /// server is how an operator gives it a leader again to write the config back (with every
+    /// server disabled, a deleted config would otherwise leave the job without one for good).
+    async fn require_live_job(&self, paths: &JobPaths, job: &str) -> Result<()> {
+        crate::config::validate_job_name(job)?;
+        if self.registry.exists(&paths.config()).await?
+            || !self.registry.children_or_empty(&paths.instances()).await?.is_empty()
+        {
             Ok(())
         } else {
             Err(no_job(job))

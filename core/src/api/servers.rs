@@ -73,7 +73,7 @@ impl JobOperations<'_> {
         path::validate_segment(instance)?;
         let candidates = match job {
             Some(j) => {
-                self.require_job(&JobPaths::new(j), j).await?;
+                self.require_live_job(&JobPaths::new(j), j).await?;
                 vec![j.to_owned()]
             }
             None => self.job_names().await?,
@@ -109,7 +109,7 @@ impl JobOperations<'_> {
         path::validate_segment(ip)?;
         let candidates = match job {
             Some(j) => {
-                self.require_job(&JobPaths::new(j), j).await?;
+                self.require_live_job(&JobPaths::new(j), j).await?;
                 vec![j.to_owned()]
             }
             None => self.job_names().await?,
