@@ -217,6 +217,12 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (1_360_703_320, FaultProfile::Garbage, "a garbled marker of an unrecorded end, ledger left"),
 ];
 
+/// Seeds of one instance with four jobs over 300 s (`--instances 1 --jobs 4 --duration 300`).
+const FIXED_1X4_300_S: &[(u64, FaultProfile, &str)] = &[
+    (3_520_240_609, FaultProfile::Garbage, "config garbage deleted before anyone was up"),
+    (3_520_241_334, FaultProfile::Garbage, "an enable refused while the only instance was down"),
+];
+
 /// Seeds of the default shape (3 instances × 2 jobs) run over 300 s (`--duration 300`).
 const FIXED_300_S: &[(u64, FaultProfile, &str)] = &[
     (
@@ -354,8 +360,10 @@ fn fixed_seeds_of_300_s_runs_hold_every_invariant() {
     let options =
         ExploreOptions { duration: Duration::from_secs(300), ..ExploreOptions::default() };
     hold(FIXED_300_S, &options, " --duration 300");
-    let options = ExploreOptions { instances: 4, jobs: 2, ..options };
-    hold(FIXED_300_S_4X2, &options, " --duration 300 --instances 4 --jobs 2");
+    let four_by_two = ExploreOptions { instances: 4, jobs: 2, ..options.clone() };
+    hold(FIXED_300_S_4X2, &four_by_two, " --duration 300 --instances 4 --jobs 2");
+    let one_by_four = ExploreOptions { instances: 1, jobs: 4, ..options };
+    hold(FIXED_1X4_300_S, &one_by_four, " --duration 300 --instances 1 --jobs 4");
 }
 
 #[test]

@@ -263,6 +263,11 @@ impl Timeline {
             .map(|(_, _, why)| why.as_str())
     }
 
+    /// Whether `who` was down (or cut off) for the whole of `from..=to`, in one stretch.
+    pub fn down_throughout(&self, who: usize, from: i64, to: i64) -> bool {
+        self.down.get(&who).is_some_and(|list| list.iter().any(|(f, t, _)| *f <= from && to <= *t))
+    }
+
     /// Whether `who`, down at `at` after a crash, had stopped `job` gracefully before that crash,
     /// in the same run of its process, while its registry link was up, and it was not added
     /// again before the crash: its leave removed its ledger, so the fires after it were
