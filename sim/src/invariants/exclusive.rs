@@ -6,11 +6,17 @@
 //! stops its items when its local lease runs out, before the server can end its session. The
 //! same instance starting an item again before its previous run of it ended is a violation
 //! too.
+//!
+//! Only for a job with `monitorExecution` on: the `running` markers are what fence a start
+//! against another run of the item; with it off nothing marks a run, and an item moved by a
+//! reshard may start on its new owner while its old owner still runs it, as in ElasticJob
+//! (GUARANTEES.md, section 1).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use shardcron_core::runtime::SchedulerEvent;
 
+use super::timeline::Timeline;
 use super::{context, Invariant, Violation};
 use crate::trace::{Entry, Note, What};
 
@@ -21,7 +27,7 @@ struct Run {
     fire_ms: i64,
 }
 
-pub(super) fn check(entries: &[Entry], out: &mut Vec<Violation>) {
+pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) {
     let mut open: BTreeMap<(String, u32), Vec<Run>> = BTreeMap::new();
     let mut ended: BTreeSet<(usize, u64)> = BTreeSet::new();
     for (idx, e) in entries.iter().enumerate() {
@@ -39,6 +45,9 @@ pub(super) fn check(entries: &[Entry], out: &mut Vec<Violation>) {
                 session,
                 ..
             } => {
+                if tl.config_at(job, e.at).is_some_and(|c| !c.monitor_execution) {
+                    continue;
+                }
                 let runs = open.entry((job.clone(), *item)).or_default();
                 let live =
                     |who: usize, s: Option<u64>| s.is_none_or(|s| !ended.contains(&(who, s)));

@@ -213,7 +213,7 @@ fn check_in_schedulers_time(
 ) -> (Vec<Violation>, Accounting) {
     let timeline = Timeline::read(entries, session);
     let mut out = Vec::new();
-    exclusive::check(entries, &mut out);
+    exclusive::check(entries, &timeline, &mut out);
     let accounting = fires::check(entries, &timeline, &mut out);
     leader::check(entries, &timeline, checkpoints, &mut out);
     assignment::check(entries, &timeline, checkpoints, strategies, &mut out);

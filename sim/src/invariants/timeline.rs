@@ -445,6 +445,23 @@ impl Timeline {
             .map_or(0, |x| x.1)
     }
 
+    /// Whether some instance's clock was off (skewed) at some time within `at ± reach`, where
+    /// `reach` is the largest skew of the run plus a session timeout: how far from its time a
+    /// clock off could act on a fire (early by its skew, or late, then failed over).
+    pub fn clock_off_near(&self, at: i64) -> bool {
+        let widest = self.skewed.values().flatten().map(|(_, skew)| skew.abs()).max();
+        let Some(reach) = widest.filter(|&w| w > 0).map(|w| w + self.session_ms) else {
+            return false;
+        };
+        let (from, to) = (at.saturating_sub(reach), at.saturating_add(reach));
+        self.skewed.values().any(|list| {
+            list.iter().enumerate().any(|(k, &(since, skew))| {
+                let until = list.get(k + 1).map_or(i64::MAX, |next| next.0);
+                skew != 0 && since <= to && until >= from
+            })
+        })
+    }
+
     /// The first time in `(after, before)` that `who` went down (crashed, stopped, lost its
     /// session...), with the reason. A clock jump is no going down: the instance holds on to
     /// what it was handling (the span around a jump only blurs which fire it names).

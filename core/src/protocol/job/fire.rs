@@ -328,8 +328,19 @@ impl JobProtocol {
             return Decision::Skip(SkipReason::NoItems);
         }
         // Without monitorExecution nothing marks a run, but a catch-up still settles the
-        // misfire markers it answers (kept, they would run it again after every run).
-        if !self.config.monitor_execution && f.kind != FireKind::Misfire {
+        // misfire markers it answers (kept, they would run it again after every run), and so
+        // does a run of the very fire a marker owes: an owner busy when the fire came, with a
+        // reshard pending, marks every item, and the new owner that runs the fire on time
+        // would catch it up again after (3 × 3 `failover`, a job with monitorExecution off,
+        // seed 1,167,590,455: a#1's fire of 76 s run twice by its new owner).
+        let owes_this_fire = |n: &u32| {
+            execution::misfire_mark(view, &self.paths, *n)
+                .is_some_and(|(_, owed)| owed == Some(f.fire_ms))
+        };
+        if !self.config.monitor_execution
+            && f.kind != FireKind::Misfire
+            && !items.iter().any(owes_this_fire)
+        {
             return Decision::Launch(items);
         }
         if f.races >= RACES {
