@@ -152,7 +152,8 @@ pub enum SchedulerEvent {
         /// Each instance id with the items it owns now.
         assignment: Vec<(String, Vec<u32>)>,
     },
-    /// A config written to the registry by someone else was unusable; the last good one stays.
+    /// A config written to the registry by someone else was unusable, or the config node was
+    /// deleted; the last good one stays (the leader writes it back).
     ConfigRejected {
         /// The job.
         job: String,
