@@ -307,6 +307,7 @@ const FIXED_2X2: &[(u64, FaultProfile, &str)] = &[
         "a restarted survivor left a busy claimer's entry waiting behind its run and its crash",
     ),
     (4_047_588_186, FaultProfile::Lease, "re-runs of items a count change removed claimed"),
+    (1_793_358_948, FaultProfile::Chaos, "a job's first reshard made while we registered slowly"),
 ];
 
 /// Runs each seed with `options`' shape, as it was found (without a fire lead: the seeds

@@ -58,6 +58,9 @@ pub(super) struct Registration {
     unassigned: bool,
     /// When the job was added to this process (before its config was published).
     added_ms: Option<i64>,
+    /// The last time this process's first registration, without a ledger, saw the job with
+    /// no owner node (its first reshard still to come), in a view that covered them.
+    saw_unassigned: Option<i64>,
     /// The leftovers' transaction lost a race: decided again once the view moved past the
     /// revision it was decided on, a bounded number of times (`leftovers_attempts`).
     leftovers_race: RaceFence,
@@ -125,6 +128,7 @@ impl Registration {
             counted_until: None,
             clock_reported: false,
             unassigned: false,
+            saw_unassigned: None,
             leftovers_race: RaceFence::default(),
             leftovers_attempts: 0,
         }
@@ -202,6 +206,7 @@ impl JobProtocol {
         if self.registration.began_ms.is_none() {
             self.registration.began_ms = Some(ctx.now_ms);
         }
+        self.note_unassigned(ctx);
         let server = self.paths.server(&self.ip);
         if !view.exists(&server) && !self.registration.ensured.contains(&server) {
             let request = Request::Create {
@@ -339,6 +344,9 @@ impl JobProtocol {
         if self.registration.first && self.registration.started_before.flatten().is_none() {
             self.resume_window = Some(resume);
             self.registration.unassigned = sharding::unassigned(view, &self.paths, self.total());
+            if !self.registration.unassigned {
+                self.record_before_first_raise(ctx);
+            }
         }
         if !self.registration.first {
             self.registration.rearmed_after = Some(held_until);
@@ -535,6 +543,50 @@ impl JobProtocol {
     pub(super) fn record_overtaken_before_first_reshard(&mut self, from: i64, fire_ms: i64) {
         if let Some(added) = self.registration.added().filter(|_| self.registration.unassigned) {
             self.record_late_between(added, fire_ms.min(from.saturating_add(1)));
+        }
+    }
+
+    /// Notes that this first registration (without a ledger) sees the job with no owner node,
+    /// in a view that covers them: its first reshard is still to come.
+    fn note_unassigned(&mut self, ctx: &Ctx<'_>) {
+        let registration = &self.registration;
+        if !registration.first || registration.started_before.flatten().is_some() {
+            return;
+        }
+        let total = self.total();
+        let view = ctx.view;
+        if total > 0
+            && view.covers(&self.paths.item_node(0, crate::layout::ItemNode::Instance))
+            && self.scope_ready(view)
+            && sharding::unassigned(view, &self.paths, total)
+        {
+            self.registration.saw_unassigned = Some(ctx.now_ms);
+        }
+    }
+
+    /// The job's first reshard was made while this first registration went on (it saw no
+    /// owner node, and ends with one): every fire since the job was added to us and before
+    /// that reshard's raise waited for it, and nobody could own an item to run it. Ours to
+    /// record `Late`, as for a first reshard still to come when registration ends (2 × 2
+    /// `chaos` seed 1,793,358,948: a job added while our link took 1 s a request and the
+    /// other instance was down; that one came back and made the first reshard as we finished
+    /// registering, and the fire of 118 s, 2 s before its raise, was recorded by nobody).
+    /// The raise is the earliest among the record's sections made since we saw no owner.
+    fn record_before_first_raise(&mut self, ctx: &Ctx<'_>) {
+        let (Some(seen), Some(added)) =
+            (self.registration.saw_unassigned, self.registration.added())
+        else {
+            return;
+        };
+        let Some(record) = failover::read_assigned(ctx.view, &self.paths) else { return };
+        let sections = std::iter::once((record.raised_ms, record.made_ms))
+            .chain(record.earlier.iter().map(|s| (s.raised_ms, s.made_ms)));
+        let first_raise = sections
+            .filter(|(_, made)| made.is_some_and(|m| m >= seen))
+            .map(|(raised, _)| raised)
+            .min();
+        if let Some(raised) = first_raise {
+            self.record_late_between(added, raised);
         }
     }
 
