@@ -438,7 +438,10 @@ impl World {
     /// Two fire periods of the slowest job plus twice its item time: long enough for every
     /// item to run once more after things are healthy, behind the run its owner may have in
     /// flight and one launch of the re-runs it claimed, which come before its own catch-ups
-    /// (GUARANTEES.md, section 4).
+    /// (GUARANTEES.md, section 4). A job's period is the longest gap between its fires over
+    /// the next ones (up to `LIVE_GAP_FIRES` of them, within a week): a cron whose fires are
+    /// not evenly spaced (`0,1,3,30 * * * * ?`) may have healthy come just before its longest
+    /// gap, and the gap between the next two fires alone left its items no fire in the window.
     fn live_window(&self) -> Duration {
         let now = EPOCH_MS + self.trace.now();
         let mut window = 10_000i64;
@@ -448,10 +451,15 @@ impl World {
             else {
                 continue;
             };
-            let Some(a) = schedule.next_after(now) else { continue };
-            let Some(b) = schedule.next_after(a) else { continue };
+            let horizon = now.saturating_add(LIVE_GAP_HORIZON_MS);
+            let fires: Vec<i64> = schedule
+                .iter_after(now)
+                .take(LIVE_GAP_FIRES)
+                .take_while(|&t| t <= horizon)
+                .collect();
+            let Some(gap) = fires.windows(2).map(|w| w[1] - w[0]).max() else { continue };
             let item = i64::try_from(state.item_ms).unwrap_or(0);
-            window = window.max(2 * (b - a) + 2 * item + 2_000);
+            window = window.max(2 * gap + 2 * item + 2_000);
         }
         Duration::from_millis(u64::try_from(window).unwrap_or(10_000))
     }
@@ -881,6 +889,11 @@ impl World {
         });
     }
 }
+
+/// How many of a job's next fires, and how far ahead, [`World::live_window`] looks at for its
+/// longest gap.
+const LIVE_GAP_FIRES: usize = 1_000;
+const LIVE_GAP_HORIZON_MS: i64 = 7 * 24 * 3_600_000;
 
 /// How often a starting instance tries to add a job, a second apart.
 const ADD_JOB_ATTEMPTS: u32 = 30;

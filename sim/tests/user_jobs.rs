@@ -451,3 +451,27 @@ fn elasticjob_default_settings_hold_their_promises_under_faults() {
         assert!(report.ok(), "seed {seed} {profile:?}: {}", report.violations_text());
     }
 }
+
+/// A cron whose fires are not evenly spaced: healthy may come just before its longest gap,
+/// and the liveness window must wait for the fire after it (it read the gap between the next
+/// two fires only, and every run of such a job failed liveness).
+#[test]
+fn a_cron_with_uneven_gaps_is_judged_by_its_longest() {
+    let config = JobConfig::from_yaml(
+        "jobName: gap\ncron: 0,1,3,30 * * * * ?\nshardingTotalCount: 2\nfailover: true\n",
+    )
+    .expect("valid YAML");
+    for seed in 1_000..1_005 {
+        let report = Builder {
+            seed,
+            instances: 2,
+            specs: vec![JobSpec::from(&config)],
+            duration: Duration::from_secs(120),
+            profile: FaultProfile::Failover,
+            ..Builder::default()
+        }
+        .build()
+        .run();
+        assert!(report.ok(), "seed {seed}: {}", report.violations_text());
+    }
+}
