@@ -2,7 +2,7 @@
 //!
 //! "Healthy" is the Live phase: faults stopped, links healed, every instance up again, and a
 //! session timeout plus five seconds passed (so sessions of crashed processes are gone). The
-//! Live phase lasts two fire periods of the slowest job plus twice its item time (the
+//! Live phase lasts two fire periods (longest gaps) of the slowest job plus twice its item time (the
 //! run an owner may have in flight, then one launch of the re-runs it claimed, which come before
 //! its catch-ups: GUARANTEES.md, section 4); every item below
 //! the count, not disabled, of a job not disabled, must start (any kind) within it, provided
