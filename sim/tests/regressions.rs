@@ -213,7 +213,7 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (1_791_321_552, FaultProfile::Garbage, "the same, the crash before it never caught up"),
     (1_791_321_517, FaultProfile::Garbage, "the config deleted while the only server was disabled"),
     (1_360_704_776, FaultProfile::Garbage, "owner garbage while the only server was disabled"),
-    (1_360_703_965, FaultProfile::Garbage, "the same, no leader elected by the end"),
+    (1_360_703_965, FaultProfile::Garbage, "the same, the config deleted: enabled without it"),
     (1_360_703_320, FaultProfile::Garbage, "a garbled marker of an unrecorded end, ledger left"),
 ];
 

@@ -331,10 +331,6 @@ fn must_report(c: &Corrupted, tl: &Timeline, entries: &[Entry]) -> bool {
         // the leader's session was expiring, and the node was deleted 7 s later, before its
         // successor won); garbage still there then is the new leader's to report.
         Target::Owner(_) if !leader_up && overwritten_before_a_leader(c, entries) => return false,
-        // Nor garbage no leader was elected to read by the end (every instance up disabled,
-        // or its clock off, from before it to the end; 1 × 3 `garbage` seed 1,360,703,965: the
-        // only instance disabled, its config deleted too, so no operator could enable it).
-        Target::Owner(_) if !leader_up && next_election(c, entries).is_none() => return false,
         // Or its item removed by a count change before then: the new leader reads the nodes of
         // items beyond the count as nobody's (an empty owner node is what a reshard writes
         // there; 2 × 1 `garbage` seed 532,650,773: an empty owner node of item 4 written while
