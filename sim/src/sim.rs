@@ -813,7 +813,7 @@ impl World {
     /// waits for the end of the run (1 × 4 `garbage` seed 3,520,241,334 over 300 s).
     async fn enable_again(self: &Arc<Self>, work: Workload, asked: u64) {
         let Workload::EnableServer { job, instance } = &work else { return };
-        for _ in 0..OPERATOR_REMOVE_ATTEMPTS {
+        for _ in 0..OPERATOR_ATTEMPTS {
             tokio::time::sleep(Duration::from_secs(1)).await;
             let current = self.server_work.lock().get(&(job.clone(), *instance)) == Some(&asked);
             if !current || !self.jobs.lock().contains_key(job) {
@@ -876,7 +876,7 @@ impl World {
         let world = self.clone();
         let job = job.to_owned();
         tokio::spawn(async move {
-            for _ in 0..OPERATOR_REMOVE_ATTEMPTS {
+            for _ in 0..OPERATOR_ATTEMPTS {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 if world.jobs.lock().contains_key(&job) {
                     return; // added again meanwhile: not the operator's to remove any more
@@ -943,6 +943,7 @@ pub(crate) fn expiry_heal_after_ms() -> i64 {
     i64::try_from(EXPIRY_HEAL_AFTER.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// How long (in seconds, one attempt each) the simulated operator keeps trying to remove a
-/// job whose instances have not all left yet.
-const OPERATOR_REMOVE_ATTEMPTS: u32 = 300;
+/// How long (in seconds, one attempt each) the simulated operator keeps trying what the
+/// registry refused for now: removing a job whose instances have not all left yet, enabling
+/// a server of a job that has neither a config node nor an instance up.
+const OPERATOR_ATTEMPTS: u32 = 300;

@@ -195,7 +195,7 @@ fn leader_at(entries: &[Entry], job: &str, at: i64) -> Option<(usize, i64)> {
 fn overwritten_before_a_leader(c: &Corrupted, entries: &[Entry]) -> bool {
     let elected = next_election(c, entries);
     let written = entries.iter().skip(c.idx + 1).find_map(|e| match &e.what {
-        What::Note(Note::Fault(Fault::Corrupt(other))) if other.path() == c.path => Some(e.at),
+        What::Note(Note::Fault(Fault::Corrupt(_))) => corrupts_again(c, e),
         // An operator's disable or enable writes the server node.
         What::Note(Note::Work {
             work:
@@ -211,11 +211,16 @@ fn overwritten_before_a_leader(c: &Corrupted, entries: &[Entry]) -> bool {
 /// Whether garbage `c` over the config was written over (by the next corruption of it) while
 /// no instance was up, from the garbage to that write.
 fn config_unread(c: &Corrupted, tl: &Timeline, entries: &[Entry]) -> bool {
-    let written = entries.iter().skip(c.idx + 1).find_map(|e| match &e.what {
+    let written = entries.iter().skip(c.idx + 1).find_map(|e| corrupts_again(c, e));
+    written.is_some_and(|w| (1..=tl.down.len()).all(|i| tl.down_throughout(i, c.at, w)))
+}
+
+/// When `e` is a later corruption of the node `c` corrupted, its time.
+fn corrupts_again(c: &Corrupted, e: &Entry) -> Option<i64> {
+    match &e.what {
         What::Note(Note::Fault(Fault::Corrupt(other))) if other.path() == c.path => Some(e.at),
         _ => None,
-    });
-    written.is_some_and(|w| (1..=tl.down.len()).all(|i| tl.down_throughout(i, c.at, w)))
+    }
 }
 
 /// Whether a count change removed item `n`, whose node `c` corrupted, before the job's next

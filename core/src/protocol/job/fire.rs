@@ -333,13 +333,9 @@ impl JobProtocol {
         // reshard pending, marks every item, and the new owner that runs the fire on time
         // would catch it up again after (3 × 3 `failover`, a job with monitorExecution off,
         // seed 1,167,590,455: a#1's fire of 76 s run twice by its new owner).
-        let owes_this_fire = |n: &u32| {
-            execution::misfire_mark(view, &self.paths, *n)
-                .is_some_and(|(_, owed)| owed == Some(f.fire_ms))
-        };
         if !self.config.monitor_execution
             && f.kind != FireKind::Misfire
-            && !items.iter().any(owes_this_fire)
+            && !self.marker_owes_fire(&items, f.fire_ms, view)
         {
             return Decision::Launch(items);
         }
@@ -360,6 +356,25 @@ impl JobProtocol {
         let plan = execution::start(view, &self.paths, start, ledger.as_ref());
         let request = Request::Txn(plan.ops.clone());
         Decision::Ask(Step::Start { plan, seen: view.revision() }, request)
+    }
+
+    /// Whether a misfire marker on one of `items` (ours) owes the fire at `fire_ms`. Every fire
+    /// of a job without monitorExecution asks: the idle look's memo that none of our items has
+    /// a marker at this shape (`no_misfires`) answers without a lookup per item.
+    fn marker_owes_fire(
+        &self,
+        items: &[u32],
+        fire_ms: i64,
+        view: &crate::protocol::view::View,
+    ) -> bool {
+        let shape = (view.shape_revision_of(self.paths.root()), self.total());
+        if self.no_misfires == Some(shape) {
+            return false;
+        }
+        items.iter().any(|&n| {
+            execution::misfire_mark(view, &self.paths, n)
+                .is_some_and(|(_, owed)| owed == Some(fire_ms))
+        })
     }
 
     /// What a reshard owes beyond the assignment, with failover and misfire on (the ledgers
