@@ -475,3 +475,42 @@ fn a_cron_with_uneven_gaps_is_judged_by_its_longest() {
         assert!(report.ok(), "seed {seed}: {}", report.violations_text());
     }
 }
+
+/// A static job's owner node overwritten with the id of an instance that never was (an
+/// operator's or a tool's write): static sharding waited for that "departed" owner to come
+/// back, so the item never ran again and nothing was reported. An id no reshard gave the item
+/// is garbage: reported, and the job resharded.
+#[test]
+fn a_static_job_reshards_an_owner_id_no_reshard_wrote() {
+    let yaml = "jobName: st\ncron: 0/3 * * * * ?\nshardingTotalCount: 4\nfailover: true\n\
+                misfire: true\nstaticSharding: true\nmaxTimeDiffSeconds: 5\n---\n\
+                jobName: rr\ncron: 0/5 * * * * ?\nshardingTotalCount: 6\nfailover: true\n\
+                misfire: false\njobShardingStrategyType: ROUND_ROBIN\nmaxTimeDiffSeconds: 5\n---\n\
+                jobName: para\ncron: 0/4 * * * * ?\nshardingTotalCount: 3\n\
+                shardingItemParameters: 0=x,1=y,2=z\njobParameter: p\nfailover: true\n\
+                reconcileIntervalMinutes: 1\nmaxTimeDiffSeconds: 5\n";
+    let builtin = ShardingStrategies::default();
+    let specs: Vec<JobSpec> = job_configs_from_yaml(yaml, &builtin)
+        .expect("valid jobs")
+        .iter()
+        .map(JobSpec::from)
+        .collect();
+    let seeds = [(3_424_951_518, 2), (453_580_286, 2), (534_674_893, 4), (534_675_026, 4)];
+    for (seed, instances) in seeds {
+        let report = Builder {
+            seed,
+            instances,
+            specs: specs.clone(),
+            duration: Duration::from_secs(120),
+            profile: FaultProfile::Garbage,
+            ..Builder::default()
+        }
+        .build()
+        .run();
+        assert!(report.ok(), "seed {seed} at {instances}: {}", report.violations_text());
+        assert!(
+            report.trace_text().contains("the owner is an instance no reshard gave the item"),
+            "seed {seed} at {instances}: the id reported"
+        );
+    }
+}

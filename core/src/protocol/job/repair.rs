@@ -232,9 +232,27 @@ impl JobProtocol {
             // A valid id of an instance that left, under static sharding, waits for it to come
             // back (that is what static sharding asks for); anything else is resharded.
             let owner = ctx.view.get(&g.path).map(|o| o.data.clone()).unwrap_or_default();
-            let dead_id =
-                crate::protocol::records::parse_owner(&g.path, &owner).is_ok_and(|o| o.is_some());
-            if dead_id && self.static_assignment(ctx) {
+            let dead = crate::protocol::records::parse_owner(&g.path, &owner).ok().flatten();
+            let dead_id = dead.is_some();
+            if let Some(id) = dead.filter(|_| self.static_assignment(ctx)) {
+                if self.assigned_by_reshard(n, &id, ctx) {
+                    return;
+                }
+                // An id no reshard gave the item (an operator's or a tool's write): nobody
+                // will come back under it, and waiting would leave the item unrun for good,
+                // unreported (`garbage` seed 3,424,951,518, two instances of a static job: an id of
+                // an instance that never was). Garbage, resharded as a count change is.
+                let g = Garbage::new(
+                    &g.path,
+                    &owner,
+                    "the owner is an instance no reshard gave the item; the job is resharded",
+                );
+                // Reported once: the raise makes the reshard pending, whose commit rewrites the
+                // node (an id that parses reads as mended to `look_at`, which forgets reports).
+                if !pending {
+                    self.report_once(&g, ctx);
+                }
+                self.owe_flag(!pending);
                 return;
             }
             // A departure leaves the id of an instance that left until its reshard (and a
@@ -244,6 +262,16 @@ impl JobProtocol {
             }
             // With a reshard pending, its commit rewrites the node.
             self.owe_flag(!pending);
+        }
+    }
+
+    /// Whether `id`, in the owner node of item `n`, is the owner the last reshard gave it, as
+    /// the record of the assignments says; without a readable record (failover never on, a
+    /// layout ElasticJob wrote), whether its server ever registered with the job.
+    fn assigned_by_reshard(&self, n: u32, id: &str, ctx: &Ctx<'_>) -> bool {
+        match failover::read_assigned(ctx.view, &self.paths) {
+            Some(record) => record.owners.get(&n).is_some_and(|owner| owner == id),
+            None => ctx.view.exists(&self.paths.server(crate::instance::ip_of(id))),
         }
     }
 
