@@ -476,12 +476,10 @@ fn a_cron_with_uneven_gaps_is_judged_by_its_longest() {
     }
 }
 
-/// A static job's owner node overwritten with the id of an instance that never was (an
-/// operator's or a tool's write): static sharding waited for that "departed" owner to come
-/// back, so the item never ran again and nothing was reported. An id no reshard gave the item
-/// is garbage: reported, and the job resharded.
-#[test]
-fn a_static_job_reshards_an_owner_id_no_reshard_wrote() {
+/// The job file the static-sharding seeds below were found with: a static job, a
+/// `ROUND_ROBIN` one without misfire, one with item parameters and a short reconcile; with
+/// `failover` on (true) or off in all three.
+fn static_job_file(failover: bool) -> Vec<JobSpec> {
     let yaml = "jobName: st\ncron: 0/3 * * * * ?\nshardingTotalCount: 4\nfailover: true\n\
                 misfire: true\nstaticSharding: true\nmaxTimeDiffSeconds: 5\n---\n\
                 jobName: rr\ncron: 0/5 * * * * ?\nshardingTotalCount: 6\nfailover: true\n\
@@ -489,28 +487,70 @@ fn a_static_job_reshards_an_owner_id_no_reshard_wrote() {
                 jobName: para\ncron: 0/4 * * * * ?\nshardingTotalCount: 3\n\
                 shardingItemParameters: 0=x,1=y,2=z\njobParameter: p\nfailover: true\n\
                 reconcileIntervalMinutes: 1\nmaxTimeDiffSeconds: 5\n";
+    let yaml =
+        if failover { yaml.to_owned() } else { yaml.replace("failover: true", "failover: false") };
     let builtin = ShardingStrategies::default();
-    let specs: Vec<JobSpec> = job_configs_from_yaml(yaml, &builtin)
-        .expect("valid jobs")
-        .iter()
-        .map(JobSpec::from)
-        .collect();
-    let seeds = [(3_424_951_518, 2), (453_580_286, 2), (534_674_893, 4), (534_675_026, 4)];
-    for (seed, instances) in seeds {
+    job_configs_from_yaml(&yaml, &builtin).expect("valid jobs").iter().map(JobSpec::from).collect()
+}
+
+/// Runs `seeds` (seed, instances, profile) of the static job file for 120 s of faults.
+fn run_static_job_file(failover: bool, seeds: &[(u64, usize, FaultProfile)]) -> Vec<String> {
+    let specs = static_job_file(failover);
+    let mut traces = Vec::new();
+    for &(seed, instances, profile) in seeds {
         let report = Builder {
             seed,
             instances,
             specs: specs.clone(),
             duration: Duration::from_secs(120),
-            profile: FaultProfile::Garbage,
+            profile,
             ..Builder::default()
         }
         .build()
         .run();
-        assert!(report.ok(), "seed {seed} at {instances}: {}", report.violations_text());
-        assert!(
-            report.trace_text().contains("the owner is an instance no reshard gave the item"),
-            "seed {seed} at {instances}: the id reported"
-        );
+        let what = format!("seed {seed} at {instances}, {profile:?}, failover {failover}");
+        assert!(report.ok(), "{what}: {}", report.violations_text());
+        traces.push(report.trace_text());
     }
+    traces
+}
+
+/// A static job's owner node overwritten with the id of an instance that never was (an
+/// operator's or a tool's write): static sharding waited for that "departed" owner to come
+/// back, so the item never ran again and nothing was reported. An id no reshard gave the item
+/// is garbage: reported, and the job resharded.
+#[test]
+fn a_static_job_reshards_an_owner_id_no_reshard_wrote() {
+    use FaultProfile::Garbage;
+    let seeds = [(3_424_951_518, 2, Garbage), (453_580_286, 2, Garbage), (534_674_893, 4, Garbage)];
+    for trace in run_static_job_file(true, &seeds) {
+        assert!(trace.contains("the owner is an instance no reshard gave the item"));
+    }
+}
+
+/// A static job whose count changed while no instance ran it: nobody resharded for the
+/// change, and static sharding kept the assignment of the old count to the end (an item
+/// beyond the count owned, or one below it without an owner).
+#[test]
+fn a_static_job_reshards_an_assignment_of_another_count() {
+    use FaultProfile::{Chaos, Failover};
+    run_static_job_file(true, &[(170_878_543, 1, Chaos), (1_022_888_057, 1, Failover)]);
+    run_static_job_file(false, &[(15_676_483, 1, Failover), (15_676_560, 1, Failover)]);
+}
+
+/// Found with failover off: an owner node emptied while a reshard was pending, its change
+/// still queued behind the fire that made the reshard, was written over unreported.
+#[test]
+fn an_owner_emptied_under_a_reshard_is_reported_before_it_is_written_over() {
+    let traces = run_static_job_file(false, &[(3_305_731_981, 2, FaultProfile::Garbage)]);
+    assert!(traces[0].contains("the owner node of an item below the count is empty"));
+}
+
+/// Without failover a `running` marker is its holder's alone: garbage over it while the holder
+/// was cut off, until its session ended and took the marker, was read by nobody (the checker
+/// asked for a report nobody could make).
+#[test]
+fn a_marker_that_went_with_its_session_unread_needs_no_report() {
+    use FaultProfile::Garbage;
+    run_static_job_file(false, &[(1_054_040_436, 1, Garbage), (1_791_048_947, 5, Garbage)]);
 }

@@ -259,7 +259,8 @@ fn leader_session_ended(c: &Corrupted, tl: &Timeline, entries: &[Entry]) -> bool
 
 /// Whether the holder of item `n`'s `running` marker (the instance that last started the
 /// item before `c`) was down at `c`, and the marker was written over before that holder came
-/// back or its session ended while another instance was up (its departure shown to it).
+/// back or its session ended while another instance was up (its departure shown to it); or,
+/// the job's failover off, the holder stayed down until its session ended.
 fn marker_unread(c: &Corrupted, n: u32, tl: &Timeline, entries: &[Entry]) -> bool {
     let holder = entries[..c.idx].iter().rev().find_map(|e| match &e.what {
         What::Event { event: SchedulerEvent::ItemStarted { job, item, .. }, .. }
@@ -277,6 +278,22 @@ fn marker_unread(c: &Corrupted, n: u32, tl: &Timeline, entries: &[Entry]) -> boo
     // Its session's end shows its departure only to an instance up then.
     let survivor_up =
         |at: i64| (1..=tl.down.len()).any(|w| w != holder && tl.not_up(w, at).is_none());
+    // Without failover nobody reads a departed instance's markers (nothing is queued from
+    // them): a marker is its holder's alone, and one that went with its session while the
+    // holder was cut off from the corruption on was read by nobody (1 × 3 `garbage` seed
+    // 1,054,040,436 and 5 × 3 seed 1,791,048,947 of a job file with failover off: the holder
+    // partitioned, garbage over its marker, its session expired before the heal).
+    let failover = |at: i64| tl.config_at(&c.job, at).is_none_or(|s| s.failover);
+    let gone_unread = later.clone().find_map(|e| match &e.what {
+        What::Note(Note::Started) if e.who == holder => Some(false),
+        What::Note(Note::SessionEnded { .. }) if e.who == holder => {
+            Some(!failover(c.at) && !failover(e.at) && tl.down_throughout(holder, c.at, e.at))
+        }
+        _ => None,
+    });
+    if gone_unread == Some(true) {
+        return true;
+    }
     let back = later.clone().find_map(|e| match &e.what {
         What::Note(Note::Started) if e.who == holder => Some(e.at),
         What::Note(Note::SessionEnded { .. }) if e.who == holder && survivor_up(e.at) => Some(e.at),

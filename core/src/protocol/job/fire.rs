@@ -261,6 +261,14 @@ impl JobProtocol {
                             self.report_once(&g, ctx);
                         }
                     }
+                    // And an owner emptied below the count (what a reshard writes beyond it),
+                    // unless the count grew since the record's reshard and the item is new (2
+                    // instances, `garbage` seed 3,305,731,981 of a job file: an owner node
+                    // emptied while a reshard was pending, its change still queued behind the
+                    // fire that made the reshard, which wrote over it).
+                    for g in self.emptied_owners(&start, ctx) {
+                        self.report_once(&g, ctx);
+                    }
                     let plan = sharding::plan(
                         view,
                         &self.paths,

@@ -275,6 +275,32 @@ impl JobProtocol {
         }
     }
 
+    /// Owner nodes below the count found empty as a reshard starts (an empty owner node is
+    /// what a reshard writes beyond the count, never below it): garbage the reshard's commit
+    /// writes over, reported now or never. An item the last reshard gave no owner (the count
+    /// grew since) is new, not emptied.
+    pub(super) fn emptied_owners(
+        &self,
+        start: &sharding::ReshardStart,
+        ctx: &Ctx<'_>,
+    ) -> Vec<Garbage> {
+        let record = failover::read_assigned(ctx.view, &self.paths);
+        let total = self.total();
+        start
+            .existing
+            .iter()
+            .filter(|&(&n, &there)| there && n < total)
+            .filter(|&(n, _)| record.as_ref().is_none_or(|r| r.owners.contains_key(n)))
+            .filter_map(|(&n, _)| {
+                let path = self.paths.item_node(n, ItemNode::Instance);
+                let node = ctx.view.get(&path).filter(|node| node.data.is_empty())?;
+                let reason = "the owner node of an item below the count is empty; the item is \
+                              resharded";
+                Some(Garbage::new(&path, &node.data, reason))
+            })
+            .collect()
+    }
+
     /// A `running` marker changed: the holder rewrites one that no longer names it (and no
     /// other live instance, which would be a failover taker's); a marker our finished run
     /// lost to garbage is removed; the leader reports what it cannot read.
