@@ -244,6 +244,8 @@ struct InFlight {
     fire_ms: i64,
     /// Items that answer another fire than `fire_ms` (see [`Launch::item_fires`]).
     item_fires: Vec<(u32, i64)>,
+    /// The items it runs (with `monitorExecution`, those of `held`).
+    items: Vec<u32>,
     /// The markers this run holds (empty without `monitorExecution`).
     held: Vec<Held>,
     /// The run was told to stop (this instance may have lost its items): whatever its items
