@@ -557,3 +557,36 @@ fn a_marker_that_went_with_its_session_unread_needs_no_report() {
     use FaultProfile::Garbage;
     run_static_job_file(false, &[(1_054_040_436, 1, Garbage), (1_791_048_947, 5, Garbage)]);
 }
+
+/// A job that allows a clock 10 s off runs the fires of a clock 8 s ahead by that clock: a
+/// fire run early ran again once the clock was set right after a graceful restart (the new
+/// process had no memory of the run), or at its time on the item's next owner. Judged as a
+/// job without clock checks is (GUARANTEES.md, "Configurations"), not as a violation.
+#[test]
+fn a_clock_off_within_what_the_checks_allow_is_judged_as_without_checks() {
+    let yaml = "jobName: ny\ncron: 0/4 * * * * ?\nshardingTotalCount: 3\n\
+                timeZone: America/New_York\nfailover: true\nmisfire: true\nmaxTimeDiffSeconds: 3\n\
+                ---\njobName: uneven\ncron: 5,6,20,40-44 * * * * ?\nshardingTotalCount: 2\n\
+                failover: true\nmisfire: true\n---\n\
+                jobName: nomis\ncron: 0/6 * * * * ?\nshardingTotalCount: 4\nfailover: true\n\
+                misfire: false\nmaxTimeDiffSeconds: 10\n";
+    let builtin = ShardingStrategies::default();
+    let specs: Vec<JobSpec> = job_configs_from_yaml(yaml, &builtin)
+        .expect("valid jobs")
+        .iter()
+        .map(JobSpec::from)
+        .collect();
+    for (seed, instances) in [(1_747_400_773, 1), (2_866_137_901, 2), (4_261_779_099, 3)] {
+        let report = Builder {
+            seed,
+            instances,
+            specs: specs.clone(),
+            duration: Duration::from_secs(120),
+            profile: FaultProfile::Chaos,
+            ..Builder::default()
+        }
+        .build()
+        .run();
+        assert!(report.ok(), "seed {seed} at {instances}: {}", report.violations_text());
+    }
+}

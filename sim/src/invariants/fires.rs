@@ -428,9 +428,12 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
                 }
                 // Without clock checks (`maxTimeDiffSeconds` unset, ElasticJob's default) the
                 // promise assumes clocks in step: an instance whose clock is off runs its fires
-                // by it, early or late (GUARANTEES.md, "Configurations").
-                if state.max_time_diff_seconds < 0 && tl.clock_off_near(at) {
-                    acc.add("exempt: a clock off, with clock checks off");
+                // by it, early or late; with them, so does one off by no more than the checks
+                // allow (GUARANTEES.md, "Configurations").
+                let tolerance = (state.max_time_diff_seconds >= 0)
+                    .then(|| i64::from(state.max_time_diff_seconds) * 1_000);
+                if tl.clock_off_near(at, tolerance) {
+                    acc.add("exempt: a clock off, within what clock checks allow");
                     continue;
                 }
                 if k == 0 && at < from + 1_000 {

@@ -445,19 +445,22 @@ impl Timeline {
             .map_or(0, |x| x.1)
     }
 
-    /// Whether some instance's clock was off (skewed) at some time within `at ± reach`, where
-    /// `reach` is the largest skew of the run plus a session timeout: how far from its time a
-    /// clock off could act on a fire (early by its skew, or late, then failed over).
-    pub fn clock_off_near(&self, at: i64) -> bool {
-        let widest = self.skewed.values().flatten().map(|(_, skew)| skew.abs()).max();
-        let Some(reach) = widest.filter(|&w| w > 0).map(|w| w + self.session_ms) else {
+    /// Whether some instance's clock was off (skewed) by at most `within` ms (by any amount:
+    /// `None`) at some time within `at ± reach`, where `reach` is the largest such skew of the
+    /// run plus a session timeout: how far from its time a clock off could act on a fire
+    /// (early by its skew, or late, then failed over).
+    pub fn clock_off_near(&self, at: i64, within: Option<i64>) -> bool {
+        let counts = |skew: i64| skew != 0 && within.is_none_or(|w| skew.abs() <= w);
+        let skews = self.skewed.values().flatten().map(|&(_, skew)| skew);
+        let widest = skews.filter(|&skew| counts(skew)).map(i64::abs).max();
+        let Some(reach) = widest.map(|w| w + self.session_ms) else {
             return false;
         };
         let (from, to) = (at.saturating_sub(reach), at.saturating_add(reach));
         self.skewed.values().any(|list| {
             list.iter().enumerate().any(|(k, &(since, skew))| {
                 let until = list.get(k + 1).map_or(i64::MAX, |next| next.0);
-                skew != 0 && since <= to && until >= from
+                counts(skew) && since <= to && until >= from
             })
         })
     }
