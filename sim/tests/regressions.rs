@@ -215,6 +215,7 @@ const FIXED_1X3: &[(u64, FaultProfile, &str)] = &[
     (1_360_704_776, FaultProfile::Garbage, "owner garbage while the only server was disabled"),
     (1_360_703_965, FaultProfile::Garbage, "the same, the config deleted: enabled without it"),
     (1_360_703_320, FaultProfile::Garbage, "a garbled marker of an unrecorded end, ledger left"),
+    (2_765_115_485, FaultProfile::Chaos, "a late raise's unowned items, failover off since"),
 ];
 
 /// Seeds of one instance with four jobs over 300 s (`--instances 1 --jobs 4 --duration 300`).

@@ -258,7 +258,9 @@ pub fn missed_since(
 /// owner's. The ops mark those items misfired for that fire, fenced on each old owner's ledger
 /// version: if it starts the fire meanwhile, the reshard fails and is decided again. Nothing
 /// is owed where no record says (no ledger, an unreadable time): a catch-up that may repeat a
-/// run is not made up.
+/// run is not made up. Without `ledgers` (failover off: nothing says what an owner started),
+/// only the items no owner had at a fire a late raise let run under the old assignment are
+/// owed (see `owe_unowned`).
 pub fn owed_on_reshard(
     view: &View,
     paths: &JobPaths,
@@ -266,6 +268,7 @@ pub fn owed_on_reshard(
     total: u32,
     schedule: &CronSchedule,
     now_ms: i64,
+    ledgers: bool,
 ) -> OwedOnReshard {
     let mut owed = OwedOnReshard::default();
     let flag = super::detail::read(view, paths, Detailed::Flag).map(|(_, data)| data);
@@ -300,6 +303,9 @@ pub fn owed_on_reshard(
             }
             continue;
         };
+        if !ledgers {
+            continue;
+        }
         // A failover claim since the last reshard moved the item (the claimer owns it for
         // the fires after its claim): who owned it at the fire is then not known.
         if record.owners.get(&item) != Some(&old) {
