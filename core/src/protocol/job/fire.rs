@@ -524,9 +524,10 @@ impl JobProtocol {
         };
         // Items the run in flight runs for this very fire (a catch-up started by another
         // instance's marks before the fire reached us) owe it nothing. Its items, not the
-        // markers it holds: without monitorExecution it holds none (one instance, `chaos` seed
-        // 2,536,971,420 of a job file with such a job: the fire, due again as the registration ended, found
-        // its own run in flight, marked every item, and the catch-up ran it twice).
+        // markers it holds: without monitorExecution it holds none (one instance, `chaos`
+        // seed 2,536,971,420 of a job file with such a job: the fire, due again as the
+        // registration ended, found its own run in flight, marked every item, and the
+        // catch-up ran it twice).
         let items: Vec<u32> = match self.in_flight.as_ref() {
             Some(flight) => candidates
                 .into_iter()

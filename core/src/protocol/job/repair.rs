@@ -240,8 +240,8 @@ impl JobProtocol {
                 }
                 // An id no reshard gave the item (an operator's or a tool's write): nobody
                 // will come back under it, and waiting would leave the item unrun for good,
-                // unreported (`garbage` seed 3,424,951,518, two instances of a static job: an id of
-                // an instance that never was). Garbage, resharded as a count change is.
+                // unreported (`garbage` seed 3,424,951,518, two instances of a static job: an
+                // id of an instance that never was). Garbage, resharded as a count change is.
                 let g = Garbage::new(
                     &g.path,
                     &owner,
