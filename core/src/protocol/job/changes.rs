@@ -36,6 +36,18 @@ impl JobProtocol {
             }
             return;
         }
+        // A second ring of a fire this instance handles or started already (a timer of the
+        // lost session rang while the registration of the new one, over a slow link, armed
+        // the same fire again): the first ring answers it. Handled again, it found the first
+        // ring's run in flight and recorded a misfire of a fire that ran, or, the run ended
+        // by then, would have run it twice (one instance, `chaos` seed 2,536,971,420 of a job
+        // file).
+        if self.rings_again(fire_ms) {
+            if self.armed_fire.is_none() {
+                self.arm_after(fire_ms, ctx);
+            }
+            return;
+        }
         if let Some(from) = self.resume_window.take() {
             self.record_overtaken_before_first_reshard(from, fire_ms);
         }
@@ -61,6 +73,14 @@ impl JobProtocol {
         // held back by re-runs; the owner crashed).
         self.hold_back_due(fire_ms - 1);
         self.enqueue(fire_ms, FireKind::Scheduled, None);
+    }
+
+    /// Whether the scheduled fire `fire_ms` was started here already, or waits to be handled.
+    fn rings_again(&self, fire_ms: i64) -> bool {
+        let scheduled = |at: i64, kind: FireKind| kind == FireKind::Scheduled && at == fire_ms;
+        self.last_scheduled_start.is_some_and(|last| fire_ms <= last)
+            || self.fire.as_ref().is_some_and(|f| scheduled(f.fire_ms, f.kind))
+            || self.due.iter().any(|&(at, kind, _)| scheduled(at, kind))
     }
 
     /// Whether the scheduled fire `fire_ms` is superseded by `now_ms`: the next fire fell due.
