@@ -423,36 +423,19 @@ fn elasticjob_default_settings_hold_their_promises_under_faults() {
                 jobName: b\ncron: 0/4 * * * * ?\nshardingTotalCount: 5\nfailover: true\n\
                 misfire: true\njobShardingStrategyType: ODEVITY\n\
                 shardingItemParameters: 0=a,1=b,2=c\n";
-    let builtin = ShardingStrategies::default();
-    let specs: Vec<JobSpec> = job_configs_from_yaml(yaml, &builtin)
-        .expect("valid jobs")
-        .iter()
-        .map(JobSpec::from)
-        .collect();
     // The double run (failover and lease), and runs whose violations were the settings' own
     // (chaos: a clock off without checks; an overlap without running markers).
     // And a fire due again as a registration ended, which found its own run in flight (no
     // markers held without monitorExecution) and marked every item: its catch-up ran it again.
+    use FaultProfile::{Chaos, Failover, Lease};
     let seeds = [
-        (1_167_590_455, FaultProfile::Failover, 3),
-        (1_167_590_455, FaultProfile::Lease, 3),
-        (1_167_590_509, FaultProfile::Chaos, 3),
-        (1_167_590_131, FaultProfile::Chaos, 3),
-        (2_536_971_420, FaultProfile::Chaos, 1),
+        (1_167_590_455, 3, Failover),
+        (1_167_590_455, 3, Lease),
+        (1_167_590_509, 3, Chaos),
+        (1_167_590_131, 3, Chaos),
+        (2_536_971_420, 1, Chaos),
     ];
-    for (seed, profile, instances) in seeds {
-        let report = Builder {
-            seed,
-            instances,
-            specs: specs.clone(),
-            duration: Duration::from_secs(120),
-            profile,
-            ..Builder::default()
-        }
-        .build()
-        .run();
-        assert!(report.ok(), "seed {seed} {profile:?}: {}", report.violations_text());
-    }
+    run_job_file(&specs_of(yaml), &seeds);
 }
 
 /// A cron whose fires are not evenly spaced: healthy may come just before its longest gap,
@@ -492,26 +475,36 @@ fn static_job_file(failover: bool) -> Vec<JobSpec> {
                 reconcileIntervalMinutes: 1\nmaxTimeDiffSeconds: 5\n";
     let yaml =
         if failover { yaml.to_owned() } else { yaml.replace("failover: true", "failover: false") };
-    let builtin = ShardingStrategies::default();
-    job_configs_from_yaml(&yaml, &builtin).expect("valid jobs").iter().map(JobSpec::from).collect()
+    specs_of(&yaml)
 }
 
-/// Runs `seeds` (seed, instances, profile) of the static job file for 120 s of faults.
+/// Runs `seeds` of the static job file (see [`run_job_file`]).
 fn run_static_job_file(failover: bool, seeds: &[(u64, usize, FaultProfile)]) -> Vec<String> {
-    let specs = static_job_file(failover);
+    run_job_file(&static_job_file(failover), seeds)
+}
+
+/// The jobs of a job file.
+fn specs_of(yaml: &str) -> Vec<JobSpec> {
+    let builtin = ShardingStrategies::default();
+    job_configs_from_yaml(yaml, &builtin).expect("valid jobs").iter().map(JobSpec::from).collect()
+}
+
+/// Runs `seeds` (seed, instances, profile) of `specs` for 120 s of faults; each must hold
+/// every promise. Their traces.
+fn run_job_file(specs: &[JobSpec], seeds: &[(u64, usize, FaultProfile)]) -> Vec<String> {
     let mut traces = Vec::new();
     for &(seed, instances, profile) in seeds {
         let report = Builder {
             seed,
             instances,
-            specs: specs.clone(),
+            specs: specs.to_vec(),
             duration: Duration::from_secs(120),
             profile,
             ..Builder::default()
         }
         .build()
         .run();
-        let what = format!("seed {seed} at {instances}, {profile:?}, failover {failover}");
+        let what = format!("seed {seed} at {instances} instances, {profile:?}");
         assert!(report.ok(), "{what}: {}", report.violations_text());
         traces.push(report.trace_text());
     }
@@ -570,23 +563,7 @@ fn a_clock_off_within_what_the_checks_allow_is_judged_as_without_checks() {
                 failover: true\nmisfire: true\n---\n\
                 jobName: nomis\ncron: 0/6 * * * * ?\nshardingTotalCount: 4\nfailover: true\n\
                 misfire: false\nmaxTimeDiffSeconds: 10\n";
-    let builtin = ShardingStrategies::default();
-    let specs: Vec<JobSpec> = job_configs_from_yaml(yaml, &builtin)
-        .expect("valid jobs")
-        .iter()
-        .map(JobSpec::from)
-        .collect();
-    for (seed, instances) in [(1_747_400_773, 1), (2_866_137_901, 2), (4_261_779_099, 3)] {
-        let report = Builder {
-            seed,
-            instances,
-            specs: specs.clone(),
-            duration: Duration::from_secs(120),
-            profile: FaultProfile::Chaos,
-            ..Builder::default()
-        }
-        .build()
-        .run();
-        assert!(report.ok(), "seed {seed} at {instances}: {}", report.violations_text());
-    }
+    use FaultProfile::Chaos;
+    let seeds = [(1_747_400_773, 1, Chaos), (2_866_137_901, 2, Chaos), (4_261_779_099, 3, Chaos)];
+    run_job_file(&specs_of(yaml), &seeds);
 }
