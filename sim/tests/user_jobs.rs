@@ -567,3 +567,25 @@ fn a_clock_off_within_what_the_checks_allow_is_judged_as_without_checks() {
     let seeds = [(1_747_400_773, 1, Chaos), (2_866_137_901, 2, Chaos), (4_261_779_099, 3, Chaos)];
     run_job_file(&specs_of(yaml), &seeds);
 }
+
+/// A raise over a slow link moved past a fire ran that fire under the assignment before the
+/// reshard, as every instance reads the moved flag; the checker read the flag as the fire
+/// found it, and asked the reshard's owner for a fire of items whose old owner had crashed
+/// (failover off: nothing catches a crashed owner's fires up).
+#[test]
+fn a_fire_a_moved_raise_let_by_answers_to_the_old_assignment() {
+    let yaml = "jobName: m1\ncron: 0/2 * * * * ?\nshardingTotalCount: 2\nfailover: true\n\
+                misfire: true\nmaxTimeDiffSeconds: 5\n---\n\
+                jobName: m2\ncron: 0/3 * * * * ?\nshardingTotalCount: 7\nfailover: false\n\
+                misfire: true\nmonitorExecution: false\n---\n\
+                jobName: m3\ncron: 0/5 * * * * ?\nshardingTotalCount: 4\nfailover: true\n\
+                misfire: false\nstaticSharding: true\nmaxTimeDiffSeconds: 5\n---\n\
+                jobName: m4\ncron: 0/10 * * * * ?\nshardingTotalCount: 3\nfailover: true\n\
+                misfire: true\njobShardingStrategyType: ODEVITY\nmaxTimeDiffSeconds: 5\n---\n\
+                jobName: m5\ncron: 0/4 * * * * ?\nshardingTotalCount: 1\nfailover: false\n\
+                misfire: false\n---\n\
+                jobName: m6\ncron: 3/6 * * * * ?\nshardingTotalCount: 5\nfailover: true\n\
+                misfire: true\njobShardingStrategyType: ROUND_ROBIN\nreconcileIntervalMinutes: 1\n\
+                maxTimeDiffSeconds: 5\n";
+    run_job_file(&specs_of(yaml), &[(2_451_795_458, 2, FaultProfile::Failover)]);
+}

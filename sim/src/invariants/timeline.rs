@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use shardcron_core::__private::protocol::records::parse_flag;
+use shardcron_core::__private::protocol::records::{parse_flag, parse_flag_moved_from};
 
 use crate::faults::Fault;
 use shardcron_core::events::SchedulerEvent;
@@ -364,8 +364,27 @@ impl Timeline {
         match flag {
             None => false,
             Some(None) => true,
-            Some(Some(raised)) => raised < fire_ms && answered.is_none_or(|a| raised > a),
+            Some(Some(raised)) => {
+                raised < fire_ms
+                    && answered.is_none_or(|a| raised > a)
+                    && !Self::moved_past(list, at, fire_ms)
+            }
         }
+    }
+
+    /// Whether the raise the flag held at `at` was moved later, before the flag went, to its
+    /// commit time at or after `fire_ms` (a raise over a slow link; the flag then holds both
+    /// times): the fire came between the two, and ran under the assignment before the
+    /// reshard, as every instance reads the flag once moved (GUARANTEES.md, section 2: the
+    /// reshard owes the catch-ups where a record says who missed it). Its raiser, which ran
+    /// it so, had not seen the flag yet (2 instances, a job file's `failover` seed
+    /// 2,451,795,458: failover off, the owner of three items crashed, and the survivor's raise
+    /// for it, over a 1 s link, moved past the next fire).
+    fn moved_past(list: &[(i64, Option<String>)], at: i64, fire_ms: i64) -> bool {
+        list.iter().skip_while(|(t, _)| *t <= at).map_while(|(_, data)| data.as_deref()).any(|d| {
+            parse_flag_moved_from(d.as_bytes()).is_some()
+                && parse_flag("", d.as_bytes()).ok().flatten().is_some_and(|r| r >= fire_ms)
+        })
     }
 
     /// Whether the incarnation of `job` that existed at `at` (since its latest add) was
