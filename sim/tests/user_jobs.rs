@@ -589,3 +589,20 @@ fn a_fire_a_moved_raise_let_by_answers_to_the_old_assignment() {
                 maxTimeDiffSeconds: 5\n";
     run_job_file(&specs_of(yaml), &[(2_451_795_458, 2, FaultProfile::Failover)]);
 }
+
+/// `overwrite: true`: a restart writes its own config over the stored one, an operator's
+/// change included, and that is the cluster's config from then on (the checker went on holding
+/// the cluster to the operator's); garbage it writes over is reported.
+#[test]
+fn a_job_with_overwrite_runs_the_config_its_restart_writes() {
+    let yaml = "jobName: off\ncron: 0/4 * * * * ?\nshardingTotalCount: 3\ndisabled: true\n\
+                failover: true\n---\n\
+                jobName: ow\ncron: 0/5 * * * * ?\nshardingTotalCount: 6\noverwrite: true\n\
+                failover: true\nmisfire: true\nmaxTimeDiffSeconds: 5\n---\n\
+                jobName: tz\ncron: 0/3 * * * * ?\nshardingTotalCount: 4\n\
+                timeZone: Pacific/Chatham\nfailover: true\nmisfire: false\nmaxTimeDiffSeconds: 2\n";
+    use FaultProfile::{Chaos, Failover, Garbage};
+    let seeds =
+        [(3_303_219_729, 1, Chaos), (3_315_688_222, 1, Garbage), (2_779_147_608, 3, Failover)];
+    run_job_file(&specs_of(yaml), &seeds);
+}

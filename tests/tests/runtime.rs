@@ -443,6 +443,35 @@ async fn a_start_over_a_garbage_config_writes_its_own_and_reports_the_garbage() 
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_start_with_overwrite_over_a_garbage_config_reports_the_garbage_too() {
+    // `overwrite: true` writes the local config whatever is stored: garbage it writes over is
+    // still garbage someone must report (it went unreported: a job file with `overwrite`,
+    // `garbage` seed 3,315,688,222).
+    let cluster = TestCluster::new(16);
+    let client = cluster.client();
+    client.put("/o/config", b"{{{ not yaml").await.unwrap();
+    let node = cluster.instance("10.0.0.1").await;
+    let config = JobConfig::builder("o")
+        .cron("0/10 * * * * ?")
+        .sharding_total_count(1)
+        .overwrite(true)
+        .build()
+        .expect("a valid config");
+    node.scheduler.add_job(config, noop()).await.unwrap();
+    let stored = JobOperations::new(&client).config("o").await.unwrap();
+    assert_eq!(stored.cron(), Some("0/10 * * * * ?"), "the local config replaced the garbage");
+    let reported: Vec<String> = cluster
+        .events()
+        .into_iter()
+        .filter_map(|r| match r.event {
+            SchedulerEvent::RegistryGarbage { path, .. } => Some(path),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reported, vec!["/o/config".to_owned()]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn operator_shutdown_stops_the_job_on_that_instance() {
     let cluster = TestCluster::new(14);
     let node = cluster.instance("10.0.0.1").await;

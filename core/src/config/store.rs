@@ -88,13 +88,20 @@ pub async fn publish(
         return Box::pin(publish(registry, local, known)).await;
     };
     if local.overwrite {
+        let mut replaced_garbage = None;
         if stored.data != yaml.as_bytes() {
             registry.set(&paths.config(), yaml.as_bytes(), None).await?;
+            // Garbage it wrote over is reported as any replaced garbage is (a job file with
+            // `overwrite: true`, 1 instance, `garbage` seed 3,315,688,222: a restart wrote
+            // over garbage in the config node, reported by nobody).
+            if read_config(&stored.data).is_none() {
+                replaced_garbage = Some(stored.data);
+            }
         }
         return Ok(Published {
             config: local.clone(),
             fingerprint: fingerprint(yaml.as_bytes()),
-            replaced_garbage: None,
+            replaced_garbage,
         });
     }
     // Ours already, byte for byte (every instance of a cluster that runs one config): nothing
