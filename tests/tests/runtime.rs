@@ -423,14 +423,24 @@ async fn the_stored_config_wins_unless_overwrite() {
 #[tokio::test(start_paused = true)]
 async fn a_start_over_a_garbage_config_writes_its_own_and_reports_the_garbage() {
     // No instance up while an operator's tool garbled the config: the one that starts writes
-    // its own over it, and, repairing it, reports it (nobody else saw it).
+    // its own over it, and, repairing it, reports it (nobody else saw it). So does one whose
+    // config says `overwrite: true`, which writes its own whatever is stored (it reported
+    // nothing: a job file with `overwrite`, `garbage` seed 3,315,688,222).
     let cluster = TestCluster::new(15);
     let client = cluster.client();
-    client.put("/r/config", b"{{{ not yaml").await.unwrap();
     let node = cluster.instance("10.0.0.1").await;
-    node.scheduler.add_job(every(10, "r", 1), noop()).await.unwrap();
-    let stored = JobOperations::new(&client).config("r").await.unwrap();
-    assert_eq!(stored.cron(), Some("0/10 * * * * ?"), "the local config replaced the garbage");
+    for (job, overwrite) in [("r", false), ("o", true)] {
+        client.put(&format!("/{job}/config"), b"{{{ not yaml").await.unwrap();
+        let config = JobConfig::builder(job)
+            .cron("0/10 * * * * ?")
+            .sharding_total_count(1)
+            .overwrite(overwrite)
+            .build()
+            .expect("a valid config");
+        node.scheduler.add_job(config, noop()).await.unwrap();
+        let stored = JobOperations::new(&client).config(job).await.unwrap();
+        assert_eq!(stored.cron(), Some("0/10 * * * * ?"), "the local config replaced the garbage");
+    }
     let reported: Vec<(String, String)> = cluster
         .events()
         .into_iter()
@@ -439,36 +449,10 @@ async fn a_start_over_a_garbage_config_writes_its_own_and_reports_the_garbage() 
             _ => None,
         })
         .collect();
-    assert_eq!(reported, vec![("/r/config".to_owned(), "\"{{{ not yaml\"".to_owned())]);
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_start_with_overwrite_over_a_garbage_config_reports_the_garbage_too() {
-    // `overwrite: true` writes the local config whatever is stored: garbage it writes over is
-    // still garbage someone must report (it went unreported: a job file with `overwrite`,
-    // `garbage` seed 3,315,688,222).
-    let cluster = TestCluster::new(16);
-    let client = cluster.client();
-    client.put("/o/config", b"{{{ not yaml").await.unwrap();
-    let node = cluster.instance("10.0.0.1").await;
-    let config = JobConfig::builder("o")
-        .cron("0/10 * * * * ?")
-        .sharding_total_count(1)
-        .overwrite(true)
-        .build()
-        .expect("a valid config");
-    node.scheduler.add_job(config, noop()).await.unwrap();
-    let stored = JobOperations::new(&client).config("o").await.unwrap();
-    assert_eq!(stored.cron(), Some("0/10 * * * * ?"), "the local config replaced the garbage");
-    let reported: Vec<String> = cluster
-        .events()
-        .into_iter()
-        .filter_map(|r| match r.event {
-            SchedulerEvent::RegistryGarbage { path, .. } => Some(path),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(reported, vec!["/o/config".to_owned()]);
+    let garbage = "\"{{{ not yaml\"".to_owned();
+    let expected =
+        vec![("/r/config".to_owned(), garbage.clone()), ("/o/config".to_owned(), garbage)];
+    assert_eq!(reported, expected);
 }
 
 #[tokio::test(start_paused = true)]
