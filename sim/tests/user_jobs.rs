@@ -447,19 +447,8 @@ fn a_cron_with_uneven_gaps_is_judged_by_its_longest() {
         "jobName: gap\ncron: 0,1,3,30 * * * * ?\nshardingTotalCount: 2\nfailover: true\n",
     )
     .expect("valid YAML");
-    for seed in 1_000..1_005 {
-        let report = Builder {
-            seed,
-            instances: 2,
-            specs: vec![JobSpec::from(&config)],
-            duration: Duration::from_secs(120),
-            profile: FaultProfile::Failover,
-            ..Builder::default()
-        }
-        .build()
-        .run();
-        assert!(report.ok(), "seed {seed}: {}", report.violations_text());
-    }
+    let seeds: Vec<_> = (1_000..1_005).map(|seed| (seed, 2, FaultProfile::Failover)).collect();
+    run_job_file(&[JobSpec::from(&config)], &seeds);
 }
 
 /// The job file the static-sharding seeds below were found with: a static job, a
