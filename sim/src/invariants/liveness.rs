@@ -11,6 +11,8 @@
 //! of a graceful stop then is a violation (the checks of invariants 3 and 4, which need settled
 //! membership, are skipped for that run).
 
+use std::collections::HashSet;
+
 use shardcron_core::runtime::SchedulerEvent;
 
 use super::timeline::Timeline;
@@ -38,6 +40,19 @@ pub(super) fn check(
         }
     }
     let instances = tl.down.len();
+    // The items that started in the window, read in one pass (entries are in time order): a
+    // look through every entry per item grew with jobs × items × entries.
+    let first = entries.partition_point(|e| e.at < from);
+    let started: HashSet<(&str, u32)> = entries[first..]
+        .iter()
+        .take_while(|e| e.at < to)
+        .filter_map(|e| match &e.what {
+            What::Event { event: SchedulerEvent::ItemStarted { job, item, .. }, .. } => {
+                Some((job.as_str(), *item))
+            }
+            _ => None,
+        })
+        .collect();
     for job in tl.configs.keys().filter(|j| !tl.gone_at_end(j)) {
         let Some(state) = tl.config_at(job, from) else { continue };
         if state.disabled || state.cron.is_none() {
@@ -51,13 +66,7 @@ pub(super) fn check(
             if tl.item_disabled_now(job, item, from) {
                 continue;
             }
-            let ran = entries.iter().any(|e| {
-                e.at >= from
-                    && e.at < to
-                    && matches!(&e.what, What::Event { event: SchedulerEvent::ItemStarted {
-                        job: j, item: n, .. }, .. } if j == job && *n == item)
-            });
-            if !ran {
+            if !started.contains(&(job.as_str(), item)) {
                 missing.push(item.to_string());
             }
         }
