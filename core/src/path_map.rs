@@ -122,8 +122,15 @@ impl Segment {
                     .children
                     .binary_search_by(|c| c.name.as_bytes().cmp(name.as_bytes()))
                     .unwrap_or_else(|at| at);
-                // Most nodes have one to three children: grow by one, not by doubling.
-                self.children.reserve_exact(1);
+                // Most nodes have one to three children: grow by one, not by doubling. The
+                // directories of a cluster (`instances`, `servers`: one child per instance)
+                // double, or each join would copy all of them (a 50-instance cluster's start
+                // copied a tenth of its time's worth of children).
+                if self.children.len() < LINEAR_SCAN_MAX {
+                    self.children.reserve_exact(1);
+                } else {
+                    self.children.reserve(1);
+                }
                 self.children.insert(at, Child { hash, name, segment: Segment::default() });
                 at
             }
