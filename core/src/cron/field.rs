@@ -114,6 +114,16 @@ pub(crate) struct CronSpec {
 }
 
 impl CronSpec {
+    /// A few words of the expression mixed into one, to spread schedules over a table (equal
+    /// specs have equal fingerprints; unequal ones seldom do).
+    pub(crate) fn fingerprint(&self) -> u64 {
+        let ValueSet(s) = self.seconds;
+        let ValueSet(m) = self.minutes;
+        let ValueSet(h) = self.hours;
+        let ValueSet(mo) = self.months;
+        s[0] ^ m[0].rotate_left(17) ^ h[0].rotate_left(31) ^ mo[0].rotate_left(47)
+    }
+
     /// The first year in the set that is `>= year`.
     pub(crate) fn next_year_at_or_after(&self, year: i64) -> Option<i64> {
         self.years

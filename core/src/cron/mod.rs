@@ -101,6 +101,7 @@
 mod calendar;
 mod error;
 mod field;
+mod memo;
 mod schedule;
 mod unix;
 mod zone;

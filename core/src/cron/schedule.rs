@@ -45,7 +45,13 @@ impl CronSchedule {
     /// exactly `after_epoch_ms` is not returned. `None` when the schedule has no fire left up to
     /// the end of 2099.
     pub fn next_after(&self, after_epoch_ms: i64) -> Option<i64> {
-        next_fire(&self.spec, &self.zone, after_epoch_ms)
+        super::memo::next_fire(&self.spec, &self.zone, after_epoch_ms)
+    }
+
+    /// The parsed expression and the zone, for the memo's tests.
+    #[cfg(test)]
+    pub(crate) fn parts(&self) -> (&CronSpec, &JobTimeZone) {
+        (&self.spec, &self.zone)
     }
 
     /// Fire times after `after_epoch_ms`, each found from the previous one with

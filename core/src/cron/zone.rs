@@ -29,7 +29,7 @@ pub struct JobTimeZone {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Rules {
+pub(crate) enum Rules {
     /// A constant offset east of UTC, in seconds.
     Fixed(i32),
     Iana(Tz),
@@ -113,6 +113,11 @@ impl JobTimeZone {
     }
 
     /// Offset east of UTC in seconds at an instant given in epoch seconds.
+    /// What the zone's answers depend on (two ids of one zone give the same answers).
+    pub(crate) fn rules(&self) -> Rules {
+        self.rules
+    }
+
     pub(crate) fn offset_at(&self, epoch_seconds: i64) -> Option<i32> {
         match self.rules {
             Rules::Fixed(offset) => Some(offset),
