@@ -22,7 +22,8 @@ use crate::registry::{ScopeChange, SessionEvent, SessionEvents, WatchEvent, Watc
 enum Route {
     /// Every job (a resync).
     Everyone,
-    /// One job, as one of its nodes; `marker` for a running marker.
+    /// One job, as one of its nodes; `marker` for an execution record (a running marker, a
+    /// ledger).
     Job { id: JobId, node: JobNode, marker: bool },
     /// No job: the root, a node no job reads, or a job this instance does not run.
     Nobody,
@@ -184,9 +185,11 @@ impl Driver {
     fn on_watch(&mut self, batch: Vec<WatchEvent>) {
         // Where each event goes, found before the cache takes the events (and their nodes).
         let routes: Vec<Route> = batch.iter().map(|event| self.route(event)).collect();
-        // The event of a running marker this process wrote and recorded changes nothing its
-        // jobs can see: it would only wake the job for nothing (twice per fire). Other nodes'
-        // events wake their job even then (a repaired config, say, is acted on at its event).
+        // The event of an execution record this process wrote and recorded (a running marker,
+        // its ledger) changes nothing its jobs can see: it would only wake the job for nothing
+        // (twice per fire; the ledger's, once per start of a fire: a sixth of a simulated
+        // cluster's job steps). Other nodes' events wake their job even then (a repaired
+        // config, say, is acted on at its event).
         let seen: Vec<bool> = self
             .shared
             .cache
@@ -253,7 +256,8 @@ impl Driver {
         }
         match self.names.get(job) {
             Some(&id) => {
-                let marker = matches!(node, JobNode::Item(_, ItemNode::Running));
+                let marker =
+                    matches!(node, JobNode::Item(_, ItemNode::Running) | JobNode::Ledger(_));
                 Route::Job { id, node, marker }
             }
             None => Route::Nobody,
