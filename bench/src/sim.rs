@@ -134,7 +134,32 @@ const WHY_SLOW: &str =
     alternated, took 1.53-1.54 s for eight 10 × 10 `failover` seeds in the binary against \
     1.72-1.88 s without mimalloc (11-19 %), and 8.9 s against 11.8 s for the 50 × 100 seed 1 \
     (25 %). The code the seeds run did not change that session where they run without a \
-    fire lead (1.54 G instructions for the 10 × 10 seed 2, as before).\n";
+    fire lead (1.54 G instructions for the 10 × 10 seed 2, as before). On 2026-11-30 \
+    (session 39), 1.57 G before that session's changes and 1.48 G after (-6 %) for that seed, \
+    5.61 G and 5.06 G (-10 %) for 20 × 100 `none` seed 1 with 1 s of faults (the traces of 17 \
+    runs of fourteen shapes, 50 × 100 among them, byte for byte the same): a ledger's event \
+    that only confirms this process's own write wakes no job, as a marker's did not already \
+    (the 10 × 10 seed's job steps went from 24,107 to 20,310); a fire time already found on \
+    the thread is read from a small table (every fire step and every instance of a job \
+    asked the same search again; like the next, a table of a pure function's answers, \
+    which the instances on one thread share where they cannot share a view of the \
+    registry); a job's config written as YAML once per thread, not once \
+    per instance (the emitter costs some 30 µs and 64 KiB of zeroed buffers each time); \
+    path names read as text without a check of their bytes each time (`compact_str`); the \
+    checker's liveness check and the live window's search of each schedule made linear in \
+    the jobs. Where the 50 × 100 seed's time went before them, by phase (one run, `none`, \
+    1 s of faults, 3.7 s in all): the start 1.7 s, 15 s of quiet 0.5 s, 28 s of live 0.46 s, the \
+    final phase (every instance leaves every job) 0.9 s, the check 0.17 s. Of its 827,000 \
+    watch events, 643,000 are registrations and departures (an instance's and its server's \
+    node, seen by the job's runners on every other instance); yet two experiments on \
+    20 × 100 bound what a narrower watch alone would win: runners not woken by the others' \
+    server nodes saved 2.8 % of the instructions, registrations that do not widen the watch \
+    3.5 %. The steady state costs 15-17 ms of wall time per virtual s at 50 × 100 (5,000 \
+    job runners), which alone exceeds the 0.43 s a whole 86 s seed may take at 200 virtual s \
+    per wall s; and at 10 × 10 the steps are the design's own (38 % replies to the job's \
+    requests, 23 % fires, 11 % item ends, 22 % changes, 6 % resyncs) at 21,700 instructions \
+    each on average. Both targets need the step that looks only at what its input \
+    changed.\n";
 
 /// The `shardcron-sim` binary next to this one (as `cargo build --release` puts them).
 fn sim_bin() -> Result<PathBuf, Error> {
