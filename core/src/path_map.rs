@@ -124,8 +124,7 @@ impl Segment {
                     .unwrap_or_else(|at| at);
                 // Most nodes have one to three children: grow by one, not by doubling. The
                 // directories of a cluster (`instances`, `servers`: one child per instance)
-                // double, or each join would copy all of them (a 50-instance cluster's start
-                // copied a tenth of its time's worth of children).
+                // double, or each join would reallocate and copy all of them again.
                 if self.children.len() < LINEAR_SCAN_MAX {
                     self.children.reserve_exact(1);
                 } else {
