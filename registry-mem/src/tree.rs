@@ -15,7 +15,6 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
-use std::num::NonZeroU64;
 
 use shardcron_core::__private::InlineName as Name;
 use shardcron_core::registry::{path, Node, Version};
@@ -38,25 +37,43 @@ pub(crate) type SessionId = u64;
 const SEQ_WIDTH: usize = 10;
 
 /// One stored node. Kept small: the map holds one per node of every job (some 16 per job), and
-/// the simulator's and the benchmarks' processes hold the registry in memory.
+/// the simulator's and the benchmarks' processes hold the registry in memory (48 bytes: the
+/// map's buckets, empty ones included, are this plus the key).
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
     pub data: Box<[u8]>,
     pub version: Version,
-    /// The session owning an ephemeral node; `None` for persistent nodes. (Session ids start
-    /// at 1: see [`owner_of`].)
-    owner: Option<NonZeroU64>,
     /// Names of the direct children, kept sorted so `children` needs no sort.
     pub children: Children,
-    /// The next sequence number for sequential children: contiguous, never reused while this
-    /// node lives (a failed or rolled-back create gives its number back).
-    pub next_seq: u64,
+    /// The session owning an ephemeral node, or, for a persistent one, the next sequence
+    /// number for sequential children (contiguous, never reused while this node lives: a failed
+    /// or rolled-back create gives its number back). One word for both: an ephemeral node has
+    /// no children, so no sequence. See [`OwnerOrSeq`].
+    owner_or_seq: OwnerOrSeq,
 }
 
-/// A session id as an owner. The server numbers sessions from 1, so 0 never names one; were it
-/// ever given, the node would be owned by no session (persistent), never by another one.
-fn owner_of(session: Option<SessionId>) -> Option<NonZeroU64> {
-    session.and_then(NonZeroU64::new)
+/// An ephemeral node's owner (the top bit set) or a persistent node's next sequence number
+/// (the top bit clear). Session ids and sequence numbers stay far below 2^63: the server numbers
+/// sessions from 1, and a sequence is printed in ten digits.
+#[derive(Debug, Clone, Copy)]
+struct OwnerOrSeq(u64);
+
+const EPHEMERAL: u64 = 1 << 63;
+
+impl OwnerOrSeq {
+    /// The session as an owner. The server numbers sessions from 1, so 0 never names one;
+    /// were it ever given, the node would be owned by no session (persistent), never by another
+    /// one.
+    fn of(owner: Option<SessionId>) -> Self {
+        match owner {
+            Some(session) if session != 0 => OwnerOrSeq(EPHEMERAL | (session & !EPHEMERAL)),
+            _ => OwnerOrSeq(0),
+        }
+    }
+
+    fn owner(self) -> Option<SessionId> {
+        (self.0 & EPHEMERAL != 0).then_some(self.0 & !EPHEMERAL)
+    }
 }
 
 impl Entry {
@@ -64,20 +81,37 @@ impl Entry {
         Entry {
             data: data.into(),
             version: 0,
-            owner: owner_of(owner),
             children: Children::default(),
-            next_seq: 0,
+            owner_or_seq: OwnerOrSeq::of(owner),
         }
     }
 
     /// The session owning the node, if it is ephemeral.
     pub fn owner(&self) -> Option<SessionId> {
-        self.owner.map(NonZeroU64::get)
+        self.owner_or_seq.owner()
+    }
+
+    /// The next sequence number for sequential children (0 for an ephemeral node, which has
+    /// none).
+    pub fn next_seq(&self) -> u64 {
+        match self.owner() {
+            Some(_) => 0,
+            None => self.owner_or_seq.0,
+        }
+    }
+
+    /// Moves the next sequence number one on (`forward`) or back (a persistent node only: an
+    /// ephemeral one has no children, and creates under it are refused first).
+    fn step_seq(&mut self, forward: bool) {
+        if self.owner().is_none() {
+            let seq = &mut self.owner_or_seq.0;
+            *seq = if forward { seq.saturating_add(1) } else { seq.saturating_sub(1) };
+        }
     }
 
     /// The node as the contract shows it.
     pub fn node(&self) -> Node {
-        Node { data: self.data.to_vec(), version: self.version, ephemeral: self.owner.is_some() }
+        Node { data: self.data.to_vec(), version: self.version, ephemeral: self.owner().is_some() }
     }
 }
 
@@ -297,7 +331,7 @@ impl Batch<'_> {
             return Err(Fault::EphemeralParent);
         }
         let full = if sequential {
-            format!("{path}{:0width$}", parent.next_seq, width = SEQ_WIDTH)
+            format!("{path}{:0width$}", parent.next_seq(), width = SEQ_WIDTH)
         } else {
             path.to_owned()
         };
@@ -307,7 +341,7 @@ impl Batch<'_> {
         if let Some(parent) = self.tree.nodes.get_mut(parent_path) {
             parent.children.insert(path::name(&full));
             if sequential {
-                parent.next_seq += 1;
+                parent.step_seq(true);
             }
         }
         let entry = Entry::new(data, owner);
@@ -384,7 +418,7 @@ impl Drop for Batch<'_> {
                     {
                         parent.children.remove(path::name(&path));
                         if sequential {
-                            parent.next_seq -= 1;
+                            parent.step_seq(false);
                         }
                     }
                 }
@@ -450,8 +484,26 @@ mod tests {
         }
         assert_eq!(paths(&tree), before);
         let p = tree.get("/p").unwrap();
-        assert_eq!((&*p.data, p.version, p.next_seq), (&b"x"[..], 0, 1));
+        assert_eq!((&*p.data, p.version, p.next_seq()), (&b"x"[..], 0, 1));
         assert_eq!(p.children.iter().collect::<Vec<_>>(), vec!["s-0000000000"]);
+    }
+
+    #[test]
+    fn one_word_holds_an_owner_or_a_sequence() {
+        use super::OwnerOrSeq;
+        assert_eq!(OwnerOrSeq::of(Some(7)).owner(), Some(7));
+        assert_eq!(OwnerOrSeq::of(None).owner(), None);
+        assert_eq!(OwnerOrSeq::of(Some(0)).owner(), None, "session 0 owns nothing");
+        let mut tree = Tree::default();
+        let mut b = tree.batch();
+        b.create("/e", b"", Some(3), false).unwrap();
+        b.create("/p", b"", None, false).unwrap();
+        assert_eq!(b.create("/p/s-", b"", None, true).unwrap(), "/p/s-0000000000");
+        assert_eq!(b.create("/e/s-", b"", None, true), Err(Fault::EphemeralParent));
+        b.commit();
+        let (e, p) = (tree.get("/e").unwrap(), tree.get("/p").unwrap());
+        assert_eq!((e.owner(), e.next_seq(), e.node().ephemeral), (Some(3), 0, true));
+        assert_eq!((p.owner(), p.next_seq(), p.node().ephemeral), (None, 1, false));
     }
 
     #[test]
