@@ -105,7 +105,8 @@ impl Entry {
     fn step_seq(&mut self, forward: bool) {
         if self.owner().is_none() {
             let seq = &mut self.owner_or_seq.0;
-            *seq = if forward { seq.saturating_add(1) } else { seq.saturating_sub(1) };
+            // Never into the top bit, which would read as an owner.
+            *seq = if forward { (*seq + 1).min(EPHEMERAL - 1) } else { seq.saturating_sub(1) };
         }
     }
 
