@@ -180,11 +180,13 @@ impl ConfigWitness {
         // one at its start (ElasticJob's meaning), shown the cluster's or not (a job file with
         // it, 1 instance, `chaos` seed 3,303,219,729: a cron change, then a restart that wrote
         // its own cron back, which the checker went on holding the cluster to).
-        let overwrite = std::str::from_utf8(data)
-            .ok()
-            .and_then(|text| JobConfig::from_yaml(text).ok())
-            .is_some_and(|config| config.overwrite());
-        if knew && !overwrite {
+        let overwrite = || {
+            std::str::from_utf8(data)
+                .ok()
+                .and_then(|text| JobConfig::from_yaml(text).ok())
+                .is_some_and(|config| config.overwrite())
+        };
+        if knew && !overwrite() {
             // Left to the checker, which judges what follows by the cluster's config; noted,
             // for whoever reads the trace.
             let what =

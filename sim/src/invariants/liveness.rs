@@ -40,12 +40,11 @@ pub(super) fn check(
         }
     }
     let instances = tl.down.len();
-    // The items that started in the window, read in one pass (entries are in time order): a
-    // look through every entry per item grew with jobs × items × entries.
-    let first = entries.partition_point(|e| e.at < from);
-    let started: HashSet<(&str, u32)> = entries[first..]
+    // The items that started in the window, read in one pass: a look through every entry per
+    // item grew with jobs × items × entries.
+    let started: HashSet<(&str, u32)> = entries
         .iter()
-        .take_while(|e| e.at < to)
+        .filter(|e| e.at >= from && e.at < to)
         .filter_map(|e| match &e.what {
             What::Event { event: SchedulerEvent::ItemStarted { job, item, .. }, .. } => {
                 Some((job.as_str(), *item))
