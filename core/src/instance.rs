@@ -2,6 +2,7 @@
 //! with an optional suffix where several instances share one process (tests, the simulator).
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::protocol::records::InstanceRecord;
 use crate::registry::{path, RegistryError};
@@ -12,8 +13,10 @@ pub const DELIMITER: &str = "@-@";
 /// One scheduler's identity: the server IP it registers under and its instance id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct InstanceId {
-    ip: String,
-    id: String,
+    /// Shared: every job's protocol holds both (`JobProtocol::new`), and a process may run
+    /// thousands of jobs.
+    ip: Arc<str>,
+    id: Arc<str>,
 }
 
 impl InstanceId {
@@ -26,7 +29,7 @@ impl InstanceId {
         // Both end up as registry node names: reject what a path segment cannot hold.
         path::validate_segment(ip)?;
         path::validate_segment(&id)?;
-        Ok(InstanceId { ip: ip.to_owned(), id })
+        Ok(InstanceId { ip: ip.into(), id: id.into() })
     }
 
     /// The server IP part.
@@ -39,9 +42,20 @@ impl InstanceId {
         &self.id
     }
 
+    /// The server IP part, shared.
+    pub(crate) fn shared_ip(&self) -> Arc<str> {
+        self.ip.clone()
+    }
+
+    /// The full id, shared.
+    pub(crate) fn shared_id(&self) -> Arc<str> {
+        self.id.clone()
+    }
+
     /// The data of this instance's `instances/{id}` node, exactly as ElasticJob writes it.
     pub fn node_data(&self) -> String {
-        InstanceRecord { job_instance_id: self.id.clone(), server_ip: self.ip.clone() }.encode()
+        InstanceRecord { job_instance_id: self.id.to_string(), server_ip: self.ip.to_string() }
+            .encode()
     }
 }
 

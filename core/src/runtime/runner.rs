@@ -120,9 +120,14 @@ impl JobRunner {
             ..job::Settings::default()
         };
         let instance = &shared.instance;
-        let protocol =
-            JobProtocol::new(instance.as_str(), instance.ip(), config, schedule, settings)
-                .with_stored_config(fingerprint);
+        let protocol = JobProtocol::new(
+            instance.shared_id(),
+            instance.shared_ip(),
+            config,
+            schedule,
+            settings,
+        )
+        .with_stored_config(fingerprint);
         let mut runner = Box::new(JobRunner {
             shared,
             id,

@@ -97,7 +97,7 @@ impl JobProtocol {
     pub(super) fn on_clock_back(&mut self, ctx: &Ctx<'_>) {
         // A catch-up held back by a clock found off is tried again at once: the clock may
         // have been set right (its retry time, taken by the clock before, is far off now).
-        if self.catch_up_retry_ms.take().is_some() {
+        if self.seldom_if().and_then(|s| s.catch_up_retry_ms.take()).is_some() {
             self.catch_up_blocked = None;
         }
         let Some(armed) = self.armed_fire else { return };
@@ -181,7 +181,9 @@ impl JobProtocol {
         self.resync_owed = None;
         self.membership_changed = true;
         self.audit_owed = true;
-        for node in [JobNode::Config, JobNode::LeaderInstance, JobNode::Instance(self.me.clone())] {
+        for node in
+            [JobNode::Config, JobNode::LeaderInstance, JobNode::Instance(self.me.to_string())]
+        {
             self.on_change(node, ctx);
         }
         let trigger = self.paths.trigger(&self.me);
@@ -220,7 +222,7 @@ impl JobProtocol {
                 let ours = self.leader_node_ours(ctx);
                 self.was_leader = self.is_leader(ctx) || (ours && self.was_leader);
             }
-            JobNode::Instance(id) if id == self.me => {
+            JobNode::Instance(id) if id == &*self.me => {
                 // Our node vanished while our session lives: an operator shut this instance
                 // down. A session that ended since we registered took the node with it (the
                 // runtime counts ended sessions before it routes their events), and the
@@ -240,13 +242,13 @@ impl JobProtocol {
                     return;
                 }
                 self.owe_flag(!self.static_assignment(ctx));
-                if ip == self.ip && self.server_disabled(ctx) {
+                if ip == &*self.ip && self.server_disabled(ctx) {
                     // A leader on a disabled server abdicates; the survivors elect again.
                     self.abdicate_owed = true;
                 }
             }
             JobNode::Trigger(id)
-                if id == self.me && ctx.view.exists(&self.paths.trigger(&self.me)) =>
+                if id == &*self.me && ctx.view.exists(&self.paths.trigger(&self.me)) =>
             {
                 self.trigger_owed = true;
             }
@@ -266,7 +268,7 @@ impl JobProtocol {
     /// Whether the leader node, whatever it holds now, last named us: garbage over it leaves
     /// it ours (an ephemeral of our session).
     fn leader_node_ours(&self, ctx: &Ctx<'_>) -> bool {
-        self.leader_seen.as_deref() == Some(self.me.as_str())
+        self.leader_seen.as_deref() == Some(&*self.me)
             && ctx.view.exists(&self.paths.leader_instance())
     }
 
@@ -507,7 +509,9 @@ impl JobProtocol {
                 }
                 self.finishing.clear();
                 self.backlog.clear();
-                self.lost_markers.clear();
+                if let Some(seldom) = self.seldom_if() {
+                    seldom.lost_markers.clear();
+                }
                 self.leader_seen = None;
                 self.registration.lost();
                 self.outstanding = None;
@@ -544,7 +548,7 @@ impl JobProtocol {
         let gone: Vec<String> = self
             .members
             .iter()
-            .filter(|m| **m != self.me && present.binary_search(m).is_err())
+            .filter(|m| **m != &*self.me && present.binary_search(m).is_err())
             .cloned()
             .collect();
         for id in gone {
@@ -575,7 +579,9 @@ impl JobProtocol {
     pub(super) fn owe_flag(&mut self, owed: bool) {
         if owed {
             self.flag_owed = true;
-            self.flag_owed_departures = None;
+            if let Some(seldom) = self.seldom_if() {
+                seldom.flag_owed_departures = None;
+            }
         }
     }
 
@@ -583,8 +589,10 @@ impl JobProtocol {
     fn owe_flag_for_departure(&mut self, id: &str) {
         if !self.flag_owed {
             self.flag_owed = true;
-            self.flag_owed_departures = Some(vec![id.to_owned()]);
-        } else if let Some(departures) = &mut self.flag_owed_departures {
+            self.seldom_mut().flag_owed_departures = Some(vec![id.to_owned()]);
+        } else if let Some(departures) =
+            self.seldom_if().and_then(|s| s.flag_owed_departures.as_mut())
+        {
             departures.push(id.to_owned());
         }
     }
@@ -596,7 +604,8 @@ impl JobProtocol {
     /// waited behind that raise, the reshard it asked for and their round trips until the
     /// job was removed.)
     pub(super) fn flag_answered(&self, ctx: &Ctx<'_>) -> bool {
-        self.flag_owed_departures
+        self.seldom()
+            .flag_owed_departures
             .as_ref()
             .is_some_and(|ids| ids.iter().all(|id| self.assignment_current(id, ctx)))
     }
@@ -727,7 +736,7 @@ impl JobProtocol {
                 // leader clears it when failover is turned off, but that leader may have been
                 // gone then.
                 self.clear_queue_owed |= !self.failover_enabled();
-                self.leader_seen = Some(self.me.clone());
+                self.leader_seen = Some(self.me.to_string());
                 if !self.was_leader {
                     let job = self.job().to_owned();
                     self.emit(SchedulerEvent::LeaderElected { job });
@@ -1089,7 +1098,7 @@ impl JobProtocol {
                 return Some(Next::Request(Pending::MarkLedger, Request::Txn(vec![op])));
             }
         }
-        if self.clear_queue_owed && !self.clear_queue_race.holds(ctx.view.revision()) {
+        if self.clear_queue_owed && !self.seldom().clear_queue_race.holds(ctx.view.revision()) {
             let entries = ctx.view.children(&self.paths.failover_items());
             let ledgers = ctx.view.children(&self.paths.ledgers());
             let marks = failover::forget_departed(ctx.view, &self.paths);
@@ -1108,7 +1117,7 @@ impl JobProtocol {
                     .iter()
                     .map(|l| TxnOp::delete(format!("{}/{l}", self.paths.ledgers()), None));
                 let ops = entries.chain(ledgers).chain(marks).collect();
-                self.clear_queue_race.sent(ctx.view.revision());
+                self.seldom_mut().clear_queue_race.sent(ctx.view.revision());
                 return Some(Next::Request(Pending::ClearQueue, Request::Txn(ops)));
             }
         }

@@ -138,7 +138,9 @@ impl JobProtocol {
             }
             Decision::Launch(items) => {
                 if f.kind == FireKind::Misfire {
-                    self.catch_up_skip_said = None;
+                    if let Some(seldom) = self.seldom_if() {
+                        seldom.catch_up_skip_said = None;
+                    }
                 }
                 self.launch(f.fire_ms, f.kind, &items, f.item_fires.clone(), Vec::new(), ctx);
                 Next::Again
@@ -322,7 +324,9 @@ impl JobProtocol {
             // the items to their new owners, so which items owe one (and the fire they owe)
             // is read now, not when the catch-up was queued.
             let Some(owed) = owed else {
-                self.catch_up_skip_said = None;
+                if let Some(seldom) = self.seldom_if() {
+                    seldom.catch_up_skip_said = None;
+                }
                 return Decision::Drop;
             };
             f.fire_ms = owed.fire_ms;
@@ -516,7 +520,7 @@ impl JobProtocol {
                 self.my_items(ctx)
                     .into_iter()
                     .filter(|&n| match record.as_ref().and_then(|r| r.owner_at(n, f.fire_ms)) {
-                        Some(owner) => owner == Some(self.me.as_str()),
+                        Some(owner) => owner == Some(&*self.me),
                         None => true,
                     })
                     .collect()
@@ -684,7 +688,7 @@ impl JobProtocol {
             // right, compared again only at fires its skewed clock had armed 20 s out; the
             // job was removed first, the catch-up unrun).
             if matches!(reason, SkipReason::ClockSkew { .. }) {
-                self.catch_up_retry_ms = Some(ctx.now_ms + CLOCK_RECHECK_MS);
+                self.seldom_mut().catch_up_retry_ms = Some(ctx.now_ms + CLOCK_RECHECK_MS);
             }
             if !self.catch_up_skip_news(&reason) {
                 return;
@@ -699,7 +703,7 @@ impl JobProtocol {
     /// registration), and another every 2 s, for the one catch-up it held back.
     fn catch_up_skip_news(&mut self, reason: &SkipReason) -> bool {
         let kind = std::mem::discriminant(reason);
-        self.catch_up_skip_said.replace(kind) != Some(kind)
+        self.seldom_mut().catch_up_skip_said.replace(kind) != Some(kind)
     }
 
     fn emit_sharded(&mut self, assignment: &Assignment) {

@@ -189,7 +189,7 @@ impl JobProtocol {
             let marked = (0..self.total()).any(|n| {
                 let marker = view.get(&self.paths.item_node(n, ItemNode::Running));
                 let garbled = marker.is_some_and(|m| !names_live(view, &self.paths, &m.data));
-                running_owner(view, &self.paths, n).as_deref() == Some(self.me.as_str())
+                running_owner(view, &self.paths, n).as_deref() == Some(&*self.me)
                     || (garbled && running.is_some_and(|r| r.contains_key(&n)))
             });
             let ledger = view.get(&self.paths.ledger(&self.me));
@@ -258,7 +258,7 @@ impl JobProtocol {
         let path = self.paths.assigned();
         let record = view.get(&path)?;
         let owners = crate::protocol::records::Assigned::parse(&path, &record.data).ok()?.owners;
-        if owners.values().any(|owner| *owner == self.me) {
+        if owners.values().any(|owner| *owner == &*self.me) {
             return None;
         }
         let mut ops = vec![TxnOp::delete(self.paths.ledger(&self.me), Some(ledger_version))];

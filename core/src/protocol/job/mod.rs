@@ -33,11 +33,13 @@ mod orphans;
 mod register;
 mod repair;
 mod scope;
+mod seldom;
 mod servers;
 #[cfg(test)]
 mod transcripts;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 pub(crate) use io::fire_of;
 pub use io::{Action, Input, Launch, LaunchId, OpId, Reply, Request};
@@ -222,6 +224,9 @@ pub(super) struct RaceFence {
 }
 
 impl RaceFence {
+    /// No request sent yet.
+    pub const NONE: RaceFence = RaceFence { sent_at: None, lost_at: None };
+
     /// The request goes out, decided on the view at `revision`.
     pub fn sent(&mut self, revision: u64) {
         self.sent_at = Some(revision);
@@ -256,8 +261,9 @@ struct InFlight {
 /// One job on one instance; see the module documentation.
 #[derive(Debug)]
 pub struct JobProtocol {
-    me: String,
-    ip: String,
+    /// This instance's id and server IP, shared by the jobs of the process.
+    me: Arc<str>,
+    ip: Arc<str>,
     paths: JobPaths,
     config: JobConfig,
     schedule: Option<CronSchedule>,
@@ -282,16 +288,10 @@ pub struct JobProtocol {
     /// An instance node changed (or the view was replaced) since membership was last compared.
     membership_changed: bool,
     flag_owed: bool,
-    /// The departures a raise is owed for, when it is owed for nothing else: dropped once the
-    /// assignment in view answers every one of them (the reshard that did came while the raise
-    /// waited, for a clock comparison over a slow link, say).
-    flag_owed_departures: Option<Vec<String>>,
     bid_owed: bool,
     abdicate_owed: bool,
     trigger_owed: bool,
     clear_queue_owed: bool,
-    /// The clear lost a race: tried again once the view moved on.
-    clear_queue_race: RaceFence,
     /// Failover was turned on: the directories it needs, and our ledger's mark (from when on
     /// our missed fires are owed), are to be written.
     ledger_mark_owed: bool,
@@ -363,21 +363,10 @@ pub struct JobProtocol {
     /// lingering session's for as long as that session lasts).
     claim_race: RaceFence,
     claim_behind: bool,
-    /// A departure whose queue transaction lost a race (another survivor queued first, the
-    /// view did not show it yet): the instance, the view revision then, and how many tries
-    /// lost so far. Tried again once the view changes; given up, loudly, after a few.
-    queue_lost: Option<(String, u64, u32)>,
     /// Queued failover entries by item, with when this instance first saw each.
     entries_seen: BTreeMap<u32, i64>,
     /// A catch-up that could not start: none again until the view changes.
     catch_up_blocked: Option<u64>,
-    /// Why the catch-up held back was last recorded skipped: while it stays owed, its tries
-    /// again (at each change of the view, every 2 s while the clock is off) record a skip
-    /// only for a new reason, not the same one over and over for one debt.
-    catch_up_skip_said: Option<std::mem::Discriminant<SkipReason>>,
-    /// A catch-up skipped because this clock was off: tried again (its clock compared again)
-    /// at this time, or when the clock goes back, whatever the view does.
-    catch_up_retry_ms: Option<i64>,
     /// The job's own view revision and item count at which the idle look found no catch-up
     /// owed: the answer depends on nothing else, and every idle step asks
     /// (`catch_up_owed_now`).
@@ -391,18 +380,8 @@ pub struct JobProtocol {
     /// The registry's time minus ours, at the last comparison.
     registry_offset_ms: i64,
     flag_attempts: u32,
-    last_error: Option<RegistryError>,
-    /// Garbage last reported per path (the node's version and value), so that each change of
-    /// a node is reported once.
-    reported: BTreeMap<String, (Option<u64>, String)>,
-    /// The paths of `reported` the outstanding request writes (noted only while garbage is
-    /// reported: the fire path allocates nothing for it).
-    writing: Vec<String>,
-    /// Repairs of garbage (or of deleted nodes) this instance owes.
-    repairs: BTreeSet<repair::Repair>,
-    /// Items whose marker our finish could not remove (it had changed): removed after all if
-    /// the change proves to be garbage rather than a failover taker's.
-    lost_markers: BTreeSet<u32>,
+    /// What a job holds only after something went wrong (`seldom`): `None` until then.
+    seldom: Option<Box<seldom::Seldom>>,
     /// Every node is to be looked at for garbage (the view was replaced, leadership won).
     audit_owed: bool,
     /// The audit owed is a new leader's (or a registration's): of every node of the job, so
@@ -436,15 +415,15 @@ impl JobProtocol {
     /// The protocol of `config`'s job for instance `me` on server `ip`. The config is the one
     /// the job runs with (already published); the job registers on [`Input::Start`].
     pub fn new(
-        me: &str,
-        ip: &str,
+        me: impl Into<Arc<str>>,
+        ip: impl Into<Arc<str>>,
         config: JobConfig,
         schedule: Option<CronSchedule>,
         settings: Settings,
     ) -> Self {
         JobProtocol {
-            me: me.to_owned(),
-            ip: ip.to_owned(),
+            me: me.into(),
+            ip: ip.into(),
             paths: JobPaths::new(&config.job_name),
             config,
             schedule,
@@ -460,12 +439,10 @@ impl JobProtocol {
             departed: BTreeSet::new(),
             membership_changed: false,
             flag_owed: false,
-            flag_owed_departures: None,
             bid_owed: false,
             abdicate_owed: false,
             trigger_owed: false,
             clear_queue_owed: false,
-            clear_queue_race: RaceFence::default(),
             ledger_mark_owed: false,
             passed_fires_owed: None,
             own_markers_owed: false,
@@ -496,21 +473,14 @@ impl JobProtocol {
             claim_blocked: None,
             claim_race: RaceFence::default(),
             claim_behind: false,
-            queue_lost: None,
             entries_seen: BTreeMap::new(),
             catch_up_blocked: None,
-            catch_up_skip_said: None,
-            catch_up_retry_ms: None,
             no_catch_up: None,
             no_misfires: None,
             clock_checked: None,
             registry_offset_ms: 0,
             flag_attempts: 0,
-            last_error: None,
-            reported: BTreeMap::new(),
-            writing: Vec::new(),
-            repairs: BTreeSet::new(),
-            lost_markers: BTreeSet::new(),
+            seldom: None,
             audit_owed: false,
             audit_wide: false,
             granted: scope::Granted::default(),
@@ -564,7 +534,7 @@ impl JobProtocol {
 
     /// The error of the last failed request, if one failed since this was last asked.
     pub fn take_error(&mut self) -> Option<RegistryError> {
-        self.last_error.take()
+        self.seldom_if().and_then(|s| s.last_error.take())
     }
 
     /// Whether the job waits for the runtime to watch the scope it needs ([`Self::scope`]).
@@ -655,7 +625,7 @@ impl JobProtocol {
 
     /// Notes which reported paths `request` writes (see `writing`).
     fn note_writes(&mut self, request: &Request) {
-        if self.reported.is_empty() {
+        if self.seldom().reported.is_empty() {
             return;
         }
         let written: Vec<&str> = match request {
@@ -665,9 +635,10 @@ impl JobProtocol {
                 Vec::new()
             }
         };
-        self.writing = written
+        let seldom = self.seldom_mut();
+        seldom.writing = written
             .into_iter()
-            .filter(|path| self.reported.contains_key(*path))
+            .filter(|path| seldom.reported.contains_key(*path))
             .map(str::to_owned)
             .collect();
     }
@@ -696,7 +667,10 @@ impl JobProtocol {
             // a slow link the wider scope's snapshot took 2 s, and a crash meanwhile left a
             // completed run unrecorded, run again by failover (3 × 3 `failover` seed
             // 1,321,928,369 with 4 s sessions: four items of one fire ran twice).
-            if self.registration.done() && self.repairs.is_empty() && !self.finishing.is_empty() {
+            if self.registration.done()
+                && self.seldom().repairs.is_empty()
+                && !self.finishing.is_empty()
+            {
                 return self.finish_next(ctx);
             }
             // The runtime widens the watch; its snapshot comes as a resync.
@@ -781,17 +755,19 @@ impl JobProtocol {
             self.outstanding = Some(Box::new((expected, pending)));
             return;
         }
-        if result.is_ok() {
-            // What we wrote replaced any garbage there (a repair, a claim, a start): a later
-            // garbage is a new change, to be reported even if it equals the one reported before
-            // (the same junk at the same version of the next incarnation: garbage seed
-            // 1,517,309,833 went unreported after a claim). A node gone is forgotten by
-            // `look_at`.
-            for path in &self.writing {
-                self.reported.remove(path);
+        if let Some(seldom) = self.seldom_if() {
+            if result.is_ok() {
+                // What we wrote replaced any garbage there (a repair, a claim, a start): a
+                // later garbage is a new change, to be reported even if it equals the one
+                // reported before (the same junk at the same version of the next incarnation:
+                // garbage seed 1,517,309,833 went unreported after a claim). A node gone is
+                // forgotten by `look_at`.
+                for path in &seldom.writing {
+                    seldom.reported.remove(path);
+                }
             }
+            seldom.writing.clear();
         }
-        self.writing.clear();
         let result = match self.split.take() {
             Some(split) => {
                 if let Some(detail) = split.failed_detail(&result) {
@@ -826,7 +802,10 @@ impl JobProtocol {
                 let raced = result.as_ref().err().is_some_and(super::failover::is_lost_race);
                 if self.tolerate(result, super::failover::is_lost_race) {
                     self.clear_queue_owed = raced;
-                    self.clear_queue_race.answered(raced);
+                    // The clear was sent, so the state is there already.
+                    if let Some(seldom) = self.seldom_if() {
+                        seldom.clear_queue_race.answered(raced);
+                    }
                 }
             }
             // Changed or gone meanwhile: looked at again on the view that shows it.
@@ -895,7 +874,7 @@ impl JobProtocol {
     /// Reports a failed request; what it was for is retried on the next input.
     fn failed(&mut self, e: &RegistryError) {
         self.errored = true;
-        self.last_error = Some(e.clone());
+        self.seldom_mut().last_error = Some(e.clone());
         self.emit(SchedulerEvent::Error { job: self.job().to_owned(), message: e.to_string() });
     }
 
@@ -948,7 +927,7 @@ impl JobProtocol {
         let servers = self.stale_servers_deadline();
         let resync = self.resync_owed.filter(|_| self.connected);
         let steal = self.steal_deadline();
-        let catch_up = self.catch_up_retry_ms;
+        let catch_up = self.seldom().catch_up_retry_ms;
         [fire, stop, servers, resync, steal, catch_up].into_iter().flatten().min()
     }
 

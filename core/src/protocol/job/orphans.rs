@@ -26,6 +26,7 @@ impl JobProtocol {
         // Its queue lost a race the view did not show yet: tried again once the view moves on
         // (the winner's entries come with it, and the queue computed then is empty).
         if self
+            .seldom()
             .queue_lost
             .as_ref()
             .is_some_and(|(d, at, _)| *d == dead && *at == ctx.view.revision())
@@ -155,13 +156,13 @@ impl JobProtocol {
             // its transaction, refused whole every time, which left the items behind the dead
             // instance's markers for good): said, not hidden.
             Err(e) if failover::is_lost_race(&e) || e.is_node_exists() => {
-                let tries = match &self.queue_lost {
+                let tries = match &self.seldom().queue_lost {
                     Some((d, _, n)) if *d == dead => n + 1,
                     _ => 1,
                 };
                 if tries < QUEUE_TRIES {
                     // Tried again at once if the view moved on since the queue was computed.
-                    self.queue_lost = Some((dead, computed_at, tries));
+                    self.seldom_mut().queue_lost = Some((dead, computed_at, tries));
                     return;
                 }
                 let job = self.job().to_owned();
@@ -185,8 +186,10 @@ impl JobProtocol {
     /// with it (the same id may depart again later, and starts counting afresh).
     fn forget_departure(&mut self, dead: &str) {
         self.departed.remove(dead);
-        if self.queue_lost.as_ref().is_some_and(|(d, _, _)| d == dead) {
-            self.queue_lost = None;
+        if let Some(seldom) = self.seldom_if() {
+            if seldom.queue_lost.as_ref().is_some_and(|(d, _, _)| d == dead) {
+                seldom.queue_lost = None;
+            }
         }
     }
 
@@ -215,7 +218,7 @@ impl JobProtocol {
                         self.stray_failover.insert(held[i].item);
                     }
                     // Unless garbage replaced it: then it is ours to remove (see `repair`).
-                    self.lost_markers.insert(held[i].item);
+                    self.seldom_mut().lost_markers.insert(held[i].item);
                     let node = crate::layout::JobNode::Item(
                         held[i].item,
                         crate::layout::ItemNode::Running,
@@ -280,16 +283,20 @@ impl JobProtocol {
         if self.claim_behind && self.claim_race.holds(ctx.view.revision()) {
             return Next::Idle;
         }
-        let retry_due = self.catch_up_retry_ms.is_some_and(|at| ctx.now_ms >= at);
+        let retry_due = self.seldom().catch_up_retry_ms.is_some_and(|at| ctx.now_ms >= at);
         if self.config.misfire && (self.catch_up_blocked != Some(ctx.view.revision()) || retry_due)
         {
             if self.catch_up_owed_now(ctx) {
-                self.catch_up_retry_ms = None;
+                if let Some(seldom) = self.seldom_if() {
+                    seldom.catch_up_retry_ms = None;
+                }
                 self.enqueue(ctx.now_ms, FireKind::Misfire, None);
                 return Next::Again;
             }
             // Nothing owed (run, or moved away): a catch-up held back later is news again.
-            self.catch_up_skip_said = None;
+            if let Some(seldom) = self.seldom_if() {
+                seldom.catch_up_skip_said = None;
+            }
         }
         if std::mem::take(&mut self.manual_pending) {
             self.enqueue(ctx.now_ms, FireKind::Manual, None);
@@ -374,7 +381,8 @@ impl JobProtocol {
         // Our own marker may still show (a finish the view has not caught up with): not a
         // run elsewhere.
         let runs_elsewhere = |n: u32| {
-            execution::running_owner(ctx.view, &self.paths, n).is_some_and(|owner| owner != self.me)
+            execution::running_owner(ctx.view, &self.paths, n)
+                .is_some_and(|owner| owner != &*self.me)
         };
         // An item queued for failover is re-run by its taker first: the catch-up comes after.
         let queued = |n: u32| ctx.view.exists(&self.paths.failover_item(n));
@@ -428,7 +436,7 @@ impl JobProtocol {
         let (queue, garbage) = failover::queued(ctx.view, &self.paths);
         for (item, g) in garbage {
             self.report_once(&g, ctx);
-            self.repairs.insert(super::repair::Repair::Entry(item));
+            self.seldom_mut().repairs.insert(super::repair::Repair::Entry(item));
         }
         // When each entry was first seen here: one another instance's share left unclaimed
         // that long (its claimer is busy with a long run, or cut off) is anyone's. A claim is
@@ -457,7 +465,8 @@ impl JobProtocol {
                 .collect()
         };
         let claimer_busy = |entry: &FailoverEntry| {
-            failover::claimer_of(entry, &eligible).is_some_and(|c| c != self.me && busy.contains(c))
+            failover::claimer_of(entry, &eligible)
+                .is_some_and(|c| c != &*self.me && busy.contains(c))
         };
         let left_waiting = queue.iter().filter(|(item, entry)| {
             !ours.iter().any(|(n, _)| n == item) && (waited(item) || claimer_busy(entry))

@@ -391,7 +391,7 @@ impl JobProtocol {
             .view
             .children(&self.paths.ledgers())
             .into_iter()
-            .filter(|id| *id != self.me && !self.members.contains(id))
+            .filter(|id| *id != &*self.me && !self.members.contains(id))
             .collect();
         self.departed.extend(left);
     }
@@ -623,7 +623,7 @@ impl JobProtocol {
         let began = self.registration.began_ms?;
         let record = failover::read_assigned(ctx.view, &self.paths)?;
         let ours = |owners: &crate::protocol::records::Owners| {
-            owners.values().any(|owner| *owner == self.me)
+            owners.values().any(|owner| *owner == &*self.me)
         };
         if !ours(&record.owners) {
             return None;
@@ -648,8 +648,8 @@ impl JobProtocol {
 
     pub(super) fn instance_data(&self) -> Vec<u8> {
         crate::protocol::records::InstanceRecord {
-            job_instance_id: self.me.clone(),
-            server_ip: self.ip.clone(),
+            job_instance_id: self.me.to_string(),
+            server_ip: self.ip.to_string(),
         }
         .encode()
         .into_bytes()
@@ -701,7 +701,7 @@ impl JobProtocol {
                 let Some(node) = ctx.view.get(&marker) else { return true };
                 let started_with_failover_off = node.ephemeral
                     && !ledger.running.contains_key(&n)
-                    && node.text().trim() == self.me;
+                    && node.text().trim() == &*self.me;
                 if started_with_failover_off {
                     unfailed.push(TxnOp::delete(marker, Some(node.version)));
                 }
@@ -717,7 +717,7 @@ impl JobProtocol {
                 }) && (ledger.running.contains_key(&n)
                     || (garbled && owned.contains(&n)));
                 marker_garbled
-                    || running_owner(ctx.view, &self.paths, n).as_deref() == Some(self.me.as_str())
+                    || running_owner(ctx.view, &self.paths, n).as_deref() == Some(&*self.me)
             })
             .map(|item| Orphan {
                 item,
@@ -847,7 +847,7 @@ impl JobProtocol {
             .filter_map(|n| {
                 let path = self.paths.item_node(n, crate::layout::ItemNode::Running);
                 let node = ctx.view.get(&path)?;
-                (node.text().trim() == self.me).then(|| TxnOp::delete(path, Some(node.version)))
+                (node.text().trim() == &*self.me).then(|| TxnOp::delete(path, Some(node.version)))
             })
             .collect()
     }
@@ -863,7 +863,7 @@ impl JobProtocol {
             .filter_map(|n| {
                 let path = self.paths.item_node(n, crate::layout::ItemNode::Failover);
                 let node = ctx.view.get(&path)?;
-                (node.text().trim() == self.me).then(|| TxnOp::delete(path, Some(node.version)))
+                (node.text().trim() == &*self.me).then(|| TxnOp::delete(path, Some(node.version)))
             })
             .collect()
     }

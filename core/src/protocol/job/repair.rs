@@ -72,29 +72,32 @@ impl JobProtocol {
         // A node reported missing that is back, or reported and gone since: what it holds
         // next is a new change (versions start again with a new node).
         // Looked at (and parsed) only while something is reported: every change passes here.
-        let path = (!self.reported.is_empty()).then(|| garbage::path_of(&self.paths, node));
+        let path =
+            (!self.seldom().reported.is_empty()).then(|| garbage::path_of(&self.paths, node));
         if let Some(path) = path.flatten() {
             let readable = || {
                 ctx.view.exists(&path)
                     && garbage::unreadable(ctx.view, &self.paths, node).is_none()
                     && !matches!(node, JobNode::Config)
             };
-            let missing = self.reported.get(&path).map(|(_, v)| v == MISSING);
+            let missing = self.seldom().reported.get(&path).map(|(_, v)| v == MISSING);
             if missing.is_some_and(|m| m == ctx.view.exists(&path) || (!m && readable())) {
-                self.reported.remove(&path);
+                if let Some(seldom) = self.seldom_if() {
+                    seldom.reported.remove(&path);
+                }
             }
         }
         // Asked only where it decides something: every change passes here.
         let leader = || self.is_leader(ctx);
         let view = ctx.view;
         match node {
-            JobNode::Instance(id) if *id == self.me => {
+            JobNode::Instance(id) if *id == &*self.me => {
                 if let Some(g) = garbage::unreadable(view, &self.paths, node) {
                     self.report_once(&g, ctx);
-                    self.repairs.insert(Repair::Instance);
+                    self.seldom_mut().repairs.insert(Repair::Instance);
                 }
             }
-            JobNode::Server(ip) if *ip == self.ip => {
+            JobNode::Server(ip) if *ip == &*self.ip => {
                 let path = self.paths.server(ip);
                 let problem = match view.get(&path) {
                     // Registration made sure of it, and the view has not shown it yet.
@@ -106,7 +109,7 @@ impl JobProtocol {
                 };
                 if let Some(g) = problem {
                     self.report_once(&g, ctx);
-                    self.repairs.insert(Repair::Server);
+                    self.seldom_mut().repairs.insert(Repair::Server);
                 }
             }
             JobNode::Item(n, ItemNode::Instance) => self.on_owner_change(*n, ctx, changed),
@@ -123,12 +126,12 @@ impl JobProtocol {
                 }
                 // Only the leader itself knows the node is its own (an ephemeral of its
                 // session): the last id the node held is ours.
-                if self.leader_seen.as_deref() == Some(self.me.as_str()) {
+                if self.leader_seen.as_deref() == Some(&*self.me) {
                     let g = garbage::unreadable(view, &self.paths, node).unwrap_or_else(|| {
                         Garbage::new(&path, &holder.data, "the leader node names no live instance")
                     });
                     self.report_once(&g, ctx);
-                    self.repairs.insert(Repair::Leader);
+                    self.seldom_mut().repairs.insert(Repair::Leader);
                 }
             }
             JobNode::ShardingNecessary => {
@@ -137,7 +140,7 @@ impl JobProtocol {
                 }
                 if let Some(g) = garbage::unreadable(view, &self.paths, node) {
                     self.report_once(&g, ctx);
-                    self.repairs.insert(Repair::Flag);
+                    self.seldom_mut().repairs.insert(Repair::Flag);
                 } else if !sharding::pending(view, &self.paths)
                     && !self.static_assignment(ctx)
                     && !self.assignment_is_strategy(ctx)
@@ -153,18 +156,18 @@ impl JobProtocol {
                         self.report_once(&g, ctx);
                     }
                     if self.failover_enabled() {
-                        self.repairs.insert(Repair::Entry(*n));
+                        self.seldom_mut().repairs.insert(Repair::Entry(*n));
                     }
                 }
             }
             JobNode::Ledger(id) => {
                 if let Some(g) = garbage::unreadable(view, &self.paths, node) {
-                    let mine = *id == self.me;
+                    let mine = *id == &*self.me;
                     if mine || leader() {
                         self.report_once(&g, ctx);
                     }
                     if mine && self.failover_enabled() {
-                        self.repairs.insert(Repair::Ledger);
+                        self.seldom_mut().repairs.insert(Repair::Ledger);
                     }
                 }
             }
@@ -172,7 +175,7 @@ impl JobProtocol {
                 if let Some(g) = garbage::unreadable(view, &self.paths, node) {
                     if leader() {
                         self.report_once(&g, ctx);
-                        self.repairs.insert(Repair::Assigned);
+                        self.seldom_mut().repairs.insert(Repair::Assigned);
                     }
                 }
             }
@@ -194,7 +197,7 @@ impl JobProtocol {
         for node in garbage::read_nodes(ctx.view, &self.paths) {
             self.look_at(&node, ctx, false);
         }
-        self.look_at(&JobNode::Server(self.ip.clone()), ctx, false);
+        self.look_at(&JobNode::Server(self.ip.to_string()), ctx, false);
         for n in 0..self.total() {
             self.on_owner_change(n, ctx, false);
         }
@@ -307,7 +310,9 @@ impl JobProtocol {
     fn on_marker_change(&mut self, n: u32, ctx: &Ctx<'_>) {
         let path = self.paths.item_node(n, ItemNode::Running);
         let Some(marker) = ctx.view.get(&path) else {
-            self.lost_markers.remove(&n);
+            if let Some(seldom) = self.seldom_if() {
+                seldom.lost_markers.remove(&n);
+            }
             return;
         };
         if marker.data == self.me.as_bytes() {
@@ -315,14 +320,16 @@ impl JobProtocol {
         }
         if names_live(ctx.view, &self.paths, &marker.data) {
             // Taken over by a live instance: not ours any more.
-            self.lost_markers.remove(&n);
+            if let Some(seldom) = self.seldom_if() {
+                seldom.lost_markers.remove(&n);
+            }
             return;
         }
         let node = JobNode::Item(n, ItemNode::Running);
         let g = garbage::unreadable(ctx.view, &self.paths, &node).unwrap_or_else(|| {
             Garbage::new(&path, &marker.data, "the running marker names no live instance")
         });
-        let ours = self.held_items().contains(&n) || self.lost_markers.contains(&n);
+        let ours = self.held_items().contains(&n) || self.seldom().lost_markers.contains(&n);
         // A marker naming an instance that left is an orphan waiting for failover, not
         // garbage, unless we hold it.
         let unreadable = garbage::unreadable(ctx.view, &self.paths, &node).is_some();
@@ -330,7 +337,7 @@ impl JobProtocol {
             self.report_once(&g, ctx);
         }
         if ours {
-            self.repairs.insert(Repair::Marker(n));
+            self.seldom_mut().repairs.insert(Repair::Marker(n));
         }
     }
 
@@ -344,14 +351,14 @@ impl JobProtocol {
                     "the config node is missing; the leader writes it again",
                 );
                 self.report_once(&g, ctx);
-                self.repairs.insert(Repair::Config);
+                self.seldom_mut().repairs.insert(Repair::Config);
             }
             Some(node) => {
                 if self.runs_with_stored(&node.data) {
                     return;
                 }
                 if store::parse_stored(self.job(), &node.data, &self.settings.known).is_err() {
-                    self.repairs.insert(Repair::Config);
+                    self.seldom_mut().repairs.insert(Repair::Config);
                 }
             }
         }
@@ -384,8 +391,8 @@ impl JobProtocol {
     pub(super) fn report_once(&mut self, garbage: &Garbage, ctx: &Ctx<'_>) {
         let version = ctx.view.get(&garbage.path).map(|n| n.version);
         let seen = (version, garbage.value.clone());
-        if self.reported.get(&garbage.path) != Some(&seen) {
-            self.reported.insert(garbage.path.clone(), seen);
+        if self.seldom().reported.get(&garbage.path) != Some(&seen) {
+            self.seldom_mut().reported.insert(garbage.path.clone(), seen);
             self.report_garbage(garbage);
         }
     }
@@ -393,7 +400,7 @@ impl JobProtocol {
     /// The next repair still needed, as a request; repairs the view shows are no longer
     /// needed are dropped.
     pub(super) fn repair_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
-        while let Some(repair) = self.repairs.pop_first() {
+        while let Some(repair) = self.seldom_if().and_then(|s| s.repairs.pop_first()) {
             if let Some(request) = self.repair_request(repair, ctx) {
                 return Some(Next::Request(Pending::Repair(repair), request));
             }
@@ -404,9 +411,11 @@ impl JobProtocol {
     /// The removal of a marker our finished run lost to garbage, each tried once (a leave
     /// retries nothing: it has a deadline).
     pub(super) fn lost_marker_repair_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
-        while let Some(&n) = self.lost_markers.first() {
+        while let Some(&n) = self.seldom().lost_markers.first() {
             let request = self.repair_request(Repair::Marker(n), ctx);
-            self.lost_markers.remove(&n);
+            if let Some(seldom) = self.seldom_if() {
+                seldom.lost_markers.remove(&n);
+            }
             if let Some(request) = request {
                 return Some(Next::Request(Pending::Repair(Repair::Marker(n)), request));
             }
@@ -437,7 +446,7 @@ impl JobProtocol {
                 }
             }
             Repair::Instance => {
-                let node = JobNode::Instance(self.me.clone());
+                let node = JobNode::Instance(self.me.to_string());
                 let path = self.paths.instance(&self.me);
                 let current = view.get(&path)?;
                 garbage::unreadable(view, &self.paths, &node)?;
@@ -462,7 +471,7 @@ impl JobProtocol {
                 let node = view.get(&path)?;
                 let foreign =
                     node.data != self.me.as_bytes() && !names_live(view, &self.paths, &node.data);
-                (self.leader_seen.as_deref() == Some(self.me.as_str()) && foreign)
+                (self.leader_seen.as_deref() == Some(&*self.me) && foreign)
                     .then(|| set(path, self.me.as_bytes().to_vec(), node.version))
                     .flatten()
             }
@@ -474,7 +483,7 @@ impl JobProtocol {
                 }
                 if self.held_items().contains(&n) {
                     set(path, self.me.as_bytes().to_vec(), node.version)
-                } else if self.lost_markers.contains(&n) {
+                } else if self.seldom().lost_markers.contains(&n) {
                     Some(Request::Txn(vec![TxnOp::delete(path, Some(node.version))]))
                 } else {
                     None
@@ -505,14 +514,14 @@ impl JobProtocol {
                 let named = execution::running_owner(view, &self.paths, n);
                 match marker {
                     Some(m) if names_live(view, &self.paths, &m.data) => {
-                        if named.as_deref() != Some(self.me.as_str()) {
+                        if named.as_deref() != Some(&*self.me) {
                             None
                         } else if self.held_items().contains(&n) {
                             let ops =
                                 failover::remove_entry(view, &self.paths, n, Some(node.version));
                             Some(Request::Txn(ops))
                         } else {
-                            set(path, entry(self.me.clone()).encode(), node.version)
+                            set(path, entry(self.me.to_string()).encode(), node.version)
                         }
                     }
                     Some(_) if n < self.total() => {
@@ -545,7 +554,7 @@ impl JobProtocol {
                 }
                 let path = self.paths.ledger(&self.me);
                 let node = view.get(&path)?;
-                garbage::unreadable(view, &self.paths, &JobNode::Ledger(self.me.clone()))?;
+                garbage::unreadable(view, &self.paths, &JobNode::Ledger(self.me.to_string()))?;
                 set(path, self.rebuilt_ledger(ctx).encode(), node.version)
             }
             Repair::Assigned => {
@@ -618,7 +627,9 @@ impl JobProtocol {
                 }
                 if let Repair::Marker(n) = repair {
                     if matches!(results.first(), Some(TxnResult::Deleted)) {
-                        self.lost_markers.remove(&n);
+                        if let Some(seldom) = self.seldom_if() {
+                            seldom.lost_markers.remove(&n);
+                        }
                     }
                 }
             }
@@ -627,7 +638,7 @@ impl JobProtocol {
             // looked at again then.
             Err(e) if e.transaction_failure().is_some() || e.is_node_exists() => {}
             Err(e) => {
-                self.repairs.insert(repair);
+                self.seldom_mut().repairs.insert(repair);
                 self.failed(&e);
             }
         }

@@ -116,7 +116,7 @@ impl JobProtocol {
         }
         let mut markers = facts.owned.clone();
         markers.extend(self.held_item_iter());
-        markers.extend(self.lost_markers.iter().copied());
+        markers.extend(self.seldom().lost_markers.iter().copied());
         markers.extend(self.stray_failover.iter().copied());
         markers.sort_unstable();
         markers.dedup();
@@ -136,7 +136,7 @@ impl JobProtocol {
             && self.markers_within(&facts, |n| markers.binary_search(&n).is_ok())
             && markers.iter().all(|n| {
                 facts.owned.binary_search(n).is_ok()
-                    || self.lost_markers.contains(n)
+                    || self.seldom().lost_markers.contains(n)
                     || self.stray_failover.contains(n)
                     || self.held_item_iter().any(|h| h == *n)
             })
@@ -162,7 +162,7 @@ impl JobProtocol {
     fn markers_within(&self, facts: &ViewFacts, has: impl Fn(u32) -> bool) -> bool {
         facts.owned.iter().all(|&n| has(n))
             && self.held_item_iter().all(&has)
-            && self.lost_markers.iter().all(|&n| has(n))
+            && self.seldom().lost_markers.iter().all(|&n| has(n))
             && self.stray_failover.iter().all(|&n| has(n))
     }
 
@@ -186,11 +186,11 @@ impl JobProtocol {
                 path.truncate(base);
                 path.push_str(Digits::of(n).as_str());
                 path.push_str("/instance");
-                view.peek(&path).is_some_and(|owner| owner.text().trim() == self.me)
+                view.peek(&path).is_some_and(|owner| owner.text().trim() == &*self.me)
             })
             .collect();
         let (led, leading, leader_exact) = match election::leader_text(view, &self.paths) {
-            Some(text) => (true, text.trim() == self.me, text == self.me),
+            Some(text) => (true, text.trim() == &*self.me, text == &*self.me),
             None => (false, false, false),
         };
         let flagged = view.peek(&self.paths.sharding_necessary()).is_some()

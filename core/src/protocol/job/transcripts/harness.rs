@@ -585,8 +585,8 @@ impl Harness {
         };
         let ip = ip_of(&self.me).to_owned();
         self.protocol = Some(JobProtocol::new(
-            &self.me,
-            &ip,
+            self.me.as_str(),
+            ip.as_str(),
             self.config.clone(),
             schedule,
             self.settings.clone(),
