@@ -162,6 +162,8 @@ pub(crate) struct Shared {
     pub instance: InstanceId,
     pub cache: SharedCache,
     pub settings: Settings,
+    /// What every job's protocol runs with, shared (a process may run thousands of jobs).
+    pub job_settings: Arc<crate::protocol::job::Settings>,
     pub listeners: Vec<Arc<dyn JobListener>>,
     pub once_listeners: Vec<Arc<dyn DistributeOnceListener>>,
     pub error_handlers: ErrorHandlers,
@@ -428,8 +430,14 @@ impl SchedulerBuilder {
             activity.clone(),
             handles.spawner.as_ref(),
         );
+        let job_settings = Arc::new(runner::job_settings(
+            &self.settings,
+            !self.once_listeners.is_empty(),
+            &known,
+        ));
         let shared = Arc::new(Shared {
             registry: self.registry,
+            job_settings,
             txns,
             activity,
             events: events.clone(),

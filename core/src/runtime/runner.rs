@@ -110,15 +110,7 @@ impl JobRunner {
         }
         let schedule = schedule_of(&config)?;
         let executor = Arc::new(executor_for(&shared, &config)?);
-        let settings = job::Settings {
-            sharding_timeout_ms: millis(shared.settings.sharding_timeout),
-            shutdown_timeout_ms: millis(shared.settings.shutdown_timeout),
-            once_listeners: !shared.once_listeners.is_empty(),
-            stale_server_grace_ms: shared.settings.stale_server_grace.map(millis),
-            strategies: shared.settings.strategies.clone(),
-            known: shared.known.clone(),
-            ..job::Settings::default()
-        };
+        let settings = shared.job_settings.clone();
         let instance = &shared.instance;
         let protocol = JobProtocol::new(
             instance.shared_id(),
@@ -507,5 +499,23 @@ fn schedule_of(config: &JobConfig) -> Result<Option<CronSchedule>> {
             Ok(Some(CronSchedule::parse(cron, config.time_zone.as_deref().unwrap_or(""))?))
         }
         None => Ok(None),
+    }
+}
+
+/// What the protocol of each job of a scheduler runs with: built once per scheduler and shared
+/// by its jobs (`Shared::job_settings`).
+pub(crate) fn job_settings(
+    settings: &super::Settings,
+    once_listeners: bool,
+    known: &crate::config::KnownTypes,
+) -> job::Settings {
+    job::Settings {
+        sharding_timeout_ms: millis(settings.sharding_timeout),
+        shutdown_timeout_ms: millis(settings.shutdown_timeout),
+        once_listeners,
+        stale_server_grace_ms: settings.stale_server_grace.map(millis),
+        strategies: settings.strategies.clone(),
+        known: known.clone(),
+        ..job::Settings::default()
     }
 }

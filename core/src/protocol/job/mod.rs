@@ -267,7 +267,8 @@ pub struct JobProtocol {
     paths: JobPaths,
     config: JobConfig,
     schedule: Option<CronSchedule>,
-    settings: Settings,
+    /// Shared by the jobs of a scheduler.
+    settings: Arc<Settings>,
     actions: Vec<Action>,
     next_id: u64,
     /// Boxed, as the other states a job is in only now and then (a fire, a run, a split):
@@ -419,7 +420,7 @@ impl JobProtocol {
         ip: impl Into<Arc<str>>,
         config: JobConfig,
         schedule: Option<CronSchedule>,
-        settings: Settings,
+        settings: impl Into<Arc<Settings>>,
     ) -> Self {
         JobProtocol {
             me: me.into(),
@@ -427,7 +428,7 @@ impl JobProtocol {
             paths: JobPaths::new(&config.job_name),
             config,
             schedule,
-            settings,
+            settings: settings.into(),
             actions: Vec::new(),
             next_id: 0,
             outstanding: None,
