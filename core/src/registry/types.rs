@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::Stream;
+use rustc_hash::FxHashSet;
 
 use super::path::ROOT;
 
@@ -273,18 +274,27 @@ impl WatchScope {
     /// subtree and nodes inside a subtree are left out (a node entry that is also a subtree
     /// root is covered by the subtree). What a backend registers server-side.
     pub fn minimal(&self) -> WatchScope {
-        // A root is redundant when a proper ancestor of it is a root too: one lookup per
-        // ancestor, not a comparison with every other root.
-        let has = |root: &str| self.subtrees.binary_search_by(|s| s.as_str().cmp(root)).is_ok();
+        // A root is redundant when a proper ancestor of it is a root too: one hashed lookup
+        // per ancestor, not a comparison with every other root (nor a binary search among
+        // tens of thousands of them per ancestor).
+        let roots: FxHashSet<&str> = self.subtrees.iter().map(String::as_str).collect();
+        let everything = roots.contains(ROOT);
         let below_another = |root: &str| {
             root != ROOT
-                && (has(ROOT) || root.match_indices('/').skip(1).any(|(i, _)| has(&root[..i])))
+                && (everything
+                    || root.match_indices('/').skip(1).any(|(i, _)| roots.contains(&root[..i])))
         };
         let subtrees: Vec<String> =
             self.subtrees.iter().filter(|root| !below_another(root)).cloned().collect();
-        let outer = WatchScope { subtrees, nodes: Vec::new() };
-        let nodes = self.nodes.iter().filter(|n| !outer.in_subtree(n)).cloned().collect();
-        WatchScope { nodes, ..outer }
+        // A node is covered when it is a root or lies below one (a redundant root's ancestor
+        // is a kept root, so the whole set answers the same as the kept ones).
+        let in_subtree = |node: &str| {
+            everything
+                || roots.contains(node)
+                || node.match_indices('/').skip(1).any(|(i, _)| roots.contains(&node[..i]))
+        };
+        let nodes = self.nodes.iter().filter(|n| !in_subtree(n)).cloned().collect();
+        WatchScope { subtrees, nodes }
     }
 
     /// The entries of `new` that `self` lacks, and the entries of `self` that `new` lacks:
@@ -301,16 +311,14 @@ impl WatchScope {
         (added_subtrees, added_nodes, removed_subtrees, removed_nodes)
     }
 
-    /// Everything either scope covers.
+    /// Everything either scope covers: one pass over both sorted lists (a ZooKeeper feed
+    /// takes the union of its whole watch with a subscriber's at every change of scope, tens
+    /// of thousands of entries each at ten thousand jobs).
     pub fn union(&self, other: &WatchScope) -> WatchScope {
-        let mut out = self.clone();
-        for root in &other.subtrees {
-            insert_sorted(&mut out.subtrees, root.clone());
+        WatchScope {
+            subtrees: sorted_union(&self.subtrees, &other.subtrees),
+            nodes: sorted_union(&self.nodes, &other.nodes),
         }
-        for node in &other.nodes {
-            insert_sorted(&mut out.nodes, node.clone());
-        }
-        out
     }
 
     /// Everything any of `scopes` covers: [`union`](Self::union) of many at once, sorted
@@ -477,6 +485,32 @@ fn sorted_diff<'a>(old: &'a [String], new: &'a [String]) -> (Vec<&'a str>, Vec<&
         }
     }
     (added, removed)
+}
+
+/// The entries of either sorted, duplicate-free list, sorted and without duplicates.
+fn sorted_union(a: &[String], b: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(a.len().max(b.len()));
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => {
+                out.push(a[i].clone());
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.push(b[j].clone());
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                out.push(a[i].clone());
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
 }
 
 fn insert_sorted(list: &mut Vec<String>, entry: String) {
@@ -732,6 +766,63 @@ impl Capability {
 #[cfg(test)]
 mod tests {
     use super::WatchScope;
+    use proptest::prelude::*;
+
+    /// The entry-by-entry union and the binary-searched minimal form the faster ones replaced:
+    /// the answers to compare them with.
+    fn union_by_insertion(a: &WatchScope, b: &WatchScope) -> WatchScope {
+        let mut out = a.clone();
+        for root in b.subtrees() {
+            out = out.with_subtree(root.clone());
+        }
+        for node in b.nodes() {
+            out = out.with_node(node.clone());
+        }
+        out
+    }
+
+    fn minimal_by_search(scope: &WatchScope) -> WatchScope {
+        let below_another = |root: &str| {
+            scope.subtrees().iter().any(|other| {
+                other != root && (other == "/" || root.starts_with(&format!("{other}/")))
+            })
+        };
+        let subtrees: Vec<String> =
+            scope.subtrees().iter().filter(|r| !below_another(r)).cloned().collect();
+        let outer = WatchScope::of_entries(subtrees, Vec::new());
+        let nodes = scope.nodes().iter().filter(|n| !outer.covers(n)).cloned().collect();
+        WatchScope::of_entries(outer.subtrees().to_vec(), nodes)
+    }
+
+    /// Paths over a few short names, deep enough for subtrees inside subtrees, with the
+    /// names that sort between a path and its children (`/a-b` between `/a` and `/a/x`).
+    fn path() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("/".to_owned()),
+            prop::collection::vec(prop::sample::select(vec!["a", "a-b", "b", "ab", "c"]), 1..4)
+                .prop_map(|segments| format!("/{}", segments.join("/"))),
+        ]
+    }
+
+    fn scope() -> impl Strategy<Value = WatchScope> {
+        (prop::collection::vec(path(), 0..8), prop::collection::vec(path(), 0..8))
+            .prop_map(|(subtrees, nodes)| WatchScope::of_entries(subtrees, nodes))
+    }
+
+    proptest! {
+        #[test]
+        fn the_merged_union_is_the_union(a in scope(), b in scope()) {
+            prop_assert_eq!(a.union(&b), union_by_insertion(&a, &b));
+        }
+
+        #[test]
+        fn the_hashed_minimal_form_is_the_minimal_form(s in scope()) {
+            let minimal = s.minimal();
+            prop_assert_eq!(&minimal, &minimal_by_search(&s));
+            // Same coverage.
+            prop_assert!(minimal.includes(&s) && s.includes(&minimal));
+        }
+    }
 
     #[test]
     fn scope_covers_subtrees_and_single_nodes() {

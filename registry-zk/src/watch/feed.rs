@@ -500,8 +500,8 @@ impl Feed {
 
     /// The watches shrink to what the subscribers need, and the view with them.
     async fn shrink(&mut self) {
-        let target =
-            self.subscribers.iter().fold(WatchScope::new(), |all, s| all.union(&s.scope)).minimal();
+        // Sorted once, not merged subscriber by subscriber.
+        let target = WatchScope::union_of(self.subscribers.iter().map(|s| &s.scope)).minimal();
         if target == self.watched {
             return;
         }
