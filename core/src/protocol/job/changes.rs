@@ -259,7 +259,7 @@ impl JobProtocol {
             // took only its own share, its peer's entry waited 5 s more, and the peer, cut off,
             // never came).
             JobNode::FailoverItem(n) if ctx.view.exists(&self.paths.failover_item(n)) => {
-                self.entries_seen.entry(n).or_insert(ctx.now_ms);
+                self.seldom_mut().entries_seen.entry(n).or_insert(ctx.now_ms);
             }
             _ => {}
         }
@@ -508,7 +508,9 @@ impl JobProtocol {
                     flight.held.clear();
                 }
                 self.finishing.clear();
-                self.backlog.clear();
+                if let Some(seldom) = self.seldom_if() {
+                    seldom.backlog.clear();
+                }
                 if let Some(seldom) = self.seldom_if() {
                     seldom.lost_markers.clear();
                 }
@@ -1049,7 +1051,7 @@ impl JobProtocol {
                 return Some(Next::Request(Pending::DeleteTrigger, Request::Txn(ops)));
             }
         }
-        if !self.stray_failover.is_empty() {
+        if !self.seldom().stray_failover.is_empty() {
             let ops = self.stray_failover_markers(ctx);
             if !ops.is_empty() {
                 return Some(Next::Request(Pending::DropStrayFailover, Request::Txn(ops)));

@@ -38,7 +38,7 @@ mod servers;
 #[cfg(test)]
 mod transcripts;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
 pub(crate) use io::fire_of;
@@ -316,9 +316,6 @@ pub struct JobProtocol {
     in_flight: Option<Box<InFlight>>,
     /// Markers of items that returned, still to remove.
     finishing: Vec<Held>,
-    /// Items whose claimed run ended with its `running` marker gone (taken over, or deleted
-    /// with a lingering session): their `failover` markers, ours, still to remove.
-    stray_failover: BTreeSet<u32>,
     /// A session was lost: until the watch resyncs (or this deadline), the view is from
     /// before the gap, and registration waits.
     resync_owed: Option<i64>,
@@ -331,8 +328,6 @@ pub struct JobProtocol {
     /// transaction of ours, or a clock comparison, over a slow link) writes that time beside
     /// its own as the one it was moved from (see `changes::raise_request`).
     flag_noticed_ms: Option<i64>,
-    /// Claimed failover items not yet run, by the fire they owe, with their marker versions.
-    backlog: BTreeMap<i64, Vec<Held>>,
     once: VecDeque<OnceRecord>,
     manual_pending: bool,
     stop: Option<Box<StopState>>,
@@ -357,15 +352,10 @@ pub struct JobProtocol {
     /// Every entry of our share waited for a run at this view revision, or a stale entry's
     /// drop was answered at it: the queue is looked at again once the view changes.
     claim_blocked: Option<u64>,
-    /// A claim that lost a race to a write the view did not show when it was decided (another
-    /// taker, a reshard): decided again, and the catch-ups behind it held, once the view
-    /// moved past that revision (`claim_behind`: the failure was on a version or a node gone,
-    /// which the watch shows within a round trip; not a node that exists, which may be a
-    /// lingering session's for as long as that session lasts).
-    claim_race: RaceFence,
+    /// The claim lost its race (`Seldom::claim_race`) on a version or a node gone, which the
+    /// watch shows within a round trip; not on a node that exists, which may be a lingering
+    /// session's for as long as that session lasts.
     claim_behind: bool,
-    /// Queued failover entries by item, with when this instance first saw each.
-    entries_seen: BTreeMap<u32, i64>,
     /// A catch-up that could not start: none again until the view changes.
     catch_up_blocked: Option<u64>,
     /// The job's own view revision and item count at which the idle look found no catch-up
@@ -455,12 +445,10 @@ impl JobProtocol {
             fire: None,
             in_flight: None,
             finishing: Vec::new(),
-            stray_failover: BTreeSet::new(),
             flag_clock_fresh: false,
             flag_noticed_ms: None,
             resync_owed: None,
             session_gone: false,
-            backlog: BTreeMap::new(),
             once: VecDeque::new(),
             manual_pending: false,
             stop: None,
@@ -472,9 +460,7 @@ impl JobProtocol {
             then: None,
             bid_blocked: None,
             claim_blocked: None,
-            claim_race: RaceFence::default(),
             claim_behind: false,
-            entries_seen: BTreeMap::new(),
             catch_up_blocked: None,
             no_catch_up: None,
             no_misfires: None,

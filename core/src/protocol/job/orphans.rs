@@ -215,7 +215,7 @@ impl JobProtocol {
                 Some(i) => {
                     self.finishing.retain(|h| *h != held[i]);
                     if held[i].failed_over {
-                        self.stray_failover.insert(held[i].item);
+                        self.seldom_mut().stray_failover.insert(held[i].item);
                     }
                     // Unless garbage replaced it: then it is ours to remove (see `repair`).
                     self.seldom_mut().lost_markers.insert(held[i].item);
@@ -280,7 +280,7 @@ impl JobProtocol {
         // seed 1,389 met the reshard committed in the millisecond they became idle): the
         // re-run is the older debt, and a catch-up started now would hold it back a whole run
         // (25 s there). Decided again once the view shows the write, a watch round trip.
-        if self.claim_behind && self.claim_race.holds(ctx.view.revision()) {
+        if self.claim_behind && self.seldom().claim_race.holds(ctx.view.revision()) {
             return Next::Idle;
         }
         let retry_due = self.seldom().catch_up_retry_ms.is_some_and(|at| ctx.now_ms >= at);
@@ -355,9 +355,10 @@ impl JobProtocol {
     /// 2 × 2: a claimer of two entries started the second 15 s after the first, past the
     /// failover bound of section 4).
     fn run_claimed(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
-        let (fire_ms, mut held) = self.backlog.pop_first()?;
+        let backlog = &mut self.seldom_if()?.backlog;
+        let (fire_ms, mut held) = backlog.pop_first()?;
         let mut item_fires = Vec::new();
-        while let Some(batch) = self.backlog.first_entry() {
+        while let Some(batch) = backlog.first_entry() {
             // An item claimed for two fires (one entry per item makes it unexpected) runs
             // them one after the other.
             if batch.get().iter().any(|h| held.iter().any(|k| k.item == h.item)) {
@@ -422,14 +423,18 @@ impl JobProtocol {
     /// Claims the next item of this instance's share of the failover queue.
     fn claim_next(&mut self, ctx: &Ctx<'_>) -> Option<Next> {
         if !ctx.view.has_children(&self.paths.failover_items()) {
-            self.entries_seen.clear();
+            if let Some(seldom) = self.seldom_if() {
+                seldom.entries_seen.clear();
+            }
             return None;
         }
-        let stealable = self.entries_seen.values().any(|&seen| ctx.now_ms >= seen + STEAL_AFTER_MS);
+        let stealable =
+            self.seldom().entries_seen.values().any(|&seen| ctx.now_ms >= seen + STEAL_AFTER_MS);
         // Our share was looked at for this view already: only entries left waiting long
         // enough may be tried (each waits again after a failed try).
         let revision = ctx.view.revision();
-        let blocked = self.claim_blocked == Some(revision) || self.claim_race.holds(revision);
+        let blocked =
+            self.claim_blocked == Some(revision) || self.seldom().claim_race.holds(revision);
         if blocked && !stealable {
             return None;
         }
@@ -441,14 +446,20 @@ impl JobProtocol {
         // When each entry was first seen here: one another instance's share left unclaimed
         // that long (its claimer is busy with a long run, or cut off) is anyone's. A claim is
         // one transaction that deletes the entry, so two claimers never both run it.
-        self.entries_seen.retain(|item, _| queue.iter().any(|(n, _)| n == item));
-        for (item, _) in &queue {
-            self.entries_seen.entry(*item).or_insert(ctx.now_ms);
+        if let Some(seldom) = self.seldom_if() {
+            seldom.entries_seen.retain(|item, _| queue.iter().any(|(n, _)| n == item));
+        }
+        if !queue.is_empty() {
+            let seen = &mut self.seldom_mut().entries_seen;
+            for (item, _) in &queue {
+                seen.entry(*item).or_insert(ctx.now_ms);
+            }
         }
         let eligible = sharding::eligible_instances(ctx.view, &self.paths);
         let ours = failover::share_of(&queue, &eligible, &self.me);
         let waited = |item: &u32| {
-            self.entries_seen.get(item).is_some_and(|&seen| ctx.now_ms >= seen + STEAL_AFTER_MS)
+            let seen = self.seldom.as_deref().and_then(|s| s.entries_seen.get(item));
+            seen.is_some_and(|&seen| ctx.now_ms >= seen + STEAL_AFTER_MS)
         };
         // A claimer running an item of the job takes its share only once idle, a whole run
         // later: an idle instance takes such an entry at once, not after the wait (which
@@ -488,7 +499,7 @@ impl JobProtocol {
             // An entry of another's share is tried once per wait, whatever comes of it: a
             // claim or a drop that fails (the view behind) is not retried at the same instant.
             if !ours.iter().any(|(n, _)| *n == item) {
-                self.entries_seen.insert(item, ctx.now_ms);
+                self.seldom_mut().entries_seen.insert(item, ctx.now_ms);
             }
             // An item a count change removed since it was queued (a restart queued its
             // earlier process's items, whose session lingered past the change: 2 x 2 `lease`
@@ -528,7 +539,7 @@ impl JobProtocol {
         }
         if !taken.is_empty() {
             ops.push(execution::write_ledger(ctx.view, &self.paths, &self.me, &ledger));
-            self.claim_race.sent(ctx.view.revision());
+            self.seldom_mut().claim_race.sent(ctx.view.revision());
             return Some(Next::Request(Pending::Claim(taken), Request::Txn(ops)));
         }
         // Every entry of our share waits for a run to end: look again once the view changes.
@@ -541,7 +552,7 @@ impl JobProtocol {
         if !self.failover_enabled() {
             return None;
         }
-        self.entries_seen.values().map(|&seen| seen + STEAL_AFTER_MS).min()
+        self.seldom().entries_seen.values().map(|&seen| seen + STEAL_AFTER_MS).min()
     }
 
     pub(super) fn on_claim_reply(
@@ -550,14 +561,17 @@ impl JobProtocol {
         result: Result<Reply, RegistryError>,
         _ctx: &Ctx<'_>,
     ) {
-        self.claim_race.answered(matches!(&result, Err(e) if failover::is_lost_race(e)));
+        // The claim was sent, so the state is there already.
+        if let Some(seldom) = self.seldom_if() {
+            seldom.claim_race.answered(matches!(&result, Err(e) if failover::is_lost_race(e)));
+        }
         match result {
             Ok(Reply::Txn(results)) => {
                 for Taken { item, fire_ms, running_op } in taken {
                     let version = execution::written_version(&results, running_op);
                     let job = self.job().to_owned();
                     self.emit(SchedulerEvent::FailoverClaimed { job, item, fire_ms });
-                    self.backlog.entry(fire_ms).or_default().push(Held {
+                    self.seldom_mut().backlog.entry(fire_ms).or_default().push(Held {
                         item,
                         version,
                         failed_over: true,

@@ -857,7 +857,9 @@ impl JobProtocol {
     /// marker would fail every later claim of the item for as long as our session lives.
     pub(super) fn stray_failover_markers(&mut self, ctx: &Ctx<'_>) -> Vec<TxnOp> {
         let held = self.held_items();
-        std::mem::take(&mut self.stray_failover)
+        self.seldom_if()
+            .map(|s| std::mem::take(&mut s.stray_failover))
+            .unwrap_or_default()
             .into_iter()
             .filter(|n| !held.contains(n))
             .filter_map(|n| {
@@ -919,7 +921,7 @@ impl JobProtocol {
     /// As [`Self::held_items`], without collecting them (`scope` asks at every step).
     pub(super) fn held_item_iter(&self) -> impl Iterator<Item = u32> + '_ {
         let flight = self.in_flight.iter().flat_map(|f| f.held.iter());
-        let backlog = self.backlog.values().flatten();
+        let backlog = self.seldom().backlog.values().flatten();
         flight.chain(&self.finishing).chain(backlog).map(|h| h.item)
     }
 

@@ -604,7 +604,7 @@ impl JobProtocol {
                 ledger.running.insert(held.item, flight.fire_ms);
             }
         }
-        for (&fire_ms, held) in &self.backlog {
+        for (&fire_ms, held) in &self.seldom().backlog {
             for h in held {
                 ledger.running.insert(h.item, fire_ms);
             }
@@ -654,7 +654,7 @@ impl JobProtocol {
     /// Our marker of item `n` is ours again at `version`: what finishes it expects that one.
     fn rewrote_marker(&mut self, n: u32, version: u64) {
         let flight = self.in_flight.iter_mut().flat_map(|f| f.held.iter_mut());
-        let backlog = self.backlog.values_mut().flatten();
+        let backlog = self.seldom.iter_mut().flat_map(|s| s.backlog.values_mut()).flatten();
         for held in flight.chain(self.finishing.iter_mut()).chain(backlog) {
             if held.item == n {
                 held.version = version;

@@ -117,7 +117,7 @@ impl JobProtocol {
         let mut markers = facts.owned.clone();
         markers.extend(self.held_item_iter());
         markers.extend(self.seldom().lost_markers.iter().copied());
-        markers.extend(self.stray_failover.iter().copied());
+        markers.extend(self.seldom().stray_failover.iter().copied());
         markers.sort_unstable();
         markers.dedup();
         JobScope::Narrow { total: self.total(), markers }
@@ -137,7 +137,7 @@ impl JobProtocol {
             && markers.iter().all(|n| {
                 facts.owned.binary_search(n).is_ok()
                     || self.seldom().lost_markers.contains(n)
-                    || self.stray_failover.contains(n)
+                    || self.seldom().stray_failover.contains(n)
                     || self.held_item_iter().any(|h| h == *n)
             })
     }
@@ -163,7 +163,7 @@ impl JobProtocol {
         facts.owned.iter().all(|&n| has(n))
             && self.held_item_iter().all(&has)
             && self.seldom().lost_markers.iter().all(|&n| has(n))
-            && self.stray_failover.iter().all(|&n| has(n))
+            && self.seldom().stray_failover.iter().all(|&n| has(n))
     }
 
     /// What the view says about the scope this job needs, read again only when the job's
