@@ -155,7 +155,7 @@ fn render(results: &[MemoryResult]) -> Section {
              child lists are boxed slices (8 bytes less in every slot of its table). The \
              protocol's state grew back to 2,040 bytes with the correctness fixes of \
              2026-11-28 and 29 (race fences, catch-up memos, departures a raise is owed for); \
-             on 2026-11-30 it went to 1,720: what a job holds only after something went wrong \
+             on 2026-11-30 it went to 1,544: what a job holds only after something went wrong \
              (the last error, lost races, garbage reported and the repairs it owes, a \
              catch-up held back by the clock) sits behind one pointer allocated the first \
              time it is needed, the instance's id and IP are shared by the process's jobs \

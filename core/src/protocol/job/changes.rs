@@ -222,7 +222,7 @@ impl JobProtocol {
                 let ours = self.leader_node_ours(ctx);
                 self.was_leader = self.is_leader(ctx) || (ours && self.was_leader);
             }
-            JobNode::Instance(id) if id == &*self.me => {
+            JobNode::Instance(id) if id == *self.me => {
                 // Our node vanished while our session lives: an operator shut this instance
                 // down. A session that ended since we registered took the node with it (the
                 // runtime counts ended sessions before it routes their events), and the
@@ -242,13 +242,13 @@ impl JobProtocol {
                     return;
                 }
                 self.owe_flag(!self.static_assignment(ctx));
-                if ip == &*self.ip && self.server_disabled(ctx) {
+                if ip == *self.ip && self.server_disabled(ctx) {
                     // A leader on a disabled server abdicates; the survivors elect again.
                     self.abdicate_owed = true;
                 }
             }
             JobNode::Trigger(id)
-                if id == &*self.me && ctx.view.exists(&self.paths.trigger(&self.me)) =>
+                if id == *self.me && ctx.view.exists(&self.paths.trigger(&self.me)) =>
             {
                 self.trigger_owed = true;
             }
@@ -550,7 +550,7 @@ impl JobProtocol {
         let gone: Vec<String> = self
             .members
             .iter()
-            .filter(|m| **m != &*self.me && present.binary_search(m).is_err())
+            .filter(|m| **m != *self.me && present.binary_search(m).is_err())
             .cloned()
             .collect();
         for id in gone {

@@ -258,7 +258,7 @@ impl JobProtocol {
         let path = self.paths.assigned();
         let record = view.get(&path)?;
         let owners = crate::protocol::records::Assigned::parse(&path, &record.data).ok()?.owners;
-        if owners.values().any(|owner| *owner == &*self.me) {
+        if owners.values().any(|owner| *owner == *self.me) {
             return None;
         }
         let mut ops = vec![TxnOp::delete(self.paths.ledger(&self.me), Some(ledger_version))];

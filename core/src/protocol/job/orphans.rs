@@ -383,7 +383,7 @@ impl JobProtocol {
         // run elsewhere.
         let runs_elsewhere = |n: u32| {
             execution::running_owner(ctx.view, &self.paths, n)
-                .is_some_and(|owner| owner != &*self.me)
+                .is_some_and(|owner| owner != *self.me)
         };
         // An item queued for failover is re-run by its taker first: the catch-up comes after.
         let queued = |n: u32| ctx.view.exists(&self.paths.failover_item(n));

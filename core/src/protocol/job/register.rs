@@ -391,7 +391,7 @@ impl JobProtocol {
             .view
             .children(&self.paths.ledgers())
             .into_iter()
-            .filter(|id| *id != &*self.me && !self.members.contains(id))
+            .filter(|id| *id != *self.me && !self.members.contains(id))
             .collect();
         self.departed.extend(left);
     }
@@ -623,7 +623,7 @@ impl JobProtocol {
         let began = self.registration.began_ms?;
         let record = failover::read_assigned(ctx.view, &self.paths)?;
         let ours = |owners: &crate::protocol::records::Owners| {
-            owners.values().any(|owner| *owner == &*self.me)
+            owners.values().any(|owner| *owner == *self.me)
         };
         if !ours(&record.owners) {
             return None;

@@ -91,13 +91,13 @@ impl JobProtocol {
         let leader = || self.is_leader(ctx);
         let view = ctx.view;
         match node {
-            JobNode::Instance(id) if *id == &*self.me => {
+            JobNode::Instance(id) if *id == *self.me => {
                 if let Some(g) = garbage::unreadable(view, &self.paths, node) {
                     self.report_once(&g, ctx);
                     self.seldom_mut().repairs.insert(Repair::Instance);
                 }
             }
-            JobNode::Server(ip) if *ip == &*self.ip => {
+            JobNode::Server(ip) if *ip == *self.ip => {
                 let path = self.paths.server(ip);
                 let problem = match view.get(&path) {
                     // Registration made sure of it, and the view has not shown it yet.
@@ -162,7 +162,7 @@ impl JobProtocol {
             }
             JobNode::Ledger(id) => {
                 if let Some(g) = garbage::unreadable(view, &self.paths, node) {
-                    let mine = *id == &*self.me;
+                    let mine = *id == *self.me;
                     if mine || leader() {
                         self.report_once(&g, ctx);
                     }

@@ -190,7 +190,7 @@ impl JobProtocol {
             })
             .collect();
         let (led, leading, leader_exact) = match election::leader_text(view, &self.paths) {
-            Some(text) => (true, text.trim() == &*self.me, text == &*self.me),
+            Some(text) => (true, text.trim() == &*self.me, text == *self.me),
             None => (false, false, false),
         };
         let flagged = view.peek(&self.paths.sharding_necessary()).is_some()
