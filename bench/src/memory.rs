@@ -188,7 +188,15 @@ fn render(results: &[MemoryResult]) -> Section {
             body.push_str(
                 "\n**Why shardcron on ZooKeeper misses 10 KiB per job.** What is left besides \
                  the core's own state (the runner, the view) is the client's: its watches and \
-                 the feed's record of each watched node; see above.\n",
+                 the feed's record of each watched node; see above. And about 1 KiB per job \
+                 is memory freed but kept by glibc: the ZooKeeper feed copies the whole scope \
+                 of its watch at every change of scope (vectors of 100,000 paths and more at \
+                 10,000 jobs), and glibc's trim threshold rises with the largest block freed, \
+                 so the top of the heap those copies leave is not returned. On 2026-11-30 the \
+                 same child measured 8.84 KiB per job with \
+                 `GLIBC_TUNABLES=glibc.malloc.trim_threshold=0` and 9.9-10.4 without, as the \
+                 machine's load varied. A feed that applies a change's own entries to its \
+                 watch, copying nothing, is what would remove it.\n",
             );
         } else {
             body.push_str(
