@@ -261,7 +261,7 @@ impl WatchScope {
             return false;
         }
         let has = |root: &str| self.subtrees.binary_search_by(|s| s.as_str().cmp(root)).is_ok();
-        has(ROOT) || has(path) || path.match_indices('/').skip(1).any(|(i, _)| has(&path[..i]))
+        has(ROOT) || has(path) || super::path::ancestors(path).any(has)
     }
 
     /// Whether everything `other` covers, this scope covers too.
@@ -273,17 +273,11 @@ impl WatchScope {
             return other.subtrees.iter().all(|root| self.in_subtree(root))
                 && other.nodes.iter().all(|node| self.covers(node));
         }
-        let roots: FxHashSet<&str> = self.subtrees.iter().map(String::as_str).collect();
-        if roots.contains(ROOT) {
-            return true;
-        }
-        let in_subtree = |path: &str| {
-            roots.contains(path)
-                || path.match_indices('/').skip(1).any(|(i, _)| roots.contains(&path[..i]))
-        };
-        other.subtrees.iter().all(|root| in_subtree(root))
+        let roots = HashedRoots::of(self);
+        other.subtrees.iter().all(|root| roots.in_subtree(root))
             && other.nodes.iter().all(|node| {
-                self.nodes.binary_search_by(|n| n.as_str().cmp(node)).is_ok() || in_subtree(node)
+                self.nodes.binary_search_by(|n| n.as_str().cmp(node)).is_ok()
+                    || roots.in_subtree(node)
             })
     }
 
@@ -294,23 +288,12 @@ impl WatchScope {
         // A root is redundant when a proper ancestor of it is a root too: one hashed lookup
         // per ancestor, not a comparison with every other root (nor a binary search among
         // tens of thousands of them per ancestor).
-        let roots: FxHashSet<&str> = self.subtrees.iter().map(String::as_str).collect();
-        let everything = roots.contains(ROOT);
-        let below_another = |root: &str| {
-            root != ROOT
-                && (everything
-                    || root.match_indices('/').skip(1).any(|(i, _)| roots.contains(&root[..i])))
-        };
+        let roots = HashedRoots::of(self);
         let subtrees: Vec<String> =
-            self.subtrees.iter().filter(|root| !below_another(root)).cloned().collect();
+            self.subtrees.iter().filter(|root| !roots.below_another(root)).cloned().collect();
         // A node is covered when it is a root or lies below one (a redundant root's ancestor
         // is a kept root, so the whole set answers the same as the kept ones).
-        let in_subtree = |node: &str| {
-            everything
-                || roots.contains(node)
-                || node.match_indices('/').skip(1).any(|(i, _)| roots.contains(&node[..i]))
-        };
-        let nodes = self.nodes.iter().filter(|n| !in_subtree(n)).cloned().collect();
+        let nodes = self.nodes.iter().filter(|n| !roots.in_subtree(n)).cloned().collect();
         WatchScope { subtrees, nodes }
     }
 
@@ -502,6 +485,35 @@ fn sorted_diff<'a>(old: &'a [String], new: &'a [String]) -> (Vec<&'a str>, Vec<&
         }
     }
     (added, removed)
+}
+
+/// A scope's subtree roots in a hash set: for scopes of tens of thousands of roots, a lookup
+/// per ancestor of a path instead of a binary search per ancestor.
+struct HashedRoots<'a> {
+    roots: FxHashSet<&'a str>,
+    /// `/` is a root: everything is below it.
+    everything: bool,
+}
+
+impl<'a> HashedRoots<'a> {
+    fn of(scope: &'a WatchScope) -> Self {
+        let roots: FxHashSet<&str> = scope.subtrees.iter().map(String::as_str).collect();
+        let everything = roots.contains(ROOT);
+        HashedRoots { roots, everything }
+    }
+
+    /// `path` is a root or lies below one.
+    fn in_subtree(&self, path: &str) -> bool {
+        self.everything
+            || self.roots.contains(path)
+            || super::path::ancestors(path).any(|a| self.roots.contains(a))
+    }
+
+    /// `root` lies below another root.
+    fn below_another(&self, root: &str) -> bool {
+        root != ROOT
+            && (self.everything || super::path::ancestors(root).any(|a| self.roots.contains(a)))
+    }
 }
 
 /// The entries of either sorted, duplicate-free list, sorted and without duplicates.
