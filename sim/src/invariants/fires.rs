@@ -262,6 +262,27 @@ impl Facts {
         list.iter().rev().find(|(t, _)| *t <= at).and_then(|(_, a)| a.get(&item).copied())
     }
 
+    /// Whether `who` owned `item` when it recorded trace entry `idx`: by the last assignment
+    /// of its millisecond, or by the last one before the entry in the trace. Two reshards can
+    /// share a millisecond, and what an instance did between them (its leader's own skip,
+    /// right after the first) was done under the first (3 × 2 `lease` 2,541,553,107: the
+    /// leader resharded at 120 s, marked the item it was just given as a misfire of the fire
+    /// that waited, and resharded again with a third instance back; the marker went with the
+    /// item to its new owner, which caught it up).
+    fn owned_at_entry(&self, job: &str, item: u32, who: usize, idx: usize) -> bool {
+        if self.owner_at(job, item, self.at[idx]) == Some(who) {
+            return true;
+        }
+        let (Some(list), Some(at)) = (self.assignments.get(job), self.assignment_entries.get(job))
+        else {
+            return false;
+        };
+        list.iter()
+            .zip(at)
+            .rfind(|(_, &i)| i < idx)
+            .is_some_and(|((_, owners), _)| owners.get(&item) == Some(&who))
+    }
+
     /// Whether `who` started or skipped anything of `job` in `[from, to)`.
     /// Whether `who` recorded anything about fire `fire` of `job` or a later one (a skip or a
     /// start) between `from` and `to`: a catch-up of an earlier fire says nothing about it.
@@ -1202,7 +1223,7 @@ impl Fire<'_> {
             facts.assignments.get(job).is_none_or(|list| list.iter().all(|(t, _)| *t > at));
         let covers = |(idx, w, r): &&(usize, usize, SkipReason)| {
             let skip_at = entries[*idx].at;
-            let owned_at_skip = facts.owner_at(job, item, skip_at) == Some(*w);
+            let owned_at_skip = facts.owned_at_entry(job, item, *w, *idx);
             // A fire that waited for a reshard is skipped under the assignment it made: the
             // owner at the fire's time speaks for the item only if no reshard came between.
             let resharded = facts
