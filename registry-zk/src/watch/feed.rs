@@ -259,20 +259,20 @@ impl Feed {
 
     /// Watches what `scope` adds to the watches of `session` and reads it into the view
     /// (which no subscriber covered: nothing is emitted), and returns the nodes read. The
-    /// watches it makes redundant go once the new ones are registered.
+    /// watches it makes redundant go once the new ones are registered. Looks at `scope`'s
+    /// entries and the watches below them, not at every watch.
     async fn widen(
         &mut self,
         session: &Arc<Session>,
         scope: &WatchScope,
     ) -> Result<BTreeMap<Box<str>, Node>, RegistryError> {
-        let target = self.watched.union(scope).minimal();
-        let (add, remove, replacing) = changes(&self.watched, &target);
+        let (joining, redundant) = self.watched.widening(scope);
+        let (add, remove, replacing) = entries_of(&joining, &redundant);
         let label = super::label(scope).to_owned();
         // What the new watches cover beyond the old ones, read once they are registered.
-        let added = scope_of(&add);
         let attempt = async {
             let watchers = register_change(&session.ns, &add, replacing).await?;
-            let nodes = snapshot(&session.ns, &added).await?;
+            let nodes = snapshot(&session.ns, &joining).await?;
             Ok::<_, zk::Error>((watchers, nodes))
         };
         let (watchers, nodes) = match tokio::time::timeout(self.limit, attempt).await {
@@ -304,7 +304,7 @@ impl Feed {
             }
         }
         read.extend(self.take_reads(followed));
-        self.watched = target;
+        self.watched.apply_entries(&joining, &redundant);
         self.set_active();
         Ok(read)
     }
@@ -408,33 +408,21 @@ impl Feed {
             // A retry of a change applied already.
             return Ok(());
         }
-        let old = subscriber.scope.clone();
-        let scope = old.clone().with_change(&change);
+        // The entries that leave the subscriber's scope (those it has, and the change does
+        // not add back), for narrowing the watches afterwards. The watches cover every
+        // subscriber's scope: they cover the new one when they cover what the change adds.
+        let leaving = leaving(&subscriber.scope, &change);
         let mut read = BTreeMap::new();
-        if !self.watched.includes(&scope) {
+        if !self.watched.includes(&change.add) {
             match self.session.clone() {
-                Some(session) => read = self.widen(&session, &scope).await?,
-                None => {
-                    // No watches yet, or none since the session ended: watch everything on the
-                    // current session; the resync sends every subscriber its scope anew.
-                    let before = self.watched.clone();
-                    self.watched = before.union(&scope).minimal();
-                    self.set_scope(id, scope.clone());
-                    match self.try_resync_showing(&scope).await {
-                        Ok(nodes) => read = nodes,
-                        Err(e) => {
-                            self.set_scope(id, old);
-                            self.watched = before;
-                            if !self.watched.is_empty() {
-                                self.retry_at = Some(Instant::now() + self.backoff());
-                            }
-                            return Err(e);
-                        }
-                    }
-                }
+                Some(session) => read = self.widen(&session, &change.add).await?,
+                None => read = self.rescope_without_session(id, &change).await?,
             }
         }
-        let paths = added_paths(&self.view, &old, &change.add);
+        let paths = match self.subscribers.iter().find(|s| s.id == id) {
+            Some(subscriber) => added_paths(&self.view, &subscriber.scope, &change.add),
+            None => return Err(closed(&label)),
+        };
         let added = match self.show(paths, read, &label).await {
             Ok(added) => added,
             Err(e) => {
@@ -444,22 +432,49 @@ impl Feed {
                 return Err(e);
             }
         };
-        self.set_scope(id, scope);
+        let mut sent = false;
         if let Some(subscriber) = self.subscribers.iter_mut().find(|s| s.id == id) {
+            subscriber.scope.apply(&change);
             subscriber.generation = change.generation;
+            let event = WatchEvent::Rescoped { change, added };
+            sent = subscriber.out.send(event).is_ok();
         }
-        let event = WatchEvent::Rescoped { change, added };
-        let sent =
-            self.subscribers.iter().find(|s| s.id == id).is_some_and(|s| s.out.send(event).is_ok());
-        if !sent {
-            self.subscribers.retain(|s| s.id != id);
-        }
-        self.shrink().await;
         if sent {
+            self.narrow(&leaving).await;
             Ok(())
         } else {
+            self.subscribers.retain(|s| s.id != id);
+            self.shrink().await;
             Err(closed(&label))
         }
+    }
+
+    /// [`Self::rescope`]'s widening with no watches yet, or none since the session ended:
+    /// watch everything on the current session; the resync sends every subscriber its scope
+    /// anew, and returns the nodes the new scope covers. The scope is the new one meanwhile
+    /// (the resync shows it), the old one again on failure.
+    async fn rescope_without_session(
+        &mut self,
+        id: u64,
+        change: &ScopeChange,
+    ) -> Result<BTreeMap<Box<str>, Node>, RegistryError> {
+        let Some(subscriber) = self.subscribers.iter().find(|s| s.id == id) else {
+            return Err(RegistryError::Closed { op: Op::Watch, path: change.label().to_owned() });
+        };
+        let old = subscriber.scope.clone();
+        let scope = old.clone().with_change(change);
+        let before = self.watched.clone();
+        self.watched = before.union(&scope).minimal();
+        self.set_scope(id, scope.clone());
+        let result = self.try_resync_showing(&scope).await;
+        self.set_scope(id, old);
+        if result.is_err() {
+            self.watched = before;
+            if !self.watched.is_empty() {
+                self.retry_at = Some(Instant::now() + self.backoff());
+            }
+        }
+        result
     }
 
     fn set_scope(&mut self, id: u64, scope: WatchScope) {
@@ -498,14 +513,44 @@ impl Feed {
         self.shrink().await;
     }
 
-    /// The watches shrink to what the subscribers need, and the view with them.
+    /// The watches shrink to what the subscribers need, and the view with them: the whole
+    /// union of their scopes computed again (after a failure, or a subscriber gone).
     async fn shrink(&mut self) {
         // Sorted once, not merged subscriber by subscriber.
         let target = WatchScope::union_of(self.subscribers.iter().map(|s| &s.scope)).minimal();
         if target == self.watched {
             return;
         }
-        let (add, remove, replacing) = changes(&self.watched, &target);
+        let (returning, gone) = {
+            let (added_subtrees, added_nodes, removed_subtrees, removed_nodes) =
+                self.watched.entry_changes(&target);
+            let owned = |v: Vec<&str>| v.into_iter().map(str::to_owned).collect::<Vec<_>>();
+            (
+                WatchScope::of_entries(owned(added_subtrees), owned(added_nodes)),
+                WatchScope::of_entries(owned(removed_subtrees), owned(removed_nodes)),
+            )
+        };
+        self.change_watches(returning, gone).await;
+    }
+
+    /// The watches shrink after `leaving` left a subscriber's scope: looks at those entries
+    /// and the subscribers' entries below them, not at every watch.
+    async fn narrow(&mut self, leaving: &WatchScope) {
+        if leaving.is_empty() {
+            return;
+        }
+        let scopes: Vec<&WatchScope> = self.subscribers.iter().map(|s| &s.scope).collect();
+        let (returning, gone) = self.watched.narrowing(leaving, &scopes);
+        if returning.is_empty() && gone.is_empty() {
+            self.check_watched();
+            return;
+        }
+        self.change_watches(returning, gone).await;
+    }
+
+    /// Registers the watches of `returning` and drops those of `gone`, the view with them.
+    async fn change_watches(&mut self, returning: WatchScope, gone: WatchScope) {
+        let (add, remove, replacing) = entries_of(&returning, &gone);
         // A narrower watch takes over part of a wider one (a node inside a subtree left alone,
         // a subtree's root kept as a node): registered before the wider one goes, so nothing
         // falls between. The view already holds what it covers.
@@ -527,9 +572,19 @@ impl Feed {
             }
         }
         self.retire(&remove);
-        self.view.drop_uncovered(&scope_of(&remove), &target);
-        self.watched = target;
+        self.watched.apply_entries(&returning, &gone);
+        self.view.drop_uncovered(&gone, &self.watched);
+        self.check_watched();
         self.set_active();
+    }
+
+    /// In debug builds (the tests), that the watches kept change by change are the minimal
+    /// union of the subscribers' scopes computed whole.
+    fn check_watched(&self) {
+        if cfg!(debug_assertions) {
+            let whole = WatchScope::union_of(self.subscribers.iter().map(|s| &s.scope)).minimal();
+            debug_assert_eq!(self.watched, whole, "the watches kept by changes drifted");
+        }
     }
 
     /// Registers every watch again on the current session, re-reads what they cover and sends
@@ -695,25 +750,33 @@ async fn register_change(
     Ok(watchers)
 }
 
-/// The watches to add and to remove to go from `from` to `to` (both minimal), and how many of
-/// the added ones (at the end) are on the path of a removed one: one pass over their sorted
-/// entries (a registration changes a scope of tens of thousands of entries at ten thousand
-/// jobs by a few dozen). See [`register_change`] for why the replacing ones come last.
-fn changes(from: &WatchScope, to: &WatchScope) -> (Vec<Entry>, Vec<Entry>, usize) {
-    let (added_subtrees, added_nodes, removed_subtrees, removed_nodes) = from.entry_changes(to);
-    let entries = |subtrees: Vec<&str>, nodes: Vec<&str>| -> Vec<Entry> {
-        let subtrees = subtrees.into_iter().map(|p| Entry { path: p.to_owned(), recursive: true });
-        let nodes = nodes.into_iter().map(|p| Entry { path: p.to_owned(), recursive: false });
+/// The watches to add and to remove for `joining` and `leaving` entries, and how many of the
+/// added ones (at the end) are on the path of a removed one. See [`register_change`] for why
+/// the replacing ones come last.
+fn entries_of(joining: &WatchScope, leaving: &WatchScope) -> (Vec<Entry>, Vec<Entry>, usize) {
+    let entries = |scope: &WatchScope| -> Vec<Entry> {
+        let subtrees =
+            scope.subtrees().iter().map(|p| Entry { path: p.to_owned(), recursive: true });
+        let nodes = scope.nodes().iter().map(|p| Entry { path: p.to_owned(), recursive: false });
         subtrees.chain(nodes).collect()
     };
-    let remove = entries(removed_subtrees, removed_nodes);
+    let remove = entries(leaving);
     let replaced: BTreeSet<&str> = remove.iter().map(|e| e.path.as_str()).collect();
-    let (mut add, replacing): (Vec<Entry>, Vec<Entry>) = entries(added_subtrees, added_nodes)
-        .into_iter()
-        .partition(|e| !replaced.contains(e.path.as_str()));
+    let (mut add, replacing): (Vec<Entry>, Vec<Entry>) =
+        entries(joining).into_iter().partition(|e| !replaced.contains(e.path.as_str()));
     let last = replacing.len();
     add.extend(replacing);
     (add, remove, last)
+}
+
+/// The entries of `scope` that `change` takes out of it and does not put back.
+fn leaving(scope: &WatchScope, change: &ScopeChange) -> WatchScope {
+    let subtrees = change.remove.subtrees().iter();
+    let nodes = change.remove.nodes().iter();
+    WatchScope::of_entries(
+        subtrees.filter(|r| scope.has_subtree(r) && !change.add.has_subtree(r)).cloned().collect(),
+        nodes.filter(|n| scope.has_node(n) && !change.add.has_node(n)).cloned().collect(),
+    )
 }
 
 /// The paths of `view` that `added` (a change's added entries) covers and `old` does not: the
@@ -730,15 +793,6 @@ fn added_paths(view: &View, old: &WatchScope, added: &WatchScope) -> Vec<Box<str
     let mut paths = view.covered_by(&WatchScope::of_entries(subtrees, nodes));
     paths.retain(|at| !old.covers(at));
     paths
-}
-
-/// The scope the watches of `entries` cover.
-fn scope_of(entries: &[Entry]) -> WatchScope {
-    let (subtrees, nodes): (Vec<&Entry>, Vec<&Entry>) = entries.iter().partition(|e| e.recursive);
-    WatchScope::of_entries(
-        subtrees.into_iter().map(|e| e.path.clone()).collect(),
-        nodes.into_iter().map(|e| e.path.clone()).collect(),
-    )
 }
 
 /// The part of `nodes` that `scope` covers, as the contract's nodes.
@@ -776,7 +830,9 @@ mod tests {
             .with_node("/j/sharding/5/instance".to_owned())
             .with_node("/j/sharding/5/failover".to_owned())
             .with_node("/j/config".to_owned());
-        let (add, remove, replacing) = changes(&from, &to);
+        // The subtree leaves; the nodes below it that `to` has come back.
+        let (returning, gone) = from.narrowing(&WatchScope::subtree("/j/sharding/5"), &[&to]);
+        let (add, remove, replacing) = entries_of(&returning, &gone);
         assert_eq!(remove, [subtree("/j/sharding/5")]);
         assert_eq!(
             add,
@@ -785,7 +841,8 @@ mod tests {
         );
         assert_eq!(replacing, 1);
         // The other way, the subtree's watch replaces the root's node watch: alone, and last.
-        let (add, _, replacing) = changes(&to, &from);
+        let (joining, redundant) = to.widening(&WatchScope::subtree("/j/sharding/5"));
+        let (add, _, replacing) = entries_of(&joining, &redundant);
         assert_eq!((add, replacing), (vec![subtree("/j/sharding/5")], 1));
     }
 }
