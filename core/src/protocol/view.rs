@@ -606,6 +606,15 @@ impl View {
                 }
             }
         }
+        // What is derived from a node changes with what the view shows at its path: only
+        // the paths the change dropped, added or settled (looking at every value derived
+        // under the job's root instead made registering ten thousand jobs quadratic).
+        let derived = self.derived.get_mut();
+        if !derived.is_empty() {
+            for at in dropped.iter().chain(&settled).chain(added.keys()) {
+                derived.remove(at.as_str());
+            }
+        }
         for (at, node) in added {
             self.view.insert(&at, node);
         }
@@ -637,12 +646,6 @@ impl View {
         self.revision += 1;
         self.shape_revision += 1;
         let now = Revisions { any: self.revision, shape: self.shape_revision };
-        let derived = self.derived.get_mut();
-        if !derived.is_empty() {
-            derived.retain(|path, _| {
-                !top_level(path).is_some_and(|at| tops.iter().any(|top| top == at))
-            });
-        }
         for top in tops {
             self.by_top.insert(top.into(), now);
         }
