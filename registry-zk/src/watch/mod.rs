@@ -28,6 +28,10 @@
 //! only what they lack), the subscriber gets a `Rescoped` event with the nodes its new scope adds
 //! at that point of its stream (those the new watches brought as they were read, those the watches
 //! covered already read again, as for a join), and the watches shrink to what the subscribers need.
+//! Both steps look only at the entries the change names and at the watches and subscribers'
+//! entries below them ([`WatchScope::widening`], [`WatchScope::narrowing`]), never at the whole
+//! union: a client of ten thousand jobs watches over a hundred thousand entries, and each
+//! registration changes a few (debug builds check the result against the union computed whole).
 //! A watcher is dropped only once the watch replacing it is registered, and the events it had
 //! received by then are taken first: ZooKeeper sent the changes made before the registration
 //! through it alone.
