@@ -505,6 +505,20 @@ impl WatchTask {
         RegistryError::Closed { op: Op::Watch, path: self.label().to_owned() }
     }
 
+    /// A change of scope cut short by the stream ending for a re-open or a resync.
+    fn interrupted(&self) -> RegistryError {
+        RegistryError::Backend {
+            backend: BACKEND,
+            op: Op::Watch,
+            path: self.label().to_owned(),
+            message: "the watch stream is being opened again; the change of scope was not \
+                      applied: send it again"
+                .to_owned(),
+            retryable: true,
+            source: None,
+        }
+    }
+
     fn timed_out(&self) -> RegistryError {
         RegistryError::Timeout { op: Op::Watch, path: self.label().to_owned(), after: self.timeout }
     }
@@ -584,7 +598,15 @@ impl WatchTask {
                 continue;
             }
             if let Some(next) = self.on_response(resp) {
-                let _ = reply.send(Err(self.closed()));
+                // Only a subscriber or client gone is `Closed`: the runtime gives a change up
+                // on it. A stream read again (events out of order under load, history
+                // compacted, a watch cancelled) ends this change unapplied, to be sent again
+                // (100 jobs registered at once hung on it for good).
+                let error = match next {
+                    Break::Stop => self.closed(),
+                    _ => self.interrupted(),
+                };
+                let _ = reply.send(Err(error));
                 return Some(next);
             }
         }

@@ -104,3 +104,54 @@ async fn scheduler_end_to_end(url: &str) {
     assert!(observer.exists("/ticker/config").await.unwrap(), "the config stays");
     observer.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_jobs_registered_at_once_all_come_up_on_etcd() {
+    let url = server_url("SHARDCRON_ETCD", |a| format!("etcd://{a}/e2e-many?ttl_s=5"));
+    if let Some(url) = url {
+        many_jobs_registered_at_once(&url).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_jobs_registered_at_once_all_come_up_on_zookeeper() {
+    let url = server_url("SHARDCRON_ZK", |a| format!("zk://{a}/e2e-many?session_timeout_ms=4000"));
+    if let Some(url) = url {
+        many_jobs_registered_at_once(&url).await;
+    }
+}
+
+/// 200 jobs added 64 at a time, as an application starting many jobs does: every registration
+/// returns. Under that load etcd delivers the events of one stream's watches out of order now
+/// and then, and the watch reads its scope again; a change of scope under way then was
+/// answered as if the client had closed, which the runtime gives up on, and every later
+/// registration waited for good. The etcd case reproduces that hang in a release build
+/// (`cargo test --release`: the client then keeps up with the server, whose watches fall
+/// behind); a debug build rarely loads the server enough.
+async fn many_jobs_registered_at_once(url: &str) {
+    use futures::{StreamExt, TryStreamExt};
+
+    let registry = shardcron::connect(url).await.expect("connect to the test server");
+    let scheduler =
+        SchedulerBuilder::new(registry.clone()).pid(8).start().await.expect("start the scheduler");
+    let add = |i: usize| {
+        let scheduler = &scheduler;
+        async move {
+            let config = JobConfig::builder(format!("many-{i}"))
+                .cron("0 0 0 1 1 ? 2099")
+                .build()
+                .expect("a valid config");
+            scheduler.add_job(config, Job::from_fn(|_| async { Ok(()) })).await
+        }
+    };
+    // A bound that only a registration waiting for good reaches (the 200 take a few seconds).
+    let all = futures::stream::iter(0..200).map(add).buffer_unordered(64).try_collect::<Vec<()>>();
+    let added = tokio::time::timeout(Duration::from_secs(120), all).await;
+    assert!(matches!(added, Ok(Ok(_))), "every registration returns: {added:?}");
+    assert_eq!(scheduler.jobs().len(), 200, "every job is registered");
+    scheduler.shutdown(Duration::from_secs(60)).await.expect("graceful shutdown");
+    for i in 0..200 {
+        registry.delete_recursive(&format!("/many-{i}")).await.expect("clean up");
+    }
+    registry.close().await.expect("close");
+}
