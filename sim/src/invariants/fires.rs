@@ -221,14 +221,13 @@ impl Facts {
     /// assignment of 5 s, removed by the reshard of 73 s for four items, added back at 76 s and
     /// applied at 80.1 s, when the fire of 80 s was skipped as a misfire for items 0-3).
     fn assigned_before(&self, job: &str, item: u32, idx: usize) -> bool {
-        let (Some(list), Some(at)) = (self.assignments.get(job), self.assignment_entries.get(job))
-        else {
-            return false;
-        };
-        list.iter()
-            .zip(at)
-            .rfind(|(_, &i)| i < idx)
-            .is_some_and(|((_, owners), _)| owners.contains_key(&item))
+        self.assignment_before_entry(job, idx).is_some_and(|owners| owners.contains_key(&item))
+    }
+
+    /// The last assignment of `job` whose `Sharded` event comes before trace entry `idx`.
+    fn assignment_before_entry(&self, job: &str, idx: usize) -> Option<&BTreeMap<u32, usize>> {
+        let (list, at) = (self.assignments.get(job)?, self.assignment_entries.get(job)?);
+        list.iter().zip(at).rfind(|(_, &i)| i < idx).map(|((_, owners), _)| owners)
     }
 
     /// Whether `who`, crashed at `crash`, could know that failover was on for `job` then: the
@@ -270,17 +269,10 @@ impl Facts {
     /// that waited, and resharded again with a third instance back; the marker went with the
     /// item to its new owner, which caught it up).
     fn owned_at_entry(&self, job: &str, item: u32, who: usize, idx: usize) -> bool {
-        if self.owner_at(job, item, self.at[idx]) == Some(who) {
-            return true;
-        }
-        let (Some(list), Some(at)) = (self.assignments.get(job), self.assignment_entries.get(job))
-        else {
-            return false;
-        };
-        list.iter()
-            .zip(at)
-            .rfind(|(_, &i)| i < idx)
-            .is_some_and(|((_, owners), _)| owners.get(&item) == Some(&who))
+        self.owner_at(job, item, self.at[idx]) == Some(who)
+            || self
+                .assignment_before_entry(job, idx)
+                .is_some_and(|owners| owners.get(&item) == Some(&who))
     }
 
     /// Whether `who` started or skipped anything of `job` in `[from, to)`.
