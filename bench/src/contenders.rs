@@ -37,6 +37,8 @@ pub const SHARDCRON_NOMONITOR: &str = "shardcron-nomonitor";
 pub const SHARDCRON_OBSERVED: &str = "shardcron-observed";
 /// shardcron on the ZooKeeper at `SHARDCRON_ZK` (the registry's copy of the jobs lives there).
 pub const SHARDCRON_ZK: &str = "shardcron-zk";
+/// shardcron on the etcd at `SHARDCRON_ETCD` (the registry's copy of the jobs lives there).
+pub const SHARDCRON_ETCD: &str = "shardcron-etcd";
 /// shardcron with its fire lead sized for the jobs of a tick ([`fire_lead`],
 /// `Settings::fire_lead`).
 pub const SHARDCRON_LEAD: &str = "shardcron-lead";
@@ -94,6 +96,7 @@ pub fn label(scheduler: &str) -> &'static str {
         SHARDCRON_NOMONITOR => "shardcron, monitorExecution off",
         SHARDCRON_OBSERVED => "shardcron, trace (SQLite) + metrics",
         SHARDCRON_ZK => "shardcron on ZooKeeper",
+        SHARDCRON_ETCD => "shardcron on etcd",
         SHARDCRON_LEAD => "shardcron, fire lead sized",
         SHARDCRON_NOLEAD => "shardcron, no fire lead",
         TCS => "tokio-cron-scheduler 0.15",
@@ -168,7 +171,11 @@ pub async fn start(
             start_shardcron(jobs, schedule, recorder, setup).await
         }
         SHARDCRON_ZK => {
-            let setup = Setup { on_zookeeper: true, ..Setup::DEFAULT };
+            let setup = Setup { server: Server::ZooKeeper, ..Setup::DEFAULT };
+            start_shardcron(jobs, schedule, recorder, setup).await
+        }
+        SHARDCRON_ETCD => {
+            let setup = Setup { server: Server::Etcd, ..Setup::DEFAULT };
             start_shardcron(jobs, schedule, recorder, setup).await
         }
         SHARDCRON_OBSERVED => {
@@ -190,7 +197,7 @@ pub async fn start(
     }
 }
 
-/// How many jobs `shardcron-zk` registers at once.
+/// How many jobs `shardcron-zk` and `shardcron-etcd` register at once.
 pub const ZK_PARALLEL_REGISTRATIONS: usize = 64;
 
 /// How many times a registration that failed for a transient reason is tried.
@@ -228,18 +235,28 @@ fn job_index(name: &str) -> Option<usize> {
 struct Setup {
     /// monitorExecution (the `running` markers).
     monitor: bool,
-    /// On the ZooKeeper at `SHARDCRON_ZK` rather than an in-memory registry.
-    on_zookeeper: bool,
+    /// Which registry: in memory, or a server's.
+    server: Server,
     /// With the execution trace and the metrics.
     observed: bool,
     /// `Settings::fire_lead`.
     fire_lead: std::time::Duration,
 }
 
+/// Where a shardcron contender's registry lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Server {
+    InMemory,
+    /// The ZooKeeper at `SHARDCRON_ZK`.
+    ZooKeeper,
+    /// The etcd at `SHARDCRON_ETCD`.
+    Etcd,
+}
+
 impl Setup {
     const DEFAULT: Setup = Setup {
         monitor: true,
-        on_zookeeper: false,
+        server: Server::InMemory,
         observed: false,
         fire_lead: shardcron_core::runtime::DEFAULT_FIRE_LEAD,
     };
@@ -251,16 +268,28 @@ async fn start_shardcron(
     recorder: &Arc<Recorder>,
     setup: Setup,
 ) -> Result<Running, Error> {
-    let Setup { monitor, on_zookeeper, observed, fire_lead } = setup;
-    let (registry, server): (Arc<dyn CoordinatorRegistry>, _) = if on_zookeeper {
-        let addr = std::env::var("SHARDCRON_ZK")
-            .map_err(|_| crate::err("SHARDCRON_ZK is not set (run scripts/bench.sh)"))?;
-        let ns = format!("/bench-{}", std::process::id());
-        (shardcron::connect(&format!("zk://{addr}{ns}?session_timeout_ms=10000")).await?, None)
-    } else {
-        let server = MemServer::new(Handles::real());
-        let client = server.connect(ConnectOptions::default().namespace("/bench"))?;
-        (Arc::new(client), Some(server))
+    let Setup { monitor, server: on, observed, fire_lead } = setup;
+    let ns = format!("/bench-{}", std::process::id());
+    let address = |var: &str| {
+        std::env::var(var)
+            .map_err(|_| crate::err(format!("{var} is not set (run scripts/bench.sh)")))
+    };
+    let (registry, server): (Arc<dyn CoordinatorRegistry>, _) = match on {
+        Server::ZooKeeper => {
+            let addr = address("SHARDCRON_ZK")?;
+            (shardcron::connect(&format!("zk://{addr}{ns}?session_timeout_ms=10000")).await?, None)
+        }
+        Server::Etcd => {
+            // The test servers' variable is an endpoint URL (`http://host:port`).
+            let endpoint = address("SHARDCRON_ETCD")?;
+            let addr = endpoint.trim_start_matches("http://");
+            (shardcron::connect(&format!("etcd://{addr}{ns}?ttl_s=10")).await?, None)
+        }
+        Server::InMemory => {
+            let server = MemServer::new(Handles::real());
+            let client = server.connect(ConnectOptions::default().namespace("/bench"))?;
+            (Arc::new(client), Some(server))
+        }
     };
     // Counts what reaches the registry (the writes per tick of the report).
     let counting = CountingRegistry::new(registry);
@@ -317,9 +346,9 @@ async fn start_shardcron(
         let scheduler = &scheduler;
         async move { add_job(scheduler, config?, job).await }
     };
-    if on_zookeeper {
-        // Each registration waits for several ZooKeeper writes (each one fsynced by the
-        // server): register many at once, as an application starting thousands of jobs would.
+    if on != Server::InMemory {
+        // Each registration waits for several writes (each one fsynced by the server):
+        // register many at once, as an application starting thousands of jobs would.
         use futures::{StreamExt, TryStreamExt};
         futures::stream::iter(0..jobs as usize)
             .map(add)

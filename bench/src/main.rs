@@ -131,6 +131,13 @@ fn command_line() -> String {
 
 fn main() {
     let cli = Cli::parse();
+    // `RUST_LOG=shardcron=debug` shows what a child's schedulers and registries log.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     if let Err(e) = run(cli) {
         eprintln!("shardcron-bench: {e}");
         std::process::exit(1);
