@@ -734,7 +734,9 @@ pub trait WatchScoper: Send + Sync + fmt::Debug {
     /// it changes nothing, puts nothing into the stream, and returns `Ok`.
     ///
     /// Errors: `InvalidPath` (any entry, before any I/O), `Closed` (the stream was dropped or
-    /// the client closed), connection errors, `Timeout`.
+    /// the client closed), connection errors, `Timeout`. `Closed` is final: a caller gives
+    /// the change up on it. A change cut short while the stream lives on (say, reopened or
+    /// read again) must fail with a retryable error instead, or the caller never sends it again.
     async fn rescope(&self, change: ScopeChange) -> Result<(), super::RegistryError>;
 }
 
