@@ -131,7 +131,8 @@ fn command_line() -> String {
 
 fn main() {
     let cli = Cli::parse();
-    // `RUST_LOG=shardcron=debug` shows what a child's schedulers and registries log.
+    // `RUST_LOG=shardcron_core=debug,shardcron_registry_etcd=debug` (and so on) shows what a
+    // child's schedulers and registries log.
     if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(filter)
