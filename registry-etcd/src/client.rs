@@ -519,7 +519,12 @@ impl CoordinatorRegistry for EtcdRegistry {
                 .guarded(
                     Op::Watch,
                     label,
-                    scope_watch::open(&inner.watch, &inner.kv, &inner.keys, &ranges),
+                    scope_watch::open(
+                        &inner.watch,
+                        &inner.kv,
+                        &inner.keys,
+                        &ranges.iter().collect::<Vec<_>>(),
+                    ),
                 )
                 .await?;
             (Some(opened.stream), opened.rev, opened.nodes, opened.early)

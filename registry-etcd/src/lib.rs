@@ -54,6 +54,8 @@
 //! - `txn.rs`: the write engine: read at one revision, evaluate the ops, commit with compares.
 //! - `session.rs`: the lease keep-alive task and the session event stream.
 //! - `watch.rs`: subtree snapshots and the watch task (resume, compaction, resync).
+//! - `watched.rs`: the ranges of one watch stream, by watch id and by entry.
+//! - `scope_form.rs`: a watch's scope as its minimal form and the other entries.
 //! - `error.rs`: etcd and gRPC errors as the contract's `RegistryError`.
 //!
 //! The crate README covers operating it: key encoding, `--max-request-bytes`, auth and TLS.
@@ -65,9 +67,11 @@ mod keys;
 mod nest;
 mod options;
 mod plan;
+mod scope_form;
 mod session;
 mod txn;
 mod watch;
+mod watched;
 
 pub use client::EtcdRegistry;
 pub use options::{ConfigError, Credentials, EtcdOptions, TlsFiles, URL_FORM};

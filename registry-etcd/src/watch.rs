@@ -43,7 +43,7 @@
 //! **Ending.** The task ends with the subscriber's stream or the client; dropping the etcd
 //! stream cancels its watches on the server.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use etcd_client::{
     EventType, GetOptions, KvClient, WatchClient, WatchOptions, WatchResponse,
@@ -58,61 +58,37 @@ use tokio::sync::{oneshot, watch};
 
 use crate::error::{self, map, BACKEND};
 use crate::keys::{decode_value, KeySpace};
+use crate::scope_form::ScopeForm;
 use crate::session::{Session, RETRY_PAUSE};
+pub(crate) use crate::watched::prefix_end;
+use crate::watched::{ranges_of, watch_id, Range, Watched};
 
 /// Keys per page when reading a subtree (values are up to 1 MiB each).
 const PAGE: i64 = 128;
 
-/// One watched key range: the node keys of a subtree, or the key of one node.
-#[derive(Debug, Clone)]
-pub(crate) struct Range {
-    /// The entry as the client named it, for messages.
-    pub path: String,
-    key: Vec<u8>,
-    /// The end of a subtree's prefix range; `None` for a single key.
-    end: Option<Vec<u8>>,
+/// Ranges read at once by a snapshot. A scheduler of ten thousand jobs watches a hundred
+/// thousand ranges: read all at once, each an HTTP/2 stream of its own with its buffers, a
+/// resync took tens of megabytes that the allocator kept afterwards.
+const READS_AT_ONCE: usize = 32;
+
+/// Options for the watch of `range` with id `id` on its stream, from `start` (0: now).
+fn watch_options(range: &Range, id: i64, start: i64) -> WatchOptions {
+    // Progress notifications move a quiet watch's revision on, so that a re-open after a long
+    // quiet spell does not ask for history compacted meanwhile.
+    let mut options = WatchOptions::new().with_watch_id(id).with_progress_notify();
+    if let Some(end) = range.end() {
+        options = options.with_range(end);
+    }
+    if start > 0 {
+        options = options.with_start_revision(start);
+    }
+    options
 }
 
-impl Range {
-    /// What tells two ranges watching the same keys.
-    fn keys(&self) -> (&[u8], Option<&[u8]>) {
-        (&self.key, self.end.as_deref())
-    }
-
-    /// Options for this range's watch, with id `id` on its stream, from `start` (0: now).
-    fn watch_options(&self, id: i64, start: i64) -> WatchOptions {
-        // Progress notifications move a quiet watch's revision on, so that a re-open after a
-        // long quiet spell does not ask for history compacted meanwhile.
-        let mut options = WatchOptions::new().with_watch_id(id).with_progress_notify();
-        if let Some(end) = &self.end {
-            options = options.with_range(end.clone());
-        }
-        if start > 0 {
-            options = options.with_start_revision(start);
-        }
-        options
-    }
-}
-
-/// The key ranges of `scope`: one per entry of its minimal form. The root has no key (it always
-/// exists and never changes), so a node entry for it needs no watch.
+/// The key ranges of `scope`: one per entry of its minimal form (the root's node entry has
+/// none).
 pub(crate) fn ranges(keys: &KeySpace, scope: &WatchScope) -> Vec<Range> {
-    let minimal = scope.minimal();
-    let subtrees = minimal.subtrees().iter().map(|p| {
-        let key = keys.subtree(p);
-        Range { path: p.clone(), end: Some(prefix_end(&key)), key }
-    });
-    let nodes = minimal.nodes().iter().filter(|p| p.as_str() != path::ROOT).map(|p| Range {
-        path: p.clone(),
-        key: keys.node(p),
-        end: None,
-    });
-    subtrees.chain(nodes).collect()
-}
-
-/// The watch id of `ranges[index]` on its stream (etcd takes 0 as "choose one").
-fn watch_id(index: usize) -> i64 {
-    i64::try_from(index).map_or(i64::MAX, |i| i.saturating_add(1))
+    ranges_of(keys, &scope.minimal())
 }
 
 /// Reads one range at revision `rev` (0: the current one); returns the revision read at.
@@ -123,17 +99,18 @@ async fn read_range(
     mut rev: i64,
 ) -> Result<(i64, Vec<(String, Node)>), RegistryError> {
     let mut nodes = Vec::new();
-    let mut from = range.key.clone();
+    let mut from = range.key().to_vec();
+    let end = range.end();
     loop {
         let mut client = kv.clone();
         let mut options = GetOptions::new().with_revision(rev);
-        if let Some(end) = &range.end {
+        if let Some(end) = &end {
             options = options.with_range(end.clone()).with_limit(PAGE);
         }
         let resp = client
             .get(from.clone(), Some(options))
             .await
-            .map_err(|e| map(e, Op::Watch, &range.path))?;
+            .map_err(|e| map(e, Op::Watch, &range.path(keys)))?;
         if rev == 0 {
             rev = resp.header().map_or(0, |h| h.revision());
         }
@@ -157,14 +134,15 @@ async fn read_range(
 pub(crate) async fn snapshot(
     kv: &KvClient,
     keys: &KeySpace,
-    ranges: &[Range],
+    ranges: &[&Range],
 ) -> Result<(i64, BTreeMap<String, Node>), RegistryError> {
     let Some((first, rest)) = ranges.split_first() else { return Ok((0, BTreeMap::new())) };
     let (rev, found) = read_range(kv, keys, first, 0).await?;
     let mut nodes: BTreeMap<String, Node> = found.into_iter().collect();
-    let others = try_join_all(rest.iter().map(|r| read_range(kv, keys, r, rev))).await?;
-    for (_, found) in others {
-        nodes.extend(found);
+    for chunk in rest.chunks(READS_AT_ONCE) {
+        for (_, found) in try_join_all(chunk.iter().map(|r| read_range(kv, keys, r, rev))).await? {
+            nodes.extend(found);
+        }
     }
     Ok((rev, nodes))
 }
@@ -184,22 +162,11 @@ fn node_of(keys: &KeySpace, key: &[u8], value: &[u8], lease: i64) -> Option<(Str
     }
 }
 
-/// The first key after every key starting with `prefix`.
-pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
-}
-
 /// Opens one etcd stream with a watch per range, each from `start(index)` (0: now).
 async fn open_stream(
     watch: &WatchClient,
-    ranges: &[Range],
+    keys: &KeySpace,
+    ranges: &[&Range],
     start: impl Fn(usize) -> i64,
 ) -> Result<EtcdStream, RegistryError> {
     let Some(first) = ranges.first() else {
@@ -214,14 +181,14 @@ async fn open_stream(
     };
     let mut client = watch.clone();
     let mut stream = client
-        .watch(first.key.clone(), Some(first.watch_options(watch_id(0), start(0))))
+        .watch(first.key(), Some(watch_options(first, watch_id(0), start(0))))
         .await
-        .map_err(|e| map(e, Op::Watch, &first.path))?;
+        .map_err(|e| map(e, Op::Watch, &first.path(keys)))?;
     for (index, range) in ranges.iter().enumerate().skip(1) {
         stream
-            .watch(range.key.clone(), Some(range.watch_options(watch_id(index), start(index))))
+            .watch(range.key(), Some(watch_options(range, watch_id(index), start(index))))
             .await
-            .map_err(|e| map(e, Op::Watch, &range.path))?;
+            .map_err(|e| map(e, Op::Watch, &range.path(keys)))?;
     }
     Ok(stream)
 }
@@ -242,10 +209,11 @@ pub(crate) async fn open(
     watch: &WatchClient,
     kv: &KvClient,
     keys: &KeySpace,
-    ranges: &[Range],
+    ranges: &[&Range],
 ) -> Result<Opened, RegistryError> {
-    let mut stream = open_stream(watch, ranges, |_| 0).await?;
-    let label = ranges.first().map_or(path::ROOT, |r| r.path.as_str());
+    let mut stream = open_stream(watch, keys, ranges, |_| 0).await?;
+    let label = ranges.first().map_or_else(|| path::ROOT.to_owned(), |r| r.path(keys));
+    let label = label.as_str();
     let mut confirmed = 0;
     let mut early = Vec::new();
     while confirmed < ranges.len() {
@@ -258,11 +226,11 @@ pub(crate) async fn open(
         };
         if resp.canceled() {
             let index = usize::try_from(resp.watch_id() - 1).unwrap_or(usize::MAX);
-            let at = ranges.get(index).map_or(label, |r| r.path.as_str());
+            let at = ranges.get(index).map_or_else(|| label.to_owned(), |r| r.path(keys));
             return Err(RegistryError::Backend {
                 backend: BACKEND,
                 op: Op::Watch,
-                path: at.to_owned(),
+                path: at,
                 message: format!("etcd refused the watch: {}", resp.cancel_reason()),
                 retryable: true,
                 source: None,
@@ -283,7 +251,6 @@ pub(crate) struct WatchTask {
     pub kv: KvClient,
     pub watch: WatchClient,
     pub keys: KeySpace,
-    pub ranges: Vec<Range>,
     pub tx: UnboundedSender<WatchEvent>,
     /// The client's session events (an expiry calls for a resync).
     pub session: UnboundedReceiver<SessionEvent>,
@@ -294,19 +261,15 @@ pub(crate) struct WatchTask {
     /// (the client's operation timeout): a call stuck on a connection that died silently would
     /// otherwise leave the subscriber's view behind for good.
     pub timeout: std::time::Duration,
-    /// Per range: the last revision whose changes it has delivered, or that the subscriber's
-    /// snapshot shows, or that a progress notification said it had caught up with.
-    through: Vec<i64>,
-    /// Per range: its watch id on the current etcd stream.
-    ids: Vec<i64>,
-    /// The id the next watch added to the stream gets.
-    next_id: i64,
+    /// The ranges of the current etcd stream, with their ids and how far each has delivered.
+    watched: Watched,
     /// Watches cancelled by a change of scope, whose cancellation etcd has not confirmed.
     cancelled: BTreeSet<i64>,
     /// The highest revision delivered to the subscriber (or read by its snapshot).
     delivered: i64,
-    /// What the subscriber watches (client paths).
-    pub scope: WatchScope,
+    /// What the subscriber watches (client paths), as one range per entry of its minimal
+    /// form (but the root's node entry) and the other entries.
+    form: ScopeForm,
     /// The generation of the last scope change applied ([`ScopeChange::generation`]).
     generation: u64,
     /// Changes of the scope asked for through the stream's scoper.
@@ -315,6 +278,17 @@ pub(crate) struct WatchTask {
 
 /// A change of a watch's scope asked for, and where to answer.
 pub(crate) type Rescope = (ScopeChange, oneshot::Sender<Result<(), RegistryError>>);
+
+/// Watches added to a stream ([`WatchTask::add_watches`]).
+struct Added {
+    /// Their ids, in the order of the ranges.
+    ids: Vec<i64>,
+    /// The revision they were read at, and what they hold.
+    rev: i64,
+    nodes: BTreeMap<String, Node>,
+    /// The stream's responses that came while they were read, in order.
+    held: Vec<WatchResponse>,
+}
 
 /// Why one etcd watch stream ended.
 enum Break {
@@ -344,33 +318,28 @@ impl WatchTask {
         scope: WatchScope,
         requests: UnboundedReceiver<Rescope>,
     ) -> Self {
-        let through = vec![rev; ranges.len()];
-        let ids = (0..ranges.len()).map(watch_id).collect();
         WatchTask {
             kv,
             watch,
             keys,
-            next_id: watch_id(ranges.len()),
-            ranges,
+            watched: Watched::new(ranges, rev),
             tx,
             session: lease.subscribe(),
             lease,
             shutdown,
             timeout,
-            through,
-            ids,
             cancelled: BTreeSet::new(),
             delivered: rev,
-            scope,
+            form: ScopeForm::new(&scope),
             generation: 0,
             requests,
         }
     }
 
-    /// The watches of the ranges were (re-)opened on a new etcd stream, numbered in order.
+    /// The ranges numbered in order, for a new etcd stream (the old one's ids mean nothing
+    /// on it).
     fn renumber(&mut self) {
-        self.ids = (0..self.ranges.len()).map(watch_id).collect();
-        self.next_id = watch_id(self.ranges.len());
+        self.watched.compact();
         self.cancelled.clear();
     }
 
@@ -389,7 +358,7 @@ impl WatchTask {
                     None => return,
                 },
                 // Nothing to watch: no etcd stream (a resync of nothing is empty).
-                Break::Reopen | Break::Resync if self.ranges.is_empty() => {
+                Break::Reopen | Break::Resync if self.watched.is_empty() => {
                     if self.tx.send(WatchEvent::Resync { nodes: BTreeMap::new() }).is_err() {
                         return;
                     }
@@ -399,7 +368,7 @@ impl WatchTask {
                 // up on its own schedule: with several entries, a later change of one entry
                 // could come before an earlier one of another. So a scope of several entries
                 // opens afresh and resyncs; one entry resumes where it was.
-                Break::Reopen if self.ranges.len() > 1 => match self.resync().await {
+                Break::Reopen if self.watched.len() > 1 => match self.resync().await {
                     Some((stream, early)) => self.follow(stream, early).await,
                     None => return,
                 },
@@ -407,13 +376,12 @@ impl WatchTask {
                     if self.pause().await {
                         return;
                     }
-                    let through = self.through.clone();
-                    let reopen = open_stream(&self.watch, &self.ranges, |i| through[i] + 1);
+                    self.renumber();
+                    let through: Vec<i64> = self.watched.iter().map(|(_, _, t)| t).collect();
+                    let ranges = self.watched.ranges();
+                    let reopen = open_stream(&self.watch, &self.keys, &ranges, |i| through[i] + 1);
                     match tokio::time::timeout(self.timeout, reopen).await {
-                        Ok(Ok(stream)) => {
-                            self.renumber();
-                            self.follow(stream, Vec::new()).await
-                        }
+                        Ok(Ok(stream)) => self.follow(stream, Vec::new()).await,
                         Ok(Err(e)) => {
                             tracing::debug!(scope = %self.label(), error = %e, "etcd watch: cannot re-open; retrying");
                             Break::Reopen
@@ -460,25 +428,27 @@ impl WatchTask {
                         let _ = reply.send(Ok(()));
                         continue;
                     }
-                    let scope = self.scope.clone().with_change(&change);
-                    let ranges = ranges(&self.keys, &scope);
+                    let plan = self.form.apply(&change);
+                    let ranges = ranges_of(&self.keys, self.form.minimal());
                     if ranges.is_empty() {
                         let added = BTreeMap::new();
                         self.generation = change.generation;
                         let sent = self.tx.send(WatchEvent::Rescoped { change, added });
-                        self.scope = scope;
                         let _ = reply.send(if sent.is_ok() { Ok(()) } else { Err(self.closed()) });
                         continue;
                     }
                     // The first entries: opened and read as a new watch's are.
-                    let attempt = open(&self.watch, &self.kv, &self.keys, &ranges);
+                    let refs: Vec<&Range> = ranges.iter().collect();
+                    let attempt = open(&self.watch, &self.kv, &self.keys, &refs);
                     let opened = match tokio::time::timeout(self.timeout, attempt).await {
                         Ok(Ok(opened)) => opened,
                         Ok(Err(e)) => {
+                            self.form.undo(&plan);
                             let _ = reply.send(Err(e));
                             continue;
                         }
                         Err(_) => {
+                            self.form.undo(&plan);
                             let _ = reply.send(Err(self.timed_out()));
                             continue;
                         }
@@ -489,10 +459,8 @@ impl WatchTask {
                         let _ = reply.send(Err(self.closed()));
                         return None;
                     }
-                    self.scope = scope;
-                    self.through = vec![opened.rev; ranges.len()];
-                    self.ranges = ranges;
-                    self.renumber();
+                    self.watched = Watched::new(ranges, opened.rev);
+                    self.cancelled.clear();
                     self.delivered = self.delivered.max(opened.rev);
                     let _ = reply.send(Ok(()));
                     return Some((opened.stream, opened.early));
@@ -527,70 +495,97 @@ impl WatchTask {
     /// adds go onto the same etcd stream (created at the current revision, so in etcd's order
     /// with the others), the added ranges are read at one revision once etcd confirmed them,
     /// the `Rescoped` event carries what they hold, and the watches of the ranges it drops are
-    /// cancelled. `Some` when the stream must end.
+    /// cancelled. `Some` when the stream must end. Costs what the change changes: the ranges
+    /// come from the entries it names ([`WatchScope::widening`], [`WatchScope::narrowing`]).
     async fn rescope(
         &mut self,
         stream: &mut EtcdStream,
         change: ScopeChange,
         reply: oneshot::Sender<Result<(), RegistryError>>,
     ) -> Option<Break> {
-        let scope = self.scope.clone().with_change(&change);
-        let wanted = ranges(&self.keys, &scope);
-        // Hashed: a scheduler's scope has tens of thousands of ranges, and changes a few.
-        let had: HashSet<_> = self.ranges.iter().map(Range::keys).collect();
-        let added: Vec<Range> =
-            wanted.iter().filter(|r| !had.contains(&r.keys())).cloned().collect();
-        drop(had);
-        let kept: HashSet<_> = wanted.iter().map(Range::keys).collect();
+        let plan = self.form.apply(&change);
+        let added: Vec<Range> = ranges_of(&self.keys, &plan.joined)
+            .into_iter()
+            .filter(|r| !self.watched.contains(r))
+            .collect();
+        let Added { ids, rev, nodes, held } = match self.add_watches(stream, &added).await {
+            Ok(done) => done,
+            Err((error, next)) => {
+                // The scope stays as it was: the stream is opened again for it.
+                self.form.undo(&plan);
+                let _ = reply.send(Err(error));
+                return Some(next);
+            }
+        };
+        // Kept ranges go on as they were; added ones deliver what comes after their read.
+        for (range, id) in added.into_iter().zip(ids) {
+            self.watched.fill_id(id, range, rev);
+        }
+        for range in ranges_of(&self.keys, &plan.left) {
+            let Some(id) = self.watched.remove(&range) else { continue };
+            if let Err(e) = stream.cancel(id).await {
+                tracing::debug!(scope = %self.label(), error = %e, "etcd watch: cannot cancel a dropped range");
+            }
+            self.cancelled.insert(id);
+        }
+        // `added` may hold, as of `rev`, nodes the old scope covered through a range now
+        // dropped (a node entry inside an added subtree): the read is their latest word.
+        self.generation = change.generation;
+        if self.tx.send(WatchEvent::Rescoped { change, added: nodes }).is_err() {
+            let _ = reply.send(Err(self.closed()));
+            return Some(Break::Stop);
+        }
+        let _ = reply.send(Ok(()));
+        held.into_iter().find_map(|resp| self.on_response(resp))
+    }
+
+    /// Adds a watch per range of `added` to `stream`, waits until etcd confirmed each
+    /// (delivering the other watches' responses meanwhile), then reads the ranges at one
+    /// revision. On failure, the error for the change and how the stream must go on.
+    async fn add_watches(
+        &mut self,
+        stream: &mut EtcdStream,
+        added: &[Range],
+    ) -> Result<Added, (RegistryError, Break)> {
         let mut ids = Vec::with_capacity(added.len());
-        for range in &added {
-            let id = self.next_id;
-            self.next_id += 1;
-            if let Err(e) = stream.watch(range.key.clone(), Some(range.watch_options(id, 0))).await
-            {
-                let _ = reply.send(Err(map(e, Op::Watch, &range.path)));
-                return Some(Break::Reopen);
+        for range in added {
+            let id = self.watched.reserve();
+            if let Err(e) = stream.watch(range.key(), Some(watch_options(range, id, 0))).await {
+                return Err((map(e, Op::Watch, &range.path(&self.keys)), Break::Reopen));
             }
             ids.push(id);
         }
-        // Until etcd confirmed every new watch, the others' responses are delivered as usual.
         let mut unconfirmed: BTreeSet<i64> = ids.iter().copied().collect();
         while !unconfirmed.is_empty() {
             let message = match tokio::time::timeout(self.timeout, stream.message()).await {
                 Ok(message) => message,
-                Err(_) => {
-                    let _ = reply.send(Err(self.timed_out()));
-                    return Some(Break::Reopen);
-                }
+                Err(_) => return Err((self.timed_out(), Break::Reopen)),
             };
             let resp = match message {
                 Ok(Some(resp)) => resp,
                 Ok(None) => {
-                    let _ = reply.send(Err(RegistryError::ConnectionLoss {
-                        op: Op::Watch,
-                        path: self.label().to_owned(),
-                    }));
-                    return Some(Break::Reopen);
+                    let path = self.label().to_owned();
+                    return Err((
+                        RegistryError::ConnectionLoss { op: Op::Watch, path },
+                        Break::Reopen,
+                    ));
                 }
                 Err(e) => {
                     let next = if error::is_compacted(&e) { Break::Resync } else { Break::Reopen };
-                    let _ = reply.send(Err(map(e, Op::Watch, self.label())));
-                    return Some(next);
+                    return Err((map(e, Op::Watch, self.label()), next));
                 }
             };
             if unconfirmed.contains(&resp.watch_id()) {
                 if resp.canceled() {
-                    let why = format!("etcd refused the watch: {}", resp.cancel_reason());
-                    let _ = reply.send(Err(RegistryError::Backend {
+                    let error = RegistryError::Backend {
                         backend: BACKEND,
                         op: Op::Watch,
                         path: self.label().to_owned(),
-                        message: why,
+                        message: format!("etcd refused the watch: {}", resp.cancel_reason()),
                         retryable: true,
                         source: None,
-                    }));
-                    // The scope stays as it was: the stream is opened afresh for it.
-                    return Some(Break::Resync);
+                    };
+                    return Err((error, Break::Resync));
                 }
                 if resp.created() {
                     unconfirmed.remove(&resp.watch_id());
@@ -606,63 +601,49 @@ impl WatchTask {
                     Break::Stop => self.closed(),
                     _ => self.interrupted(),
                 };
-                let _ = reply.send(Err(error));
-                return Some(next);
+                return Err((error, next));
             }
         }
-        let read = tokio::time::timeout(self.timeout, snapshot(&self.kv, &self.keys, &added)).await;
-        let (rev, nodes) = match read {
-            Ok(Ok(read)) => read,
-            Ok(Err(e)) => {
-                let _ = reply.send(Err(e));
-                // The scope stays as it was: its watches are what it had.
-                return Some(Break::Resync);
-            }
-            Err(_) => {
-                let _ = reply.send(Err(self.timed_out()));
-                return Some(Break::Resync);
-            }
-        };
-        // Kept ranges go on as they were; added ones deliver what comes after their read.
-        let mut ranges = Vec::with_capacity(wanted.len());
-        let (mut through, mut kept_ids) = (Vec::new(), Vec::new());
-        for (i, range) in self.ranges.iter().enumerate() {
-            if kept.contains(&range.keys()) {
-                ranges.push(range.clone());
-                through.push(self.through[i]);
-                kept_ids.push(self.ids[i]);
-            } else if let Err(e) = stream.cancel(self.ids[i]).await {
-                tracing::debug!(scope = %self.label(), error = %e, "etcd watch: cannot cancel a dropped range; re-opening");
-                self.cancelled.insert(self.ids[i]);
-            } else {
-                self.cancelled.insert(self.ids[i]);
+        // The stream is read on meanwhile, its responses held for after the change: left
+        // unread, it backs up into etcd, which then holds back the watches it cannot send to
+        // (and sends their events later, out of order: a resync of everything).
+        let mut held = Vec::new();
+        let refs: Vec<&Range> = added.iter().collect();
+        let read = snapshot(&self.kv, &self.keys, &refs);
+        let deadline = tokio::time::sleep(self.timeout);
+        tokio::pin!(read, deadline);
+        loop {
+            tokio::select! {
+                biased;
+                read = &mut read => {
+                    return match read {
+                        Ok((rev, nodes)) => Ok(Added { ids, rev, nodes, held }),
+                        Err(e) => Err((e, Break::Resync)),
+                    };
+                }
+                () = &mut deadline => return Err((self.timed_out(), Break::Resync)),
+                message = stream.message() => match message {
+                    Ok(Some(resp)) => held.push(resp),
+                    Ok(None) => {
+                        let path = self.label().to_owned();
+                        return Err((RegistryError::ConnectionLoss { op: Op::Watch, path }, Break::Reopen));
+                    }
+                    Err(e) => {
+                        let next = if error::is_compacted(&e) { Break::Resync } else { Break::Reopen };
+                        return Err((map(e, Op::Watch, self.label()), next));
+                    }
+                },
             }
         }
-        for (range, id) in added.into_iter().zip(ids) {
-            ranges.push(range);
-            through.push(rev);
-            kept_ids.push(id);
-        }
-        self.ranges = ranges;
-        self.through = through;
-        self.ids = kept_ids;
-        // `added` may hold, as of `rev`, nodes the old scope covered through a range now
-        // dropped (a node entry inside an added subtree): the read is their latest word.
-        self.generation = change.generation;
-        if self.tx.send(WatchEvent::Rescoped { change, added: nodes }).is_err() {
-            let _ = reply.send(Err(self.closed()));
-            return Some(Break::Stop);
-        }
-        self.scope = scope;
-        let _ = reply.send(Ok(()));
-        None
     }
 
     /// Opens the watches and reads the scope again, sends the `Resync`; retries until it works.
     /// `None` when the task should end.
     async fn resync(&mut self) -> Option<(EtcdStream, Vec<WatchResponse>)> {
+        self.renumber();
         loop {
-            let attempt = open(&self.watch, &self.kv, &self.keys, &self.ranges);
+            let ranges = self.watched.ranges();
+            let attempt = open(&self.watch, &self.kv, &self.keys, &ranges);
             let result = tokio::time::timeout(self.timeout, attempt).await.unwrap_or_else(|_| {
                 Err(RegistryError::Timeout {
                     op: Op::Watch,
@@ -675,8 +656,7 @@ impl WatchTask {
                     if self.tx.send(WatchEvent::Resync { nodes: opened.nodes }).is_err() {
                         return None;
                     }
-                    self.renumber();
-                    self.through.iter_mut().for_each(|t| *t = opened.rev);
+                    self.watched.set_through(opened.rev);
                     self.delivered = opened.rev;
                     return Some((opened.stream, opened.early));
                 }
@@ -690,9 +670,9 @@ impl WatchTask {
         }
     }
 
-    /// The first entry's path, naming the scope in messages.
+    /// The subscriber's first entry, naming the scope in messages.
     fn label(&self) -> &str {
-        self.ranges.first().map_or(path::ROOT, |r| r.path.as_str())
+        self.form.label()
     }
 
     /// Waits a little before retrying; true if the task should end instead.
@@ -735,7 +715,7 @@ impl WatchTask {
                     if let Some(next) = self.rescope(&mut stream, change, reply).await {
                         return next;
                     }
-                    if self.ranges.is_empty() {
+                    if self.watched.is_empty() {
                         return Break::Quiet;
                     }
                     continue;
@@ -770,13 +750,15 @@ impl WatchTask {
         if resp.canceled() {
             // A watch this task cancelled when its range left the scope.
             if self.cancelled.remove(&resp.watch_id()) {
+                self.watched.cancelled(resp.watch_id());
                 return None;
             }
             tracing::debug!(scope = %self.label(), reason = resp.cancel_reason(), "etcd watch cancelled; re-opening");
             return Some(Break::Reopen);
         }
         // A range dropped from the scope: what it still had in flight is no longer covered.
-        let index = self.ids.iter().position(|id| *id == resp.watch_id())?;
+        let id = resp.watch_id();
+        let through = self.watched.through(id)?;
         if !resp.events().is_empty() {
             // The events may be the deletion of this client's own nodes by the expiry of a
             // lease whose deadline passed while the process was paused: `Lost` goes first.
@@ -788,13 +770,13 @@ impl WatchTask {
             let rev = kv.mod_revision();
             last = Some(rev);
             // In the snapshot, or delivered before a re-open.
-            if rev <= self.through[index] {
+            if rev <= through {
                 continue;
             }
             if rev < self.delivered {
                 tracing::debug!(
                     scope = %self.label(),
-                    entry = %self.ranges[index].path,
+                    entry = %self.watched.range(id).map(|r| r.path(&self.keys)).unwrap_or_default(),
                     rev,
                     delivered = self.delivered,
                     "etcd watch: an entry's event came after a later one of another entry; resyncing"
@@ -827,57 +809,16 @@ impl WatchTask {
         // A response holds whole revisions (no fragmenting requested), so resuming after the
         // last one delivered neither loses nor repeats an event.
         if let Some(rev) = last {
-            self.through[index] = self.through[index].max(rev);
+            self.watched.advance(id, rev);
         } else if !resp.created() {
             // A progress notification: etcd sends those only to watches that have caught up,
             // so everything up to the header's revision has been delivered. (The header of the
             // `created` answer is the store's revision, which a watch starting in the past has
             // not caught up with yet.)
             if let Some(rev) = resp.header().map(|h| h.revision()) {
-                self.through[index] = self.through[index].max(rev);
+                self.watched.advance(id, rev);
             }
         }
         None
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefix_ends() {
-        assert_eq!(prefix_end(b"/a/"), b"/a0".to_vec());
-        assert_eq!(prefix_end(&[b'a', 0xff]), b"b".to_vec());
-        assert_eq!(prefix_end(&[0xff]), vec![0]);
-    }
-
-    #[test]
-    fn ranges_follow_the_minimal_scope() {
-        let keys = KeySpace::new(Some("ns")).unwrap();
-        let scope = WatchScope::subtree("/a")
-            .with_node("/a/b")
-            .with_node("/c")
-            .with_node("/")
-            .with_subtree("/a/d");
-        let ranges = ranges(&keys, &scope);
-        let shown: Vec<(String, String, Option<String>)> = ranges
-            .iter()
-            .map(|r| {
-                (
-                    r.path.clone(),
-                    String::from_utf8_lossy(&r.key).into_owned(),
-                    r.end.as_ref().map(|e| String::from_utf8_lossy(e).into_owned()),
-                )
-            })
-            .collect();
-        assert_eq!(
-            shown,
-            vec![
-                ("/a".into(), "/ns/n/a/".into(), Some("/ns/n/a0".into())),
-                ("/c".into(), "/ns/n/c/".into(), None),
-            ]
-        );
-        assert_eq!(watch_id(0), 1);
     }
 }
