@@ -509,7 +509,7 @@ impl CoordinatorRegistry for EtcdRegistry {
     async fn watch_scope(&self, scope: WatchScope) -> Result<WatchStream> {
         scope.validate()?;
         let inner = &self.inner;
-        let ranges = scope_watch::ranges(&inner.keys, &scope);
+        let ranges = scope_watch::ranges(&scope);
         let label = scope.subtrees().iter().chain(scope.nodes()).next().map_or(path::ROOT, |p| p);
         let (stream, rev, nodes, early) = if ranges.is_empty() {
             self.guarded(Op::Watch, label, async { Ok(()) }).await?;

@@ -72,11 +72,11 @@ const PAGE: i64 = 128;
 const READS_AT_ONCE: usize = 32;
 
 /// Options for the watch of `range` with id `id` on its stream, from `start` (0: now).
-fn watch_options(range: &Range, id: i64, start: i64) -> WatchOptions {
+fn watch_options(keys: &KeySpace, range: &Range, id: i64, start: i64) -> WatchOptions {
     // Progress notifications move a quiet watch's revision on, so that a re-open after a long
     // quiet spell does not ask for history compacted meanwhile.
     let mut options = WatchOptions::new().with_watch_id(id).with_progress_notify();
-    if let Some(end) = range.end() {
+    if let Some(end) = range.end(keys) {
         options = options.with_range(end);
     }
     if start > 0 {
@@ -87,8 +87,8 @@ fn watch_options(range: &Range, id: i64, start: i64) -> WatchOptions {
 
 /// The key ranges of `scope`: one per entry of its minimal form (the root's node entry has
 /// none).
-pub(crate) fn ranges(keys: &KeySpace, scope: &WatchScope) -> Vec<Range> {
-    ranges_of(keys, &scope.minimal())
+pub(crate) fn ranges(scope: &WatchScope) -> Vec<Range> {
+    ranges_of(&scope.minimal())
 }
 
 /// Reads one range at revision `rev` (0: the current one); returns the revision read at.
@@ -99,8 +99,8 @@ async fn read_range(
     mut rev: i64,
 ) -> Result<(i64, Vec<(String, Node)>), RegistryError> {
     let mut nodes = Vec::new();
-    let mut from = range.key().to_vec();
-    let end = range.end();
+    let mut from = range.key(keys);
+    let end = range.end(keys);
     loop {
         let mut client = kv.clone();
         let mut options = GetOptions::new().with_revision(rev);
@@ -110,7 +110,7 @@ async fn read_range(
         let resp = client
             .get(from.clone(), Some(options))
             .await
-            .map_err(|e| map(e, Op::Watch, &range.path(keys)))?;
+            .map_err(|e| map(e, Op::Watch, range.path()))?;
         if rev == 0 {
             rev = resp.header().map_or(0, |h| h.revision());
         }
@@ -181,14 +181,14 @@ async fn open_stream(
     };
     let mut client = watch.clone();
     let mut stream = client
-        .watch(first.key(), Some(watch_options(first, watch_id(0), start(0))))
+        .watch(first.key(keys), Some(watch_options(keys, first, watch_id(0), start(0))))
         .await
-        .map_err(|e| map(e, Op::Watch, &first.path(keys)))?;
+        .map_err(|e| map(e, Op::Watch, first.path()))?;
     for (index, range) in ranges.iter().enumerate().skip(1) {
         stream
-            .watch(range.key(), Some(watch_options(range, watch_id(index), start(index))))
+            .watch(range.key(keys), Some(watch_options(keys, range, watch_id(index), start(index))))
             .await
-            .map_err(|e| map(e, Op::Watch, &range.path(keys)))?;
+            .map_err(|e| map(e, Op::Watch, range.path()))?;
     }
     Ok(stream)
 }
@@ -212,8 +212,7 @@ pub(crate) async fn open(
     ranges: &[&Range],
 ) -> Result<Opened, RegistryError> {
     let mut stream = open_stream(watch, keys, ranges, |_| 0).await?;
-    let label = ranges.first().map_or_else(|| path::ROOT.to_owned(), |r| r.path(keys));
-    let label = label.as_str();
+    let label = ranges.first().map_or(path::ROOT, |r| r.path());
     let mut confirmed = 0;
     let mut early = Vec::new();
     while confirmed < ranges.len() {
@@ -226,11 +225,11 @@ pub(crate) async fn open(
         };
         if resp.canceled() {
             let index = usize::try_from(resp.watch_id() - 1).unwrap_or(usize::MAX);
-            let at = ranges.get(index).map_or_else(|| label.to_owned(), |r| r.path(keys));
+            let at = ranges.get(index).map_or(label, |r| r.path());
             return Err(RegistryError::Backend {
                 backend: BACKEND,
                 op: Op::Watch,
-                path: at,
+                path: at.to_owned(),
                 message: format!("etcd refused the watch: {}", resp.cancel_reason()),
                 retryable: true,
                 source: None,
@@ -429,7 +428,7 @@ impl WatchTask {
                         continue;
                     }
                     let plan = self.form.apply(&change);
-                    let ranges = ranges_of(&self.keys, self.form.minimal());
+                    let ranges = ranges_of(self.form.minimal());
                     if ranges.is_empty() {
                         let added = BTreeMap::new();
                         self.generation = change.generation;
@@ -504,10 +503,8 @@ impl WatchTask {
         reply: oneshot::Sender<Result<(), RegistryError>>,
     ) -> Option<Break> {
         let plan = self.form.apply(&change);
-        let added: Vec<Range> = ranges_of(&self.keys, &plan.joined)
-            .into_iter()
-            .filter(|r| !self.watched.contains(r))
-            .collect();
+        let added: Vec<Range> =
+            ranges_of(&plan.joined).into_iter().filter(|r| !self.watched.contains(r)).collect();
         let Added { ids, rev, nodes, held } = match self.add_watches(stream, &added).await {
             Ok(done) => done,
             Err((error, next)) => {
@@ -521,7 +518,7 @@ impl WatchTask {
         for (range, id) in added.into_iter().zip(ids) {
             self.watched.fill_id(id, range, rev);
         }
-        for range in ranges_of(&self.keys, &plan.left) {
+        for range in ranges_of(&plan.left) {
             let Some(id) = self.watched.remove(&range) else { continue };
             if let Err(e) = stream.cancel(id).await {
                 tracing::debug!(scope = %self.label(), error = %e, "etcd watch: cannot cancel a dropped range");
@@ -550,8 +547,11 @@ impl WatchTask {
         let mut ids = Vec::with_capacity(added.len());
         for range in added {
             let id = self.watched.reserve();
-            if let Err(e) = stream.watch(range.key(), Some(watch_options(range, id, 0))).await {
-                return Err((map(e, Op::Watch, &range.path(&self.keys)), Break::Reopen));
+            if let Err(e) = stream
+                .watch(range.key(&self.keys), Some(watch_options(&self.keys, range, id, 0)))
+                .await
+            {
+                return Err((map(e, Op::Watch, range.path()), Break::Reopen));
             }
             ids.push(id);
         }
@@ -776,7 +776,7 @@ impl WatchTask {
             if rev < self.delivered {
                 tracing::debug!(
                     scope = %self.label(),
-                    entry = %self.watched.range(id).map(|r| r.path(&self.keys)).unwrap_or_default(),
+                    entry = %self.watched.range(id).map_or("", |r| r.path()),
                     rev,
                     delivered = self.delivered,
                     "etcd watch: an entry's event came after a later one of another entry; resyncing"

@@ -15,10 +15,12 @@ use std::hash::{BuildHasher, Hash};
 
 use crate::keys::KeySpace;
 
-/// One watched key range: the node keys of a subtree, or the key of one node.
+/// One watched key range: the node keys of a subtree, or the key of one node. Kept as the
+/// entry's client path, its keys made when needed (the namespace prefix in each of hundreds of
+/// thousands of ranges was a sixth of their size).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Range {
-    key: Box<[u8]>,
+    path: Box<str>,
     /// A prefix range (a subtree) rather than a single key. A subtree and a node entry of the
     /// same path have the same key (a subtree taking over a node's watch has both for a while).
     subtree: bool,
@@ -26,29 +28,33 @@ pub(crate) struct Range {
 
 impl Range {
     /// The range of the subtree at `path`.
-    pub fn subtree(keys: &KeySpace, path: &str) -> Range {
-        Range { key: keys.subtree(path).into_boxed_slice(), subtree: true }
+    pub fn subtree(path: &str) -> Range {
+        Range { path: path.into(), subtree: true }
     }
 
     /// The range of the node at `path`; `None` for the root, which has no key (it always
     /// exists and never changes, so a node entry for it needs no watch).
-    pub fn node(keys: &KeySpace, at: &str) -> Option<Range> {
-        (at != path::ROOT).then(|| Range { key: keys.node(at).into_boxed_slice(), subtree: false })
+    pub fn node(at: &str) -> Option<Range> {
+        (at != path::ROOT).then(|| Range { path: at.into(), subtree: false })
     }
 
     /// The first key of the range.
-    pub fn key(&self) -> &[u8] {
-        &self.key
+    pub fn key(&self, keys: &KeySpace) -> Vec<u8> {
+        if self.subtree {
+            keys.subtree(&self.path)
+        } else {
+            keys.node(&self.path)
+        }
     }
 
     /// The end of a subtree's prefix range; `None` for a single key.
-    pub fn end(&self) -> Option<Vec<u8>> {
-        self.subtree.then(|| prefix_end(&self.key))
+    pub fn end(&self, keys: &KeySpace) -> Option<Vec<u8>> {
+        self.subtree.then(|| prefix_end(&self.key(keys)))
     }
 
-    /// The entry's client path, for messages.
-    pub fn path(&self, keys: &KeySpace) -> String {
-        keys.path_of(&self.key).unwrap_or_else(|| path::ROOT.to_owned())
+    /// The entry's client path.
+    pub fn path(&self) -> &str {
+        &self.path
     }
 }
 
@@ -66,9 +72,9 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 
 /// The ranges of the entries of `scope` (taken as they are: a minimal form gives one range
 /// per key range etcd must watch).
-pub(crate) fn ranges_of(keys: &KeySpace, scope: &WatchScope) -> Vec<Range> {
-    let subtrees = scope.subtrees().iter().map(|p| Range::subtree(keys, p));
-    subtrees.chain(scope.nodes().iter().filter_map(|p| Range::node(keys, p))).collect()
+pub(crate) fn ranges_of(scope: &WatchScope) -> Vec<Range> {
+    let subtrees = scope.subtrees().iter().map(|p| Range::subtree(p));
+    subtrees.chain(scope.nodes().iter().filter_map(|p| Range::node(p))).collect()
 }
 
 /// The watch id of the range in slot `index` (etcd takes 0 as "choose one").
@@ -79,6 +85,11 @@ pub(crate) fn watch_id(index: usize) -> i64 {
 /// The slot of watch id `id`.
 fn index_of(id: i64) -> Option<usize> {
     usize::try_from(id.checked_sub(1)?).ok()
+}
+
+/// The slot at `index`, if it holds a range.
+fn slot_at(slots: &[Option<Slot>], index: u32) -> Option<&Slot> {
+    slots.get(index as usize)?.as_ref()
 }
 
 /// A range and how far its watch has delivered.
@@ -98,7 +109,7 @@ pub(crate) struct Watched {
     /// Slots whose watch's cancellation etcd confirmed: their ids are free on the stream.
     free: Vec<usize>,
     /// Slot indices of the ranges, hashed by range.
-    by_range: HashTable<usize>,
+    by_range: HashTable<u32>,
     hasher: rustc_hash::FxBuildHasher,
     /// How many slots hold a range.
     len: usize,
@@ -168,8 +179,8 @@ impl Watched {
 
     fn find(&self, range: &Range) -> Option<usize> {
         let slots = &self.slots;
-        let same = |i: &usize| slots[*i].as_ref().is_some_and(|s| s.range == *range);
-        self.by_range.find(self.hash(range), same).copied()
+        let same = |i: &u32| slot_at(slots, *i).is_some_and(|s| s.range == *range);
+        self.by_range.find(self.hash(range), same).map(|&i| i as usize)
     }
 
     /// A slot for a watch about to be added: its id is the slot's.
@@ -189,14 +200,16 @@ impl Watched {
     }
 
     fn fill(&mut self, index: usize, range: Range, rev: i64) {
-        let Some(slot) = self.slots.get_mut(index) else { return };
+        let (Some(slot), Ok(at)) = (self.slots.get_mut(index), u32::try_from(index)) else {
+            return;
+        };
         let hash = self.hasher.hash_one(&range);
         if slot.replace(Slot { range, through: rev }).is_none() {
             self.len += 1;
         }
         let (slots, hasher) = (&self.slots, &self.hasher);
-        let rehash = |i: &usize| slots[*i].as_ref().map_or(0, |s| hasher.hash_one(&s.range));
-        self.by_range.insert_unique(hash, index, rehash);
+        let rehash = |i: &u32| slot_at(slots, *i).map_or(0, |s| hasher.hash_one(&s.range));
+        self.by_range.insert_unique(hash, at, rehash);
     }
 
     /// Stops following `range`; returns the id of its watch, to cancel. Its slot stays taken
@@ -204,9 +217,10 @@ impl Watched {
     pub fn remove(&mut self, range: &Range) -> Option<i64> {
         let hash = self.hash(range);
         let slots = &self.slots;
-        let same = |i: &usize| slots[*i].as_ref().is_some_and(|s| s.range == *range);
+        let same = |i: &u32| slot_at(slots, *i).is_some_and(|s| s.range == *range);
         let (index, _) = self.by_range.find_entry(hash, same).ok()?.remove();
-        if self.slots[index].take().is_some() {
+        let index = index as usize;
+        if self.slots.get_mut(index).and_then(Option::take).is_some() {
             self.len -= 1;
         }
         Some(watch_id(index))
@@ -228,11 +242,9 @@ impl Watched {
         self.by_range.clear();
         let (slots, hasher) = (&self.slots, &self.hasher);
         for (index, slot) in slots.iter().enumerate() {
-            if let Some(slot) = slot {
-                let rehash =
-                    |i: &usize| slots[*i].as_ref().map_or(0, |s| hasher.hash_one(&s.range));
-                self.by_range.insert_unique(hasher.hash_one(&slot.range), index, rehash);
-            }
+            let (Some(slot), Ok(at)) = (slot, u32::try_from(index)) else { continue };
+            let rehash = |i: &u32| slot_at(slots, *i).map_or(0, |s| hasher.hash_one(&s.range));
+            self.by_range.insert_unique(hasher.hash_one(&slot.range), at, rehash);
         }
     }
 }
@@ -256,11 +268,11 @@ mod tests {
     fn ranges_follow_the_entries_and_leave_the_root_node_out() {
         let keys = keys();
         let scope = WatchScope::subtree("/a").with_node("/c").with_node("/").minimal();
-        let shown: Vec<(String, String, Option<String>)> = ranges_of(&keys, &scope)
+        let shown: Vec<(String, String, Option<String>)> = ranges_of(&scope)
             .iter()
             .map(|r| {
                 let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-                (r.path(&keys), text(r.key()), r.end().map(|e| text(&e)))
+                (r.path().to_owned(), text(&r.key(&keys)), r.end(&keys).map(|e| text(&e)))
             })
             .collect();
         assert_eq!(
@@ -275,10 +287,9 @@ mod tests {
 
     #[test]
     fn ids_are_slots_and_come_free_once_etcd_confirms_a_cancellation() {
-        let keys = keys();
-        let a = Range::subtree(&keys, "/a");
-        let a_node = Range::node(&keys, "/a").unwrap();
-        let b = Range::node(&keys, "/b").unwrap();
+        let a = Range::subtree("/a");
+        let a_node = Range::node("/a").unwrap();
+        let b = Range::node("/b").unwrap();
         let mut watched = Watched::new(vec![a.clone(), b.clone()], 7);
         assert_eq!((watched.len(), watched.through(1), watched.through(2)), (2, Some(7), Some(7)));
         assert!(watched.contains(&a) && !watched.contains(&a_node), "kind tells ranges apart");
@@ -299,7 +310,7 @@ mod tests {
         assert_eq!(watched.through(3), Some(12));
         watched.compact();
         let ids: Vec<(i64, String, i64)> =
-            watched.iter().map(|(id, r, t)| (id, r.path(&keys), t)).collect();
+            watched.iter().map(|(id, r, t)| (id, r.path().to_owned(), t)).collect();
         assert_eq!(ids, vec![(1, "/b".into(), 7), (2, "/a".into(), 12)]);
         assert_eq!(watched.remove(&b), Some(1));
         assert!(watched.contains(&a_node));
