@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use shardcron_core::runtime::{FireKind, SchedulerEvent};
+use shardcron_core::runtime::{FireKind, SchedulerEvent, SkipReason};
 use shardcron_sim::explore::{explore, ExploreOptions};
 use shardcron_sim::trace::{Entry, Note, What};
 use shardcron_sim::{
@@ -196,5 +196,59 @@ fn a_failover_of_an_interrupted_run_is_the_same_fire_running_once() {
     let mut t = base_trace();
     t.push(note(12_000, 0, Note::Phase(Phase::Final)));
     let v = fires_violations(&t);
+    assert!(v.iter().any(|m| m.contains("neither ran nor was recorded")), "{v:?}");
+}
+
+/// Two reshards in one millisecond, and a misfire recorded between them by the owner the
+/// first gave the item to (3 × 2 `lease` 2,541,553,107): the skip speaks for the item, by the
+/// order of the trace, and owes its catch-up like any misfire. The boundary of that reading
+/// (GUARANTEES.md, section 2): the same trace without the catch-up is a lost fire.
+#[test]
+fn a_misfire_between_two_reshards_of_one_millisecond_owes_its_catch_up() {
+    use shardcron_sim::trace::Phase;
+    let note = |at, who, note| Entry { at, who, what: What::Note(note) };
+    let sharded = |at: i64, owner_of_0: usize| {
+        let (first, second) = if owner_of_0 == 1 { (vec![0], vec![]) } else { (vec![], vec![0]) };
+        let assignment = vec![("10.0.0.1@-@1".into(), first), ("10.0.0.2@-@1".into(), second)];
+        let event = SchedulerEvent::Sharded { job: "j".into(), assignment };
+        Entry {
+            at,
+            who: 1,
+            what: What::Event { event, session: None, leader: Some("10.0.0.1@-@1".into()) },
+        }
+    };
+    let skip = |at: i64, who: usize, session: u64, fire: i64| {
+        let e = SchedulerEvent::Skipped {
+            job: "j".into(),
+            fire_ms: shardcron_sim::trace::EPOCH_MS + fire,
+            reason: SkipReason::Misfire,
+        };
+        event(at, who, e, Some(session))
+    };
+    let end = |at: i64, who: usize, session: u64, fire: i64| {
+        let e = SchedulerEvent::ItemFinished {
+            job: "j".into(),
+            item: 0,
+            fire_ms: shardcron_sim::trace::EPOCH_MS + fire,
+            ok: true,
+        };
+        event(at, who, e, Some(session))
+    };
+    let trace = |catch_up: bool| {
+        let mut t = base_trace();
+        t.push(kind_start(5_000, 1, 1, 5_000, FireKind::Scheduled));
+        t.push(sharded(10_000, 2));
+        t.push(skip(10_000, 2, 2, 10_000));
+        t.push(sharded(10_000, 1));
+        t.push(end(11_000, 1, 1, 5_000));
+        t.push(kind_start(11_000, 1, 1, 10_000, FireKind::Misfire));
+        if !catch_up {
+            t.pop();
+        }
+        t.push(note(14_000, 0, Note::Phase(Phase::Final)));
+        t
+    };
+    assert_eq!(fires_violations(&trace(true)), Vec::<String>::new());
+    let v = fires_violations(&trace(false));
     assert!(v.iter().any(|m| m.contains("neither ran nor was recorded")), "{v:?}");
 }

@@ -275,6 +275,20 @@ impl Facts {
                 .is_some_and(|owners| owners.get(&item) == Some(&who))
     }
 
+    /// Whether `who` owned `item` when it recorded trace entry `idx` only by the order of the
+    /// trace: the last assignment of the entry's millisecond gave the item to another.
+    fn owned_by_order_only(&self, job: &str, item: u32, who: usize, idx: usize) -> bool {
+        self.owner_at(job, item, self.at[idx]) != Some(who)
+            && self.owned_at_entry(job, item, who, idx)
+    }
+
+    /// Whether a catch-up run (`FireKind::Misfire`) of `item` started at `at` or later.
+    fn caught_up_after(&self, job: &str, item: u32, at: i64) -> bool {
+        self.runs.get(&(job.to_owned(), item)).is_some_and(|runs| {
+            runs.iter().any(|(t, _, kind)| *t >= at && *kind == FireKind::Misfire)
+        })
+    }
+
     /// Whether `who` started or skipped anything of `job` in `[from, to)`.
     /// Whether `who` recorded anything about fire `fire` of `job` or a later one (a skip or a
     /// start) between `from` and `to`: a catch-up of an earlier fire says nothing about it.
@@ -480,10 +494,7 @@ pub(super) fn check(entries: &[Entry], tl: &Timeline, out: &mut Vec<Violation>) 
     // Misfire skips must be caught up once the blocking run ended.
     for (idx, who, job, item) in misfires {
         let skip_at = entries[idx].at;
-        let key = (job.clone(), item);
-        let caught = facts.runs.get(&key).is_some_and(|runs| {
-            runs.iter().any(|(t, _, kind)| *t >= skip_at && *kind == FireKind::Misfire)
-        });
+        let caught = facts.caught_up_after(&job, item, skip_at);
         // The item ran that very fire anyway (a manual trigger handled in the fire's own
         // millisecond carries its time): nothing is owed.
         let ran_it = match &entries[idx].what {
@@ -1215,7 +1226,14 @@ impl Fire<'_> {
             facts.assignments.get(job).is_none_or(|list| list.iter().all(|(t, _)| *t > at));
         let covers = |(idx, w, r): &&(usize, usize, SkipReason)| {
             let skip_at = entries[*idx].at;
-            let owned_at_skip = facts.owned_at_entry(job, item, *w, *idx);
+            // A misfire between two reshards of one millisecond marked the item the first gave
+            // the skipper, and the marker went with it to the second's owner: the skip is a
+            // record of the item once that owner caught it up. (The check of the catch-ups
+            // owed follows the skipper's own runs, which no longer have the item.)
+            let owed_elsewhere = matches!(r, SkipReason::Misfire)
+                && facts.owned_by_order_only(job, item, *w, *idx)
+                && !facts.caught_up_after(job, item, skip_at);
+            let owned_at_skip = facts.owned_at_entry(job, item, *w, *idx) && !owed_elsewhere;
             // A fire that waited for a reshard is skipped under the assignment it made: the
             // owner at the fire's time speaks for the item only if no reshard came between.
             let resharded = facts
