@@ -9,15 +9,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use futures::task::AtomicWaker;
+use hashbrown::HashTable;
 use shardcron_core::registry::WatchScope;
 use zookeeper_client as zk;
 
 /// One server-side watch: a subtree (persistent recursive) or a single node (persistent).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) struct Entry {
     pub path: String,
     pub recursive: bool,
@@ -105,6 +107,10 @@ struct Slot {
 #[derive(Default)]
 pub(super) struct Watchers {
     slots: BTreeMap<u64, Slot>,
+    /// The ids, hashed by entry: a narrowing drops a few dozen watchers of tens of thousands,
+    /// which a pass over them all made cost the whole watch at every change.
+    by_entry: HashTable<u64>,
+    hasher: rustc_hash::FxBuildHasher,
     next_id: u64,
     ready: Arc<Ready>,
 }
@@ -121,28 +127,44 @@ impl Watchers {
         self.next_id += 1;
         let id = self.next_id;
         let waker = Waker::from(Arc::new(SlotWaker { id, ready: self.ready.clone() }));
+        let hash = self.hasher.hash_one(&entry);
         self.slots.insert(id, Slot { entry, watcher, waker, ended: false });
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        let rehash = |id: &u64| slots.get(id).map_or(0, |s| hasher.hash_one(&s.entry));
+        self.by_entry.insert_unique(hash, id, rehash);
         // Polled once so that its channel holds its waker.
         self.ready.push_back(id);
         id
     }
 
     /// Drops the watchers of `entries` (the client removes the server's watch when no other
-    /// watcher of the session needs its path), in one pass over the watchers: a narrowing drops
-    /// a few dozen of tens of thousands.
+    /// watcher of the session needs its path).
     pub fn remove(&mut self, entries: &[Entry]) {
-        let gone: BTreeSet<&Entry> = entries.iter().collect();
-        self.slots.retain(|_, s| !gone.contains(&s.entry));
+        for entry in entries {
+            let hash = self.hasher.hash_one(entry);
+            loop {
+                let slots = &self.slots;
+                let same = |id: &u64| slots.get(id).is_some_and(|s| s.entry == *entry);
+                let Ok(found) = self.by_entry.find_entry(hash, same) else { break };
+                let (id, _) = found.remove();
+                self.slots.remove(&id);
+            }
+        }
     }
 
     /// Drops every watcher.
     pub fn clear(&mut self) {
         self.slots.clear();
+        self.by_entry.clear();
     }
 
     /// Whether a watcher is registered on `path` (in either mode).
     pub fn holds_path(&self, path: &str) -> bool {
-        self.slots.values().any(|s| s.entry.path == path)
+        [true, false].into_iter().any(|recursive| {
+            let entry = Entry { path: path.to_owned(), recursive };
+            let same = |id: &u64| self.slots.get(id).is_some_and(|s| s.entry == entry);
+            self.by_entry.find(self.hasher.hash_one(&entry), same).is_some()
+        })
     }
 
     pub fn is_empty(&self) -> bool {
