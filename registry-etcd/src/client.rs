@@ -113,7 +113,11 @@ impl EtcdRegistry {
     ) -> Result<Self> {
         let at = at.to_owned();
         let timeout = options.connect_timeout;
-        let connecting = Client::connect(options.endpoint_urls(), Some(connect_options));
+        let connecting = Client::connect_with_balanced_channel(
+            options.endpoint_urls(),
+            Some(connect_options),
+            crate::channel::WideWindows,
+        );
         let client = match tokio::time::timeout(timeout, connecting).await {
             Ok(Ok(client)) => client,
             Ok(Err(e)) => return Err(connect_error(e, &at, &options)),

@@ -49,6 +49,7 @@
 //! ## Layout
 //! - `options.rs`: [`EtcdOptions`], [`EtcdOptions::from_url`], credentials and TLS files.
 //! - `client.rs`: [`EtcdRegistry`], connecting, and each operation of the contract.
+//! - `channel.rs`: the gRPC channel, with HTTP/2 windows sized for a watch of many ranges.
 //! - `keys.rs`: the key encoding (node, child index, counter families) and the value format.
 //! - `plan.rs`: the one-`Txn` form of a write, the contract's conditions as compares.
 //! - `txn.rs`: the write engine: read at one revision, evaluate the ops, commit with compares.
@@ -60,6 +61,7 @@
 //!
 //! The crate README covers operating it: key encoding, `--max-request-bytes`, auth and TLS.
 
+mod channel;
 mod client;
 mod error;
 mod guards;
