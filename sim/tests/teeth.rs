@@ -756,3 +756,32 @@ fn a_clock_further_ahead_than_the_fire_lead_is_caught_at_a_restart() {
         "fire +15000 of j0#4 neither ran nor was recorded",
     );
 }
+
+/// The boundary of the reading that a skip between two reshards of one millisecond is the
+/// first one's owner's (GUARANTEES.md, section 2), under faults: in 3 × 2 `lease` seed
+/// 2,541,553,107 the leader skipped a waiting fire as a misfire between two such reshards,
+/// and the item's next owner, instance 3, caught it up. With instance 3's catch-ups
+/// unrecorded, that fire is lost.
+#[test]
+fn a_misfire_between_two_reshards_of_one_millisecond_needs_its_catch_up_under_faults() {
+    use shardcron_sim::explore::ExploreOptions;
+    const SEED: u64 = 2_541_553_107;
+    let options = ExploreOptions {
+        profile: FaultProfile::Lease,
+        instances: 3,
+        jobs: 2,
+        ..ExploreOptions::default()
+    };
+    let run = |options: &ExploreOptions| match options.builder(SEED) {
+        Some(builder) => builder.build().run(),
+        None => panic!("no simulation for seed {SEED}"),
+    };
+    let clean = run(&options);
+    assert!(clean.ok(), "{}", clean.violations_text());
+    let broken = run(&ExploreOptions { variant: Some(Variant::MuteCatchUps), ..options });
+    assert!(
+        broken.violations.iter().any(|v| v.message.contains("fire +118000 of j0#0")),
+        "the lost catch-up should be reported; the checker reported:\n{}",
+        broken.violations_text()
+    );
+}
