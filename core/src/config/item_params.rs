@@ -30,6 +30,10 @@ pub fn parse_sharding_item_parameters(
     total_count: u32,
 ) -> Result<BTreeMap<u32, String>, ConfigError> {
     let mut result = BTreeMap::new();
+    // The common case, no parameters, is read at every fire: no vector for it.
+    if input.trim().is_empty() {
+        return Ok(result);
+    }
     let pairs: Vec<&str> = input.split(',').collect();
     // Java's split drops trailing empty strings; blank trailing pairs are dropped here too.
     let used = pairs.iter().rposition(|pair| !pair.trim().is_empty()).map_or(0, |last| last + 1);

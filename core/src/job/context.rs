@@ -163,6 +163,7 @@ impl FireInfo {
                     job_parameter,
                     item,
                     item_parameter,
+                    CancellationToken::new(),
                 )
             })
             .collect())
@@ -247,11 +248,21 @@ impl ShardingContext {
         item_parameter: impl Into<String>,
     ) -> Self {
         let task_id = fire.task_id_text();
-        Self::with_task_id(fire, task_id, sharding_total_count, job_parameter, item, item_parameter)
+        let (parameter, cancellation) = (item_parameter, CancellationToken::new());
+        Self::with_task_id(
+            fire,
+            task_id,
+            sharding_total_count,
+            job_parameter,
+            item,
+            parameter,
+            cancellation,
+        )
     }
 
     /// The context of `item` in `fire`, whose task id is `task_id` (the text of
-    /// [`FireInfo::task_id`], put together once for every item of the fire).
+    /// [`FireInfo::task_id`], put together once for every item of the fire), cancelled by
+    /// `cancellation`.
     pub(crate) fn with_task_id(
         fire: &FireInfo,
         task_id: String,
@@ -259,6 +270,7 @@ impl ShardingContext {
         job_parameter: impl Into<String>,
         item: u32,
         item_parameter: impl Into<String>,
+        cancellation: CancellationToken,
     ) -> Self {
         ShardingContext {
             job_name: fire.job_name.clone(),
@@ -269,7 +281,7 @@ impl ShardingContext {
             item_parameter: item_parameter.into(),
             fire_time_ms: fire.fire_time_ms(),
             fencing_token: 0,
-            cancellation: CancellationToken::new(),
+            cancellation,
             extensions: Extensions::default(),
         }
     }

@@ -430,8 +430,9 @@ impl JobRunner {
                     job_parameter,
                     item,
                     parameter,
-                )
-                .with_fencing(token, cancel.child_token());
+                    cancel.child_token(),
+                );
+                context.fencing_token = token;
                 // A catch-up's item answers the fire its misfire marker names.
                 context.fire_time_ms = launch.fire_of(item);
                 context
