@@ -14,6 +14,9 @@
 //! - `tcs`: tokio-cron-scheduler as its README starts it (`JobScheduler::new()`).
 //! - `tcs-sized`: tokio-cron-scheduler with its internal channels sized to the job count
 //!   (`JobScheduler::new_with_channel_size`), its documented tuning for many jobs.
+//! - `shardcron-mimalloc`, `tcs-sized-mimalloc`: `shardcron` and `tcs-sized` in a child
+//!   process on mimalloc (`shardcron-bench-mimalloc`) instead of the system's allocator, to
+//!   show what an application's choice of allocator does to a burst of fires.
 //! - `baseline`: no scheduler; the bench's own process (runtime, recorder) for reference.
 
 use std::sync::Arc;
@@ -59,6 +62,21 @@ pub fn fire_lead(jobs: u64) -> std::time::Duration {
 }
 pub const TCS: &str = "tcs";
 pub const TCS_SIZED: &str = "tcs-sized";
+/// `shardcron` in a child on mimalloc.
+pub const SHARDCRON_MIMALLOC: &str = "shardcron-mimalloc";
+/// `tcs-sized` in a child on mimalloc.
+pub const TCS_SIZED_MIMALLOC: &str = "tcs-sized-mimalloc";
+
+/// The suffix of the schedulers whose child runs on mimalloc.
+const ON_MIMALLOC: &str = "-mimalloc";
+
+/// The allocator `scheduler`'s child must run on, and the scheduler it then starts.
+pub fn allocator_of(scheduler: &str) -> (crate::Allocator, &str) {
+    match scheduler.strip_suffix(ON_MIMALLOC) {
+        Some(base) => (crate::Allocator::Mimalloc, base),
+        None => (crate::Allocator::System, scheduler),
+    }
+}
 pub const BASELINE: &str = "baseline";
 
 /// Every second, the precision benchmark's schedule.
@@ -101,6 +119,8 @@ pub fn label(scheduler: &str) -> &'static str {
         SHARDCRON_NOLEAD => "shardcron, no fire lead",
         TCS => "tokio-cron-scheduler 0.15",
         TCS_SIZED => "tokio-cron-scheduler 0.15, channels sized",
+        SHARDCRON_MIMALLOC => "shardcron, mimalloc",
+        TCS_SIZED_MIMALLOC => "tokio-cron-scheduler 0.15, channels sized, mimalloc",
         BASELINE => "baseline (no scheduler)",
         _ => "unknown",
     }
@@ -121,7 +141,10 @@ pub fn legend() -> String {
      written to a SQLite file and the Prometheus metrics recorded (registry wrapped for its \
      series); **tokio-cron-scheduler 0.15** (latest \
      on crates.io) as its README starts it, `JobScheduler::new()`; **…, channels sized**: \
-     `JobScheduler::new_with_channel_size(jobs)`, its tuning for many jobs.\n"
+     `JobScheduler::new_with_channel_size(jobs)`, its tuning for many jobs; **…, mimalloc**: \
+     the same scheduler in a process whose global allocator is mimalloc instead of the \
+     system's (glibc's malloc), as an application chooses with two lines (run at 1,000 and \
+     10,000 jobs).\n"
         .to_owned()
 }
 
@@ -164,6 +187,15 @@ pub async fn start(
     schedule: Schedule,
     recorder: &Arc<Recorder>,
 ) -> Result<Running, Error> {
+    let (allocator, scheduler) = allocator_of(scheduler);
+    if allocator != crate::allocator() {
+        return Err(crate::err(format!(
+            "{scheduler} wants a process on {allocator:?}, this one runs on {:?}: run it with \
+             shardcron-bench{}",
+            crate::allocator(),
+            if allocator == crate::Allocator::Mimalloc { ON_MIMALLOC } else { "" },
+        )));
+    }
     match scheduler {
         SHARDCRON => start_shardcron(jobs, schedule, recorder, Setup::DEFAULT).await,
         SHARDCRON_NOMONITOR => {

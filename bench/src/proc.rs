@@ -113,7 +113,26 @@ pub fn command_output(program: &str, args: &[&str]) -> Option<String> {
 /// Runs this binary again with `args` (a hidden child sub-command), waits at most `limit`, and
 /// parses the last line it prints as JSON. Its stderr goes to ours, so progress stays visible.
 pub fn run_child<T: DeserializeOwned>(args: &[String], limit: Duration) -> Result<T, Error> {
-    let exe = std::env::current_exe().map_err(|e| crate::err(format!("current_exe: {e}")))?;
+    run_child_on(crate::allocator(), args, limit)
+}
+
+/// [`run_child`] in the bench binary built with `allocator` (the one beside this one).
+pub fn run_child_on<T: DeserializeOwned>(
+    allocator: crate::Allocator,
+    args: &[String],
+    limit: Duration,
+) -> Result<T, Error> {
+    let this = std::env::current_exe().map_err(|e| crate::err(format!("current_exe: {e}")))?;
+    let exe = match allocator {
+        crate::Allocator::System => this.with_file_name("shardcron-bench"),
+        crate::Allocator::Mimalloc => this.with_file_name("shardcron-bench-mimalloc"),
+    };
+    if !exe.exists() {
+        return Err(crate::err(format!(
+            "{} is missing: build both bench binaries (cargo build --release -p shardcron-bench)",
+            exe.display()
+        )));
+    }
     let mut child = Command::new(exe)
         .args(args)
         .stdin(Stdio::null())

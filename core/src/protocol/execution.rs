@@ -33,6 +33,7 @@ pub enum Start {
 /// The start transaction of a fire and how to read its outcome.
 #[derive(Debug, Clone)]
 pub struct StartPlan {
+    /// The transaction; taken out when it is sent (the outcome is read from the rest).
     pub ops: Vec<TxnOp>,
     items: Vec<u32>,
     /// Items whose owner node version is checked, in the order of the first ops.

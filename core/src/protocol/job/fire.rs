@@ -365,8 +365,9 @@ impl JobProtocol {
             mark_running: self.config.monitor_execution,
             item_fires: &f.item_fires,
         };
-        let plan = execution::start(view, &self.paths, start, ledger.as_ref());
-        let request = Request::Txn(plan.ops.clone());
+        let mut plan = execution::start(view, &self.paths, start, ledger.as_ref());
+        // The reply is read from the plan's items, not its ops: they go as they are.
+        let request = Request::Txn(std::mem::take(&mut plan.ops));
         Decision::Ask(Step::Start { plan, seen: view.revision() }, request)
     }
 
