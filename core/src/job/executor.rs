@@ -1,13 +1,12 @@
 //! [`Executor`]: runs one fire of a job on this instance: listeners, items in parallel, error
 //! handling, report.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use futures::future::Either;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use tokio::sync::oneshot;
@@ -273,59 +272,31 @@ impl Executor {
             }
         }
 
-        let limit = if max_parallel_items == 0 { contexts.len() } else { max_parallel_items };
-        let alone = detach == Detach::UnlessAlone && contexts.len() == 1;
-        let mut waiting = contexts.into_iter();
-        let mut running = FuturesUnordered::new();
-        loop {
-            while running.len() < limit {
-                let Some(ctx) = waiting.next() else { break };
-                if ctx.is_cancelled() {
-                    tracing::debug!(item = ctx.item, "item cancelled before it started");
-                    self.notify_item_finished(
-                        &info,
-                        ends.get(&ctx.item),
-                        &ItemOutcome::Cancelled,
-                        None,
-                    );
-                    report.items.insert(ctx.item, ItemOutcome::Cancelled);
-                    continue;
-                }
-                if !self.listeners.is_empty() {
-                    self.notify_item_started(&info, &ctx);
-                }
-                running.push(if alone {
-                    // The fire's only item runs on the fire's own task: a task, its channel
-                    // and their allocations less per fire (in a burst of 10,000 fires the
-                    // allocator is a third of the work), and no parallelism to lose.
+        if detach == Detach::UnlessAlone && contexts.len() == 1 {
+            // The fire's only item runs on the fire's own task: a task, its channel, a set of
+            // futures and their allocations less per fire (in a burst of 10,000 fires the
+            // allocator is a third of the work), and no parallelism to lose.
+            for ctx in contexts {
+                if self.starts(&info, &ends, &mut report, &ctx) {
                     let item = ctx.item;
-                    let run = self.item_run(job, &info, ctx, gate.clone());
-                    Either::Left(run.map(move |end| (item, Ok(end))))
-                } else {
-                    Either::Right(self.spawn_item(job, &info, ctx, gate.clone()))
-                });
-            }
-            let Some((item, ended)) = running.next().await else { break };
-            let (outcome, timing) = match ended {
-                Ok(ended) => {
-                    report.timings.insert(item, ended.timing);
-                    (ended.outcome, Some(ended.timing))
-                }
-                Err(_) => (
-                    ItemOutcome::Failed(JobFailure::Lost(
-                        "the item's task was dropped before it ran to its end".to_string(),
-                    )),
-                    None,
-                ),
-            };
-            tracing::debug!(item, outcome = ?outcome, "item ended");
-            self.notify_item_finished(&info, ends.get(&item), &outcome, timing);
-            if let ItemOutcome::Failed(failure) = &outcome {
-                if self.dispose(&info, item, failure) == ErrorDisposition::Raise {
-                    report.raised_items.push(item);
+                    let end = self.item_run(job, &info, ctx, gate.clone()).await;
+                    self.ended(&info, &ends, &mut report, item, Ok(end));
                 }
             }
-            report.items.insert(item, outcome);
+        } else {
+            let limit = if max_parallel_items == 0 { contexts.len() } else { max_parallel_items };
+            let mut waiting = contexts.into_iter();
+            let mut running = FuturesUnordered::new();
+            loop {
+                while running.len() < limit {
+                    let Some(ctx) = waiting.next() else { break };
+                    if self.starts(&info, &ends, &mut report, &ctx) {
+                        running.push(self.spawn_item(job, &info, ctx, gate.clone()));
+                    }
+                }
+                let Some((item, ended)) = running.next().await else { break };
+                self.ended(&info, &ends, &mut report, item, ended);
+            }
         }
         report.raised_items.sort_unstable();
         report.raised = report.raised_items.first().and_then(|item| match report.items.get(item) {
@@ -336,6 +307,59 @@ impl Executor {
 
         self.notify_after(&info, &report).await;
         report
+    }
+
+    /// Whether `ctx`'s item starts: not if it was cancelled while it waited for a slot (then
+    /// reported cancelled). Tells the listeners of a start.
+    fn starts(
+        &self,
+        info: &FireInfo,
+        ends: &BTreeMap<u32, ItemEndContext>,
+        report: &mut FireReport,
+        ctx: &ShardingContext,
+    ) -> bool {
+        if ctx.is_cancelled() {
+            tracing::debug!(item = ctx.item, "item cancelled before it started");
+            self.notify_item_finished(info, ends.get(&ctx.item), &ItemOutcome::Cancelled, None);
+            report.items.insert(ctx.item, ItemOutcome::Cancelled);
+            return false;
+        }
+        if !self.listeners.is_empty() {
+            self.notify_item_started(info, ctx);
+        }
+        true
+    }
+
+    /// Records how `item` ended (`Err`: its task was dropped first), tells the listeners, and
+    /// hands a failure to the error handler.
+    fn ended(
+        &self,
+        info: &FireInfo,
+        ends: &BTreeMap<u32, ItemEndContext>,
+        report: &mut FireReport,
+        item: u32,
+        ended: Result<ItemEnd, oneshot::error::RecvError>,
+    ) {
+        let (outcome, timing) = match ended {
+            Ok(ended) => {
+                report.timings.insert(item, ended.timing);
+                (ended.outcome, Some(ended.timing))
+            }
+            Err(_) => (
+                ItemOutcome::Failed(JobFailure::Lost(
+                    "the item's task was dropped before it ran to its end".to_string(),
+                )),
+                None,
+            ),
+        };
+        tracing::debug!(item, outcome = ?outcome, "item ended");
+        self.notify_item_finished(info, ends.get(&item), &outcome, timing);
+        if let ItemOutcome::Failed(failure) = &outcome {
+            if self.dispose(info, item, failure) == ErrorDisposition::Raise {
+                report.raised_items.push(item);
+            }
+        }
+        report.items.insert(item, outcome);
     }
 
     /// Starts `ctx`'s item on its own task; the returned future yields its end.
@@ -514,14 +538,14 @@ struct ItemEnd {
 
 /// The contexts sorted by item, repeated items dropped (the first kept).
 fn in_item_order(mut contexts: Vec<ShardingContext>) -> Vec<ShardingContext> {
+    // Stable: of a repeated item, the first stays first.
     contexts.sort_by_key(|ctx| ctx.item);
-    let mut seen = BTreeSet::new();
-    contexts.retain(|ctx| {
-        let first = seen.insert(ctx.item);
-        if !first {
-            tracing::warn!(item = ctx.item, "item listed twice in one fire; it runs once");
+    contexts.dedup_by(|later, kept| {
+        let repeated = later.item == kept.item;
+        if repeated {
+            tracing::warn!(item = later.item, "item listed twice in one fire; it runs once");
         }
-        first
+        repeated
     });
     contexts
 }

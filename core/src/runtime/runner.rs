@@ -4,7 +4,6 @@
 //! tasks, so a slow registry call of one job never delays another's fire; the driver stays free
 //! of I/O.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -68,8 +67,9 @@ pub(crate) struct JobRunner {
     mailbox: mailbox::Receiver<JobEvent>,
     me: mailbox::Sender<JobEvent>,
     /// The cancellation of each launch still running, and the fire time it was launched for
-    /// (its tick: the ends of one tick share a registry write).
-    launches: BTreeMap<LaunchId, (CancellationToken, i64)>,
+    /// (its tick: the ends of one tick share a registry write). Rarely more than one: a vector,
+    /// which keeps its room from one fire to the next where a map would allocate each time.
+    launches: Vec<(LaunchId, CancellationToken, i64)>,
     /// Who asked for the stop, told once the job has stopped.
     stop_replies: Vec<oneshot::Sender<()>>,
     /// The scope last asked of the driver.
@@ -128,7 +128,7 @@ impl JobRunner {
             executor,
             mailbox,
             me,
-            launches: BTreeMap::new(),
+            launches: Vec::new(),
             stop_replies: Vec::new(),
             scope: None,
         });
@@ -199,7 +199,8 @@ impl JobRunner {
             JobEvent::Resynced => Input::Resynced,
             JobEvent::Session(event) => Input::Session(event),
             JobEvent::Done { launch, report } => {
-                let tick = self.launches.remove(&launch).map(|(_, tick)| tick);
+                let at = self.launches.iter().position(|(id, ..)| *id == launch);
+                let tick = at.map(|at| self.launches.swap_remove(at).2);
                 return (Input::Done { launch, report }, Urgency::Deferrable { tick });
             }
             JobEvent::Stop { reason, reply } => {
@@ -307,7 +308,7 @@ impl JobRunner {
             }
             Action::Launch(launch) => self.launch(launch),
             Action::Cancel(launch) => {
-                if let Some((cancel, _)) = self.launches.get(&launch) {
+                if let Some((_, cancel, _)) = self.launches.iter().find(|(id, ..)| *id == launch) {
                     cancel.cancel();
                 }
             }
@@ -417,15 +418,19 @@ impl JobRunner {
         };
         let job_parameter = config.job_parameter.as_deref().unwrap_or("");
         // One task id for every item of the launch.
-        let task_id = info.task_id_text();
+        let mut task_id = Some(info.task_id_text());
+        let last = launch.items.len().saturating_sub(1);
         let contexts: Vec<ShardingContext> = launch
             .items
             .iter()
-            .map(|&(item, token)| {
+            .enumerate()
+            .map(|(index, &(item, token))| {
                 let parameter = item_parameters.get(&item).map_or("", String::as_str);
+                // The last item takes the text itself: a fire of one item copies none.
+                let task_id = if index == last { task_id.take() } else { task_id.clone() };
                 let mut context = ShardingContext::with_task_id(
                     &info,
-                    task_id.clone(),
+                    task_id.unwrap_or_default(),
                     total,
                     job_parameter,
                     item,
@@ -447,7 +452,7 @@ impl JobRunner {
         let job = self.job.clone();
         let me = self.me.clone();
         let id = launch.id;
-        self.launches.insert(id, (cancel, launch.fire_ms));
+        self.launches.push((id, cancel, launch.fire_ms));
         let txns = self.shared.txns.clone();
         // A fire taken ahead of its time (`Settings::fire_lead`) starts at its time: a
         // scheduled one, and a catch-up or a re-run of a fire still ahead by the wall clock (a

@@ -175,6 +175,43 @@ async fn items_go_through_the_injected_spawner() {
     assert!(reason.contains("blocking task was dropped"), "{reason}");
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_runtime_runs_a_fires_only_item_on_the_fires_own_task() {
+    // Through a spawner that drops every task: the runtime's fire of one item still runs it,
+    // on the fire's own task; a fire of two spawns each, and both are lost.
+    let mut dropping = handles();
+    dropping.spawner = Arc::new(DroppingSpawner);
+    let job = Job::from_fn(|_ctx| async { Ok(()) });
+    let executor = Executor::new(dropping);
+    let report = executor.run_gated(&job, request(&[0], 1, 0), None).await;
+    assert!(report.all_completed(), "{report:?}");
+    assert_eq!(report.timings.len(), 1);
+    let report = executor.run_gated(&job, request(&[0, 1], 2, 0), None).await;
+    assert!(report.items.values().all(|o| matches!(o, ItemOutcome::Failed(JobFailure::Lost(_)))));
+    // `Executor::run` spawns every item, the only one too (dropping its future leaves them).
+    let report = executor.run(&job, request(&[0], 1, 0)).await;
+    assert!(matches!(&report.items[&0], ItemOutcome::Failed(JobFailure::Lost(_))), "{report:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn of_a_repeated_item_the_first_context_runs() {
+    let tokens = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&tokens);
+    let job = Job::from_fn(move |ctx: ShardingContext| {
+        seen.lock().push((ctx.item, ctx.fencing_token));
+        async { Ok(()) }
+    });
+    let mut req = request(&[1, 0, 1], 2, 0);
+    for (ctx, token) in req.contexts.iter_mut().zip([10, 20, 30]) {
+        ctx.fencing_token = token;
+    }
+    let report = Executor::new(handles()).run(&job, req).await;
+    assert!(report.all_completed());
+    let mut ran = tokens.lock().clone();
+    ran.sort_unstable();
+    assert_eq!(ran, [(0, 20), (1, 10)]);
+}
+
 /// Spawns async tasks on tokio, drops blocking ones.
 #[derive(Debug)]
 struct InlineThenDropBlocking;
