@@ -325,8 +325,8 @@ fn render(results: &[MemoryResult]) -> Section {
             }
             Some(k) if s == contenders::SHARDCRON_ETCD => {
                 verdicts.push(Verdict::new(target, format!("{k:.2} KiB"), true).note(
-                    "one run; on etcd the figure moves with the resyncs (7.3-10.9 KiB in three \
-                     runs of the same code): see the section",
+                    "one run; on etcd the figure moves with the resyncs from run to run, above \
+                     10 KiB in some: see the section",
                 ))
             }
             Some(k) => verdicts.push(Verdict::new(target, format!("{k:.2} KiB"), true)),
