@@ -50,11 +50,7 @@ pub fn child(scheduler: &str, jobs: u64) -> Result<(), Error> {
 
 const COUNTS: [u64; 3] = [1, 1_000, 10_000];
 
-/// How many times the etcd point of 10,000 jobs runs: its figure moves with the watch's resyncs
-/// from run to run, so the section keeps the median run and reports the range.
-const ETCD_RUNS: usize = 3;
-
-pub fn run(quick: bool) -> Result<Section, Error> {
+pub fn run(_quick: bool) -> Result<Section, Error> {
     let mut schedulers = vec![contenders::SHARDCRON, contenders::TCS, contenders::BASELINE];
     if std::env::var("SHARDCRON_ZK").is_ok() {
         schedulers.push(contenders::SHARDCRON_ZK);
@@ -63,52 +59,30 @@ pub fn run(quick: bool) -> Result<Section, Error> {
         schedulers.push(contenders::SHARDCRON_ETCD);
     }
     let mut results = Vec::new();
-    // The RSS of each run of the repeated etcd point, in the order they ran.
-    let mut spread: Vec<u64> = Vec::new();
     for jobs in COUNTS {
         for &scheduler in &schedulers {
             if scheduler == contenders::BASELINE && jobs != 1 {
                 continue;
             }
-            let repeated = scheduler == contenders::SHARDCRON_ETCD && jobs == COUNTS[2];
-            let runs = if repeated && !quick { ETCD_RUNS } else { 1 };
-            let mut these = Vec::new();
-            for _ in 0..runs {
-                eprintln!("memory: {scheduler} with {jobs} jobs");
-                let args = vec![
-                    "child-memory".to_owned(),
-                    "--scheduler".into(),
-                    scheduler.into(),
-                    "--jobs".into(),
-                    jobs.to_string(),
-                ];
-                match proc::run_child::<MemoryResult>(&args, Duration::from_secs(900)) {
-                    Ok(r) => these.push(r),
-                    Err(e) => eprintln!("memory: {e}"),
-                }
+            eprintln!("memory: {scheduler} with {jobs} jobs");
+            let args = vec![
+                "child-memory".to_owned(),
+                "--scheduler".into(),
+                scheduler.into(),
+                "--jobs".into(),
+                jobs.to_string(),
+            ];
+            match proc::run_child::<MemoryResult>(&args, Duration::from_secs(900)) {
+                Ok(r) => results.push(r),
+                Err(e) => eprintln!("memory: {e}"),
             }
-            if runs > 1 {
-                spread = these.iter().map(|r| r.rss_kib).collect();
-            }
-            // The median run stands for the point (the lower middle of an even count).
-            these.sort_by_key(|r| r.rss_kib);
-            let middle = these.len().saturating_sub(1) / 2;
-            results.extend(these.into_iter().nth(middle));
         }
     }
-    Ok(render(&results, &spread))
+    Ok(render(&results))
 }
 
 fn find<'a>(results: &'a [MemoryResult], s: &str, jobs: u64) -> Option<&'a MemoryResult> {
     results.iter().find(|r| r.scheduler == s && r.jobs == jobs)
-}
-
-/// The range of the etcd point's runs in KiB per job ("6.6-10.5"), against its 1-job run.
-fn etcd_spread(results: &[MemoryResult], etcd_runs: &[u64]) -> Option<String> {
-    let one = find(results, contenders::SHARDCRON_ETCD, COUNTS[0])?;
-    let per_job = |rss: u64| (rss as f64 - one.rss_kib as f64) / (COUNTS[2] - COUNTS[0]) as f64;
-    let (lo, hi) = (etcd_runs.iter().min()?, etcd_runs.iter().max()?);
-    (etcd_runs.len() > 1).then(|| format!("{:.1}-{:.1}", per_job(*lo), per_job(*hi)))
 }
 
 /// KiB per job between the smallest and largest count.
@@ -117,9 +91,7 @@ fn per_job(results: &[MemoryResult], s: &str) -> Option<f64> {
     Some((hi.rss_kib as f64 - lo.rss_kib as f64) / (hi.jobs - lo.jobs) as f64)
 }
 
-/// `results` holds one run per point; `etcd_runs`, the RSS of every run of the repeated etcd
-/// point of 10,000 jobs (empty when it ran once).
-fn render(results: &[MemoryResult], etcd_runs: &[u64]) -> Section {
+fn render(results: &[MemoryResult]) -> Section {
     let mut body = String::from(
         "Jobs of one item registered with a schedule that does not fire during the measurement \
          (`0 0 0 1 1 ? 2099`; tokio-cron-scheduler: `0 0 0 1 1 *`), one child process per \
@@ -158,16 +130,6 @@ fn render(results: &[MemoryResult], etcd_runs: &[u64]) -> Section {
             per_job(results, s).map_or("-".into(), |k| format!("{k:.2} KiB")),
             threads.join(" / "),
             register,
-        ));
-    }
-    if etcd_runs.len() > 1 {
-        let runs: Vec<String> = etcd_runs.iter().map(|&kib| mib(kib)).collect();
-        body.push_str(&format!(
-            "\nThe etcd point of 10,000 jobs ran {} times, one after the other on the same server \
-             (its figure moves with the watch's resyncs, below): {}; the table shows the median \
-             run.\n",
-            etcd_runs.len(),
-            runs.join(", ")
         ));
     }
     if let Some(b) = find(results, contenders::BASELINE, 1) {
@@ -355,23 +317,16 @@ fn render(results: &[MemoryResult], etcd_runs: &[u64]) -> Section {
     ] {
         let target = format!("< 10 KiB memory per job ({what})");
         match per_job(results, s) {
-            Some(k) if s == contenders::SHARDCRON_ETCD => {
-                let note = match etcd_spread(results, etcd_runs) {
-                    Some(range) => format!(
-                        "the median of {} runs at 10,000 jobs ({range} KiB per job): the figure \
-                         moves with the watch's resyncs; see the section",
-                        etcd_runs.len()
-                    ),
-                    None => "one run; on etcd the figure moves with the watch's resyncs from run \
-                             to run: see the section"
-                        .to_owned(),
-                };
-                verdicts.push(Verdict::new(target, format!("{k:.2} KiB"), k < 10.0).note(note))
-            }
             Some(k) if k >= 10.0 => {
                 verdicts.push(Verdict::new(target, format!("{k:.2} KiB"), false).note(
                     "the job's nodes held by the registry (or its client), the cache and the \
                      runner's state; see the section",
+                ))
+            }
+            Some(k) if s == contenders::SHARDCRON_ETCD => {
+                verdicts.push(Verdict::new(target, format!("{k:.2} KiB"), true).note(
+                    "one run; on etcd the figure moves with the resyncs from run to run, above \
+                     10 KiB in some: see the section",
                 ))
             }
             Some(k) => verdicts.push(Verdict::new(target, format!("{k:.2} KiB"), true)),
