@@ -248,16 +248,9 @@ impl ShardingContext {
         item_parameter: impl Into<String>,
     ) -> Self {
         let task_id = fire.task_id_text();
-        let (parameter, cancellation) = (item_parameter, CancellationToken::new());
-        Self::with_task_id(
-            fire,
-            task_id,
-            sharding_total_count,
-            job_parameter,
-            item,
-            parameter,
-            cancellation,
-        )
+        let cancellation = CancellationToken::new();
+        let total = sharding_total_count;
+        Self::with_task_id(fire, task_id, total, job_parameter, item, item_parameter, cancellation)
     }
 
     /// The context of `item` in `fire`, whose task id is `task_id` (the text of

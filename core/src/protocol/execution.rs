@@ -30,11 +30,9 @@ pub enum Start {
     Reassigned(u32),
 }
 
-/// The start transaction of a fire and how to read its outcome.
+/// How to read the outcome of a fire's start transaction (what [`start`] returns with it).
 #[derive(Debug, Clone)]
 pub struct StartPlan {
-    /// The transaction; taken out when it is sent (the outcome is read from the rest).
-    pub ops: Vec<TxnOp>,
     items: Vec<u32>,
     /// Items whose owner node version is checked, in the order of the first ops.
     checked: Vec<u32>,
@@ -68,13 +66,13 @@ pub struct StartOf<'a> {
 }
 
 /// Marks `start.items` running, all or none; with a ledger (failover on), records the fire in
-/// it.
+/// it. Returns the transaction and the plan that reads its outcome.
 pub fn start(
     view: &View,
     paths: &JobPaths,
     start: StartOf<'_>,
     ledger: Option<&Ledger>,
-) -> StartPlan {
+) -> (Vec<TxnOp>, StartPlan) {
     let mut ops = Vec::with_capacity(start.items.len() * 2 + 1);
     let mut checked = Vec::new();
     let mut settled = Vec::new();
@@ -96,13 +94,9 @@ pub fn start(
         }
     }
     if !start.mark_running {
-        return StartPlan {
-            ops,
-            items: start.items.to_vec(),
-            checked,
-            settled,
-            marks_running: false,
-        };
+        let plan =
+            StartPlan { items: start.items.to_vec(), checked, settled, marks_running: false };
+        return (ops, plan);
     }
     let mode = if start.persistent { CreateMode::Persistent } else { CreateMode::Ephemeral };
     ops.extend(
@@ -119,7 +113,7 @@ pub fn start(
         next.last_fire_ms = Some(next.last_fire_ms.map_or(start.fire_ms, |f| f.max(start.fire_ms)));
         ops.push(write_ledger(view, paths, start.me, &next));
     }
-    StartPlan { ops, items: start.items.to_vec(), checked, settled, marks_running: true }
+    (ops, StartPlan { items: start.items.to_vec(), checked, settled, marks_running: true })
 }
 
 /// The op that writes `me`'s ledger: a set fenced on the version the view shows, or a create.

@@ -365,10 +365,8 @@ impl JobProtocol {
             mark_running: self.config.monitor_execution,
             item_fires: &f.item_fires,
         };
-        let mut plan = execution::start(view, &self.paths, start, ledger.as_ref());
-        // The reply is read from the plan's items, not its ops: they go as they are.
-        let request = Request::Txn(std::mem::take(&mut plan.ops));
-        Decision::Ask(Step::Start { plan, seen: view.revision() }, request)
+        let (ops, plan) = execution::start(view, &self.paths, start, ledger.as_ref());
+        Decision::Ask(Step::Start { plan, seen: view.revision() }, Request::Txn(ops))
     }
 
     /// Whether a misfire marker on one of `items` (ours) owes the fire at `fire_ms`. Every fire
