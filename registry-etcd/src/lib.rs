@@ -56,6 +56,7 @@
 //! - `session.rs`: the lease keep-alive task and the session event stream.
 //! - `watch.rs`: subtree snapshots and the watch task (resume, compaction, resync).
 //! - `watched.rs`: the ranges of one watch stream, by watch id and by entry.
+//! - `reads.rs`: which ranges a snapshot reads (a job's ranges as its subtree, filtered).
 //! - `scope_form.rs`: a watch's scope as its minimal form and the other entries.
 //! - `error.rs`: etcd and gRPC errors as the contract's `RegistryError`.
 //!
@@ -69,6 +70,7 @@ mod keys;
 mod nest;
 mod options;
 mod plan;
+mod reads;
 mod scope_form;
 mod session;
 mod txn;

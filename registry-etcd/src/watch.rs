@@ -58,6 +58,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::error::{self, map, BACKEND};
 use crate::keys::{decode_value, KeySpace};
+use crate::reads;
 use crate::scope_form::ScopeForm;
 use crate::session::{Session, RETRY_PAUSE};
 pub(crate) use crate::watched::prefix_end;
@@ -130,18 +131,22 @@ async fn read_range(
 }
 
 /// Reads every range at one revision: the first read fixes it, the others ask for it and go
-/// out together. Returns the revision and the nodes by client path.
+/// out together; ranges under one job's root are read as its subtree ([`crate::reads`]).
+/// Returns the revision and the nodes by client path.
 pub(crate) async fn snapshot(
     kv: &KvClient,
     keys: &KeySpace,
     ranges: &[&Range],
 ) -> Result<(i64, BTreeMap<String, Node>), RegistryError> {
-    let Some((first, rest)) = ranges.split_first() else { return Ok((0, BTreeMap::new())) };
-    let (rev, found) = read_range(kv, keys, first, 0).await?;
-    let mut nodes: BTreeMap<String, Node> = found.into_iter().collect();
+    let reads = reads::plan(ranges);
+    let Some((first, rest)) = reads.split_first() else { return Ok((0, BTreeMap::new())) };
+    let (rev, found) = read_range(kv, keys, &first.range, 0).await?;
+    let mut nodes: BTreeMap<String, Node> =
+        found.into_iter().filter(|(at, _)| first.keeps(at)).collect();
     for chunk in rest.chunks(READS_AT_ONCE) {
-        for (_, found) in try_join_all(chunk.iter().map(|r| read_range(kv, keys, r, rev))).await? {
-            nodes.extend(found);
+        let found = try_join_all(chunk.iter().map(|read| read_range(kv, keys, &read.range, rev)));
+        for (read, (_, found)) in chunk.iter().zip(found.await?) {
+            nodes.extend(found.into_iter().filter(|(at, _)| read.keeps(at)));
         }
     }
     Ok((rev, nodes))
@@ -643,6 +648,7 @@ impl WatchTask {
         self.renumber();
         loop {
             let ranges = self.watched.ranges();
+            let begin = tokio::time::Instant::now();
             let attempt = open(&self.watch, &self.kv, &self.keys, &ranges);
             let result = tokio::time::timeout(self.timeout, attempt).await.unwrap_or_else(|_| {
                 Err(RegistryError::Timeout {
@@ -653,6 +659,13 @@ impl WatchTask {
             });
             match result {
                 Ok(opened) => {
+                    tracing::debug!(
+                        scope = %self.label(),
+                        ranges = ranges.len(),
+                        nodes = opened.nodes.len(),
+                        took = ?begin.elapsed(),
+                        "etcd watch: resynced"
+                    );
                     if self.tx.send(WatchEvent::Resync { nodes: opened.nodes }).is_err() {
                         return None;
                     }

@@ -56,6 +56,11 @@ impl Range {
     pub fn path(&self) -> &str {
         &self.path
     }
+
+    /// A subtree's range rather than a single node's.
+    pub fn is_subtree(&self) -> bool {
+        self.subtree
+    }
 }
 
 /// The first key after every key starting with `prefix`.

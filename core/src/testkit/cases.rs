@@ -1162,6 +1162,54 @@ pub async fn watch_scope_mixed_entries(b: &dyn Backend) {
     assert_quiet(&mut stream, "only covered nodes").await;
 }
 
+/// Entries under one parent (the many entries of a job's scope, all under its root) among
+/// nodes of that parent they do not cover: children of a node entry, look-alike names, the
+/// parent itself. Backends may read such entries as the parent's subtree and filter it.
+pub async fn watch_scope_entries_sharing_a_parent(b: &dyn Backend) {
+    let c = fresh(b, "watch_scope_entries_sharing_a_parent").await;
+    let r = &c.registry;
+    for p in [
+        "/j/config/a",
+        "/j/configs",
+        "/j/leader/election",
+        "/j/sharding/0/running",
+        "/j/sharding/1/instance",
+        "/j/trigger/me",
+        "/k/config",
+    ] {
+        r.create(p, p.as_bytes(), CreateMode::Persistent).await.unwrap();
+    }
+    let scope = WatchScope::subtree("/j/config")
+        .with_node("/j/leader")
+        .with_node("/j/sharding/0")
+        .with_node("/j/trigger/me")
+        .with_node("/j/absent");
+    let (mut stream, snapshot) = watch_scope_with_snapshot(r.as_ref(), &scope).await;
+    assert_eq!(
+        snapshot.keys().map(String::as_str).collect::<Vec<_>>(),
+        vec!["/j/config", "/j/config/a", "/j/leader", "/j/sharding/0", "/j/trigger/me"],
+        "exactly the covered nodes: not the parent, a node entry's children, look-alikes"
+    );
+    assert_eq!(snapshot, read_scope(r.as_ref(), &scope).await);
+    r.set("/j/configs", b"out", None).await.unwrap();
+    r.set("/j/sharding/0/running", b"out", None).await.unwrap();
+    r.set("/j/trigger/me", b"in", None).await.unwrap();
+    assert_eq!(next_summaries(&mut stream, 1).await, vec!["changed /j/trigger/me in v1"]);
+    // Entries added under the same parent bring exactly what they cover.
+    let scoper = stream.scoper().expect("a backend's stream can change its scope");
+    let wider = scope.clone().with_node("/j/configs").with_subtree("/j/sharding/1");
+    scoper.rescope(scope.change_to(&wider, 1)).await.unwrap();
+    match next_event(&mut stream).await {
+        WatchEvent::Rescoped { added, .. } => assert_eq!(
+            added.keys().map(String::as_str).collect::<Vec<_>>(),
+            vec!["/j/configs", "/j/sharding/1", "/j/sharding/1/instance"],
+            "what the change adds, and nothing else of the parent"
+        ),
+        other => panic!("expected the Rescoped event, got {other:?}"),
+    }
+    assert_quiet(&mut stream, "only covered nodes").await;
+}
+
 pub async fn watch_scope_overlap_reported_once(b: &dyn Backend) {
     let c = fresh(b, "watch_scope_overlap_reported_once").await;
     let r = &c.registry;
@@ -1732,6 +1780,7 @@ macro_rules! registry_behaviour_suite {
             watch_reports_changes_in_order watch_subtree_scoping watch_complete_under_concurrent_writers
             watch_sees_other_sessions_ephemerals_vanish watch_resyncs_after_expiry watch_ends_on_close
             watch_many_subscribers watch_scope_node_entry watch_scope_mixed_entries
+            watch_scope_entries_sharing_a_parent
             watch_scope_overlap_reported_once watch_scope_outside_reaches_nothing
             watch_scope_resyncs_after_expiry watch_scope_empty watch_scope_invalid_paths
             watch_scope_streams_of_one_client watch_scope_swapped_under_writers
