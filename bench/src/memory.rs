@@ -231,8 +231,9 @@ fn render(results: &[MemoryResult]) -> Section {
              minimal form plus the few entries that form leaves out, a range found by its \
              watch id, which is its slot, or by a hash of its entry; a property test holds the \
              form to the scope's, and debug builds check it at every change), a resync reads \
-             32 ranges at a time, and the stream is read on while a change's new ranges are \
-             read. The etcd server does most of the registering's work: 15 `Txn` and 13 \
+             32 ranges at a time (a job's ranges as one read of its subtree since session \
+             44; the jobs here never fire, so they keep one range each), and the stream is \
+             read on while a change's new ranges are read. The etcd server does most of the registering's work: 15 `Txn` and 13 \
              `Range` requests per registered job, and its CPU per job grows with the count \
              (14 ms of CPU at 1,000 jobs, 22 ms at 3,000 on this machine, against 4 ms \
              of the process's); the registering column is mostly its time.\n\n\
@@ -242,10 +243,12 @@ fn render(results: &[MemoryResult]) -> Section {
              resyncs. One run of 10,000 registrations resynced 68 times, once every 3 s, each \
              time reading the whole scope (some 200,000 ranges) into one snapshot that the \
              core's view then takes in whole; how many come, and when, changes from run to \
-             run, and so does the memory glibc keeps after them. They come from etcd: it holds \
-             back a watch whose stream buffer is full (128 responses in etcd 3.4), and that \
-             watch's events then come out of the registry's order, which the task does not \
-             deliver. The client's HTTP/2 flow-control windows were part of it: tonic's \
+             run, and so does the memory glibc keeps after them. They come from etcd: a watch \
+             created while the registrations' own writes land starts in the past, and etcd \
+             catches it up in its sync loop (every 100 ms) while the stream's other watches go \
+             on; a watch whose stream buffer is full (128 responses in etcd 3.4) is held back \
+             likewise. That watch's events then come out of the registry's order, which the \
+             task does not deliver. The client's HTTP/2 flow-control windows were part of it: tonic's \
              defaults (64 KiB per stream and per connection, which `etcd-client` does not \
              expose) stall etcd's sending under a burst of events. With 4 MiB per stream and \
              16 MiB per connection (`registry-etcd/src/channel.rs`, after the table's run), \
