@@ -59,7 +59,6 @@ pub(crate) fn plan<'a>(ranges: &[&'a Range]) -> Vec<Read<'a>> {
         .into_iter()
         .map(|(root, group)| match group.as_slice() {
             [only] => Read { range: (*only).clone(), keep: None },
-            _ if root == path::ROOT => Read { range: Range::subtree(root), keep: None },
             _ => Read { range: Range::subtree(root), keep: Some(group) },
         })
         .collect()
@@ -74,7 +73,7 @@ mod tests {
     }
 
     fn node(p: &str) -> Range {
-        Range::node(p).unwrap_or_else(|| Range::subtree(p))
+        Range::node(p).expect("not the root")
     }
 
     #[test]
@@ -122,8 +121,7 @@ mod tests {
         let reads = plan(&[&root]);
         assert_eq!(reads, vec![Read { range: subtree("/"), keep: None }]);
         assert!(covers(&root, "/anything/below"));
-        // Two ranges, one the root's: one read of everything (the root's group is "/" only
-        // for the root itself; `/j` is its own group).
+        // The root's group holds only the root's subtree (the root has no node range).
         assert_eq!(plan(&[&root, &other]).len(), 2);
     }
 }
