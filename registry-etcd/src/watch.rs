@@ -14,7 +14,12 @@
 //!
 //! **Order across entries.** Each delivered event's revision is checked against the highest one
 //! delivered so far. An event older than that would come out of the registry's order: the task
-//! resyncs instead. etcd sends such events when one of a stream's watches is *unsynced*: a
+//! delivers nothing more, reads the whole scope again at one revision `R` on the same stream
+//! (its watches kept, the stream read on meanwhile), sends it as a `Resync`, and goes on from
+//! `R` (every watch existed before the read, so each delivers every change after `R`; what
+//! comes up to `R` is dropped). Opening the watches afresh instead, thousands of them while
+//! other clients write, started some in the past again: a resync called for the next one
+//! (10,000 jobs registering resynced 75 to 101 times). etcd sends such events when one of a stream's watches is *unsynced*: a
 //! watch created while other clients' writes land (etcd reads the revision it starts from
 //! before registering it, and one that starts in the past is caught up by etcd's sync loop,
 //! every 100 ms, while the others go on), a watch held back because the stream's buffer was
@@ -277,6 +282,9 @@ pub(crate) struct WatchTask {
     cancelled: BTreeSet<i64>,
     /// The highest revision delivered to the subscriber (or read by its snapshot).
     delivered: i64,
+    /// An event came out of the registry's order: nothing more is delivered until the scope
+    /// has been read again on the same stream ([`WatchTask::read_again`]).
+    behind: bool,
     /// What the subscriber watches (client paths), as one range per entry of its minimal
     /// form (but the root's node entry) and the other entries.
     form: ScopeForm,
@@ -304,7 +312,8 @@ struct Added {
 enum Break {
     /// Re-open from each range's revision (stream broken or cancelled).
     Reopen,
-    /// History lost, events out of order, or the session expired: read the scope again.
+    /// History lost, the session expired, or reading the scope again failed: open the
+    /// watches afresh and read the scope again.
     Resync,
     /// The subscriber or the client is gone.
     Stop,
@@ -340,6 +349,7 @@ impl WatchTask {
             timeout,
             cancelled: BTreeSet::new(),
             delivered: rev,
+            behind: false,
             form: ScopeForm::new(&scope),
             generation: 0,
             requests,
@@ -351,6 +361,7 @@ impl WatchTask {
     fn renumber(&mut self) {
         self.watched.compact();
         self.cancelled.clear();
+        self.behind = false;
     }
 
     /// Follows `stream` (with the responses that came before it was handed over), re-opening
@@ -413,6 +424,8 @@ impl WatchTask {
     /// An empty scope: nothing to watch; a resync (empty) after an expiry, as for any scope.
     /// Returns the etcd stream of the scope a change asked for, once one covers something.
     async fn quiet(&mut self) -> Option<(EtcdStream, Vec<WatchResponse>)> {
+        // Nothing is watched: nothing is owed a read.
+        self.behind = false;
         loop {
             tokio::select! {
                 biased;
@@ -605,9 +618,10 @@ impl WatchTask {
             }
             if let Some(next) = self.on_response(resp) {
                 // Only a subscriber or client gone is `Closed`: the runtime gives a change up
-                // on it. A stream read again (events out of order under load, history
-                // compacted, a watch cancelled) ends this change unapplied, to be sent again
-                // (100 jobs registered at once hung on it for good).
+                // on it. A stream opened again (history compacted, a watch cancelled) ends
+                // this change unapplied, to be sent again (100 jobs registered at once hung on
+                // it for good). An event out of order goes on: the scope is read again after
+                // the change.
                 let error = match next {
                     Break::Stop => self.closed(),
                     _ => self.interrupted(),
@@ -615,12 +629,22 @@ impl WatchTask {
                 return Err((error, next));
             }
         }
-        // The stream is read on meanwhile, its responses held for after the change: left
-        // unread, it backs up into etcd, which then holds back the watches it cannot send to
-        // (and sends their events later, out of order: a resync of everything).
-        let mut held = Vec::new();
         let refs: Vec<&Range> = added.iter().collect();
-        let read = snapshot(&self.kv, &self.keys, &refs);
+        let (rev, nodes, held) = self.read_following(stream, &refs).await?;
+        Ok(Added { ids, rev, nodes, held })
+    }
+
+    /// Reads `ranges` at one revision while the stream is read on, its responses held for
+    /// after the read: left unread, it backs up into etcd, which then holds back the watches
+    /// it cannot send to (and sends their events later, out of order). A failed read calls
+    /// for a resync, a broken stream for a re-open.
+    async fn read_following(
+        &self,
+        stream: &mut EtcdStream,
+        ranges: &[&Range],
+    ) -> Result<(i64, BTreeMap<String, Node>, Vec<WatchResponse>), (RegistryError, Break)> {
+        let mut held = Vec::new();
+        let read = snapshot(&self.kv, &self.keys, ranges);
         let deadline = tokio::time::sleep(self.timeout);
         tokio::pin!(read, deadline);
         loop {
@@ -628,7 +652,7 @@ impl WatchTask {
                 biased;
                 read = &mut read => {
                     return match read {
-                        Ok((rev, nodes)) => Ok(Added { ids, rev, nodes, held }),
+                        Ok((rev, nodes)) => Ok((rev, nodes, held)),
                         Err(e) => Err((e, Break::Resync)),
                     };
                 }
@@ -646,6 +670,51 @@ impl WatchTask {
                 },
             }
         }
+    }
+
+    /// Reads the whole scope again on the same stream after an event came out of order, and
+    /// sends it as a `Resync`; `Some` when the stream must end (a failed read falls back to
+    /// opening the watches afresh).
+    ///
+    /// Every watch of the stream was created before the read, so each delivers every change
+    /// of its range after the read's revision `R`, in revision order: dropping what comes up
+    /// to `R` (the read shows it) and going on from `R` delivers every change once. The watch
+    /// whose late event started this has caught up by the time etcd sends it (etcd moves a
+    /// watch it caught up to its synced ones), so its later events come in order with the
+    /// others'. Opening every watch afresh instead, as a resync does, would create thousands
+    /// of watches while other clients write, some of which start in the past, late again.
+    async fn read_again(&mut self, stream: &mut EtcdStream) -> Option<Break> {
+        while self.behind {
+            let begin = tokio::time::Instant::now();
+            let ranges = self.watched.ranges();
+            let read = self.read_following(stream, &ranges).await;
+            let count = ranges.len();
+            let (rev, nodes, held) = match read {
+                Ok(read) => read,
+                Err((e, next)) => {
+                    tracing::debug!(scope = %self.label(), error = %e, "etcd watch: cannot read the scope again; opening it afresh");
+                    return Some(next);
+                }
+            };
+            tracing::debug!(
+                scope = %self.label(),
+                ranges = count,
+                nodes = nodes.len(),
+                took = ?begin.elapsed(),
+                "etcd watch: read again"
+            );
+            if self.tx.send(WatchEvent::Resync { nodes }).is_err() {
+                return Some(Break::Stop);
+            }
+            self.watched.set_through(rev);
+            self.delivered = rev;
+            self.behind = false;
+            // What came during the read: up to `R` dropped, later delivered (or late again).
+            if let Some(next) = held.into_iter().find_map(|resp| self.on_response(resp)) {
+                return Some(next);
+            }
+        }
+        None
     }
 
     /// Opens the watches and reads the scope again, sends the `Resync`; retries until it works.
@@ -712,6 +781,9 @@ impl WatchTask {
             }
         }
         loop {
+            if let Some(next) = self.read_again(&mut stream).await {
+                return next;
+            }
             let message = tokio::select! {
                 biased;
                 changed = self.shutdown.changed() => {
@@ -792,15 +864,20 @@ impl WatchTask {
             if rev <= through {
                 continue;
             }
+            // Owed a read of the scope: it will show this change.
+            if self.behind {
+                continue;
+            }
             if rev < self.delivered {
                 tracing::debug!(
                     scope = %self.label(),
                     entry = %self.watched.range(id).map_or("", |r| r.path()),
                     rev,
                     delivered = self.delivered,
-                    "etcd watch: an entry's event came after a later one of another entry; resyncing"
+                    "etcd watch: an entry's event came after a later one of another entry; reading the scope again"
                 );
-                return Some(Break::Resync);
+                self.behind = true;
+                continue;
             }
             let out = match event.event_type() {
                 EventType::Delete => match self.keys.path_of(kv.key()) {
