@@ -156,6 +156,21 @@ impl Segment {
         self.node.is_none() && self.children.is_empty()
     }
 
+    /// Adds to `gone` the paths of the nodes at and below this segment (at `path`, which
+    /// is left as it was) that `nodes` does not hold.
+    fn not_in(&self, path: &mut String, nodes: &BTreeMap<String, Node>, gone: &mut Vec<String>) {
+        if self.node.is_some() && !nodes.contains_key(path.as_str()) {
+            gone.push(path.clone());
+        }
+        for child in &self.children {
+            let len = path.len();
+            path.push('/');
+            path.push_str(child.name.as_str());
+            child.segment.not_in(path, nodes, gone);
+            path.truncate(len);
+        }
+    }
+
     /// Whether some node strictly below `path` (this segment's path) passes `keep`, depth first.
     fn any_below(&self, path: &str, keep: &mut impl FnMut(&str) -> bool) -> bool {
         self.children.iter().any(|c| {
@@ -204,11 +219,34 @@ impl PathMap {
         }
     }
 
-    /// Replaces everything with `nodes`.
+    /// Replaces everything with `nodes`, in place: a node that stays as it was keeps its
+    /// memory, and the segments of paths that stay are kept. A resync of a scheduler of
+    /// thousands of jobs shows every node again, nearly all unchanged; rebuilding the map
+    /// freed and allocated them all again, interleaved with the snapshot's own strings,
+    /// which left the allocator's heap fragmented after each resync.
     pub fn replace(&mut self, nodes: BTreeMap<String, Node>) {
-        self.tops.clear();
+        let mut gone = Vec::new();
+        let mut at = String::new();
+        for (top, segment) in &self.tops {
+            at.clear();
+            at.push('/');
+            // The root's top (``) holds `/` and malformed `//...` paths: `/` + `/x`.
+            at.push_str(top);
+            segment.not_in(&mut at, &nodes, &mut gone);
+        }
+        for path in &gone {
+            self.remove(path);
+        }
         for (path, node) in nodes {
-            self.insert(&path, node);
+            let (top, rest) = split(&path);
+            let segment = match self.tops.get_mut(top) {
+                Some(segment) => segment,
+                None => self.tops.entry(top.into()).or_default(),
+            };
+            let slot = &mut segment.make(rest.as_bytes()).node;
+            if slot.as_ref() != Some(&node) {
+                *slot = Some(node);
+            }
         }
     }
 
@@ -353,5 +391,65 @@ mod tests {
             assert_eq!(m.get(p).map(|n| n.data.clone()), Some(p.as_bytes().to_vec()));
         }
         assert!(m.get("/a").is_none());
+    }
+
+    /// Every node of `m` by path, read through `children` and `get` from the paths of
+    /// `candidates`' ancestors: what a map shows, whatever its insides.
+    fn shown(m: &PathMap, candidates: &[String]) -> BTreeMap<String, Node> {
+        candidates.iter().filter_map(|p| Some((p.clone(), m.get(p)?.clone()))).collect()
+    }
+
+    /// A path from a few short names, empty ones included (`//x`, `/a/`), and the root.
+    fn a_path() -> impl Strategy<Value = String> {
+        prop_oneof![
+            1 => Just("/".to_owned()),
+            12 => prop::collection::vec(prop::sample::select(vec!["a", "b", "ab", "", "x"]), 1..4)
+                .prop_map(|names| format!("/{}", names.join("/"))),
+        ]
+    }
+
+    fn some_nodes() -> impl Strategy<Value = BTreeMap<String, Node>> {
+        prop::collection::btree_map(
+            a_path(),
+            (0u8..3, 0u64..2).prop_map(|(d, v)| Node {
+                data: vec![d],
+                version: v,
+                ephemeral: false,
+            }),
+            0..24,
+        )
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn replacing_in_place_shows_what_a_new_map_would(
+            before in some_nodes(),
+            after in some_nodes(),
+        ) {
+            let mut m = PathMap::default();
+            for (p, n) in &before {
+                m.insert(p, n.clone());
+            }
+            m.replace(after.clone());
+            let mut fresh = PathMap::default();
+            for (p, n) in &after {
+                fresh.insert(p, n.clone());
+            }
+            let all: Vec<String> = before.keys().chain(after.keys()).cloned().collect();
+            prop_assert_eq!(shown(&m, &all), after.clone());
+            prop_assert_eq!(shown(&m, &all), shown(&fresh, &all));
+            // No segment is left without a node at or below it.
+            for p in &all {
+                prop_assert_eq!(m.has_below(p), fresh.has_below(p), "{}", p);
+                let mut kids = m.children(p);
+                let mut fresh_kids = fresh.children(p);
+                kids.sort_unstable_by_key(|(n, _)| *n);
+                fresh_kids.sort_unstable_by_key(|(n, _)| *n);
+                prop_assert_eq!(kids, fresh_kids, "{}", p);
+            }
+            prop_assert_eq!(m.tops.len(), fresh.tops.len());
+        }
     }
 }
