@@ -22,9 +22,9 @@
 //! more CPU (the crate's README). etcd sends such events when one of a stream's watches is
 //! *unsynced*: a watch created while other clients' writes land (etcd reads the revision it
 //! starts from before registering it, and one that starts in the past is caught up by etcd's
-//! sync loop, every 100 ms, while the others go on), a watch held back because the stream's buffer was
-//! full, or one re-opened in the past. etcd 3.4 gives no way to learn when such a watch has
-//! caught up (a requested progress notification answers with the store's revision at once,
+//! sync loop, every 100 ms, while the others go on), a watch held back because the stream's
+//! buffer was full, or one re-opened in the past. etcd 3.4 gives no way to learn when such a
+//! watch has caught up (a requested progress notification answers with the store's revision at once,
 //! ahead of the events still owed: etcd issue 15220; the 3.5 line answers only once every
 //! watch of the stream is synced), so holding later events back until it has is not possible
 //! there. Events of one revision (one transaction) are delivered together, entry by entry.
