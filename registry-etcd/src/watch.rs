@@ -14,20 +14,20 @@
 //!
 //! **Order across entries.** Each delivered event's revision is checked against the highest one
 //! delivered so far. An event older than that would come out of the registry's order: the task
-//! delivers nothing more, reads the whole scope again at one revision `R` on the same stream
-//! (its watches kept, the stream read on meanwhile), sends it as a `Resync`, and goes on from
-//! `R` (every watch existed before the read, so each delivers every change after `R`; what
-//! comes up to `R` is dropped). It used to open every watch afresh for that, thousands of them
-//! at thousands of jobs: registering 10,000 jobs took about a quarter longer, and etcd a third
-//! more CPU (the crate's README). etcd sends such events when one of a stream's watches is
-//! *unsynced*: a watch created while other clients' writes land (etcd reads the revision it
-//! starts from before registering it, and one that starts in the past is caught up by etcd's
-//! sync loop, every 100 ms, while the others go on), a watch held back because the stream's
-//! buffer was full, or one re-opened in the past. etcd 3.4 gives no way to learn when such a
-//! watch has caught up (a requested progress notification answers with the store's revision at once,
-//! ahead of the events still owed: etcd issue 15220; the 3.5 line answers only once every
-//! watch of the stream is synced), so holding later events back until it has is not possible
-//! there. Events of one revision (one transaction) are delivered together, entry by entry.
+//! delivers nothing more, reads the whole scope again at one revision `R` on the same stream (its
+//! watches kept, the stream read on meanwhile), sends it as a `Resync`, and goes on from `R` (every
+//! watch existed before the read, so each delivers every change after `R`; what comes up to `R` is
+//! dropped). It used to open every watch afresh for that, thousands of them at thousands of jobs:
+//! registering 10,000 jobs took about a quarter longer, and etcd a third more CPU (the crate's
+//! README). etcd sends such events when one of a stream's watches is *unsynced*: a watch created
+//! while other clients' writes land (etcd reads the revision it starts from before registering it,
+//! and one that starts in the past is caught up by etcd's sync loop, every 100 ms, while the others
+//! go on), a watch held back because the stream's buffer was full, or one re-opened in the past.
+//! etcd 3.4 gives no way to learn when such a watch has caught up (a requested progress
+//! notification answers with the store's revision at once, ahead of the events still owed: etcd
+//! issue 15220; the 3.5 line answers only once every watch of the stream is synced), so holding
+//! later events back until it has is not possible there. Events of one revision (one transaction)
+//! are delivered together, entry by entry.
 //!
 //! **Resuming.** When the etcd stream breaks (server restart, link loss), a scope of one entry
 //! opens it again with its watch starting right after the last revision it had delivered (or
