@@ -225,6 +225,7 @@ impl PathMap {
     /// freed and allocated them all again, interleaved with the snapshot's own strings,
     /// which left the allocator's heap fragmented after each resync.
     pub fn replace(&mut self, nodes: BTreeMap<String, Node>) {
+        // The tops in the table's order: which nodes go is all that matters, not the order.
         let mut gone = Vec::new();
         let mut at = String::new();
         for (top, segment) in &self.tops {
@@ -304,6 +305,7 @@ impl PathMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn node(data: &str) -> Node {
         Node { data: data.as_bytes().to_vec(), version: 0, ephemeral: false }
@@ -393,8 +395,8 @@ mod tests {
         assert!(m.get("/a").is_none());
     }
 
-    /// Every node of `m` by path, read through `children` and `get` from the paths of
-    /// `candidates`' ancestors: what a map shows, whatever its insides.
+    /// The nodes `m` shows at the paths of `candidates`, by path: what a map shows, whatever
+    /// its insides.
     fn shown(m: &PathMap, candidates: &[String]) -> BTreeMap<String, Node> {
         candidates.iter().filter_map(|p| Some((p.clone(), m.get(p)?.clone()))).collect()
     }
@@ -419,8 +421,6 @@ mod tests {
             0..24,
         )
     }
-
-    use proptest::prelude::*;
 
     proptest! {
         #[test]
