@@ -21,7 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use shardcron_core::registry::{CoordinatorRegistry, CreateMode, Node, WatchEvent, WatchScope};
+use shardcron_core::registry::{
+    CoordinatorRegistry, CreateMode, Node, RegistryError, WatchEvent, WatchScope,
+};
 use support::{connect, endpoint, unique_namespace};
 
 const WRITERS: usize = 16;
@@ -65,8 +67,15 @@ async fn a_scope_widened_under_writers_keeps_the_registry_order() {
                 let e = (n as usize * 7 + w * 11) % ENTRIES;
                 let path = format!("/o/e{e}/w{w}");
                 let data = format!("{w}.{n}");
-                if client.set(&path, data.as_bytes(), None).await.is_err() {
-                    client.create(&path, data.as_bytes(), CreateMode::Persistent).await.unwrap();
+                match client.set(&path, data.as_bytes(), None).await {
+                    Ok(_) => {}
+                    Err(RegistryError::NoNode { .. }) => {
+                        client
+                            .create(&path, data.as_bytes(), CreateMode::Persistent)
+                            .await
+                            .unwrap();
+                    }
+                    Err(e) => panic!("writer {w}: {e}"),
                 }
             }
         }));
