@@ -372,6 +372,11 @@ impl WatchTask {
             None => Break::Quiet,
         };
         loop {
+            // A stream that breaks while the scope is owed a read has dropped events past the
+            // revision its watches would resume from: only a resync makes up for them.
+            if self.behind && matches!(next, Break::Reopen) {
+                next = Break::Resync;
+            }
             next = match next {
                 Break::Stop => return,
                 Break::Quiet => match self.quiet().await {
