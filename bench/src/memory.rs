@@ -260,10 +260,11 @@ fn render(results: &[MemoryResult]) -> Section {
              afresh (which started some of the new watches in the past again); and the core's \
              view takes a snapshot in place, a node that did not change keeping its memory, \
              where it used to free and allocate every node and path segment again, interleaved \
-             with the snapshot's own strings. Before: 124.3 and 124.0 MiB (92 and 100 \
-             resyncs); the first change alone: 123.5 MiB (105 reads); both: 108.8 and \
-             107.6 MiB (112 and 98 reads), 9.76 and 9.64 KiB per job with this table's \
-             1-job figure, and the table's own run 9.65: under 10 KiB, by little. The reads still come, about one every 1.6 s while \
+             with the snapshot's own strings. Before: 121.3 and 121.1 MiB (11.0 KiB per \
+             job with this table's 1-job figure; 92 and 100 resyncs); the first change alone: \
+             120.6 MiB (105 reads); both: 106.2, 105.1, 108.8 and 106.4 MiB (112, 98, 118 and \
+             95 reads), 9.38 to 9.76 KiB per job, and the table's own run 9.65: under 10 KiB, \
+             by little. The reads still come, about one every 1.6 s while \
              registering, each a snapshot of the whole scope (150,000 nodes at the end) that \
              sets the heap's high-water mark; most are for a watch just added for a \
              registering job, whose own registration writes come late.\n",
@@ -342,7 +343,7 @@ fn render(results: &[MemoryResult]) -> Section {
             Some(k) if s == contenders::SHARDCRON_ETCD => {
                 verdicts.push(Verdict::new(target, format!("{k:.2} KiB"), true).note(
                     "one run; on etcd the figure moves with the reads of the scope from run to \
-                     run (three runs on 2026-12-01: 9.64 to 9.76 KiB): see the section",
+                     run (four more runs on 2026-12-01: 9.38 to 9.76 KiB): see the section",
                 ))
             }
             Some(k) => verdicts.push(Verdict::new(target, format!("{k:.2} KiB"), true)),
