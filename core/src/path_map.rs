@@ -239,14 +239,8 @@ impl PathMap {
             self.remove(path);
         }
         for (path, node) in nodes {
-            let (top, rest) = split(&path);
-            let segment = match self.tops.get_mut(top) {
-                Some(segment) => segment,
-                None => self.tops.entry(top.into()).or_default(),
-            };
-            let slot = &mut segment.make(rest.as_bytes()).node;
-            if slot.as_ref() != Some(&node) {
-                *slot = Some(node);
+            if self.get(&path) != Some(&node) {
+                self.insert(&path, node);
             }
         }
     }
