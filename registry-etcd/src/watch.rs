@@ -83,6 +83,14 @@ const PAGE: i64 = 128;
 /// resync took tens of megabytes that the allocator kept afterwards.
 const READS_AT_ONCE: usize = 32;
 
+/// From how many reads a snapshot considers reading key intervals instead ([`reads::lanes`]).
+const LANES_FROM_READS: usize = 64;
+
+/// Keys of the namespace per read below which a snapshot reads key intervals: a request costs
+/// etcd and the client about as much as some tens of small keys, so reading up to this many
+/// keys (most of them the jobs' own) costs less than one request per job.
+const KEYS_PER_READ: usize = 64;
+
 /// Options for the watch of `range` with id `id` on its stream, from `start` (0: now).
 fn watch_options(keys: &KeySpace, range: &Range, id: i64, start: i64) -> WatchOptions {
     // Progress notifications move a quiet watch's revision on, so that a re-open after a long
@@ -108,27 +116,43 @@ async fn read_range(
     kv: &KvClient,
     keys: &KeySpace,
     range: &Range,
-    mut rev: i64,
+    rev: i64,
 ) -> Result<(i64, Vec<(String, Node)>), RegistryError> {
+    let (from, end) = (range.key(keys), range.end(keys));
     let mut nodes = Vec::new();
-    let mut from = range.key(keys);
-    let end = range.end(keys);
+    let rev = read_keys(kv, keys, from, end, rev, range.path(), |_, at, node| {
+        nodes.push((at, node));
+    })
+    .await?;
+    Ok((rev, nodes))
+}
+
+/// Reads the key `from` (`end` `None`) or the keys from `from` up to `end`, in pages, at
+/// revision `rev` (0: the current one), handing each node to `found` with its key; returns
+/// the revision read at. `label` names the read in errors.
+async fn read_keys(
+    kv: &KvClient,
+    keys: &KeySpace,
+    mut from: Vec<u8>,
+    end: Option<Vec<u8>>,
+    mut rev: i64,
+    label: &str,
+    mut found: impl FnMut(&[u8], String, Node),
+) -> Result<i64, RegistryError> {
     loop {
         let mut client = kv.clone();
         let mut options = GetOptions::new().with_revision(rev);
         if let Some(end) = &end {
             options = options.with_range(end.clone()).with_limit(PAGE);
         }
-        let resp = client
-            .get(from.clone(), Some(options))
-            .await
-            .map_err(|e| map(e, Op::Watch, range.path()))?;
+        let resp =
+            client.get(from.clone(), Some(options)).await.map_err(|e| map(e, Op::Watch, label))?;
         if rev == 0 {
             rev = resp.header().map_or(0, |h| h.revision());
         }
         for kv in resp.kvs() {
-            if let Some(entry) = node_of(keys, kv.key(), kv.value(), kv.lease()) {
-                nodes.push(entry);
+            if let Some((at, node)) = node_of(keys, kv.key(), kv.value(), kv.lease()) {
+                found(kv.key(), at, node);
             }
         }
         match resp.kvs().last() {
@@ -136,13 +160,15 @@ async fn read_range(
                 from = last.key().to_vec();
                 from.push(0);
             }
-            _ => return Ok((rev, nodes)),
+            _ => return Ok(rev),
         }
     }
 }
 
 /// Reads every range at one revision: the first read fixes it, the others ask for it and go
-/// out together; ranges under one job's root are read as its subtree ([`crate::reads`]).
+/// out together; ranges under one job's root are read as its subtree ([`crate::reads`]), and
+/// the subtrees of many jobs as a few key intervals where the namespace holds not many more
+/// keys than they do.
 /// Returns the revision and the nodes by client path.
 pub(crate) async fn snapshot(
     kv: &KvClient,
@@ -150,8 +176,49 @@ pub(crate) async fn snapshot(
     ranges: &[&Range],
 ) -> Result<(i64, BTreeMap<String, Node>), RegistryError> {
     let reads = reads::plan(ranges);
-    let Some((first, rest)) = reads.split_first() else { return Ok((0, BTreeMap::new())) };
-    let (rev, found) = read_range(kv, keys, &first.range, 0).await?;
+    if reads.len() < LANES_FROM_READS {
+        return read_each(kv, keys, &reads, 0).await;
+    }
+    let Some(lanes) = reads::lanes(&reads, keys, READS_AT_ONCE) else {
+        return read_each(kv, keys, &reads, 0).await;
+    };
+    // Counting the namespace's keys fixes the revision, and tells what the lanes would read.
+    let (from, to) = reads::every_node(keys);
+    let mut client = kv.clone();
+    let counted = client
+        .get(from, Some(GetOptions::new().with_range(to).with_count_only()))
+        .await
+        .map_err(|e| map(e, Op::Watch, path::ROOT))?;
+    let rev = counted.header().map_or(0, |h| h.revision());
+    let stored = usize::try_from(counted.count()).unwrap_or(usize::MAX);
+    if stored > reads.len().saturating_mul(KEYS_PER_READ) {
+        return read_each(kv, keys, &reads, rev).await;
+    }
+    // One map for every lane, filled as the pages come: the nodes are not held twice.
+    let nodes = parking_lot::Mutex::new(BTreeMap::new());
+    let read = try_join_all(lanes.iter().map(|lane| {
+        let (from, to) = (lane.from.clone(), Some(lane.to.clone()));
+        let nodes = &nodes;
+        read_keys(kv, keys, from, to, rev, path::ROOT, move |key, at, node| {
+            if lane.keeps(key, &at) {
+                nodes.lock().insert(at, node);
+            }
+        })
+    }));
+    read.await?;
+    Ok((rev, nodes.into_inner()))
+}
+
+/// Makes `reads` one by one, `READS_AT_ONCE` at a time, at revision `rev` (0: the first
+/// read's).
+async fn read_each(
+    kv: &KvClient,
+    keys: &KeySpace,
+    reads: &[reads::Read<'_>],
+    rev: i64,
+) -> Result<(i64, BTreeMap<String, Node>), RegistryError> {
+    let Some((first, rest)) = reads.split_first() else { return Ok((rev, BTreeMap::new())) };
+    let (rev, found) = read_range(kv, keys, &first.range, rev).await?;
     let mut nodes: BTreeMap<String, Node> =
         found.into_iter().filter(|(at, _)| first.keeps(at)).collect();
     for chunk in rest.chunks(READS_AT_ONCE) {

@@ -220,3 +220,64 @@ async fn fire_writes(writer: &EtcdRegistry, rounds: std::ops::Range<usize>) {
         writer.delete("/job/sharding/0/running", None).await.unwrap();
     }
 }
+
+/// Range requests etcd answered.
+async fn range_requests(port: u16) -> f64 {
+    let m = metrics(port).await;
+    sum(&m, "grpc_server_handled_total", &["grpc_method=\"Range\""])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scope_of_many_jobs_is_read_in_few_requests_and_exactly() {
+    if endpoint().is_none() {
+        return;
+    }
+    let server = PrivateServer::start("scope-lanes", &[]).await;
+    let url = server.endpoint();
+    let writer = connect(&url, "/lanes").await;
+    const JOBS: usize = 120;
+    // Per job: what the scope covers (its config node, its sharding subtree), and around it
+    // what it does not (a sibling, a look-alike of the config, a root whose name starts like
+    // the job's and whose keys sort among the job's, the job's own root node).
+    let mut expected = BTreeMap::new();
+    let mut scope = WatchScope::default();
+    for job in 0..JOBS {
+        let root = format!("/job{job:03}");
+        let covered = [format!("{root}/config"), format!("{root}/sharding/0/instance")];
+        let uncovered =
+            [format!("{root}/servers/a"), format!("{root}/configs"), format!("{root}-x/y")];
+        let writes = covered.iter().chain(&uncovered).map(|at| {
+            let writer = &writer;
+            async move { writer.create(at, at.as_bytes(), CreateMode::Persistent).await.unwrap() }
+        });
+        futures::future::join_all(writes).await;
+        for at in
+            [format!("{root}/config"), format!("{root}/sharding"), format!("{root}/sharding/0")]
+                .into_iter()
+                .chain(covered.iter().cloned())
+        {
+            expected.insert(at, ());
+        }
+        scope = scope
+            .with_node(&format!("{root}/config"))
+            .with_subtree(&format!("{root}/sharding"))
+            .with_node(&format!("{root}/leader"));
+    }
+    let watcher = connect(&url, "/lanes").await;
+    let before = range_requests(server.client_port).await;
+    let mut stream = watcher.watch_scope(scope).await.unwrap();
+    let WatchEvent::Resync { nodes } = next(&mut stream).await else { panic!("a resync first") };
+    let requests = range_requests(server.client_port).await - before;
+    report(&format!("etcd scope watch of {JOBS} jobs: read in {requests} range requests"));
+    let read: Vec<&String> = nodes.keys().collect();
+    let wanted: Vec<&String> = expected.keys().collect();
+    assert_eq!(read, wanted, "exactly the covered nodes");
+    for (at, node) in &nodes {
+        if at.ends_with("/config") || at.ends_with("/instance") {
+            assert_eq!(node.data, at.as_bytes(), "{at}'s data");
+        }
+    }
+    // One request per job's subtree would be 120; the namespace's nodes are few enough per job
+    // to be read as a few key intervals instead.
+    assert!(requests < JOBS as f64 / 2.0, "{requests} range requests for {JOBS} jobs");
+}
