@@ -259,9 +259,9 @@ async fn a_scope_of_many_jobs_is_read_in_few_requests_and_exactly() {
             expected.insert(at, ());
         }
         scope = scope
-            .with_node(&format!("{root}/config"))
-            .with_subtree(&format!("{root}/sharding"))
-            .with_node(&format!("{root}/leader"));
+            .with_node(format!("{root}/config"))
+            .with_subtree(format!("{root}/sharding"))
+            .with_node(format!("{root}/leader"));
     }
     let watcher = connect(&url, "/lanes").await;
     let before = range_requests(server.client_port).await;
