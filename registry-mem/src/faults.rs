@@ -126,6 +126,33 @@ impl MemServer {
         }
     }
 
+    /// Makes the server hold back the events of some entries of the client's watches for
+    /// `lag`, as etcd does with a watch it must catch up (one created while writes landed, or
+    /// one whose stream could not take its events): the entries the last change of each
+    /// watch's scope added (a registering job's subtree, say), or a never changed watch's first
+    /// entry. Their events are dropped meanwhile, the other entries' go on; at the end each
+    /// lagging watch gets its whole scope again (`Resync`), as the etcd backend reads its scope
+    /// again once an entry's event comes after a later one of another entry. A watch lagging
+    /// already, or waiting for a resync, is left as it is, and a change of a watch's scope ends
+    /// its lag first.
+    pub fn lag_watch(&self, client: ClientId, lag: Duration) {
+        let lagging = self.shared.lock().lag_watches(client);
+        tracing::debug!(%client, ?lag, lagging, "fault: watches lag");
+        if lagging == 0 {
+            return;
+        }
+        let shared = Arc::downgrade(&self.shared);
+        let clock = self.shared.handles.clock.clone();
+        let at_ms =
+            clock.now_ms().saturating_add(i64::try_from(lag.as_millis()).unwrap_or(i64::MAX));
+        self.shared.handles.spawner.spawn(Box::pin(async move {
+            clock.sleep_until(at_ms).await;
+            if let Some(shared) = shared.upgrade() {
+                shared.lock().catch_up_watches(client);
+            }
+        }));
+    }
+
     /// Restarts the registry the way a ZooKeeper ensemble restarts: every connected client sees
     /// `Suspended` then `Reconnected`, and sessions, nodes and watches survive untouched.
     pub fn restart(&self) {

@@ -504,6 +504,24 @@ impl State {
     }
 
     /// The registry restarts and every connected client reconnects with its session intact.
+    /// Holds back the events of the entries the client's watches last added (see
+    /// [`crate::watch::Watches::lag`]); how many watches lag.
+    pub fn lag_watches(&mut self, id: ClientId) -> usize {
+        match self.clients.get_mut(&id) {
+            Some(client) if !client.closed => client.watches.lag(),
+            _ => 0,
+        }
+    }
+
+    /// Ends the lag of the client's watches: each lagging one gets its scope again (`Resync`).
+    pub fn catch_up_watches(&mut self, id: ClientId) {
+        let tree = &self.tree;
+        if let Some(client) = self.clients.get_mut(&id) {
+            let link_up = client.link_up();
+            client.watches.catch_up(tree, &client.ns, link_up);
+        }
+    }
+
     pub fn restart(&mut self) {
         for client in self.clients.values_mut() {
             if !client.closed && client.link_up() {

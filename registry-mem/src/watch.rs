@@ -79,9 +79,43 @@ struct Watch {
     held: VecDeque<WatchEvent>,
     /// A resync is due (the session expired): events until then are covered by it and dropped.
     stale: bool,
+    /// The entries the last change of scope added (the opening scope's first entry before
+    /// any change), which [`Watches::lag`] holds back.
+    last_added: WatchScope,
+    /// Entries whose events are held back, until [`Watches::catch_up`] reads them again.
+    lagging: Option<Box<Lag>>,
+}
+
+/// Entries of a subscription the server holds events back for, as etcd holds back a watch
+/// it has to catch up: their events are dropped meanwhile, and when the lag ends the
+/// subscription's whole scope is sent again (a `Resync`), as the etcd backend reads its scope
+/// again when an entry's event comes after a later one of another entry.
+#[derive(Debug)]
+struct Lag {
+    /// The entries, in server paths, hashed.
+    index: Index,
+}
+
+/// The first entry of `scope` alone (a subtree before a node); empty for an empty scope.
+fn first_entry(scope: &WatchScope) -> WatchScope {
+    match (scope.subtrees().first(), scope.nodes().first()) {
+        (Some(root), _) => WatchScope::of_entries(vec![root.clone()], Vec::new()),
+        (None, Some(node)) => WatchScope::of_entries(Vec::new(), vec![node.clone()]),
+        (None, None) => WatchScope::default(),
+    }
 }
 
 impl Watch {
+    /// Ends the lag: the scope is read now and offered as a `Resync`. False once the
+    /// subscriber has dropped its stream.
+    fn catch_up(&mut self, tree: &Tree, ns: &Namespace, link_up: bool) -> bool {
+        if self.lagging.take().is_none() {
+            return !self.tx.is_closed();
+        }
+        let event = WatchEvent::Resync { nodes: snapshot(tree, ns, &self.index.scope()) };
+        self.offer(event, link_up)
+    }
+
     /// Sends `event` (or holds it while the link is down). Returns false once the subscriber
     /// has dropped its stream, so that the subscription can be forgotten.
     fn offer(&mut self, event: WatchEvent, link_up: bool) -> bool {
@@ -121,7 +155,16 @@ impl Watches {
         let _ = tx.send(WatchEvent::Resync { nodes: snapshot(tree, ns, &scope) });
         self.next_id += 1;
         let index = Index::of(&scope);
-        let watch = Watch { index, generation: 0, tx, held: VecDeque::new(), stale: false };
+        let last_added = first_entry(&scope);
+        let watch = Watch {
+            index,
+            generation: 0,
+            tx,
+            held: VecDeque::new(),
+            stale: false,
+            last_added,
+            lagging: None,
+        };
         self.subs.insert(self.next_id, watch);
         (Channel(rx), self.next_id)
     }
@@ -147,6 +190,12 @@ impl Watches {
             return !watch.tx.is_closed();
         }
         watch.generation = change.generation;
+        // A lag ends before the change: the change may drop the entries held back.
+        if watch.lagging.is_some() && !watch.catch_up(tree, ns, link_up) {
+            self.subs.remove(&id);
+            return false;
+        }
+        watch.last_added = change.add.clone();
         let index = &mut watch.index;
         // What the old scope did not cover is read: the nodes the change brings in. A node
         // the old scope covered stays in the stream, whose events kept it current: a swap from
@@ -178,6 +227,9 @@ impl Watches {
             let mut alive = true;
             for change in changes {
                 if !watch.index.covers(change.path()) {
+                    continue;
+                }
+                if watch.lagging.as_ref().is_some_and(|lag| lag.index.covers(change.path())) {
                     continue;
                 }
                 let client_path = ns.to_client(change.path());
@@ -219,13 +271,37 @@ impl Watches {
         for watch in self.subs.values_mut() {
             watch.held.clear();
             watch.stale = true;
+            watch.lagging = None;
         }
+    }
+
+    /// Holds back the events of the entries each subscription's last change of scope added
+    /// (its first entry, if its scope never changed) until [`catch_up`](Self::catch_up). A
+    /// subscription lagging already, or waiting for a resync, is left as it is. Returns how
+    /// many lag.
+    pub fn lag(&mut self) -> usize {
+        let mut lagging = 0;
+        for watch in self.subs.values_mut() {
+            if watch.stale || watch.lagging.is_some() || watch.last_added.is_empty() {
+                continue;
+            }
+            watch.lagging = Some(Box::new(Lag { index: Index::of(&watch.last_added) }));
+            lagging += 1;
+        }
+        lagging
+    }
+
+    /// Ends every lag: each lagging subscription gets its scope read again, as a `Resync`
+    /// (held like any event while the link is down).
+    pub fn catch_up(&mut self, tree: &Tree, ns: &Namespace, link_up: bool) {
+        self.subs.retain(|_, watch| watch.lagging.is_none() || watch.catch_up(tree, ns, link_up));
     }
 
     /// Sends every subscription a fresh snapshot, ending the gap.
     pub fn resync(&mut self, tree: &Tree, ns: &Namespace) {
         self.subs.retain(|_, watch| {
             watch.stale = false;
+            watch.lagging = None;
             watch.held.clear();
             let event = WatchEvent::Resync { nodes: snapshot(tree, ns, &watch.index.scope()) };
             watch.tx.send(event).is_ok()

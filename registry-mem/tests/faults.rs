@@ -680,3 +680,62 @@ async fn namespaces_are_chroots() {
     assert_eq!(seq, "/q/n-0000000000", "sequential paths come back namespace-relative");
     assert_eq!(s.server.snapshot().keys().filter(|k| k.starts_with("/demo")).count(), 5);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_lagging_watch_drops_the_events_of_the_entries_it_added_last_then_resyncs() {
+    let s = Setup::new();
+    let watcher = s.client();
+    let writer = s.client();
+    writer.create("/a/x", b"1", CreateMode::Persistent).await.unwrap();
+    writer.create("/b/y", b"1", CreateMode::Persistent).await.unwrap();
+    let mut stream = watcher.watch_scope(WatchScope::subtree("/a")).await.unwrap();
+    let scoper = stream.scoper().unwrap();
+    let mut view = std::collections::BTreeMap::new();
+    let first = next_watch(&mut stream).await;
+    first.apply_to(&mut view);
+    assert_eq!(summary(&first), "resync /a,/a/x");
+    let wider = WatchScope::subtree("/a").with_subtree("/b");
+    scoper.rescope(WatchScope::subtree("/a").change_to(&wider, 1)).await.unwrap();
+    let rescoped = next_watch(&mut stream).await;
+    rescoped.apply_to(&mut view);
+    assert_eq!(summary(&rescoped), "rescoped /b,/b/y");
+
+    // `/b` was added last: its events are held back, `/a`'s go on.
+    s.server.lag_watch(watcher.client_id(), Duration::from_secs(2));
+    writer.set("/b/y", b"2", None).await.unwrap();
+    writer.create("/b/z", b"1", CreateMode::Persistent).await.unwrap();
+    writer.delete("/b/y", None).await.unwrap();
+    writer.set("/a/x", b"2", None).await.unwrap();
+    let a = next_watch(&mut stream).await;
+    a.apply_to(&mut view);
+    assert_eq!(summary(&a), "changed /a/x 2 v1");
+    assert!(nothing_pending(&mut stream), "the lagging entry's events are held back");
+
+    // At the lag's end the scope is read again: `/b/y` gone, `/b/z` there.
+    let resync = next_watch(&mut stream).await;
+    assert!(s.elapsed_ms() >= 2_000, "{} ms", s.elapsed_ms());
+    assert_eq!(summary(&resync), "resync /a,/a/x,/b,/b/z");
+    resync.apply_to(&mut view);
+    let keys: Vec<&str> = view.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["/a", "/a/x", "/b", "/b/z"]);
+    // And its events flow again.
+    writer.set("/b/z", b"2", None).await.unwrap();
+    assert_eq!(summary(&next_watch(&mut stream).await), "changed /b/z 2 v1");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_change_of_scope_ends_a_lag_first() {
+    let s = Setup::new();
+    let watcher = s.client();
+    let writer = s.client();
+    let mut stream = watcher.watch_scope(WatchScope::subtree("/a")).await.unwrap();
+    let scoper = stream.scoper().unwrap();
+    assert_eq!(summary(&next_watch(&mut stream).await), "resync ");
+    s.server.lag_watch(watcher.client_id(), Duration::from_secs(60));
+    writer.create("/a/x", b"1", CreateMode::Persistent).await.unwrap();
+    assert!(nothing_pending(&mut stream));
+    let narrower = WatchScope::subtree("/a/x");
+    scoper.rescope(WatchScope::subtree("/a").change_to(&narrower, 1)).await.unwrap();
+    assert_eq!(summary(&next_watch(&mut stream).await), "resync /a,/a/x");
+    assert_eq!(summary(&next_watch(&mut stream).await), "rescoped ");
+}

@@ -39,6 +39,10 @@ pub enum Fault {
     SkewClock(usize, i64),
     /// The registry restarts: every client sees `Suspended` then `Reconnected`.
     RestartRegistry,
+    /// The registry holds back, for this many milliseconds, the events of the entries the
+    /// instance's watch added last, and then sends them read again (`Refreshed`), as etcd
+    /// does with a watch it must catch up (`MemServer::lag_watch`).
+    LagWatch(usize, u64),
     /// An operator writes garbage into a node of a job, or deletes a node the cluster needs.
     Corrupt(Corruption),
 }
@@ -52,6 +56,7 @@ impl Fault {
             | Fault::Restart(i)
             | Fault::ExpireSession(i)
             | Fault::Slow(i, _)
+            | Fault::LagWatch(i, _)
             | Fault::SkewClock(i, _) => vec![*i],
             Fault::Partition(is) | Fault::Heal(is) => is.clone(),
             Fault::RestartRegistry | Fault::Corrupt(_) => Vec::new(),
@@ -74,6 +79,7 @@ impl fmt::Display for Fault {
             Fault::Partition(is) => write!(f, "Fault::Partition(vec![{}])", list(is)),
             Fault::Heal(is) => write!(f, "Fault::Heal(vec![{}])", list(is)),
             Fault::Slow(i, ms) => write!(f, "Fault::Slow({i}, {ms})"),
+            Fault::LagWatch(i, ms) => write!(f, "Fault::LagWatch({i}, {ms})"),
             Fault::SkewClock(i, ms) => write!(f, "Fault::SkewClock({i}, {ms})"),
             Fault::RestartRegistry => write!(f, "Fault::RestartRegistry"),
             Fault::Corrupt(c) => write!(f, "Fault::Corrupt({c})"),
@@ -103,16 +109,22 @@ pub enum FaultProfile {
     /// cut-off or paused owner is still running when a survivor may take its items over, so
     /// only the local lease loss keeps an item from running twice at once.
     Lease,
+    /// `Failover`'s faults with watches falling behind, as etcd's do: every few seconds (more
+    /// often while the cluster forms) an instance's watch stops getting the events of the
+    /// entries it added last for 50 ms to 3 s, then gets them read again, while its other
+    /// entries' events go on.
+    Lag,
 }
 
 impl FaultProfile {
-    pub const ALL: [FaultProfile; 6] = [
+    pub const ALL: [FaultProfile; 7] = [
         FaultProfile::None,
         FaultProfile::Default,
         FaultProfile::Failover,
         FaultProfile::Chaos,
         FaultProfile::Garbage,
         FaultProfile::Lease,
+        FaultProfile::Lag,
     ];
 
     pub fn name(self) -> &'static str {
@@ -123,6 +135,7 @@ impl FaultProfile {
             FaultProfile::Chaos => "chaos",
             FaultProfile::Garbage => "garbage",
             FaultProfile::Lease => "lease",
+            FaultProfile::Lag => "lag",
         }
     }
 
@@ -134,6 +147,7 @@ impl FaultProfile {
                 | FaultProfile::Chaos
                 | FaultProfile::Garbage
                 | FaultProfile::Lease
+                | FaultProfile::Lag
         )
     }
 
@@ -145,6 +159,14 @@ impl FaultProfile {
             return Vec::new();
         }
         let mut steps = Vec::new();
+        if self == FaultProfile::Lag {
+            // While the cluster forms, its registrations change every watch's scope.
+            let mut t = rng.gen_range(0..500u64);
+            while t < 5_000 {
+                Self::lag(rng, ctx, t, &mut steps);
+                t += rng.gen_range(100..1_000u64);
+            }
+        }
         // On average one fault every 20 virtual seconds, starting after the cluster formed.
         let mut t = 5_000 + rng.gen_range(0..10_000u64);
         while t < ctx.duration_ms {
@@ -171,6 +193,15 @@ impl FaultProfile {
         if self == FaultProfile::Lease {
             // The faults are `Failover`'s: its items are what differ.
             FaultProfile::Failover.one(rng, ctx, t, steps);
+            return;
+        }
+        if self == FaultProfile::Lag {
+            FaultProfile::Failover.one(rng, ctx, t, steps);
+            let mut at = t + rng.gen_range(0..1_000u64);
+            for _ in 0..rng.gen_range(1..=4) {
+                Self::lag(rng, ctx, at, steps);
+                at += rng.gen_range(200..5_000u64);
+            }
             return;
         }
         let i = rng.gen_range(1..=ctx.instances);
@@ -222,6 +253,13 @@ impl FaultProfile {
                 }
             }
         }
+    }
+
+    /// One instance's watch falling behind at `t`.
+    fn lag(rng: &mut ChaCha8Rng, ctx: &GenContext<'_>, t: u64, steps: &mut Vec<Step>) {
+        let i = rng.gen_range(1..=ctx.instances);
+        let ms = [50, 200, 500, 1_000, 3_000][rng.gen_range(0..5)];
+        steps.push(Step { at_ms: t, action: Action::Fault(Fault::LagWatch(i, ms)) });
     }
 
     /// A workload change, and maybe the change that undoes it later.

@@ -567,6 +567,11 @@ impl World {
                     self.server.set_latency(c, Duration::from_millis(*ms))
                 }
             }),
+            Fault::LagWatch(_, ms) => each(&|inst| {
+                if let Some(c) = inst.client() {
+                    self.server.lag_watch(c, Duration::from_millis(*ms))
+                }
+            }),
             Fault::SkewClock(_, ms) => each(&|inst| inst.clock.set_skew(*ms)),
             Fault::RestartRegistry => self.server.restart(),
             Fault::Corrupt(_) => {}
