@@ -36,7 +36,10 @@ pub struct StartPlan {
     items: Vec<u32>,
     /// Items whose owner node version is checked, in the order of the first ops.
     checked: Vec<u32>,
-    /// Items whose misfire marker this run settles, checked after the owner checks.
+    /// Checks after the owner checks that fence the start on the view's reading of the job's
+    /// state (the reshard flag's detail: 0 or 1).
+    guards: usize,
+    /// Items whose misfire marker this run settles, checked after the guards.
     settled: Vec<u32>,
     /// Whether the run holds `running` markers (monitorExecution on).
     pub marks_running: bool,
@@ -75,6 +78,7 @@ pub fn start(
 ) -> (Vec<TxnOp>, StartPlan) {
     let mut ops = Vec::with_capacity(start.items.len() * 2 + 1);
     let mut checked = Vec::new();
+    let mut guards = 0;
     let mut settled = Vec::new();
     if start.check_owners {
         for &n in start.items {
@@ -83,6 +87,17 @@ pub fn start(
                 ops.push(TxnOp::check(path, Some(owner.version)));
                 checked.push(n);
             }
+        }
+        // Every raise of the reshard flag writes its detail: a start decided on a view that
+        // has not shown a raise yet fails here instead of running the fire under the
+        // assignment the raise is replacing (whose reshard then hands the fire, waiting on
+        // the other instances, to a new owner that runs it again). A view can lag behind the
+        // flag alone: etcd delivers the events of a watch it has to catch up after later
+        // events of the stream's other watches (the simulator's `lag` profile).
+        let flag = paths.detail(Detailed::Flag);
+        if let Some(detail) = view.get(&flag) {
+            ops.push(TxnOp::check(flag, Some(detail.version)));
+            guards += 1;
         }
         for &n in start.items {
             let Some((version, owed)) = misfire_mark(view, paths, n) else { continue };
@@ -94,8 +109,13 @@ pub fn start(
         }
     }
     if !start.mark_running {
-        let plan =
-            StartPlan { items: start.items.to_vec(), checked, settled, marks_running: false };
+        let plan = StartPlan {
+            items: start.items.to_vec(),
+            checked,
+            guards,
+            settled,
+            marks_running: false,
+        };
         return (ops, plan);
     }
     let mode = if start.persistent { CreateMode::Persistent } else { CreateMode::Ephemeral };
@@ -113,7 +133,9 @@ pub fn start(
         next.last_fire_ms = Some(next.last_fire_ms.map_or(start.fire_ms, |f| f.max(start.fire_ms)));
         ops.push(write_ledger(view, paths, start.me, &next));
     }
-    (ops, StartPlan { items: start.items.to_vec(), checked, settled, marks_running: true })
+    let plan =
+        StartPlan { items: start.items.to_vec(), checked, guards, settled, marks_running: true };
+    (ops, plan)
 }
 
 /// The op that writes `me`'s ledger: a set fenced on the version the view shows, or a create.
@@ -139,14 +161,15 @@ impl StartPlan {
 
     /// What a failed start transaction means, or `None` for a failure that is an error.
     pub fn outcome(&self, e: &RegistryError) -> Option<Start> {
-        let fenced = self.checked.len() + self.settled.len();
+        let fenced = self.checked.len() + self.guards + self.settled.len();
         match e.transaction_failure()? {
             (i, RegistryError::BadVersion { .. } | RegistryError::NoNode { .. })
                 if i < self.checked.len() =>
             {
                 Some(Start::Reassigned(self.checked[i]))
             }
-            // A misfire marker or the ledger changed meanwhile: decide again on a fresh view.
+            // The flag was raised, a misfire marker or the ledger changed meanwhile: decide
+            // again on a fresh view.
             (i, RegistryError::BadVersion { .. } | RegistryError::NoNode { .. })
                 if i < fenced || i >= fenced + self.items.len() =>
             {

@@ -25,6 +25,9 @@ pub(super) struct FireState {
     skew_checked: bool,
     /// Until when the fire waits for the reshard (set when the wait begins).
     sharding_deadline: Option<i64>,
+    /// Until when the fire waits for the owner nodes and the record of the assignment to
+    /// agree on this instance's items (set when the wait begins).
+    settle_deadline: Option<i64>,
     /// A decision lost a race: wait for the view to move past this revision, at most until
     /// the time given, then decide again.
     catch_up: Option<(u64, i64)>,
@@ -61,6 +64,7 @@ impl FireState {
             sharded_by,
             skew_checked: false,
             sharding_deadline: None,
+            settle_deadline: None,
             catch_up: None,
             waiting_until: None,
             misfired: false,
@@ -100,6 +104,12 @@ enum Decision {
 /// How many lost races (a raced reshard, a start that found the assignment replaced, a misfire
 /// mark on a view behind) a fire takes before it gives up with `ShardingTimeout`.
 const RACES: u32 = 8;
+
+/// How long a fire waits at most for the owner nodes and the record of the assignment, which
+/// one reshard transaction writes, to agree on this instance's items (see
+/// `JobProtocol::assignment_unsettled`); after it the owner nodes decide, as they always did,
+/// and later fires do not wait until the view's shape changes.
+const SETTLE_MS: i64 = 3_000;
 
 /// How soon a catch-up skipped because this clock was off is tried again (its clock compared
 /// again): one request per job that owes a catch-up, while the clock stays off.
@@ -319,6 +329,30 @@ impl JobProtocol {
             return Decision::Ask(Step::Skew, Request::RegistryTime);
         }
         let mut items = self.my_items(ctx);
+        // One reshard transaction writes the owner nodes and the record of the assignment: a
+        // view in which they disagree on this instance's items shows one before the other.
+        // etcd delivers the events of a watch it has to catch up after later events of the
+        // stream's other watches, so an owner node's change can come seconds after the flag's
+        // removal (the simulator's `lag` profile, 3 × 2 seed 3,804,968,304: an owner that saw
+        // the reshard done but not its new item ran the fire without it, and nobody ran it).
+        // The fire waits for them to agree, a while at most: garbage written into an owner
+        // node or a lost event disagrees for good, and the owner nodes decide then, as they
+        // always did, without waiting again for the fires after it until the view changes.
+        let shape = view.shape_revision_of(self.paths.root());
+        let waited = f.settle_deadline.is_some();
+        if owed.is_none()
+            && (waited || self.settle_given_up != Some(shape))
+            && self.assignment_unsettled(&items, ctx)
+        {
+            // One fire waits per shape of the view: the fires after it, while nothing of the
+            // assignment moved, decide at once (one that waited may be overtaken by the next
+            // and skipped as late).
+            self.settle_given_up = Some(shape);
+            let deadline = *f.settle_deadline.get_or_insert(ctx.now_ms + SETTLE_MS);
+            if ctx.now_ms < deadline {
+                return Decision::Wait(deadline);
+            }
+        }
         if let Some(owed) = owed {
             // A catch-up is decided under the current assignment: the misfire markers follow
             // the items to their new owners, so which items owe one (and the fire they owe)
@@ -562,6 +596,18 @@ impl JobProtocol {
     }
 
     /// The enabled items this instance owns, ascending.
+    /// Whether the record of the assignment, read, gives this instance an enabled item that
+    /// its owner nodes do not (`items`: see `decide`). Not the other way round: an item its
+    /// owner node gives it and the record does not is fenced by the start transaction's check
+    /// of that owner node, which a reshard rewrites.
+    fn assignment_unsettled(&self, items: &[u32], ctx: &Ctx<'_>) -> bool {
+        let Some(record) = failover::read_assigned(ctx.view, &self.paths) else { return false };
+        let total = self.total();
+        record.owners.iter().filter(|&(&n, owner)| n < total && owner.trim() == &*self.me).any(
+            |(&n, _)| !items.contains(&n) && !execution::item_disabled(ctx.view, &self.paths, n),
+        )
+    }
+
     pub(super) fn my_items(&self, ctx: &Ctx<'_>) -> Vec<u32> {
         self.cached_items(ctx.view, || {
             sharding::items_of(ctx.view, &self.paths, &self.me, self.total())
