@@ -107,6 +107,12 @@ const FIXED: &[(u64, FaultProfile, &str)] = &[
     (3_666_279_373, FaultProfile::Chaos, "a raise stamped the fire lead behind the clocks"),
     // An emptied ledger read as "no mark": the crash after it left a missed fire to nobody.
     (1_776_668_981, FaultProfile::Garbage, "a ledger emptied, its owner cut off and crashed"),
+    // Watches that fall behind (etcd's late events): a view showing one reshard write before
+    // another, or a raise not yet.
+    (3_804_968_304, FaultProfile::Lag, "an item a count change added, its owner node late"),
+    (3_824_582_828, FaultProfile::Lag, "an owner node late behind the record and the flag"),
+    (3_824_583_170, FaultProfile::Lag, "a start under a raise its view had not shown"),
+    (3_824_583_481, FaultProfile::Lag, "a start under a raise its view had not shown"),
 ];
 
 /// Seeds of the 5 instances × 3 jobs shape with a 4 s session (`--instances 5 --jobs 3
