@@ -256,6 +256,10 @@ const FIXED_5X1: &[(u64, FaultProfile, &str)] =
 const FIXED_3X3: &[(u64, FaultProfile, &str)] =
     &[(2_440_431_947, FaultProfile::Lease, "a catch-up given back to its skipper, cut off")];
 
+/// Seeds of 6 instances × 4 jobs that once failed.
+const FIXED_6X4: &[(u64, FaultProfile, &str)] =
+    &[(3_339_398, FaultProfile::Lag, "a waited fire overtaken, the next decided still behind")];
+
 /// Seeds of clusters of two instances with one job that once failed.
 const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
     (238_241_136, FaultProfile::Chaos, "a share claimed one item per second over a 1 s link"),
@@ -430,8 +434,9 @@ fn fixed_seeds_of_the_2x2_shape_hold_every_invariant() {
 }
 
 #[test]
-fn fixed_seeds_of_the_4x1_5x1_and_3x3_shapes_hold_every_invariant() {
+fn fixed_seeds_of_the_4x1_5x1_3x3_and_6x4_shapes_hold_every_invariant() {
     hold_in(FIXED_4X1, 4, 1, None);
     hold_in(FIXED_5X1, 5, 1, None);
     hold_in(FIXED_3X3, 3, 3, None);
+    hold_in(FIXED_6X4, 6, 4, None);
 }

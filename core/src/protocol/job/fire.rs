@@ -25,9 +25,6 @@ pub(super) struct FireState {
     skew_checked: bool,
     /// Until when the fire waits for the reshard (set when the wait begins).
     sharding_deadline: Option<i64>,
-    /// Until when the fire waits for the owner nodes and the record of the assignment to
-    /// agree on this instance's items (set when the wait begins).
-    settle_deadline: Option<i64>,
     /// A decision lost a race: wait for the view to move past this revision, at most until
     /// the time given, then decide again.
     catch_up: Option<(u64, i64)>,
@@ -64,7 +61,6 @@ impl FireState {
             sharded_by,
             skew_checked: false,
             sharding_deadline: None,
-            settle_deadline: None,
             catch_up: None,
             waiting_until: None,
             misfired: false,
@@ -108,7 +104,8 @@ const RACES: u32 = 8;
 /// How long a fire waits at most for the owner nodes and the record of the assignment, which
 /// one reshard transaction writes, to agree on this instance's items (see
 /// `JobProtocol::assignment_unsettled`); after it the owner nodes decide, as they always did,
-/// and later fires do not wait until the view's shape changes.
+/// counted from when the view first showed them disagree (the fires after it, while the view's
+/// shape stays, wait only as long as is left).
 const SETTLE_MS: i64 = 3_000;
 
 /// How soon a catch-up skipped because this clock was off is tried again (its clock compared
@@ -338,19 +335,21 @@ impl JobProtocol {
         // The fire waits for them to agree, a while at most: garbage written into an owner
         // node or a lost event disagrees for good, and the owner nodes decide then, as they
         // always did, without waiting again for the fires after it until the view changes.
-        let shape = view.shape_revision_of(self.paths.root());
-        let waited = f.settle_deadline.is_some();
-        if owed.is_none()
-            && (waited || self.settle_given_up != Some(shape))
-            && self.assignment_unsettled(&items, ctx)
-        {
-            // One fire waits per shape of the view: the fires after it, while nothing of the
-            // assignment moved, decide at once (one that waited may be overtaken by the next
-            // and skipped as late).
-            self.settle_given_up = Some(shape);
-            let deadline = *f.settle_deadline.get_or_insert(ctx.now_ms + SETTLE_MS);
-            if ctx.now_ms < deadline {
-                return Decision::Wait(deadline);
+        if owed.is_none() && self.assignment_unsettled(&items, ctx) {
+            // Counted from when the view first showed them disagree: while its shape stays,
+            // the fires after it (one that waited may be overtaken by the next, and skipped as
+            // late) wait only for what is left.
+            let shape = view.shape_revision_of(self.paths.root());
+            let until = match self.settling {
+                Some((seen, until)) if seen == shape => until,
+                _ => {
+                    let until = ctx.now_ms + SETTLE_MS;
+                    self.settling = Some((shape, until));
+                    until
+                }
+            };
+            if ctx.now_ms < until {
+                return Decision::Wait(until);
             }
         }
         if let Some(owed) = owed {

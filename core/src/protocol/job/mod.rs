@@ -365,10 +365,10 @@ pub struct JobProtocol {
     /// The job's shape revision and item count at which none of this instance's items had a
     /// misfire marker: no catch-up is owed until one shows (`catch_up_owed_now`).
     no_misfires: Option<(u64, u32)>,
-    /// The view's shape revision at which a fire last waited for the owner nodes and the
-    /// record of the assignment to agree (`fire::SETTLE_MS`): the fires after it do not wait
-    /// again until the shape changes.
-    settle_given_up: Option<u64>,
+    /// The view's shape revision at which the owner nodes and the record of the assignment
+    /// were first seen to disagree on this instance's items, and until when fires wait for
+    /// them to agree (`fire::SETTLE_MS`).
+    settling: Option<(u64, i64)>,
     /// The last comparison of this clock with the registry's (with `maxTimeDiffSeconds` set):
     /// when, and whether it was within the bound.
     clock_checked: Option<(i64, bool)>,
@@ -468,7 +468,7 @@ impl JobProtocol {
             catch_up_blocked: None,
             no_catch_up: None,
             no_misfires: None,
-            settle_given_up: None,
+            settling: None,
             clock_checked: None,
             registry_offset_ms: 0,
             flag_attempts: 0,
