@@ -101,11 +101,10 @@ enum Decision {
 /// mark on a view behind) a fire takes before it gives up with `ShardingTimeout`.
 const RACES: u32 = 8;
 
-/// How long a fire waits at most for the owner nodes and the record of the assignment, which
-/// one reshard transaction writes, to agree on this instance's items (see
-/// `JobProtocol::assignment_unsettled`); after it the owner nodes decide, as they always did,
-/// counted from when the view first showed them disagree (the fires after it, while the view's
-/// shape stays, wait only as long as is left).
+/// How long fires wait at most for the owner nodes and the record of the assignment, which one
+/// reshard transaction writes, to agree on this instance's items (see
+/// `JobProtocol::assignment_unsettled`), counted from when the view first showed them
+/// disagree; after it the owner nodes decide, as they always did.
 const SETTLE_MS: i64 = 3_000;
 
 /// How soon a catch-up skipped because this clock was off is tried again (its clock compared
@@ -334,7 +333,7 @@ impl JobProtocol {
         // the reshard done but not its new item ran the fire without it, and nobody ran it).
         // The fire waits for them to agree, a while at most: garbage written into an owner
         // node or a lost event disagrees for good, and the owner nodes decide then, as they
-        // always did, without waiting again for the fires after it until the view changes.
+        // always did.
         if owed.is_none() && self.assignment_unsettled(&items, ctx) {
             // Counted from when the view first showed them disagree: while its shape stays,
             // the fires after it (one that waited may be overtaken by the next, and skipped as
@@ -594,19 +593,31 @@ impl JobProtocol {
         Decision::Ask(step, Request::Txn(ops))
     }
 
-    /// The enabled items this instance owns, ascending.
     /// Whether the record of the assignment, read, gives this instance an enabled item that
     /// its owner nodes do not (`items`: see `decide`). Not the other way round: an item its
     /// owner node gives it and the record does not is fenced by the start transaction's check
-    /// of that owner node, which a reshard rewrites.
-    fn assignment_unsettled(&self, items: &[u32], ctx: &Ctx<'_>) -> bool {
-        let Some(record) = failover::read_assigned(ctx.view, &self.paths) else { return false };
-        let total = self.total();
-        record.owners.iter().filter(|&(&n, owner)| n < total && owner.trim() == &*self.me).any(
-            |(&n, _)| !items.contains(&n) && !execution::item_disabled(ctx.view, &self.paths, n),
-        )
+    /// of that owner node, which a reshard rewrites. Read once per shape of the view (the
+    /// record, the owner nodes and the `disabled` markers are no execution records): every
+    /// scheduled fire asks, and the record is up to 17 assignments long.
+    fn assignment_unsettled(&mut self, items: &[u32], ctx: &Ctx<'_>) -> bool {
+        let at = (ctx.view.shape_revision_of(self.paths.root()), self.total());
+        if let Some((seen, unsettled)) = self.assignment_checked {
+            if seen == at {
+                return unsettled;
+            }
+        }
+        let unsettled = failover::read_assigned(ctx.view, &self.paths).is_some_and(|record| {
+            record.owners.iter().filter(|&(&n, owner)| n < at.1 && owner.trim() == &*self.me).any(
+                |(&n, _)| {
+                    !items.contains(&n) && !execution::item_disabled(ctx.view, &self.paths, n)
+                },
+            )
+        });
+        self.assignment_checked = Some((at, unsettled));
+        unsettled
     }
 
+    /// The enabled items this instance owns, ascending.
     pub(super) fn my_items(&self, ctx: &Ctx<'_>) -> Vec<u32> {
         self.cached_items(ctx.view, || {
             sharding::items_of(ctx.view, &self.paths, &self.me, self.total())

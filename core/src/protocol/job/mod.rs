@@ -369,6 +369,9 @@ pub struct JobProtocol {
     /// were first seen to disagree on this instance's items, and until when fires wait for
     /// them to agree (`fire::SETTLE_MS`).
     settling: Option<(u64, i64)>,
+    /// The view's shape revision and item count at which `fire::assignment_unsettled` was
+    /// last answered, and its answer.
+    assignment_checked: Option<((u64, u32), bool)>,
     /// The last comparison of this clock with the registry's (with `maxTimeDiffSeconds` set):
     /// when, and whether it was within the bound.
     clock_checked: Option<(i64, bool)>,
@@ -469,6 +472,7 @@ impl JobProtocol {
             no_catch_up: None,
             no_misfires: None,
             settling: None,
+            assignment_checked: None,
             clock_checked: None,
             registry_offset_ms: 0,
             flag_attempts: 0,
