@@ -503,7 +503,6 @@ impl State {
         deadlines
     }
 
-    /// The registry restarts and every connected client reconnects with its session intact.
     /// Holds back the events of the entries the client's watches last added (see
     /// [`crate::watch::Watches::lag`]); how many watches lag.
     pub fn lag_watches(&mut self, id: ClientId) -> usize {
@@ -522,6 +521,7 @@ impl State {
         }
     }
 
+    /// The registry restarts and every connected client reconnects with its session intact.
     pub fn restart(&mut self) {
         for client in self.clients.values_mut() {
             if !client.closed && client.link_up() {

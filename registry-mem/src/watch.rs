@@ -82,7 +82,8 @@ struct Watch {
     /// The entries the last change of scope added (the opening scope's first entry before
     /// any change), which [`Watches::lag`] holds back.
     last_added: WatchScope,
-    /// Entries whose events are held back, until [`Watches::catch_up`] reads them again.
+    /// Entries whose events are held back, until [`Watches::catch_up`] resyncs the
+    /// subscription.
     lagging: Option<Box<Lag>>,
 }
 
