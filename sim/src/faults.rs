@@ -40,8 +40,8 @@ pub enum Fault {
     /// The registry restarts: every client sees `Suspended` then `Reconnected`.
     RestartRegistry,
     /// The registry holds back, for this many milliseconds, the events of the entries the
-    /// instance's watch added last, and then sends them read again (`Refreshed`), as etcd
-    /// does with a watch it must catch up (`MemServer::lag_watch`).
+    /// instance's watch added last, and then resyncs the watch, as etcd holds back a watch it
+    /// must catch up and the etcd backend then reads its scope again (`MemServer::lag_watch`).
     LagWatch(usize, u64),
     /// An operator writes garbage into a node of a job, or deletes a node the cluster needs.
     Corrupt(Corruption),
@@ -111,8 +111,8 @@ pub enum FaultProfile {
     Lease,
     /// `Failover`'s faults with watches falling behind, as etcd's do: every few seconds (more
     /// often while the cluster forms) an instance's watch stops getting the events of the
-    /// entries it added last for 50 ms to 3 s, then gets them read again, while its other
-    /// entries' events go on.
+    /// entries it added last for 50 ms to 3 s, while its other entries' events go on, then
+    /// gets its whole scope again.
     Lag,
 }
 
