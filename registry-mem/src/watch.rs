@@ -82,19 +82,11 @@ struct Watch {
     /// The entries the last change of scope added (the opening scope's first entry before
     /// any change), which [`Watches::lag`] holds back.
     last_added: WatchScope,
-    /// Entries whose events are held back, until [`Watches::catch_up`] resyncs the
-    /// subscription.
-    lagging: Option<Box<Lag>>,
-}
-
-/// Entries of a subscription the server holds events back for, as etcd holds back a watch
-/// it has to catch up: their events are dropped meanwhile, and when the lag ends the
-/// subscription's whole scope is sent again (a `Resync`), as the etcd backend reads its scope
-/// again when an entry's event comes after a later one of another entry.
-#[derive(Debug)]
-struct Lag {
-    /// The entries, in server paths, hashed.
-    index: Index,
+    /// The entries whose events are held back (hashed, in server paths), as etcd holds back a
+    /// watch it has to catch up: their events are dropped until [`Watches::catch_up`] sends
+    /// the subscription its whole scope again (a `Resync`), as the etcd backend reads its scope
+    /// again when an entry's event comes after a later one of another entry.
+    lagging: Option<Box<Index>>,
 }
 
 /// The first entry of `scope` alone (a subtree before a node); empty for an empty scope.
@@ -230,7 +222,7 @@ impl Watches {
                 if !watch.index.covers(change.path()) {
                     continue;
                 }
-                if watch.lagging.as_ref().is_some_and(|lag| lag.index.covers(change.path())) {
+                if watch.lagging.as_ref().is_some_and(|lag| lag.covers(change.path())) {
                     continue;
                 }
                 let client_path = ns.to_client(change.path());
@@ -286,7 +278,7 @@ impl Watches {
             if watch.stale || watch.lagging.is_some() || watch.last_added.is_empty() {
                 continue;
             }
-            watch.lagging = Some(Box::new(Lag { index: Index::of(&watch.last_added) }));
+            watch.lagging = Some(Box::new(Index::of(&watch.last_added)));
             lagging += 1;
         }
         lagging
