@@ -339,6 +339,10 @@ fn to_step(op: TxnOp) -> Result<Step> {
             path::validate(&path)?;
             Step::Check { path, version }
         }
+        TxnOp::Absent { path } => {
+            path::validate(&path)?;
+            Step::Absent { path }
+        }
         TxnOp::Create { path, data, mode } => {
             path::validate_node(&path)?;
             check_size(Op::Create, &path, &data)?;
@@ -365,6 +369,10 @@ impl CoordinatorRegistry for EtcdRegistry {
         // holds at most 128 of each (etcd's default `--max-txn-ops`, see `plan.rs`): 32 ops
         // stay within it, so a combined transaction is still one round trip.
         capability.txn_batch_ops = 32;
+        // A compare on the node's key; and etcd catches up some watches of a stream later
+        // than the others (see `watch.rs`): a view can show an entry behind the rest.
+        capability.absent_check = true;
+        capability.views_in_order = false;
         capability
     }
 

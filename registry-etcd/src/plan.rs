@@ -163,6 +163,10 @@ impl Planner<'_> {
                 self.require_present(p, *version)?;
                 Some(TxnResult::Checked)
             }
+            Step::Absent { path: p } => {
+                self.require_absent(p)?;
+                Some(TxnResult::Checked)
+            }
             Step::Set { path: p, data, version } => {
                 let (current, lease) = self.require_present(p, *version)?;
                 let next = current? + 1;

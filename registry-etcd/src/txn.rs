@@ -46,6 +46,10 @@ pub(crate) enum Step {
         path: String,
         version: Option<Version>,
     },
+    /// The node does not exist.
+    Absent {
+        path: String,
+    },
     /// `parents`: create missing ancestors (the plain `create`), not in a contract transaction.
     Create {
         path: String,
@@ -68,6 +72,7 @@ impl Step {
     pub fn path(&self) -> &str {
         match self {
             Step::Check { path, .. }
+            | Step::Absent { path }
             | Step::Create { path, .. }
             | Step::Set { path, .. }
             | Step::Delete { path, .. } => path,
@@ -76,7 +81,7 @@ impl Step {
 
     fn op(&self) -> Op {
         match self {
-            Step::Check { .. } => Op::Check,
+            Step::Check { .. } | Step::Absent { .. } => Op::Check,
             Step::Create { .. } => Op::Create,
             Step::Set { .. } => Op::Set,
             Step::Delete { .. } => Op::Delete,
@@ -316,6 +321,12 @@ impl<'a> Eval<'a> {
                 }
                 Ok(TxnResult::Checked)
             }
+            Step::Absent { path: p } => {
+                if self.decide_on(p)?.is_some() {
+                    return fail(RegistryError::NodeExists { op, path: at(p) });
+                }
+                Ok(TxnResult::Checked)
+            }
             Step::Create { path: p, data, mode, parents } => {
                 if *parents {
                     // Check first: an ephemeral ancestor must not leave half a chain behind.
@@ -434,7 +445,7 @@ fn static_needs(keys: &KeySpace, steps: &[Step]) -> Vec<Need> {
                 }
             }
             Step::Delete { .. } => needs.push(Need::Children(p.to_owned())),
-            Step::Check { .. } | Step::Set { .. } => {}
+            Step::Check { .. } | Step::Absent { .. } | Step::Set { .. } => {}
         }
     }
     let mut unique = BTreeSet::new();

@@ -57,6 +57,12 @@ pub struct ConnectOptions {
     /// ([`lease::default_margin`](shardcron_core::registry::lease::default_margin)). Must be
     /// within [`lease::check_margin`](shardcron_core::registry::lease::check_margin)'s range.
     pub lease_margin: Option<Duration>,
+    /// Whether the client says its views can show some entries behind others
+    /// ([`Capability::views_in_order`] false, as etcd's can): what a user of
+    /// [`MemServer::lag_watch`](crate::MemServer::lag_watch) sets, so that the scheduler fences
+    /// on what a lagging view may not show. Off by default: this server's watches are in order
+    /// unless told to lag.
+    pub views_lag: bool,
 }
 
 impl Default for ConnectOptions {
@@ -66,6 +72,7 @@ impl Default for ConnectOptions {
             session_timeout: Duration::from_secs(60),
             operation_timeout: Duration::from_secs(15),
             lease_margin: None,
+            views_lag: false,
         }
     }
 }
@@ -90,6 +97,12 @@ impl ConnectOptions {
         self.lease_margin = Some(margin);
         self
     }
+
+    /// See [`ConnectOptions::views_lag`].
+    pub fn views_lag(mut self, lag: bool) -> Self {
+        self.views_lag = lag;
+        self
+    }
 }
 
 /// A client of a [`MemServer`], with one session at a time.
@@ -109,6 +122,8 @@ struct Handle {
     id: ClientId,
     ns: Namespace,
     operation_timeout: Duration,
+    /// [`ConnectOptions::views_lag`].
+    views_lag: bool,
     /// Taken by each operation in issue order and held until it applied: tokio's mutex is fair
     /// (FIFO), so a client's operations apply in the order it issued them, latency or not.
     pipe: tokio::sync::Mutex<()>,
@@ -147,9 +162,11 @@ impl MemRegistry {
         id: ClientId,
         ns: Namespace,
         operation_timeout: Duration,
+        views_lag: bool,
     ) -> Self {
         let pipe = tokio::sync::Mutex::new(());
-        MemRegistry { inner: Arc::new(Handle { server, id, ns, operation_timeout, pipe }) }
+        let handle = Handle { server, id, ns, operation_timeout, views_lag, pipe };
+        MemRegistry { inner: Arc::new(handle) }
     }
 
     /// This client's id, for the fault hooks of its server.
@@ -285,7 +302,7 @@ fn check_size(op: Op, path: &str, data: &[u8]) -> Result<()> {
 /// Local checks of one transaction op: path rules and data size.
 fn check_txn_op(op: &TxnOp) -> Result<()> {
     match op {
-        TxnOp::Check { path, .. } => path::validate(path),
+        TxnOp::Check { path, .. } | TxnOp::Absent { path } => path::validate(path),
         TxnOp::Create { path, data, .. } => {
             path::validate_node(path).and_then(|()| check_size(Op::Create, path, data))
         }
@@ -302,6 +319,8 @@ impl CoordinatorRegistry for MemRegistry {
         let mut capability = Capability::new("mem");
         // One lock taken, whatever the size: the more ops a transaction carries, the better.
         capability.txn_batch_ops = 4096;
+        capability.absent_check = true;
+        capability.views_in_order = !self.inner.views_lag;
         capability
     }
 

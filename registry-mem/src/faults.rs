@@ -15,6 +15,7 @@ use crate::client::ClientId;
 use crate::server::MemServer;
 use crate::session::Deadline;
 use crate::tree::SessionId;
+use crate::watch::Lagging;
 
 /// One client as [`MemServer::sessions`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,17 +128,17 @@ impl MemServer {
     }
 
     /// Makes the server hold back the events of some entries of the client's watches for
-    /// `lag`, as etcd does with a watch it must catch up (one created while writes landed, or
-    /// one whose stream could not take its events): the entries the last change of each
-    /// watch's scope added (a registering job's subtree, say), or a never changed watch's first
-    /// entry. Their events are dropped meanwhile, the other entries' go on; at the end each
-    /// lagging watch gets its whole scope again (`Resync`), as the etcd backend reads its scope
-    /// again once an entry's event comes after a later one of another entry. A watch lagging
-    /// already, or waiting for a resync, is left as it is, and a change of a watch's scope ends
-    /// its lag first.
-    pub fn lag_watch(&self, client: ClientId, lag: Duration) {
-        let lagging = self.shared.lock().lag_watches(client);
-        tracing::debug!(%client, ?lag, lagging, "fault: watches lag");
+    /// `lag`, as etcd does with a watch it must catch up: `which` entries, those the last
+    /// change of each watch's scope added (a registering job's subtree, say: etcd catches up
+    /// a watch created while writes landed) or any one of them (a watch whose stream could not
+    /// take its events). Their events are dropped meanwhile, the other entries' go on; at the
+    /// end each lagging watch gets its whole scope again (`Resync`), as the etcd backend reads
+    /// its scope again once an entry's event comes after a later one of another entry. A watch
+    /// lagging already, or waiting for a resync, is left as it is, and a change of a watch's
+    /// scope ends its lag first.
+    pub fn lag_watch(&self, client: ClientId, which: Lagging, lag: Duration) {
+        let lagging = self.shared.lock().lag_watches(client, which);
+        tracing::debug!(%client, ?which, ?lag, lagging, "fault: watches lag");
         if lagging == 0 {
             return;
         }

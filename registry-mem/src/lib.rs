@@ -89,3 +89,4 @@ mod watch;
 pub use client::{ClientId, ConnectOptions, MemRegistry};
 pub use faults::SessionInfo;
 pub use server::MemServer;
+pub use watch::Lagging;

@@ -146,6 +146,11 @@ fn apply_txn_op(batch: &mut Batch<'_>, cx: &Ctx<'_>, op: &TxnOp) -> Result<TxnRe
             .check(&cx.ns.to_server(path), *version)
             .map(|()| TxnResult::Checked)
             .map_err(|f| fault(f, Op::Check, path)),
+        TxnOp::Absent { path } => match batch.check(&cx.ns.to_server(path), None) {
+            Err(Fault::NoNode) => Ok(TxnResult::Checked),
+            Ok(()) => Err(fault(Fault::NodeExists, Op::Check, path)),
+            Err(f) => Err(fault(f, Op::Check, path)),
+        },
         TxnOp::Create { path, data, mode } => {
             let owner = mode.is_ephemeral().then_some(cx.session);
             batch

@@ -123,7 +123,7 @@ impl MemServer {
             .clients
             .insert(id, ClientState::new(ns.clone(), options.session_timeout, margin, session));
         drop(guard);
-        Ok(MemRegistry::new(self.clone(), id, ns, options.operation_timeout))
+        Ok(MemRegistry::new(self.clone(), id, ns, options.operation_timeout, options.views_lag))
     }
 
     /// Every node on the server by server path (namespaces included), as it is now. For

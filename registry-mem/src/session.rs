@@ -33,7 +33,7 @@ use crate::client::ClientId;
 use crate::namespace::Namespace;
 use crate::server::State;
 use crate::tree::SessionId;
-use crate::watch::{Channel, Watches};
+use crate::watch::{Channel, Lagging, Watches};
 
 /// The client's connection.
 #[derive(Debug)]
@@ -503,11 +503,11 @@ impl State {
         deadlines
     }
 
-    /// Holds back the events of the entries the client's watches last added (see
+    /// Holds back the events of `which` entries of the client's watches (see
     /// [`crate::watch::Watches::lag`]); how many watches lag.
-    pub fn lag_watches(&mut self, id: ClientId) -> usize {
+    pub fn lag_watches(&mut self, id: ClientId, which: Lagging) -> usize {
         match self.clients.get_mut(&id) {
-            Some(client) if !client.closed => client.watches.lag(),
+            Some(client) if !client.closed => client.watches.lag(which),
             _ => 0,
         }
     }

@@ -89,12 +89,35 @@ struct Watch {
     lagging: Option<Box<Index>>,
 }
 
+/// Which entries of a watch [`Watches::lag`] holds back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lagging {
+    /// The entries the watch's last change of scope added (its first entry, if its scope never
+    /// changed): etcd catches up a watch created while writes land on its own schedule.
+    LastAdded,
+    /// One entry of the watch's scope, the `n`th modulo their count (subtrees first, then
+    /// nodes, each in order): any watch of a stream that could not take its events becomes
+    /// one of etcd's "victims", caught up later.
+    Entry(u64),
+}
+
 /// The first entry of `scope` alone (a subtree before a node); empty for an empty scope.
 fn first_entry(scope: &WatchScope) -> WatchScope {
-    match (scope.subtrees().first(), scope.nodes().first()) {
-        (Some(root), _) => WatchScope::of_entries(vec![root.clone()], Vec::new()),
-        (None, Some(node)) => WatchScope::of_entries(Vec::new(), vec![node.clone()]),
-        (None, None) => WatchScope::default(),
+    entry_at(scope, 0)
+}
+
+/// Entry `n` of `scope` (modulo their count; subtrees first) alone; empty for an empty scope.
+fn entry_at(scope: &WatchScope, n: u64) -> WatchScope {
+    let (subtrees, nodes) = (scope.subtrees(), scope.nodes());
+    let count = subtrees.len() + nodes.len();
+    if count == 0 {
+        return WatchScope::default();
+    }
+    // Cannot truncate: the remainder is below `count`, a `usize`.
+    let at = (n % count as u64) as usize;
+    match subtrees.get(at) {
+        Some(root) => WatchScope::of_entries(vec![root.clone()], Vec::new()),
+        None => WatchScope::of_entries(Vec::new(), vec![nodes[at - subtrees.len()].clone()]),
     }
 }
 
@@ -268,17 +291,23 @@ impl Watches {
         }
     }
 
-    /// Holds back the events of the entries each subscription's last change of scope added
-    /// (its first entry, if its scope never changed) until [`catch_up`](Self::catch_up). A
-    /// subscription lagging already, or waiting for a resync, is left as it is. Returns how
-    /// many lag.
-    pub fn lag(&mut self) -> usize {
+    /// Holds back the events of `which` entries of each subscription until
+    /// [`catch_up`](Self::catch_up). A subscription lagging already, or waiting for a resync,
+    /// is left as it is. Returns how many lag.
+    pub fn lag(&mut self, which: Lagging) -> usize {
         let mut lagging = 0;
         for watch in self.subs.values_mut() {
-            if watch.stale || watch.lagging.is_some() || watch.last_added.is_empty() {
+            if watch.stale || watch.lagging.is_some() {
                 continue;
             }
-            watch.lagging = Some(Box::new(Index::of(&watch.last_added)));
+            let held = match which {
+                Lagging::LastAdded => watch.last_added.clone(),
+                Lagging::Entry(pick) => entry_at(&watch.index.scope(), pick),
+            };
+            if held.is_empty() {
+                continue;
+            }
+            watch.lagging = Some(Box::new(Index::of(&held)));
             lagging += 1;
         }
         lagging

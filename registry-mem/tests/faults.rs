@@ -12,7 +12,7 @@ use shardcron_core::registry::{
     CoordinatorRegistry, CreateMode, Op, RegistryError, SessionEvent, SessionEvents, TxnOp,
     WatchEvent, WatchScope, WatchStream,
 };
-use shardcron_registry_mem::{ConnectOptions, MemRegistry, MemServer};
+use shardcron_registry_mem::{ConnectOptions, Lagging, MemRegistry, MemServer};
 
 const START_MS: i64 = 1_700_000_000_000;
 const SESSION: Duration = Duration::from_secs(10);
@@ -701,7 +701,7 @@ async fn a_lagging_watch_drops_the_events_of_the_entries_it_added_last_then_resy
     assert_eq!(summary(&rescoped), "rescoped /b,/b/y");
 
     // `/b` was added last: its events are held back, `/a`'s go on.
-    s.server.lag_watch(watcher.client_id(), Duration::from_secs(2));
+    s.server.lag_watch(watcher.client_id(), Lagging::LastAdded, Duration::from_secs(2));
     writer.set("/b/y", b"2", None).await.unwrap();
     writer.create("/b/z", b"1", CreateMode::Persistent).await.unwrap();
     writer.delete("/b/y", None).await.unwrap();
@@ -731,11 +731,45 @@ async fn a_change_of_scope_ends_a_lag_first() {
     let mut stream = watcher.watch_scope(WatchScope::subtree("/a")).await.unwrap();
     let scoper = stream.scoper().unwrap();
     assert_eq!(summary(&next_watch(&mut stream).await), "resync ");
-    s.server.lag_watch(watcher.client_id(), Duration::from_secs(60));
+    s.server.lag_watch(watcher.client_id(), Lagging::LastAdded, Duration::from_secs(60));
     writer.create("/a/x", b"1", CreateMode::Persistent).await.unwrap();
     assert!(nothing_pending(&mut stream));
     let narrower = WatchScope::subtree("/a/x");
     scoper.rescope(WatchScope::subtree("/a").change_to(&narrower, 1)).await.unwrap();
     assert_eq!(summary(&next_watch(&mut stream).await), "resync /a,/a/x");
     assert_eq!(summary(&next_watch(&mut stream).await), "rescoped ");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_victim_entry_of_a_watch_lags_whichever_it_is() {
+    let s = Setup::new();
+    let watcher = s.client();
+    let writer = s.client();
+    for path in ["/a/x", "/b/y", "/c"] {
+        writer.create(path, b"1", CreateMode::Persistent).await.unwrap();
+    }
+    // Entries in order: the subtrees `/a`, `/b`, then the node `/c`.
+    let scope = WatchScope::subtree("/a").with_subtree("/b").with_node("/c");
+    let mut stream = watcher.watch_scope(scope).await.unwrap();
+    assert_eq!(summary(&next_watch(&mut stream).await), "resync /a,/a/x,/b,/b/y,/c");
+
+    // Entry 4 of 3 is the second, `/b`: a subtree neither first nor added last.
+    s.server.lag_watch(watcher.client_id(), Lagging::Entry(4), Duration::from_secs(1));
+    writer.set("/b/y", b"2", None).await.unwrap();
+    writer.set("/a/x", b"2", None).await.unwrap();
+    writer.set("/c", b"2", None).await.unwrap();
+    assert_eq!(summary(&next_watch(&mut stream).await), "changed /a/x 2 v1");
+    assert_eq!(summary(&next_watch(&mut stream).await), "changed /c 2 v1");
+    assert!(nothing_pending(&mut stream), "the victim's events are held back");
+    assert_eq!(summary(&next_watch(&mut stream).await), "resync /a,/a/x,/b,/b/y,/c");
+    assert!(s.elapsed_ms() >= 1_000, "{} ms", s.elapsed_ms());
+
+    // A node entry lags alone too.
+    s.server.lag_watch(watcher.client_id(), Lagging::Entry(2), Duration::from_secs(1));
+    writer.set("/c", b"3", None).await.unwrap();
+    writer.set("/b/y", b"3", None).await.unwrap();
+    assert_eq!(summary(&next_watch(&mut stream).await), "changed /b/y 3 v2");
+    assert!(nothing_pending(&mut stream), "the node's event is held back");
+    let resync = next_watch(&mut stream).await;
+    assert!(matches!(&resync, WatchEvent::Resync { nodes } if nodes["/c"].data == b"3"));
 }

@@ -211,6 +211,11 @@ impl Model {
                 TxnOp::Check { path, version } => {
                     scratch.check(Op::Check, path, *version).map(|()| TxnResult::Checked)
                 }
+                TxnOp::Absent { path } => match scratch.check(Op::Check, path, None) {
+                    Ok(()) => Err(RegistryError::NodeExists { op: Op::Check, path: path.clone() }),
+                    Err(RegistryError::NoNode { .. }) => Ok(TxnResult::Checked),
+                    Err(e) => Err(e),
+                },
                 TxnOp::Create { path, data, mode } => scratch
                     .create(path, data, *mode, token, false)
                     .map(|path| TxnResult::Created { path }),
@@ -380,6 +385,7 @@ fn a_mode() -> impl Strategy<Value = CreateMode> {
 fn a_txn_op() -> impl Strategy<Value = TxnOp> {
     prop_oneof![
         (a_path(), a_version()).prop_map(|(p, v)| TxnOp::check(p, v)),
+        a_path().prop_map(TxnOp::absent),
         (a_path(), some_data(), a_mode()).prop_map(|(p, d, m)| TxnOp::create(p, d.bytes(), m)),
         (a_path(), some_data(), a_version()).prop_map(|(p, d, v)| TxnOp::set(p, d.bytes(), v)),
         (a_path(), a_version()).prop_map(|(p, v)| TxnOp::delete(p, v)),
@@ -564,7 +570,9 @@ impl Harness {
                 let got = s.client.transaction(ops.clone()).await.map(Out::Txn);
                 let local = ops.iter().enumerate().try_for_each(|(index, op)| {
                     let r = match op {
-                        TxnOp::Check { path, .. } => local_check(Op::Check, path, None, false),
+                        TxnOp::Check { path, .. } | TxnOp::Absent { path } => {
+                            local_check(Op::Check, path, None, false)
+                        }
                         TxnOp::Create { path, data, .. } => {
                             local_check(Op::Create, path, Some(data), true)
                         }

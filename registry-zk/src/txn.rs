@@ -29,6 +29,21 @@ fn check_one(op: &TxnOp) -> Result<()> {
             path::validate(at)?;
             node::expected(Op::Check, at, *version).map(drop)
         }
+        // `multi` has no such op (a create and a delete of the node would check it, but only
+        // where its parent exists, and would show every watcher the node come and go).
+        // Nothing is lost: the scheduler checks absence only where views lag, which
+        // ZooKeeper's do not (`Capability::views_in_order`).
+        TxnOp::Absent { path: at } => Err(RegistryError::Backend {
+            backend: crate::error::BACKEND,
+            op: Op::Check,
+            path: at.clone(),
+            message: "ZooKeeper's transactions cannot check that a node is absent \
+                      (Capability::absent_check is false): check the node's parent's \
+                      children instead, or leave the check out where views are in order"
+                .into(),
+            retryable: false,
+            source: None,
+        }),
         TxnOp::Create { path: at, data, .. } => {
             path::validate_node(at)?;
             check_size(Op::Create, at, data)
@@ -49,6 +64,7 @@ fn check_one(op: &TxnOp) -> Result<()> {
 fn at(op: &TxnOp) -> At<'_> {
     match op {
         TxnOp::Check { path, version } => At::new(Op::Check, path).expecting(*version),
+        TxnOp::Absent { path } => At::new(Op::Check, path),
         TxnOp::Create { path, .. } => At::new(Op::Create, path),
         TxnOp::Set { path, version, .. } => At::new(Op::Set, path).expecting(*version),
         TxnOp::Delete { path, version } => At::new(Op::Delete, path).expecting(*version),
@@ -123,7 +139,7 @@ fn created_in(reference: &zk::Stat, len: usize, owner: i64) -> zk::Stat {
 
 fn written(op: &TxnOp) -> bool {
     match op {
-        TxnOp::Check { .. } => false,
+        TxnOp::Check { .. } | TxnOp::Absent { .. } => false,
         TxnOp::Create { mode, .. } => !mode.is_sequential(),
         TxnOp::Set { .. } | TxnOp::Delete { .. } => true,
     }
@@ -148,6 +164,11 @@ pub(crate) async fn commit(
             TxnOp::Check { path, version } => {
                 let v = version.and_then(node::version_to_zk).unwrap_or(-1);
                 writer.add_check_version(path, v)
+            }
+            // Refused (by `check`, which ran first).
+            TxnOp::Absent { .. } => {
+                check_one(op)?;
+                continue;
             }
             TxnOp::Create { path, data, mode } => {
                 writer.add_create(path, data, &node::mode(*mode).with_acls(acls))

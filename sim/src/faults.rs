@@ -43,6 +43,10 @@ pub enum Fault {
     /// instance's watch added last, and then resyncs the watch, as etcd holds back a watch it
     /// must catch up and the etcd backend then reads its scope again (`MemServer::lag_watch`).
     LagWatch(usize, u64),
+    /// As `LagWatch`, for one entry of the instance's watch, whichever: entry `pick` modulo
+    /// their count, as etcd makes any watch of a stream that could not take its events a
+    /// "victim" it catches up later (`Lagging::Entry`).
+    LagEntry(usize, u64, u64),
     /// An operator writes garbage into a node of a job, or deletes a node the cluster needs.
     Corrupt(Corruption),
 }
@@ -57,6 +61,7 @@ impl Fault {
             | Fault::ExpireSession(i)
             | Fault::Slow(i, _)
             | Fault::LagWatch(i, _)
+            | Fault::LagEntry(i, _, _)
             | Fault::SkewClock(i, _) => vec![*i],
             Fault::Partition(is) | Fault::Heal(is) => is.clone(),
             Fault::RestartRegistry | Fault::Corrupt(_) => Vec::new(),
@@ -80,6 +85,7 @@ impl fmt::Display for Fault {
             Fault::Heal(is) => write!(f, "Fault::Heal(vec![{}])", list(is)),
             Fault::Slow(i, ms) => write!(f, "Fault::Slow({i}, {ms})"),
             Fault::LagWatch(i, ms) => write!(f, "Fault::LagWatch({i}, {ms})"),
+            Fault::LagEntry(i, pick, ms) => write!(f, "Fault::LagEntry({i}, {pick}, {ms})"),
             Fault::SkewClock(i, ms) => write!(f, "Fault::SkewClock({i}, {ms})"),
             Fault::RestartRegistry => write!(f, "Fault::RestartRegistry"),
             Fault::Corrupt(c) => write!(f, "Fault::Corrupt({c})"),
@@ -114,10 +120,14 @@ pub enum FaultProfile {
     /// entries it added last for 50 ms to 3 s, while its other entries' events go on, then
     /// gets its whole scope again.
     Lag,
+    /// `Lag` with the entry held back any one of the watch's, drawn at each lag: etcd's
+    /// "victim" watches, those of a stream that could not take their events, which etcd
+    /// catches up later and out of order with the stream's other watches.
+    Victim,
 }
 
 impl FaultProfile {
-    pub const ALL: [FaultProfile; 7] = [
+    pub const ALL: [FaultProfile; 8] = [
         FaultProfile::None,
         FaultProfile::Default,
         FaultProfile::Failover,
@@ -125,6 +135,7 @@ impl FaultProfile {
         FaultProfile::Garbage,
         FaultProfile::Lease,
         FaultProfile::Lag,
+        FaultProfile::Victim,
     ];
 
     pub fn name(self) -> &'static str {
@@ -136,6 +147,7 @@ impl FaultProfile {
             FaultProfile::Garbage => "garbage",
             FaultProfile::Lease => "lease",
             FaultProfile::Lag => "lag",
+            FaultProfile::Victim => "victim",
         }
     }
 
@@ -148,6 +160,7 @@ impl FaultProfile {
                 | FaultProfile::Garbage
                 | FaultProfile::Lease
                 | FaultProfile::Lag
+                | FaultProfile::Victim
         )
     }
 
@@ -159,11 +172,11 @@ impl FaultProfile {
             return Vec::new();
         }
         let mut steps = Vec::new();
-        if self == FaultProfile::Lag {
+        if self.lags() {
             // While the cluster forms, its registrations change every watch's scope.
             let mut t = rng.gen_range(0..500u64);
             while t < 5_000 {
-                Self::lag(rng, ctx, t, &mut steps);
+                self.lag(rng, ctx, t, &mut steps);
                 t += rng.gen_range(100..1_000u64);
             }
         }
@@ -195,11 +208,11 @@ impl FaultProfile {
             FaultProfile::Failover.one(rng, ctx, t, steps);
             return;
         }
-        if self == FaultProfile::Lag {
+        if self.lags() {
             FaultProfile::Failover.one(rng, ctx, t, steps);
             let mut at = t + rng.gen_range(0..1_000u64);
             for _ in 0..rng.gen_range(1..=4) {
-                Self::lag(rng, ctx, at, steps);
+                self.lag(rng, ctx, at, steps);
                 at += rng.gen_range(200..5_000u64);
             }
             return;
@@ -255,11 +268,21 @@ impl FaultProfile {
         }
     }
 
+    /// Whether the profile makes watches fall behind.
+    fn lags(self) -> bool {
+        matches!(self, FaultProfile::Lag | FaultProfile::Victim)
+    }
+
     /// One instance's watch falling behind at `t`.
-    fn lag(rng: &mut ChaCha8Rng, ctx: &GenContext<'_>, t: u64, steps: &mut Vec<Step>) {
+    fn lag(self, rng: &mut ChaCha8Rng, ctx: &GenContext<'_>, t: u64, steps: &mut Vec<Step>) {
         let i = rng.gen_range(1..=ctx.instances);
         let ms = [50, 200, 500, 1_000, 3_000][rng.gen_range(0..5)];
-        steps.push(Step { at_ms: t, action: Action::Fault(Fault::LagWatch(i, ms)) });
+        let fault = if self == FaultProfile::Victim {
+            Fault::LagEntry(i, rng.gen_range(0..1 << 32), ms)
+        } else {
+            Fault::LagWatch(i, ms)
+        };
+        steps.push(Step { at_ms: t, action: Action::Fault(fault) });
     }
 
     /// A workload change, and maybe the change that undoes it later.

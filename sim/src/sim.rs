@@ -25,7 +25,7 @@ use shardcron_core::cron::CronSchedule;
 use shardcron_core::handles::{Handles, SeededRandom, TokioClock, TokioSpawner};
 use shardcron_core::registry::CoordinatorRegistry;
 use shardcron_core::runtime::{EventSink, SchedulerBuilder, SchedulerEvent, Settings};
-use shardcron_registry_mem::{ConnectOptions, MemRegistry, MemServer};
+use shardcron_registry_mem::{ConnectOptions, Lagging, MemRegistry, MemServer};
 
 use crate::builder::Builder;
 use crate::code::{JobEnv, RunState};
@@ -569,7 +569,12 @@ impl World {
             }),
             Fault::LagWatch(_, ms) => each(&|inst| {
                 if let Some(c) = inst.client() {
-                    self.server.lag_watch(c, Duration::from_millis(*ms))
+                    self.server.lag_watch(c, Lagging::LastAdded, Duration::from_millis(*ms))
+                }
+            }),
+            Fault::LagEntry(_, pick, ms) => each(&|inst| {
+                if let Some(c) = inst.client() {
+                    self.server.lag_watch(c, Lagging::Entry(*pick), Duration::from_millis(*ms))
                 }
             }),
             Fault::SkewClock(_, ms) => each(&|inst| inst.clock.set_skew(*ms)),

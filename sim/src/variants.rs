@@ -752,7 +752,7 @@ impl CoordinatorRegistry for Buggy {
 /// What `op` would answer had it been applied (a planted bug that pretends it was).
 fn pretend_applied(op: &TxnOp) -> TxnResult {
     match op {
-        TxnOp::Check { .. } => TxnResult::Checked,
+        TxnOp::Check { .. } | TxnOp::Absent { .. } => TxnResult::Checked,
         TxnOp::Create { path, .. } => TxnResult::Created { path: path.clone() },
         TxnOp::Set { .. } => TxnResult::Set { version: 0 },
         TxnOp::Delete { .. } => TxnResult::Deleted,

@@ -63,7 +63,7 @@ pub fn split(
     let Request::Txn(ops) = request else { return None };
     let detailed = |op: &TxnOp| {
         let path = match op {
-            TxnOp::Check { .. } => return None,
+            TxnOp::Check { .. } | TxnOp::Absent { .. } => return None,
             TxnOp::Create { path, .. } | TxnOp::Set { path, .. } | TxnOp::Delete { path, .. } => {
                 path
             }
@@ -110,7 +110,7 @@ pub fn split(
                 });
                 (TxnOp::Delete { path, version }, extra)
             }
-            check @ TxnOp::Check { .. } => (check, None),
+            check @ (TxnOp::Check { .. } | TxnOp::Absent { .. }) => (check, None),
         };
         let extra = extra.filter(|_| !explicit.contains(&detail.as_str()));
         sent_ops.push(main);

@@ -84,6 +84,15 @@ pub enum TxnOp {
         /// The version it must have; `None` checks only that it exists.
         version: Option<Version>,
     },
+    /// The node does not exist; fails with [`RegistryError::NodeExists`] if it does. Only
+    /// where [`Capability::absent_check`] says the backend can check it: ZooKeeper's
+    /// transactions cannot, and refuse it.
+    ///
+    /// [`RegistryError::NodeExists`]: super::RegistryError::NodeExists
+    Absent {
+        /// The node.
+        path: String,
+    },
     /// Create a node. Unlike [`super::CoordinatorRegistry::create`] the parent must exist.
     Create {
         /// The node to create (the prefix of its name, for sequential modes).
@@ -116,6 +125,10 @@ impl TxnOp {
     pub fn check(path: impl Into<String>, version: Option<Version>) -> Self {
         TxnOp::Check { path: path.into(), version }
     }
+    /// [`TxnOp::Absent`], taking anything that converts.
+    pub fn absent(path: impl Into<String>) -> Self {
+        TxnOp::Absent { path: path.into() }
+    }
     /// [`TxnOp::Create`], taking anything that converts.
     pub fn create(path: impl Into<String>, data: impl Into<Vec<u8>>, mode: CreateMode) -> Self {
         TxnOp::Create { path: path.into(), data: data.into(), mode }
@@ -137,6 +150,7 @@ impl TxnOp {
     pub fn path(&self) -> &str {
         match self {
             TxnOp::Check { path, .. }
+            | TxnOp::Absent { path }
             | TxnOp::Create { path, .. }
             | TxnOp::Set { path, .. }
             | TxnOp::Delete { path, .. } => path,
@@ -789,15 +803,24 @@ pub struct Capability {
     /// transactions of several jobs (it never splits one job's transaction): what the backend
     /// takes in one request at its best, e.g. etcd's limit on the ops of one `Txn`.
     pub txn_batch_ops: usize,
+    /// A transaction can check that a node is absent ([`TxnOp::Absent`]). ZooKeeper's cannot.
+    pub absent_check: bool,
+    /// Every watch delivers the changes of all the entries of its scope in the order the
+    /// registry applied them, so a view built from it is always the registry's state at one
+    /// moment (ZooKeeper: one session's events come in order). When false (etcd catches up
+    /// some watches of a stream later than the others, and their events come late), a view
+    /// can show some entries behind the others, and the scheduler fences its decisions on
+    /// the absence of what it relied on being absent ([`TxnOp::Absent`]).
+    pub views_in_order: bool,
 }
 
 impl Capability {
     /// What [`Capability::txn_batch_ops`] is for a backend that does not say.
     pub const DEFAULT_TXN_BATCH_OPS: usize = 64;
 
-    /// What a backend named `backend` offers by default: exact watches and contiguous
-    /// sequence numbers (what ZooKeeper gives), no ACLs, [`Self::DEFAULT_TXN_BATCH_OPS`]; a
-    /// backend then turns off what it lacks.
+    /// What a backend named `backend` offers by default: exact watches, contiguous sequence
+    /// numbers and views in order (what ZooKeeper gives), no ACLs, no absence checks,
+    /// [`Self::DEFAULT_TXN_BATCH_OPS`]; a backend then changes what differs.
     pub fn new(backend: &'static str) -> Self {
         Capability {
             backend,
@@ -805,6 +828,8 @@ impl Capability {
             contiguous_sequence: true,
             acl: false,
             txn_batch_ops: Self::DEFAULT_TXN_BATCH_OPS,
+            absent_check: false,
+            views_in_order: true,
         }
     }
 }

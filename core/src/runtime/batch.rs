@@ -460,7 +460,7 @@ fn split(queued: Vec<Queued>, max_ops: usize) -> Vec<Vec<Queued>> {
 fn op_bytes(op: &TxnOp) -> usize {
     let data = match op {
         TxnOp::Create { data, .. } | TxnOp::Set { data, .. } => data.len(),
-        TxnOp::Check { .. } | TxnOp::Delete { .. } => 0,
+        TxnOp::Check { .. } | TxnOp::Absent { .. } | TxnOp::Delete { .. } => 0,
     };
     op.path().len() + data + 16
 }

@@ -596,6 +596,47 @@ pub async fn transaction_check_version(b: &dyn Backend) {
     assert!(r.exists("/out").await.unwrap());
 }
 
+/// `TxnOp::Absent` where the backend says it checks absence (fails with `NodeExists`, at its
+/// index, when the node exists; sees the transaction's own earlier ops); elsewhere the backend
+/// refuses it, whole, with an error that is not a transaction failure.
+pub async fn transaction_check_absent(b: &dyn Backend) {
+    let c = fresh(b, "transaction_check_absent").await;
+    let r = &c.registry;
+    r.create("/here", b"x", CreateMode::Persistent).await.unwrap();
+    let guarded = |absent: &str| {
+        vec![TxnOp::absent(absent), TxnOp::create("/out", b"".to_vec(), CreateMode::Persistent)]
+    };
+    if !r.capability().absent_check {
+        let err = r.transaction(guarded("/missing")).await.unwrap_err();
+        assert!(err.transaction_failure().is_none_or(|(_, e)| !e.is_node_exists()), "{err}");
+        assert!(!r.exists("/out").await.unwrap(), "a refused transaction wrote");
+        return;
+    }
+    let err = r.transaction(guarded("/here")).await.unwrap_err();
+    assert!(
+        matches!(err.transaction_failure(), Some((0, RegistryError::NodeExists { .. }))),
+        "{err}"
+    );
+    assert!(!r.exists("/out").await.unwrap());
+    // A node whose parent is missing is absent too.
+    let results = r.transaction(guarded("/no/such/parent")).await.unwrap();
+    assert_eq!(results, vec![TxnResult::Checked, TxnResult::Created { path: "/out".into() }]);
+    // The transaction's own ops count: absent once deleted, present once created.
+    r.transaction(vec![TxnOp::delete("/here", None), TxnOp::absent("/here")]).await.unwrap();
+    let err = r
+        .transaction(vec![
+            TxnOp::create("/here", b"y".to_vec(), CreateMode::Persistent),
+            TxnOp::absent("/here"),
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err.transaction_failure(), Some((1, RegistryError::NodeExists { .. }))),
+        "{err}"
+    );
+    assert!(!r.exists("/here").await.unwrap(), "the failed transaction left its create");
+}
+
 pub async fn transaction_create_needs_parent(b: &dyn Backend) {
     let c = fresh(b, "transaction_create_needs_parent").await;
     let err = c
@@ -1773,6 +1814,7 @@ macro_rules! registry_behaviour_suite {
             closed_client_fails session_stream_opens_connected session_expiry_then_new_session
             session_close_ends_stream session_lost_before_server_expiry invalid_paths_rejected root_is_read_only namespaces_isolated
             transaction_commits_all transaction_failure_leaves_no_trace transaction_check_version
+            transaction_check_absent
             transaction_create_needs_parent transaction_sees_its_own_ops transaction_delete_rules
             transaction_each_condition_fails_alone transaction_ops_build_on_each_other
             empty_transaction failed_transaction_emits_nothing concurrent_create_one_wins

@@ -73,7 +73,7 @@ impl Inject {
 fn op_of(op: &crate::registry::TxnOp) -> Op {
     use crate::registry::TxnOp;
     match op {
-        TxnOp::Check { .. } => Op::Check,
+        TxnOp::Check { .. } | TxnOp::Absent { .. } => Op::Check,
         TxnOp::Create { .. } => Op::Create,
         TxnOp::Set { .. } => Op::Set,
         TxnOp::Delete { .. } => Op::Delete,

@@ -33,6 +33,7 @@ fn mode(mode: CreateMode) -> &'static str {
 pub fn op(op: &TxnOp) -> String {
     match op {
         TxnOp::Check { path, version: v } => format!("check {}{}", rel(path), version(*v)),
+        TxnOp::Absent { path } => format!("absent {}", rel(path)),
         TxnOp::Create { path, data: d, mode: m } => {
             format!("create {} {} {}", mode(*m), rel(path), data(d))
         }

@@ -199,6 +199,10 @@ impl Registry {
                 TxnOp::Check { path, version } => {
                     scratch.check(Op::Check, path, *version).map(|()| TxnResult::Checked)
                 }
+                TxnOp::Absent { path } if scratch.nodes.contains_key(path) => {
+                    Err(RegistryError::NodeExists { op: Op::Check, path: path.clone() })
+                }
+                TxnOp::Absent { .. } => Ok(TxnResult::Checked),
                 TxnOp::Create { path, data, mode } => {
                     let eph = mode.is_ephemeral().then(|| owner.to_owned());
                     scratch
