@@ -290,6 +290,9 @@ struct World {
     configs: Arc<ConfigBook>,
     operator: MemRegistry,
     session_timeout: Duration,
+    /// The schedule makes watches lag: the instances' clients say their views can lag per
+    /// entry (as etcd's), so the schedulers fence on what their views may not show.
+    views_lag: bool,
     settings: Settings,
     variant: Option<Variant>,
     seed: u64,
@@ -352,6 +355,9 @@ impl World {
             configs,
             operator,
             session_timeout: sim.session_timeout,
+            views_lag: sim.scenario.steps.iter().any(|s| {
+                matches!(s.action, Action::Fault(Fault::LagWatch(..) | Fault::LagEntry(..)))
+            }),
             settings: sim.settings.clone(),
             variant: sim.variant,
             seed: sim.seed,
@@ -695,8 +701,10 @@ impl World {
 
     async fn start(&self, inst: &Instance) {
         inst.state.lock().status = Status::Starting;
-        let options =
-            ConnectOptions::default().namespace(NAMESPACE).session_timeout(self.session_timeout);
+        let options = ConnectOptions::default()
+            .namespace(NAMESPACE)
+            .session_timeout(self.session_timeout)
+            .views_lag(self.views_lag);
         let client = match self.server.connect(options) {
             Ok(c) => c,
             Err(e) => return self.start_failed(inst, e.to_string()),

@@ -66,6 +66,10 @@ pub struct StartOf<'a> {
     pub mark_running: bool,
     /// Items that answer another fire than `fire_ms` (a catch-up's), recorded so in the ledger.
     pub item_fires: &'a [(u32, i64)],
+    /// The view may lag behind some nodes (`job::Settings::fence_absent`): with
+    /// `check_owners`, the reshard flag and the misfire markers the view does not show are
+    /// checked absent.
+    pub fence_absent: bool,
 }
 
 /// Marks `start.items` running, all or none; with a ledger (failover on), records the fire in
@@ -98,6 +102,43 @@ pub fn start(
         if let Some(detail) = view.get(&flag) {
             ops.push(TxnOp::check(flag, Some(detail.version)));
             guards += 1;
+        }
+        if start.fence_absent {
+            // A view that lags per entry can show the flag's detail at the raise's version and
+            // not the flag (victim `Lag`, 6 × 4 seed 1,553,391,649: an owner started its old
+            // item under a pending reshard, which then gave it another, run by nobody), or
+            // not show a misfire marker that owes this very fire (4 × 3 seed 31,533,747: the
+            // marker's catch-up ran the fire again after the owner ran it on time). What the
+            // decision took as absent is checked absent.
+            let flag = paths.sharding_necessary();
+            if !view.exists(&flag) {
+                ops.push(TxnOp::absent(flag));
+                guards += 1;
+            }
+            for &n in start.items {
+                let marker = paths.item_node(n, ItemNode::Misfire);
+                if !view.exists(&marker) {
+                    ops.push(TxnOp::absent(marker));
+                    guards += 1;
+                    continue;
+                }
+                if start.catch_up
+                    || misfire_mark(view, paths, n)
+                        .is_some_and(|(_, owed)| owed == Some(start.fire_ms))
+                {
+                    // Settled below, at the version seen.
+                    continue;
+                }
+                // A marker that names another fire, or none: so says its detail, which can lag
+                // behind it (4 × 3 seed 31,533,747 again: the detail's entry late, a marker
+                // owing this fire read as owing none).
+                let detail = paths.detail(Detailed::Misfire(n));
+                ops.push(match view.get(&detail) {
+                    Some(node) => TxnOp::check(detail, Some(node.version)),
+                    None => TxnOp::absent(detail),
+                });
+                guards += 1;
+            }
         }
         for &n in start.items {
             let Some((version, owed)) = misfire_mark(view, paths, n) else { continue };

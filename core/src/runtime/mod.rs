@@ -430,8 +430,12 @@ impl SchedulerBuilder {
             activity.clone(),
             handles.spawner.as_ref(),
         );
-        let job_settings =
-            Arc::new(runner::job_settings(&self.settings, !self.once_listeners.is_empty(), &known));
+        let job_settings = Arc::new(runner::job_settings(
+            &self.settings,
+            !self.once_listeners.is_empty(),
+            &known,
+            &self.registry.capability(),
+        ));
         let shared = Arc::new(Shared {
             registry: self.registry,
             job_settings,

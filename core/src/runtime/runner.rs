@@ -514,8 +514,10 @@ pub(crate) fn job_settings(
     settings: &super::Settings,
     once_listeners: bool,
     known: &crate::config::KnownTypes,
+    capability: &crate::registry::Capability,
 ) -> job::Settings {
     job::Settings {
+        fence_absent: !capability.views_in_order && capability.absent_check,
         sharding_timeout_ms: millis(settings.sharding_timeout),
         shutdown_timeout_ms: millis(settings.shutdown_timeout),
         once_listeners,

@@ -377,8 +377,11 @@ impl JobProtocol {
         // reshard pending, marks every item, and the new owner that runs the fire on time
         // would catch it up again after (3 × 3 `failover`, a job with monitorExecution off,
         // seed 1,167,590,455: a#1's fire of 76 s run twice by its new owner).
+        // Where a view can lag behind a marker (`fence_absent`), only a transaction that
+        // checks the markers' absence knows none owes the fire.
         if !self.config.monitor_execution
             && f.kind != FireKind::Misfire
+            && !self.settings.fence_absent
             && !self.marker_owes_fire(&items, f.fire_ms, view)
         {
             return Decision::Launch(items);
@@ -396,6 +399,7 @@ impl JobProtocol {
             catch_up: f.kind == FireKind::Misfire,
             mark_running: self.config.monitor_execution,
             item_fires: &f.item_fires,
+            fence_absent: self.settings.fence_absent,
         };
         let (ops, plan) = execution::start(view, &self.paths, start, ledger.as_ref());
         Decision::Ask(Step::Start { plan, seen: view.revision() }, Request::Txn(ops))

@@ -79,6 +79,10 @@ pub struct Settings {
     pub strategies: ShardingStrategies,
     /// The strategy and error-handler names configs may use here.
     pub known: KnownTypes,
+    /// Fence decisions on the absence of the nodes they relied on being absent
+    /// ([`TxnOp::Absent`]): where views can show some entries behind others
+    /// (`Capability::views_in_order` false, etcd's), a node missing from the view may exist.
+    pub fence_absent: bool,
 }
 
 impl Default for Settings {
@@ -92,6 +96,7 @@ impl Default for Settings {
             stale_server_grace_ms: Some(DEFAULT_STALE_SERVER_GRACE_MS),
             strategies: ShardingStrategies::default(),
             known: KnownTypes::default(),
+            fence_absent: false,
         }
     }
 }
