@@ -104,7 +104,7 @@ enum Command {
 struct RunArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Fault profile: none, default, failover, chaos, garbage, lease, lag.
+    /// Fault profile: none, default, failover, chaos, garbage, lease, lag, victim.
     #[arg(long, default_value = "default")]
     profile: FaultProfile,
     /// Jobs every instance runs (at least 1), generated from the seed.

@@ -257,8 +257,16 @@ const FIXED_3X3: &[(u64, FaultProfile, &str)] =
     &[(2_440_431_947, FaultProfile::Lease, "a catch-up given back to its skipper, cut off")];
 
 /// Seeds of 6 instances × 4 jobs that once failed.
-const FIXED_6X4: &[(u64, FaultProfile, &str)] =
-    &[(3_339_398, FaultProfile::Lag, "a waited fire overtaken, the next decided still behind")];
+const FIXED_6X4: &[(u64, FaultProfile, &str)] = &[
+    (3_339_398, FaultProfile::Lag, "a waited fire overtaken, the next decided still behind"),
+    // Any one entry of a watch late (etcd's victim watches): the flag's detail seen at the
+    // raise's version, the flag itself not.
+    (1_553_391_649, FaultProfile::Victim, "a start under a flag whose detail alone was seen"),
+];
+
+/// Seeds of 4 instances × 3 jobs that once failed.
+const FIXED_4X3: &[(u64, FaultProfile, &str)] =
+    &[(31_533_747, FaultProfile::Victim, "a marker owing the fire seen, its detail late")];
 
 /// Seeds of clusters of two instances with one job that once failed.
 const FIXED_2X1: &[(u64, FaultProfile, &str)] = &[
@@ -434,9 +442,10 @@ fn fixed_seeds_of_the_2x2_shape_hold_every_invariant() {
 }
 
 #[test]
-fn fixed_seeds_of_the_4x1_5x1_3x3_and_6x4_shapes_hold_every_invariant() {
+fn fixed_seeds_of_the_4x1_5x1_3x3_6x4_and_4x3_shapes_hold_every_invariant() {
     hold_in(FIXED_4X1, 4, 1, None);
     hold_in(FIXED_5X1, 5, 1, None);
     hold_in(FIXED_3X3, 3, 3, None);
     hold_in(FIXED_6X4, 6, 4, None);
+    hold_in(FIXED_4X3, 4, 3, None);
 }
