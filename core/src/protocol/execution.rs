@@ -68,7 +68,8 @@ pub struct StartOf<'a> {
     pub item_fires: &'a [(u32, i64)],
     /// The view may lag behind some nodes (`job::Settings::fence_absent`): with
     /// `check_owners`, the reshard flag and the misfire markers the view does not show are
-    /// checked absent.
+    /// checked absent, and the detail of a marker the run does not settle is checked at the
+    /// version seen (or absent).
     pub fence_absent: bool,
 }
 
@@ -105,7 +106,7 @@ pub fn start(
         }
         if start.fence_absent {
             // A view that lags per entry can show the flag's detail at the raise's version and
-            // not the flag (victim `Lag`, 6 × 4 seed 1,553,391,649: an owner started its old
+            // not the flag (the simulator's `victim` profile, 6 × 4 seed 1,553,391,649: an owner started its old
             // item under a pending reshard, which then gave it another, run by nobody), or
             // not show a misfire marker that owes this very fire (4 × 3 seed 31,533,747: the
             // marker's catch-up ran the fire again after the owner ran it on time). What the

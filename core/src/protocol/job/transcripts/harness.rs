@@ -290,6 +290,9 @@ impl Harness {
                 if let Some(v) = args.switch("once-listeners")? {
                     s.once_listeners = v;
                 }
+                if let Some(v) = args.switch("fence-absent")? {
+                    s.fence_absent = v;
+                }
                 args.positional(0, 0)?;
             }
             "node" => {
