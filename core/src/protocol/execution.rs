@@ -106,11 +106,11 @@ pub fn start(
         }
         if start.fence_absent {
             // A view that lags per entry can show the flag's detail at the raise's version and
-            // not the flag (the simulator's `victim` profile, 6 × 4 seed 1,553,391,649: an owner started its old
-            // item under a pending reshard, which then gave it another, run by nobody), or
-            // not show a misfire marker that owes this very fire (4 × 3 seed 31,533,747: the
-            // marker's catch-up ran the fire again after the owner ran it on time). What the
-            // decision took as absent is checked absent.
+            // not the flag (the simulator's `victim` profile, 6 × 4 seed 1,553,391,649: an
+            // owner started its old item under a pending reshard, which then gave it another,
+            // run by nobody), or not show a misfire marker that owes this very fire (4 × 3
+            // seed 31,533,747: the marker's catch-up ran the fire again after the owner ran it
+            // on time). What the decision took as absent is checked absent.
             let flag = paths.sharding_necessary();
             if !view.exists(&flag) {
                 ops.push(TxnOp::absent(flag));
