@@ -83,8 +83,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
 
 log "simulator determinism: 20 random seeds, each run twice, traces compared byte for byte"
 cargo run -q -p shardcron-sim -- check-determinism --random --seeds 20
-log "simulator determinism of the lag profile (watches held back on timers): 5 random seeds"
+log "simulator determinism of the lag profiles (watches held back on timers): 5 random seeds each"
 cargo run -q -p shardcron-sim -- check-determinism --random --seeds 5 --profile lag
+cargo run -q -p shardcron-sim -- check-determinism --random --seeds 5 --profile victim
 
 log "simulator example: an ElasticJob deployment with a custom strategy and user invariants, 200 seeds"
 cargo run -q -p shardcron-sim --example deployment
