@@ -89,7 +89,8 @@ struct Watch {
     lagging: Option<Box<Index>>,
 }
 
-/// Which entries of its watches a client's lag holds back ([`MemServer::lag_watch`](crate::MemServer::lag_watch)).
+/// Which entries of its watches a client's lag holds back
+/// ([`MemServer::lag_watch`](crate::MemServer::lag_watch)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lagging {
     /// The entries the watch's last change of scope added (its first entry, if its scope never
