@@ -38,8 +38,8 @@ fn check_one(op: &TxnOp) -> Result<()> {
             op: Op::Check,
             path: at.clone(),
             message: "ZooKeeper's transactions cannot check that a node is absent \
-                      (Capability::absent_check is false): check the node's parent's \
-                      children instead, or leave the check out where views are in order"
+                      (Capability::absent_check is false): leave the check out (ZooKeeper's \
+                      views are in order), or read the node before the transaction"
                 .into(),
             retryable: false,
             source: None,
