@@ -24,6 +24,13 @@ use crate::registry::{CreateMode, Node, RegistryError, TxnOp, TxnResult};
 use super::job::{Reply, Request};
 use super::view::View;
 
+/// What the flag's detail holds once the flag is answered: no time (blank reads as none, as
+/// an empty detail does). Not empty: every start checks the detail's version, and a backend
+/// may state "at version v" as a bound on the stored bytes that an empty value cannot meet
+/// (etcd's one-`Txn` plan, `registry-etcd/src/plan.rs`, then reads first: two requests per
+/// start instead of one).
+pub const NO_RAISE: &[u8] = b" ";
+
 /// The node `of` as the view shows it, and its detail (empty when it has none). `None` when
 /// the node does not exist, whatever its detail node holds.
 pub fn read<'v>(view: &'v View, paths: &JobPaths, of: Detailed) -> Option<(&'v Node, &'v [u8])> {
@@ -102,8 +109,9 @@ pub fn split(
             }
             TxnOp::Delete { path, version } => {
                 let extra = seen.map(|version| match of {
-                    // The flag's detail stays, emptied: it is ensured once per registration.
-                    Detailed::Flag => TxnOp::set(detail.clone(), Vec::new(), version),
+                    // The flag's detail stays, holding no time: it is ensured once per
+                    // registration.
+                    Detailed::Flag => TxnOp::set(detail.clone(), NO_RAISE, version),
                     Detailed::Misfire(_) | Detailed::Entry(_) => {
                         TxnOp::delete(detail.clone(), version)
                     }
