@@ -128,13 +128,18 @@ pub enum Variant {
     /// first one's owner's, which the checker accepts only with the next owner's catch-up; 3 ×
     /// 2 `lease` seed 2,541,553,107).
     MuteCatchUps,
+    /// Every instance's registry claims its views are in order (`Capability::views_in_order`)
+    /// where they lag: the schedulers do not fence their starts on the absence of what their
+    /// views do not show (needs the `victim` or `lag` profile: 4 × 3 `victim` seed 31,533,747
+    /// runs a fire twice, 6 × 4 seed 1,553,391,649 leaves one unrun).
+    TrustLaggingViews,
 }
 
 /// How much further ahead than the run's lead [`Variant::OverLead`] takes instance 1's fires.
 pub const OVER_LEAD: Duration = Duration::from_secs(2);
 
 impl Variant {
-    pub const ALL: [Variant; 26] = [
+    pub const ALL: [Variant; 27] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -161,6 +166,7 @@ impl Variant {
         Variant::StaleConfigRepair,
         Variant::OverLead,
         Variant::MuteCatchUps,
+        Variant::TrustLaggingViews,
     ];
 
     /// The runtime settings of instance `who`, with the bug if it has one there.
@@ -199,7 +205,8 @@ impl Variant {
             | Variant::ForgetLedgerMark
             | Variant::RaiseDropsCatchUps
             | Variant::ReshardDropsCatchUps
-            | Variant::StaleConfigRepair => true,
+            | Variant::StaleConfigRepair
+            | Variant::TrustLaggingViews => true,
             Variant::ForgetItem
             | Variant::MuteClockSkew
             | Variant::MuteLateSkips
@@ -505,7 +512,11 @@ impl fmt::Debug for Buggy {
 #[async_trait]
 impl CoordinatorRegistry for Buggy {
     fn capability(&self) -> Capability {
-        self.inner.capability()
+        let mut capability = self.inner.capability();
+        if self.bug == Variant::TrustLaggingViews {
+            capability.views_in_order = true;
+        }
+        capability
     }
 
     async fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> Result<String> {

@@ -785,3 +785,36 @@ fn a_misfire_between_two_reshards_of_one_millisecond_needs_its_catch_up_under_fa
         broken.violations_text()
     );
 }
+
+/// The absence fences of a view that lags per entry (GUARANTEES.md, section 2, "A view that
+/// falls behind part of its scope"), under the `victim` profile's faults: with the schedulers
+/// told their views are in order, the two seeds that found the gaps fail again, each the way
+/// it did.
+#[test]
+fn starts_not_fenced_on_absence_where_views_lag_are_caught() {
+    use shardcron_sim::explore::ExploreOptions;
+    let cases = [
+        (31_533_747, 4, 3, "fire +28000 of j2#2 ran 2 times"),
+        (1_553_391_649, 6, 4, "fire +52000 of j2#4 neither ran nor was recorded"),
+    ];
+    for (seed, instances, jobs, named) in cases {
+        let options = ExploreOptions {
+            profile: FaultProfile::Victim,
+            instances,
+            jobs,
+            ..ExploreOptions::default()
+        };
+        let run = |options: &ExploreOptions| match options.builder(seed) {
+            Some(builder) => builder.build().run(),
+            None => panic!("no simulation for seed {seed}"),
+        };
+        let clean = run(&options);
+        assert!(clean.ok(), "seed {seed}: {}", clean.violations_text());
+        let broken = run(&ExploreOptions { variant: Some(Variant::TrustLaggingViews), ..options });
+        assert!(
+            broken.violations.iter().any(|v| v.message.contains(named)),
+            "seed {seed}: the checker should report {named:?}; it reported:\n{}",
+            broken.violations_text()
+        );
+    }
+}
