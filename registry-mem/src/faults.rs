@@ -134,8 +134,9 @@ impl MemServer {
     /// take its events). Their events are dropped meanwhile, the other entries' go on; at the
     /// end each lagging watch gets its whole scope again (`Resync`), as the etcd backend reads
     /// its scope again once an entry's event comes after a later one of another entry. A watch
-    /// lagging already, or waiting for a resync, is left as it is, and a change of a watch's
-    /// scope ends its lag first.
+    /// lagging already holds these entries back too, until its lag ends (the first of the
+    /// lags' ends: etcd can have several watches of a stream to catch up at once); one waiting
+    /// for a resync is left as it is; a change of a watch's scope ends its lag first.
     pub fn lag_watch(&self, client: ClientId, which: Lagging, lag: Duration) {
         let lagging = self.shared.lock().lag_watches(client, which);
         tracing::debug!(%client, ?which, ?lag, lagging, "fault: watches lag");

@@ -293,12 +293,14 @@ impl Watches {
     }
 
     /// Holds back the events of `which` entries of each subscription until
-    /// [`catch_up`](Self::catch_up). A subscription lagging already, or waiting for a resync,
-    /// is left as it is. Returns how many lag.
+    /// [`catch_up`](Self::catch_up). A subscription lagging already holds them back too, with
+    /// the entries it holds back already (etcd can have several watches of a stream to catch
+    /// up at once), until its lag ends; one waiting for a resync is left as it is. Returns how
+    /// many lag.
     pub fn lag(&mut self, which: Lagging) -> usize {
         let mut lagging = 0;
         for watch in self.subs.values_mut() {
-            if watch.stale || watch.lagging.is_some() {
+            if watch.stale {
                 continue;
             }
             let held = match which {
@@ -308,6 +310,15 @@ impl Watches {
             if held.is_empty() {
                 continue;
             }
+            let held = match watch.lagging.take() {
+                Some(already) => {
+                    let already = already.scope();
+                    let subtrees = already.subtrees().iter().chain(held.subtrees()).cloned();
+                    let nodes = already.nodes().iter().chain(held.nodes()).cloned();
+                    WatchScope::of_entries(subtrees.collect(), nodes.collect())
+                }
+                None => held,
+            };
             watch.lagging = Some(Box::new(Index::of(&held)));
             lagging += 1;
         }

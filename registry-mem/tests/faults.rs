@@ -773,3 +773,30 @@ async fn a_victim_entry_of_a_watch_lags_whichever_it_is() {
     let resync = next_watch(&mut stream).await;
     assert!(matches!(&resync, WatchEvent::Resync { nodes } if nodes["/c"].data == b"3"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_second_lag_holds_back_its_entry_too_until_the_lag_ends() {
+    let s = Setup::new();
+    let watcher = s.client();
+    let writer = s.client();
+    for path in ["/a/x", "/b/y", "/c"] {
+        writer.create(path, b"1", CreateMode::Persistent).await.unwrap();
+    }
+    let scope = WatchScope::subtree("/a").with_subtree("/b").with_node("/c");
+    let mut stream = watcher.watch_scope(scope).await.unwrap();
+    assert_eq!(summary(&next_watch(&mut stream).await), "resync /a,/a/x,/b,/b/y,/c");
+
+    // `/a` lags for 1 s, then `/c` joins it: both held back until the first lag ends.
+    s.server.lag_watch(watcher.client_id(), Lagging::Entry(0), Duration::from_secs(1));
+    s.server.lag_watch(watcher.client_id(), Lagging::Entry(2), Duration::from_secs(5));
+    writer.set("/a/x", b"2", None).await.unwrap();
+    writer.set("/c", b"2", None).await.unwrap();
+    writer.set("/b/y", b"2", None).await.unwrap();
+    assert_eq!(summary(&next_watch(&mut stream).await), "changed /b/y 2 v1");
+    assert!(nothing_pending(&mut stream), "both lagging entries' events are held back");
+    let resync = next_watch(&mut stream).await;
+    assert!(s.elapsed_ms() >= 1_000 && s.elapsed_ms() < 5_000, "{} ms", s.elapsed_ms());
+    assert_eq!(summary(&resync), "resync /a,/a/x,/b,/b/y,/c");
+    writer.set("/c", b"3", None).await.unwrap();
+    assert_eq!(summary(&next_watch(&mut stream).await), "changed /c 3 v2");
+}
