@@ -10,7 +10,7 @@
 //! markers (a catch-up owed across restarts), `disabled` markers, servers, assignments, config.
 //! The detail of a misfire marker or a queue entry (`shardcron/misfire/*`,
 //! `shardcron/failover/*`) leaks when its node is gone: the two are written and removed
-//! together (the flag's detail stays by design, emptied).
+//! together (the flag's detail stays by design, blank).
 
 use super::{context, index_at, Checkpoint, Invariant, Violation};
 use crate::trace::{Entry, Phase};
