@@ -742,16 +742,7 @@ async fn a_change_of_scope_ends_a_lag_first() {
 
 #[tokio::test(start_paused = true)]
 async fn a_victim_entry_of_a_watch_lags_whichever_it_is() {
-    let s = Setup::new();
-    let watcher = s.client();
-    let writer = s.client();
-    for path in ["/a/x", "/b/y", "/c"] {
-        writer.create(path, b"1", CreateMode::Persistent).await.unwrap();
-    }
-    // Entries in order: the subtrees `/a`, `/b`, then the node `/c`.
-    let scope = WatchScope::subtree("/a").with_subtree("/b").with_node("/c");
-    let mut stream = watcher.watch_scope(scope).await.unwrap();
-    assert_eq!(summary(&next_watch(&mut stream).await), "resync /a,/a/x,/b,/b/y,/c");
+    let (s, watcher, writer, mut stream) = three_entries().await;
 
     // Entry 4 of 3 is the second, `/b`: a subtree neither first nor added last.
     s.server.lag_watch(watcher.client_id(), Lagging::Entry(4), Duration::from_secs(1));
@@ -776,15 +767,7 @@ async fn a_victim_entry_of_a_watch_lags_whichever_it_is() {
 
 #[tokio::test(start_paused = true)]
 async fn a_second_lag_holds_back_its_entry_too_until_the_lag_ends() {
-    let s = Setup::new();
-    let watcher = s.client();
-    let writer = s.client();
-    for path in ["/a/x", "/b/y", "/c"] {
-        writer.create(path, b"1", CreateMode::Persistent).await.unwrap();
-    }
-    let scope = WatchScope::subtree("/a").with_subtree("/b").with_node("/c");
-    let mut stream = watcher.watch_scope(scope).await.unwrap();
-    assert_eq!(summary(&next_watch(&mut stream).await), "resync /a,/a/x,/b,/b/y,/c");
+    let (s, watcher, writer, mut stream) = three_entries().await;
 
     // `/a` lags for 1 s, then `/c` joins it: both held back until the first lag ends.
     s.server.lag_watch(watcher.client_id(), Lagging::Entry(0), Duration::from_secs(1));
@@ -799,4 +782,19 @@ async fn a_second_lag_holds_back_its_entry_too_until_the_lag_ends() {
     assert_eq!(summary(&resync), "resync /a,/a/x,/b,/b/y,/c");
     writer.set("/c", b"3", None).await.unwrap();
     assert_eq!(summary(&next_watch(&mut stream).await), "changed /c 3 v2");
+}
+
+/// A watcher of three entries, in order the subtrees `/a` and `/b` and the node `/c` (a node
+/// under each subtree), its opening snapshot taken, and a writer.
+async fn three_entries() -> (Setup, MemRegistry, MemRegistry, WatchStream) {
+    let s = Setup::new();
+    let watcher = s.client();
+    let writer = s.client();
+    for path in ["/a/x", "/b/y", "/c"] {
+        writer.create(path, b"1", CreateMode::Persistent).await.unwrap();
+    }
+    let scope = WatchScope::subtree("/a").with_subtree("/b").with_node("/c");
+    let mut stream = watcher.watch_scope(scope).await.unwrap();
+    assert_eq!(summary(&next_watch(&mut stream).await), "resync /a,/a/x,/b,/b/y,/c");
+    (s, watcher, writer, stream)
 }
