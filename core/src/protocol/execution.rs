@@ -104,51 +104,47 @@ pub fn start(
             ops.push(TxnOp::check(flag, Some(detail.version)));
             guards += 1;
         }
+        // A view that lags per entry (`fence_absent`) can show the flag's detail at the raise's
+        // version and not the flag (the simulator's `victim` profile, 6 × 4 seed 1,553,391,649:
+        // an owner started its old item under a pending reshard, which then gave it another,
+        // run by nobody), or not show a misfire marker that owes this very fire (4 × 3 seed
+        // 31,533,747: the marker's catch-up ran the fire again after the owner ran it on
+        // time). What the decision took as absent is checked absent.
         if start.fence_absent {
-            // A view that lags per entry can show the flag's detail at the raise's version and
-            // not the flag (the simulator's `victim` profile, 6 × 4 seed 1,553,391,649: an
-            // owner started its old item under a pending reshard, which then gave it another,
-            // run by nobody), or not show a misfire marker that owes this very fire (4 × 3
-            // seed 31,533,747: the marker's catch-up ran the fire again after the owner ran it
-            // on time). What the decision took as absent is checked absent.
             let flag = paths.sharding_necessary();
             if !view.exists(&flag) {
                 ops.push(TxnOp::absent(flag));
                 guards += 1;
             }
-            for &n in start.items {
-                let marker = paths.item_node(n, ItemNode::Misfire);
-                if !view.exists(&marker) {
-                    ops.push(TxnOp::absent(marker));
-                    guards += 1;
-                    continue;
-                }
-                if start.catch_up
-                    || misfire_mark(view, paths, n)
-                        .is_some_and(|(_, owed)| owed == Some(start.fire_ms))
-                {
-                    // Settled below, at the version seen.
-                    continue;
+        }
+        // The settles go after every guard (the plan reads failures by region).
+        let mut settles = Vec::new();
+        for &n in start.items {
+            match misfire_mark(view, paths, n) {
+                Some((version, owed)) if start.catch_up || owed == Some(start.fire_ms) => {
+                    let path = paths.item_node(n, ItemNode::Misfire);
+                    settles.push(TxnOp::delete(path, Some(version)));
+                    settled.push(n);
                 }
                 // A marker that names another fire, or none: so says its detail, which can lag
                 // behind it (4 × 3 seed 31,533,747 again: the detail's entry late, a marker
                 // owing this fire read as owing none).
-                let detail = paths.detail(Detailed::Misfire(n));
-                ops.push(match view.get(&detail) {
-                    Some(node) => TxnOp::check(detail, Some(node.version)),
-                    None => TxnOp::absent(detail),
-                });
-                guards += 1;
+                Some(_) if start.fence_absent => {
+                    let detail = paths.detail(Detailed::Misfire(n));
+                    ops.push(match view.get(&detail) {
+                        Some(node) => TxnOp::check(detail, Some(node.version)),
+                        None => TxnOp::absent(detail),
+                    });
+                    guards += 1;
+                }
+                None if start.fence_absent => {
+                    ops.push(TxnOp::absent(paths.item_node(n, ItemNode::Misfire)));
+                    guards += 1;
+                }
+                Some(_) | None => {}
             }
         }
-        for &n in start.items {
-            let Some((version, owed)) = misfire_mark(view, paths, n) else { continue };
-            if start.catch_up || owed == Some(start.fire_ms) {
-                let path = paths.item_node(n, ItemNode::Misfire);
-                ops.push(TxnOp::delete(path, Some(version)));
-                settled.push(n);
-            }
-        }
+        ops.extend(settles);
     }
     if !start.mark_running {
         let plan = StartPlan {
