@@ -764,26 +764,8 @@ fn a_clock_further_ahead_than_the_fire_lead_is_caught_at_a_restart() {
 /// unrecorded, that fire is lost.
 #[test]
 fn a_misfire_between_two_reshards_of_one_millisecond_needs_its_catch_up_under_faults() {
-    use shardcron_sim::explore::ExploreOptions;
-    const SEED: u64 = 2_541_553_107;
-    let options = ExploreOptions {
-        profile: FaultProfile::Lease,
-        instances: 3,
-        jobs: 2,
-        ..ExploreOptions::default()
-    };
-    let run = |options: &ExploreOptions| match options.builder(SEED) {
-        Some(builder) => builder.build().run(),
-        None => panic!("no simulation for seed {SEED}"),
-    };
-    let clean = run(&options);
-    assert!(clean.ok(), "{}", clean.violations_text());
-    let broken = run(&ExploreOptions { variant: Some(Variant::MuteCatchUps), ..options });
-    assert!(
-        broken.violations.iter().any(|v| v.message.contains("fire +118000 of j0#0")),
-        "the lost catch-up should be reported; the checker reported:\n{}",
-        broken.violations_text()
-    );
+    let lease = (FaultProfile::Lease, 3, 2);
+    caught_at_seed(lease, 2_541_553_107, Variant::MuteCatchUps, "fire +118000 of j0#0");
 }
 
 /// The absence fences of a view that lags per entry (GUARANTEES.md, section 2, "A view that
@@ -792,29 +774,33 @@ fn a_misfire_between_two_reshards_of_one_millisecond_needs_its_catch_up_under_fa
 /// it did.
 #[test]
 fn starts_not_fenced_on_absence_where_views_lag_are_caught() {
+    let bug = Variant::TrustLaggingViews;
+    caught_at_seed(
+        (FaultProfile::Victim, 4, 3),
+        31_533_747,
+        bug,
+        "fire +28000 of j2#2 ran 2 times",
+    );
+    let unrun = "fire +52000 of j2#4 neither ran nor was recorded";
+    caught_at_seed((FaultProfile::Victim, 6, 4), 1_553_391_649, bug, unrun);
+}
+
+/// Generated seed `seed` of `(profile, instances, jobs)` holds every invariant as the code is,
+/// and with `bug` planted the checker reports a violation whose message contains `named`.
+fn caught_at_seed(shape: (FaultProfile, usize, usize), seed: u64, bug: Variant, named: &str) {
     use shardcron_sim::explore::ExploreOptions;
-    let cases = [
-        (31_533_747, 4, 3, "fire +28000 of j2#2 ran 2 times"),
-        (1_553_391_649, 6, 4, "fire +52000 of j2#4 neither ran nor was recorded"),
-    ];
-    for (seed, instances, jobs, named) in cases {
-        let options = ExploreOptions {
-            profile: FaultProfile::Victim,
-            instances,
-            jobs,
-            ..ExploreOptions::default()
-        };
-        let run = |options: &ExploreOptions| match options.builder(seed) {
-            Some(builder) => builder.build().run(),
-            None => panic!("no simulation for seed {seed}"),
-        };
-        let clean = run(&options);
-        assert!(clean.ok(), "seed {seed}: {}", clean.violations_text());
-        let broken = run(&ExploreOptions { variant: Some(Variant::TrustLaggingViews), ..options });
-        assert!(
-            broken.violations.iter().any(|v| v.message.contains(named)),
-            "seed {seed}: the checker should report {named:?}; it reported:\n{}",
-            broken.violations_text()
-        );
-    }
+    let (profile, instances, jobs) = shape;
+    let options = ExploreOptions { profile, instances, jobs, ..ExploreOptions::default() };
+    let run = |options: &ExploreOptions| match options.builder(seed) {
+        Some(builder) => builder.build().run(),
+        None => panic!("no simulation for seed {seed}"),
+    };
+    let clean = run(&options);
+    assert!(clean.ok(), "seed {seed}: {}", clean.violations_text());
+    let broken = run(&ExploreOptions { variant: Some(bug), ..options });
+    assert!(
+        broken.violations.iter().any(|v| v.message.contains(named)),
+        "seed {seed}: the checker should report {named:?} with {bug}; it reported:\n{}",
+        broken.violations_text()
+    );
 }
