@@ -93,30 +93,10 @@ pub fn start(
                 checked.push(n);
             }
         }
-        // Every raise of the reshard flag writes its detail: a start decided on a view that
-        // has not shown a raise yet fails here instead of running the fire under the
-        // assignment the raise is replacing (whose reshard then hands the fire, waiting on
-        // the other instances, to a new owner that runs it again). A view can lag behind the
-        // flag alone: etcd delivers the events of a watch it has to catch up after later
-        // events of the stream's other watches (the simulator's `lag` profile).
-        let flag = paths.detail(Detailed::Flag);
-        if let Some(detail) = view.get(&flag) {
-            ops.push(TxnOp::check(flag, Some(detail.version)));
-            guards += 1;
-        }
-        // A view that lags per entry (`fence_absent`) can show the flag's detail at the raise's
-        // version and not the flag (the simulator's `victim` profile, 6 × 4 seed 1,553,391,649:
-        // an owner started its old item under a pending reshard, which then gave it another,
-        // run by nobody), or not show a misfire marker that owes this very fire (4 × 3 seed
-        // 31,533,747: the marker's catch-up ran the fire again after the owner ran it on
-        // time). What the decision took as absent is checked absent.
-        if start.fence_absent {
-            let flag = paths.sharding_necessary();
-            if !view.exists(&flag) {
-                ops.push(TxnOp::absent(flag));
-                guards += 1;
-            }
-        }
+        guards += push_raise_fences(view, paths, start.fence_absent, &mut ops);
+        // Where views lag per entry, a misfire marker the view does not show may owe this very
+        // fire (`victim` 4 × 3 seed 31,533,747: the marker's catch-up ran the fire again after
+        // the owner ran it on time): what the decision took as absent is checked absent.
         // The settles go after every guard (the plan reads failures by region).
         let mut settles = Vec::new();
         for &n in start.items {
@@ -174,6 +154,51 @@ pub fn start(
     let plan =
         StartPlan { items: start.items.to_vec(), checked, guards, settled, marks_running: true };
     (ops, plan)
+}
+
+/// The checks that no raise of the reshard flag came since the view: pushed onto `ops`, their
+/// count returned. A start carries them ahead of its marks, and so does a fire this instance
+/// finds no item of its own for (see [`no_items_fence`]).
+fn push_raise_fences(view: &View, paths: &JobPaths, fence_absent: bool, ops: &mut Vec<TxnOp>) -> usize {
+    let mut guards = 0;
+    // Every raise of the reshard flag writes its detail: a start decided on a view that has
+    // not shown a raise yet fails here instead of running the fire under the assignment the
+    // raise is replacing (whose reshard then hands the fire, waiting on the other instances,
+    // to a new owner that runs it again). A view can lag behind the flag alone: etcd delivers
+    // the events of a watch it has to catch up after later events of the stream's other
+    // watches (the simulator's `lag` profile).
+    let detail = paths.detail(Detailed::Flag);
+    if let Some(node) = view.get(&detail) {
+        ops.push(TxnOp::check(detail, Some(node.version)));
+        guards += 1;
+    }
+    // A view that lags per entry (`fence_absent`) can show the flag's detail at the raise's
+    // version and not the flag (the simulator's `victim` profile, 6 × 4 seed 1,553,391,649:
+    // an owner started its old item under a pending reshard, which then gave it another, run
+    // by nobody). What the decision took as absent is checked absent.
+    if fence_absent {
+        let flag = paths.sharding_necessary();
+        if !view.exists(&flag) {
+            ops.push(TxnOp::absent(flag));
+            guards += 1;
+        }
+    }
+    guards
+}
+
+/// The transaction that stands behind a fire skipped for want of items (`NoItems`): the same
+/// raise fences as a start's, and nothing written. An instance that owns nothing can be the one
+/// a pending reshard gives items to at this very fire (it just joined, its server was enabled):
+/// if its view has not shown the raise yet, it would skip the fire while the others wait for the
+/// reshard, which then hands it items for the fire it skipped, and nobody runs them (the
+/// multi-process kill -9 test on etcd: a newcomer's own raise came back before its event, and
+/// the fire found it with no items). With the check failed, the fire is decided again on a view
+/// that shows the raise, and waits for the reshard. `None` when the view shows nothing to check
+/// (before the job's first raise, which every fire waits for anyway).
+pub fn no_items_fence(view: &View, paths: &JobPaths, fence_absent: bool) -> Option<Vec<TxnOp>> {
+    let mut ops = Vec::with_capacity(2);
+    push_raise_fences(view, paths, fence_absent, &mut ops);
+    (!ops.is_empty()).then_some(ops)
 }
 
 /// The op that writes `me`'s ledger: a set fenced on the version the view shows, or a create.

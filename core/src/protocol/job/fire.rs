@@ -84,6 +84,8 @@ pub(super) enum Step {
     EnsureSharding,
     Reshard { seen: u64 },
     Start { plan: StartPlan, seen: u64 },
+    /// The checks behind a skip for want of items.
+    NoItems { seen: u64 },
     Misfire { flagged: bool, seen: u64 },
 }
 
@@ -369,7 +371,17 @@ impl JobProtocol {
             items.retain(|n| only.contains(n));
         }
         if items.is_empty() {
-            return Decision::Skip(SkipReason::NoItems);
+            // Fenced as a start is (`execution::no_items_fence`): a reshard pending unseen may
+            // give this instance items at this very fire.
+            if f.races >= RACES {
+                return Decision::Skip(SkipReason::ShardingTimeout);
+            }
+            return match execution::no_items_fence(view, &self.paths, self.settings.fence_absent) {
+                Some(ops) => {
+                    Decision::Ask(Step::NoItems { seen: view.revision() }, Request::Txn(ops))
+                }
+                None => Decision::Skip(SkipReason::NoItems),
+            };
         }
         // Without monitorExecution nothing marks a run, but a catch-up still settles the
         // misfire markers it answers (kept, they would run it again after every run), and so
@@ -698,6 +710,25 @@ impl JobProtocol {
                     return;
                 }
             },
+            (Step::NoItems { .. }, Ok(_)) => {
+                self.fire_skipped(&f, SkipReason::NoItems, ctx);
+                return;
+            }
+            // A raise came since the view: decided again once the view shows it.
+            (Step::NoItems { seen }, Err(e))
+                if matches!(
+                    e.transaction_failure(),
+                    Some((
+                        _,
+                        RegistryError::BadVersion { .. }
+                            | RegistryError::NoNode { .. }
+                            | RegistryError::NodeExists { .. }
+                    ))
+                ) =>
+            {
+                f.races += 1;
+                f.catch_up = Some((seen, race_pause));
+            }
             (Step::Misfire { .. }, Ok(_)) => {
                 // Marked: its catch-up runs it. A clock set back does not bring it round again
                 // (3 × 2 `chaos` seed 1,321,827,857 over 300 s: marked, caught up, then the
