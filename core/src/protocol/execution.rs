@@ -159,7 +159,12 @@ pub fn start(
 /// The checks that no raise of the reshard flag came since the view: pushed onto `ops`, their
 /// count returned. A start carries them ahead of its marks, and so does a fire this instance
 /// finds no item of its own for (see [`no_items_fence`]).
-fn push_raise_fences(view: &View, paths: &JobPaths, fence_absent: bool, ops: &mut Vec<TxnOp>) -> usize {
+fn push_raise_fences(
+    view: &View,
+    paths: &JobPaths,
+    fence_absent: bool,
+    ops: &mut Vec<TxnOp>,
+) -> usize {
     let mut guards = 0;
     // Every raise of the reshard flag writes its detail: a start decided on a view that has
     // not shown a raise yet fails here instead of running the fire under the assignment the
