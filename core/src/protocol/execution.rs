@@ -196,8 +196,9 @@ fn push_raise_fences(
 /// a pending reshard gives items to at this very fire (it just joined, its server was enabled):
 /// if its view has not shown the raise yet, it would skip the fire while the others wait for the
 /// reshard, which then hands it items for the fire it skipped, and nobody runs them (the
-/// multi-process kill -9 test on etcd: a newcomer's own raise came back before its event, and
-/// the fire found it with no items). With the check failed, the fire is decided again on a view
+/// multi-process kill -9 test on etcd, under load: a newcomer's first fire found it with no
+/// items and no flag in view, and the leader's reshard a millisecond later gave it two items
+/// of that fire). With the check failed, the fire is decided again on a view
 /// that shows the raise, and waits for the reshard. `None` when the view shows nothing to check
 /// (before the job's first raise, which every fire waits for anyway).
 pub fn no_items_fence(view: &View, paths: &JobPaths, fence_absent: bool) -> Option<Vec<TxnOp>> {

@@ -77,26 +77,15 @@ impl FireState {
     }
 }
 
-/// The fire request outstanding.
+/// The fire request outstanding (`NoItems`: the checks behind a skip for want of items).
 #[derive(Debug)]
 pub(super) enum Step {
     Skew,
     EnsureSharding,
-    Reshard {
-        seen: u64,
-    },
-    Start {
-        plan: StartPlan,
-        seen: u64,
-    },
-    /// The checks behind a skip for want of items.
-    NoItems {
-        seen: u64,
-    },
-    Misfire {
-        flagged: bool,
-        seen: u64,
-    },
+    Reshard { seen: u64 },
+    Start { plan: StartPlan, seen: u64 },
+    NoItems { seen: u64 },
+    Misfire { flagged: bool, seen: u64 },
 }
 
 /// What to do with the fire being handled.
