@@ -714,17 +714,7 @@ impl JobProtocol {
                 return;
             }
             // A raise came since the view: decided again once the view shows it.
-            (Step::NoItems { seen }, Err(e))
-                if matches!(
-                    e.transaction_failure(),
-                    Some((
-                        _,
-                        RegistryError::BadVersion { .. }
-                            | RegistryError::NoNode { .. }
-                            | RegistryError::NodeExists { .. }
-                    ))
-                ) =>
-            {
+            (Step::NoItems { seen }, Err(e)) if failover::is_lost_race(&e) => {
                 f.races += 1;
                 f.catch_up = Some((seen, race_pause));
             }
