@@ -133,7 +133,7 @@ struct RunArgs {
     /// Run a deliberately broken variant (DropWatchEvent, ForgetItem, FalseLeader,
     /// LeakRunningMarkers, StaleAssignment, GreedyOwner, IgnoreLeaseLoss, ForgetDeparture,
     /// DropCatchUp, DropMissedFires, IgnoreGarbage, MuteClockSkew, MuteLateSkips,
-    /// LateAsMisfire, MuteEveryLateSkip, LateAsNoItems, ForgetReshardTime, MuteSkipsBeforeFirstRun, IgnoreConfigChange, DisabledOwnerDropsCatchUp, ForgetLedgerMark, RaiseDropsCatchUps, ReshardDropsCatchUps, StaleConfigRepair, OverLead, MuteCatchUps, TrustLaggingViews) to see the checker catch it; the later ones show under faults (`--profile failover`, `chaos` or `garbage`; TrustLaggingViews under `victim`).
+    /// LateAsMisfire, MuteEveryLateSkip, LateAsNoItems, ForgetReshardTime, MuteSkipsBeforeFirstRun, IgnoreConfigChange, DisabledOwnerDropsCatchUp, ForgetLedgerMark, RaiseDropsCatchUps, ReshardDropsCatchUps, StaleConfigRepair, OverLead, MuteCatchUps, TrustLaggingViews, LeakMisfireDetails) to see the checker catch it; the later ones show under faults (`--profile failover`, `chaos` or `garbage`; TrustLaggingViews under `victim`).
     #[arg(long)]
     variant: Option<Variant>,
     /// Run the schedulers with this fire lead, in virtual milliseconds (`Settings::fire_lead`:

@@ -133,13 +133,17 @@ pub enum Variant {
     /// views do not show (needs the `victim` or `lag` profile: 4 × 3 `victim` seed 31,533,747
     /// runs a fire twice, 6 × 4 seed 1,553,391,649 leaves one unrun).
     TrustLaggingViews,
+    /// Every instance's settle of a misfire marker removes the marker and leaves its detail
+    /// naming the fire, rather than blank (needs overrunning items; the boundary of the
+    /// reading that a misfire marker's detail without its marker is no leak only when blank).
+    LeakMisfireDetails,
 }
 
 /// How much further ahead than the run's lead [`Variant::OverLead`] takes instance 1's fires.
 pub const OVER_LEAD: Duration = Duration::from_secs(2);
 
 impl Variant {
-    pub const ALL: [Variant; 27] = [
+    pub const ALL: [Variant; 28] = [
         Variant::DropWatchEvent,
         Variant::ForgetItem,
         Variant::FalseLeader,
@@ -167,6 +171,7 @@ impl Variant {
         Variant::OverLead,
         Variant::MuteCatchUps,
         Variant::TrustLaggingViews,
+        Variant::LeakMisfireDetails,
     ];
 
     /// The runtime settings of instance `who`, with the bug if it has one there.
@@ -206,7 +211,8 @@ impl Variant {
             | Variant::RaiseDropsCatchUps
             | Variant::ReshardDropsCatchUps
             | Variant::StaleConfigRepair
-            | Variant::TrustLaggingViews => true,
+            | Variant::TrustLaggingViews
+            | Variant::LeakMisfireDetails => true,
             Variant::ForgetItem
             | Variant::MuteClockSkew
             | Variant::MuteLateSkips
@@ -620,6 +626,15 @@ impl CoordinatorRegistry for Buggy {
                     if is_assignment_record(&path) =>
                 {
                     Some(TxnOp::Set { path, data: without_commit_times(&data), version })
+                }
+                // The blank a settle writes into the marker's detail: only checked, the fire it
+                // names stays.
+                (Variant::LeakMisfireDetails, TxnOp::Set { path, data, version })
+                    if is_misfire_node(&path)
+                        && path.contains("/shardcron/")
+                        && data.iter().all(u8::is_ascii_whitespace) =>
+                {
+                    Some(TxnOp::check(path, version))
                 }
                 (Variant::StaleConfigRepair, TxnOp::Set { path, data, version })
                     if is_config_node(&path) =>

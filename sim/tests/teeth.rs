@@ -188,6 +188,16 @@ fn a_dropped_catch_up_is_caught_with_overrunning_items() {
 }
 
 #[test]
+fn misfire_details_left_naming_their_fire_are_caught() {
+    // The same overrunning items: each catch-up settles its marker, whose detail stays, blank
+    // (its version must only grow). A settle that leaves the fire in it leaves a detail that
+    // says a catch-up is owed where no marker is: a leak, as before the detail was kept.
+    let overrun = JobSpec::new("j0", "0/2 * * * * ?", 3).item_ms(3_000);
+    let scenario = Scenario::new("overrunning-items").at(30_000, Fault::Slow(1, 10));
+    caught_under_faults(vec![overrun], scenario, Variant::LeakMisfireDetails, Invariant::Leaks);
+}
+
+#[test]
 fn catch_ups_dropped_by_a_disabled_owner_are_caught() {
     // Items run 3 s on a 5 s cron. i1's link slows down (3 s per request), so its run of the
     // 15 s fire starts late (22 s), and its fire of 20 s, handled then, is skipped as a

@@ -15,8 +15,8 @@
 //!
 //! A node without its detail (ElasticJob's, an earlier shardcron's, or one whose detail an
 //! operator removed) reads as empty: the detail is unknown, as ElasticJob's would be. A detail
-//! without its node means nothing (the node was removed by someone else) and is overwritten
-//! by the next write of the node.
+//! without its node means nothing (the node was removed by someone else, or answered and its
+//! detail kept blank: [`BLANK`]) and is overwritten by the next write of the node.
 
 use crate::layout::{Detailed, JobPaths};
 use crate::registry::{CreateMode, Node, RegistryError, TxnOp, TxnResult};
@@ -24,12 +24,15 @@ use crate::registry::{CreateMode, Node, RegistryError, TxnOp, TxnResult};
 use super::job::{Reply, Request};
 use super::view::View;
 
-/// What the flag's detail holds once the flag is answered: no time (blank reads as none, as
-/// an empty detail does). Not empty: every start checks the detail's version, and a backend
-/// may state "at version v" as a bound on the stored bytes that an empty value cannot meet
-/// (etcd's one-`Txn` plan, `registry-etcd/src/plan.rs`, then reads first: two requests per
-/// start instead of one).
-pub const NO_RAISE: &[u8] = b" ";
+/// What a detail holds once its node is gone (the flag answered, a misfire marker settled): no
+/// time (blank reads as none, as an empty detail does). The detail stays so that its version
+/// only grows: a start checks it at the version its view read, and a node deleted and created
+/// again starts its own version over, so a check of a detail made again would pass for the
+/// one that was read (a marker settled and written anew for another fire between a view and a
+/// start). Not empty: a backend may state "at version v" as a bound on the stored bytes that an
+/// empty value cannot meet (etcd's one-`Txn` plan, `registry-etcd/src/plan.rs`, then reads
+/// first: two requests per start instead of one).
+pub const BLANK: &[u8] = b" ";
 
 /// The node `of` as the view shows it, and its detail (empty when it has none). `None` when
 /// the node does not exist, whatever its detail node holds.
@@ -109,12 +112,12 @@ pub fn split(
             }
             TxnOp::Delete { path, version } => {
                 let extra = seen.map(|version| match of {
-                    // The flag's detail stays, holding no time: it is ensured once per
-                    // registration.
-                    Detailed::Flag => TxnOp::set(detail.clone(), NO_RAISE, version),
-                    Detailed::Misfire(_) | Detailed::Entry(_) => {
-                        TxnOp::delete(detail.clone(), version)
+                    // The flag's detail (ensured once per registration) and a misfire
+                    // marker's stay, holding no time ([`BLANK`]).
+                    Detailed::Flag | Detailed::Misfire(_) => {
+                        TxnOp::set(detail.clone(), BLANK, version)
                     }
+                    Detailed::Entry(_) => TxnOp::delete(detail.clone(), version),
                 });
                 (TxnOp::Delete { path, version }, extra)
             }
@@ -206,7 +209,7 @@ mod tests {
                 TxnOp::create(paths.item_node(1, ItemNode::Misfire), "", CreateMode::Persistent),
                 TxnOp::create(paths.detail(Detailed::Misfire(1)), "9000", CreateMode::Persistent),
                 TxnOp::delete(paths.item_node(2, ItemNode::Misfire), Some(0)),
-                TxnOp::delete(paths.detail(Detailed::Misfire(2)), Some(0)),
+                TxnOp::set(paths.detail(Detailed::Misfire(2)), BLANK, Some(0)),
                 TxnOp::set(paths.sharding_necessary(), "", Some(4)),
                 TxnOp::set(paths.detail(Detailed::Flag), "5000", None),
             ]
@@ -216,7 +219,7 @@ mod tests {
             TxnResult::Created { path: "a".into() },
             TxnResult::Created { path: "b".into() },
             TxnResult::Deleted,
-            TxnResult::Deleted,
+            TxnResult::Set { version: 1 },
             TxnResult::Set { version: 5 },
             TxnResult::Set { version: 9 },
         ];

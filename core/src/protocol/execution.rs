@@ -358,13 +358,22 @@ pub fn mark_misfire(
             ops.push(TxnOp::check(detail, Some(node.version)));
         }
     }
-    ops.extend(items.iter().map(|&n| {
+    for &n in items {
         let p = paths.item_node(n, ItemNode::Misfire);
         match view.get(&p) {
-            Some(node) => TxnOp::check(p, Some(node.version)),
-            None => TxnOp::create(p, data.clone(), CreateMode::Persistent),
+            Some(node) => {
+                ops.push(TxnOp::check(p, Some(node.version)));
+                // And its detail: a marker settled and written again meanwhile (for another
+                // fire) is back at the version read; its detail, kept when the marker is
+                // settled ([`detail::BLANK`]), is not.
+                let detail = paths.detail(Detailed::Misfire(n));
+                if let Some(node) = view.get(&detail) {
+                    ops.push(TxnOp::check(detail, Some(node.version)));
+                }
+            }
+            None => ops.push(TxnOp::create(p, data.clone(), CreateMode::Persistent)),
         }
-    }));
+    }
     ops
 }
 
