@@ -20,7 +20,7 @@
 //!       /shardcron/ledger/{instance} P  the last scheduled fire the instance started
 //!       /shardcron/assigned          P  from which fire on the assignment applies
 //!       /shardcron/necessary         P  when the pending reshard was asked for
-//!       /shardcron/misfire/{n}       P  the fire item n's misfire owes
+//!       /shardcron/misfire/{n}       P  the fire item n's misfire owes (blank once settled)
 //!       /shardcron/failover/{n}      P  item n's queued failover: fire, rank, kind, owner
 //! ```
 //!
